@@ -1,0 +1,7 @@
+"""fabtune: tune a GPU/RDMA fabric's nodes and switches and prove every change.
+
+The package is the one core both front ends (Nornir via ``fabtune``, Ansible via
+``playbooks/``) drive. See ``docs/architecture.md`` for the rooms and the arrows.
+"""
+
+__version__ = "0.1.0"

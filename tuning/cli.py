@@ -1,0 +1,281 @@
+"""The ``fabtune`` command (typer + rich). Exit codes: 0 ok, 1 failed / rolled back,
+2 bad input, 3 rollback failed (page a human). See ``fabtune COMMAND --help``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from tuning import inventory as inv_mod
+from tuning.errors import InputError, TuningError
+from tuning.report import changes_table, console, file_diffs, verify_table
+from tuning.rollout.journal import DEFAULT_DIR
+
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+                  help="Tune a GPU/RDMA fabric's nodes and switches, and prove every change.\n\n"
+                       "Example: fabtune lab up && fabtune rollout -i inventory/lab")
+lab_app = typer.Typer(no_args_is_help=True, help="The embedded lab: a digital twin of a GPU fabric on this machine.")
+app.add_typer(lab_app, name="lab")
+
+INV = typer.Option(Path("inventory/lab"), "-i", "--inventory", help="Ansible-format inventory directory.")
+LIMIT = typer.Option(None, "--limit", "-l", help="Only these hosts or groups (repeatable).")
+JSON = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
+JDIR = typer.Option(DEFAULT_DIR, "--journal-dir", help="Where run journals and the baseline live.")
+out = console()
+err = console(stderr=True)
+
+
+def _progress(msg: str) -> None:
+    err.print(f"[dim]... {msg}[/dim]")
+
+
+def _emit(report, as_json: bool, title: str, diff: bool = False) -> None:
+    if as_json:
+        print(json.dumps(report.as_dict(), indent=2, default=str))
+        return
+    if report.verify_before:
+        out.print(verify_table(report.verify_before, "verification before"))
+    if report.changes:
+        out.print(changes_table(report.changes, title))
+        if diff:
+            out.print(file_diffs(report.changes), markup=False, end="")
+    if report.verify_after:
+        out.print(verify_table(report.verify_after, "verification after", report.verify_before))
+    for dev, e in report.errors.items():
+        out.print(f"[red]{dev}: {e}[/red]")
+    if report.restored:
+        out.print(f"restored: {', '.join(report.restored)} (every touched device is back to its snapshot)")
+    n = report.n_changes
+    words = {"planned": f"{n} change(s) planned, nothing pushed" if n else "0 changes: already in the desired state",
+             "no-change": "0 changes: already in the desired state, nothing touched",
+             "applied": f"{n} change(s) applied", "kept": f"{n} change(s) applied, verified and kept",
+             "rolled-back": f"{n} change(s) ROLLED BACK", "failed": "FAILED"}
+    run = f" (run {report.run_id})" if report.run_id else ""
+    out.print(f"{words.get(report.outcome, report.outcome)}{run} in {report.seconds:.1f} s")
+
+
+def _load(path: Path):
+    return inv_mod.load(path)
+
+
+@app.command()
+def render(inventory: Path = INV, output: Path = typer.Option(..., "-o", "--output", help="Output directory.")) -> None:
+    """Render every device's configuration into files, one per device (changes nothing).
+
+    Example: fabtune render -i inventory/example-su -o /tmp/su-render
+    """
+    from tuning.render import render_inventory
+
+    paths = render_inventory(_load(inventory), output)
+    out.print(f"wrote {len(paths)} file(s) to {output}")
+
+
+@app.command()
+def plan(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, offline: bool = typer.Option(
+        False, "--offline", help="Contact no device: show the desired settings only."),
+         diff: bool = typer.Option(False, "--diff", help="Show file changes as unified diffs."),
+         as_json: bool = JSON) -> None:
+    """Show, per device and setting, what apply would change. Changes nothing.
+
+    Example: fabtune plan -i inventory/lab --limit leaf01
+    """
+    from tuning.rollout import engine
+    from tuning.rollout.offline import offline_plan
+
+    inv = _load(inventory)
+    report = offline_plan(inv, limit) if offline else engine.run(inv, engine.Options(mode="plan", limit=limit), _progress)
+    _emit(report, as_json, "plan (offline: current state not read)" if offline else "plan", diff)
+
+
+@app.command()
+def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, check: bool = typer.Option(
+        False, "--check", help="Dry run: same as plan."), as_json: bool = JSON, journal_dir: Path = JDIR) -> None:
+    """Apply the inventory's settings (no verification; see rollout). A second run changes nothing.
+
+    Example: fabtune apply -i inventory/lab --limit gpu_nodes
+    """
+    from tuning.rollout import engine
+
+    report = engine.run(_load(inventory), engine.Options(mode="plan" if check else "apply", limit=limit,
+                                                         journal_dir=journal_dir), _progress)
+    _emit(report, as_json, "plan (--check)" if check else "applied")
+    raise typer.Exit(1 if report.outcome in ("rolled-back", "failed") else 0)
+
+
+@app.command()
+def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: bool = JSON,
+            journal_dir: Path = JDIR, confirm_s: int = typer.Option(600, "--confirm-s", help="Switch commit-confirm window, seconds."),
+            min_bw: float = typer.Option(300.0, "--min-bw", help="Pass mark per pair, Gb/s."),
+            max_lat: float = typer.Option(10.0, "--max-lat", help="Pass mark per pair, typical latency us.")) -> None:
+    """Snapshot, apply, verify with RDMA tests, then keep, or restore every touched device.
+
+    Exit 0 kept (or nothing to do), 1 rolled back, 3 rollback failed.
+    Example: fabtune rollout -i inventory/lab --min-bw 300
+    """
+    from tuning.rollout import engine
+    from tuning.verify.runner import Thresholds
+
+    opts = engine.Options(mode="rollout", limit=limit, journal_dir=journal_dir, confirm_s=confirm_s,
+                          thresholds=Thresholds(min_bw_gbps=min_bw, max_lat_us=max_lat))
+    report = engine.run(_load(inventory), opts, _progress)
+    _emit(report, as_json, "rollout")
+    raise typer.Exit(1 if report.outcome in ("rolled-back", "failed") else 0)
+
+
+@app.command()
+def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR,
+           min_bw: float = typer.Option(300.0, "--min-bw", help="Pass mark per pair, Gb/s."),
+           max_lat: float = typer.Option(10.0, "--max-lat", help="Pass mark per pair, typical latency us.")) -> None:
+    """Run ib_write_bw and ib_read_lat between node pairs (leaf and spine paths) against the
+    thresholds and the recorded baseline. Exit 1 if a pair fails.
+
+    Example: fabtune verify -i inventory/lab --json
+    """
+    from tuning.rollout.offline import verify_only
+    from tuning.verify.runner import Thresholds
+
+    ok, results = verify_only(_load(inventory), journal_dir, Thresholds(min_bw_gbps=min_bw, max_lat_us=max_lat), _progress)
+    if as_json:
+        print(json.dumps({"ok": ok, "pairs": results}, indent=2))
+    else:
+        out.print(verify_table(results, "verification"))
+        out.print("PASS" if ok else "FAIL")
+    raise typer.Exit(0 if ok else 1)
+
+
+@app.command()
+def rollback(run_id: str = typer.Argument(..., help="Run id printed by apply/rollout (see --journal-dir)."),
+             inventory: Path = INV, journal_dir: Path = JDIR, as_json: bool = JSON) -> None:
+    """Restore every device a run touched, from the on-disk journal.
+
+    Example: fabtune rollback 20261130T101500-1a2b3c -i inventory/lab
+    """
+    from tuning.rollout.engine import rollback_run
+
+    report = rollback_run(_load(inventory), journal_dir, run_id, _progress)
+    _emit(report, as_json, "rollback")
+
+
+@app.command("parse")
+def parse_cmd(tool: str = typer.Argument(..., help="Tool name, e.g. ib_write_bw, mlnx_qos (see --list)."),
+              file: str = typer.Argument("-", help="Saved output, or - for stdin."),
+              fmt: str = typer.Option("json", "--format", help="json or table.")) -> None:
+    """Print what fabtune understands of a saved tool output, with findings.
+
+    Exit 0 parsed (a classified tool error included), 2 unreadable.
+    Example: fabtune parse ib_write_bw saved/ib_write_bw.txt --format table
+    """
+    from tuning.parsers import parse
+
+    if fmt not in ("json", "table"):
+        raise InputError("--format", "format", f"{fmt!r}; allowed: json, table")
+    try:
+        data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+    except OSError as e:
+        raise InputError(file, "FILE", f"cannot read: {e.strerror}") from None
+    result = parse(tool, data.decode("utf-8", errors="replace"))
+    doc = result.model_dump(mode="json")
+    if fmt == "json":
+        print(json.dumps(doc, indent=2))
+        return
+    from tuning.report import parsed_table
+
+    out.print(parsed_table(doc))
+
+
+def _state_dir(inventory: Path, state_dir: Optional[Path]) -> Path:
+    return state_dir or inventory / ".state"
+
+
+STATE = typer.Option(None, "--state-dir", help="Lab state directory (default: INVENTORY/.state).")
+
+
+@lab_app.command("up")
+def lab_up(inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
+    """Start the lab: 4 GPU nodes (SSH), 2 leaves and 1 spine (NVUE), untuned.
+
+    Example: fabtune lab up
+    """
+    from tuning.lab import controller
+
+    sd = _state_dir(inventory, state_dir)
+    controller.up(sd)
+    _lab_status(sd)
+
+
+@lab_app.command("status")
+def lab_status(inventory: Path = INV, state_dir: Optional[Path] = STATE, as_json: bool = JSON) -> None:
+    """Show every lab endpoint and whether it answers. Exit 1 if the lab is down.
+
+    Example: fabtune lab status --json
+    """
+    sd = _state_dir(inventory, state_dir)
+    ok = _lab_status(sd, as_json)
+    raise typer.Exit(0 if ok else 1)
+
+
+def _lab_status(sd: Path, as_json: bool = False) -> bool:
+    from rich.table import Table
+
+    from tuning.lab import controller
+
+    st = controller.status(sd)
+    if as_json:
+        print(json.dumps(st, indent=2, default=str))
+    else:
+        t = Table(title=f"lab {sd}", title_justify="left")
+        for col in ("name", "kind", "port", "up"):
+            t.add_column(col)
+        for e in st.get("endpoints", []):
+            t.add_row(str(e["name"]), str(e["kind"]), str(e["port"]), "yes" if e["up"] else "NO")
+        out.print(t)
+    eps = st.get("endpoints", [])
+    return bool(eps) and all(e["up"] for e in eps)
+
+
+@lab_app.command("inject")
+def lab_inject(target: str = typer.Argument(..., help="node01:mlx5_0 or leaf01:swp1"),
+               kind: str = typer.Argument("degrade", help="degrade | down | clear"),
+               inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
+    """Inject a fault on a link (the fabric model applies it to every RDMA test crossing it).
+
+    Example: fabtune lab inject leaf01:swp1 degrade
+    """
+    from tuning.lab.inject import inject
+
+    inject(_state_dir(inventory, state_dir), target, kind)
+    out.print(f"{kind} on {target}")
+
+
+@lab_app.command("down")
+def lab_down(inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
+    """Stop the lab (its state directory stays for inspection).
+
+    Example: fabtune lab down
+    """
+    from tuning.lab import controller
+
+    stopped = controller.down(_state_dir(inventory, state_dir))
+    out.print("lab stopped" if stopped else "lab was not running")
+
+
+def main() -> None:
+    """Console entry point: one-line errors on stderr and the error's exit code."""
+    try:
+        app(standalone_mode=False)
+    except TuningError as e:
+        err.print(f"fabtune: error: {e}", markup=False, highlight=False)
+        sys.exit(e.exit_code)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("fabtune: aborted")
+        sys.exit(130)
+    except __import__("click").exceptions.ClickException as e:
+        e.show()
+        sys.exit(2)

@@ -1,0 +1,125 @@
+"""The one exception tree of fabtune (DESIGN.md, "Errors").
+
+Every error fabtune raises on purpose is a :class:`TuningError`. Subclasses are
+named for the phase that failed and carry the host and the phase, so a fleet
+report can say exactly where a rollout stopped. Library errors (OSError,
+paramiko, netmiko) are converted at the boundary and chained with ``from``.
+
+Exit codes used by the CLI (``tuning.cli``):
+    0  success / nothing to change
+    1  a device failed, verification failed (and was rolled back)
+    2  bad input (inventory, profile, flags, an unreadable tool output)
+    3  a rollback failed: a human must look (page)
+"""
+
+from __future__ import annotations
+
+
+class TuningError(Exception):
+    """Root of all fabtune errors.
+
+    Args:
+        message: one line that says what went wrong.
+        host: the inventory name of the device, if the error is about one.
+        phase: the engine stage (validate, collect, plan, apply, verify, restore).
+    """
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, host: str | None = None, phase: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.host = host
+        self.phase = phase
+
+    def __str__(self) -> str:
+        prefix = f"{self.host}: " if self.host else ""
+        return f"{prefix}{self.message}"
+
+
+class InputError(TuningError):
+    """Bad input: an inventory file, a profile, a CLI flag. Nothing was pushed.
+
+    Args:
+        file: the file (or ``--flag``) that holds the bad value.
+        key: the dotted key inside that file, e.g. ``nic_qos.pfc_priority``.
+        problem: what is wrong and what is allowed, e.g. ``9500 is outside 68..9216``.
+    """
+
+    exit_code = 2
+
+    def __init__(self, file: str, key: str, problem: str, *, host: str | None = None):
+        self.file = file
+        self.key = key
+        self.problem = problem
+        super().__init__(f"{file}: {key}: {problem}", host=None, phase="validate")
+        self.host = host
+
+
+class ParseError(TuningError):
+    """A tool output fabtune cannot read; never a partial or a wrong number.
+
+    Args:
+        tool: the tool whose output was being read (``ib_write_bw``).
+        line_no: 1-based line number of the offending line (0 if the whole text).
+        expected: what the parser looked for there.
+        line: the offending line, as printed (shortened to 120 characters).
+    """
+
+    exit_code = 2
+
+    def __init__(self, tool: str, line_no: int, expected: str, line: str = ""):
+        self.tool = tool
+        self.line_no = line_no
+        self.expected = expected
+        self.line = line[:120]
+        where = f"line {line_no}" if line_no else "output"
+        got = f": got {self.line!r}" if line else ""
+        super().__init__(f"{tool}: {where}: expected {expected}{got}", phase="parse")
+
+
+class ConnectError(TuningError):
+    """A device could not be reached or refused our credentials / host key."""
+
+
+class CommandError(TuningError):
+    """A command on a device exited non-zero.
+
+    Args:
+        command: the command line as sent.
+        exit_code_: its exit status.
+        stderr: the tail of its standard error (last 500 characters kept).
+    """
+
+    def __init__(self, command: str, exit_code_: int, stderr: str, *, host: str | None = None, phase: str | None = None):
+        self.command = command
+        self.rc = exit_code_
+        self.stderr = stderr[-500:]
+        tail = self.stderr.strip().splitlines()[-1] if self.stderr.strip() else ""
+        super().__init__(f"`{command}` exited {exit_code_}: {tail}", host=host, phase=phase)
+
+
+class NotSupportedError(TuningError):
+    """A driver or plugin was asked for an operation it does not have."""
+
+
+class CandidateError(TuningError):
+    """A switch rejected a staged change (``nv set`` gave ``Invalid Command``)."""
+
+
+class CommitError(TuningError):
+    """A switch commit failed, or a commit was attempted with a confirm pending."""
+
+
+class CommitConfirmError(TuningError):
+    """Confirming a commit-confirm revision failed."""
+
+
+class VerifyError(TuningError):
+    """Verification failed or regressed against the baseline."""
+
+
+class RollbackError(TuningError):
+    """Restoring a snapshot failed. The one that must page a human (exit 3)."""
+
+    exit_code = 3

@@ -1,0 +1,266 @@
+"""One loader for the Ansible-format YAML inventory, used by both front ends.
+
+Layout (as Ansible reads it): ``INV/hosts.yaml`` (``all`` -> ``children`` -> groups -> ``hosts``),
+``INV/group_vars/<group>.yml`` and ``INV/host_vars/<host>.yml``. Variables layer as in Ansible:
+``all`` < parent group < child group < host vars < inline host vars.
+
+Every host must belong (directly or through a child group) to exactly one role group:
+``gpu_nodes`` (a :class:`~tuning.model.NodeSpec`) or ``switches`` (a :class:`~tuning.model.SwitchSpec`).
+Keys other than the model's, the ``ansible_*`` connection keys and the ``fabtune_*`` keys below are
+refused, naming the file that holds them. Paths in ``fabtune_*_file`` keys are relative to INV.
+
+Raises :class:`tuning.errors.InputError` (exit 2) with file, key and allowed values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from tuning.errors import InputError
+from tuning.model import NodeSpec, SwitchSpec
+
+ROLE_GROUPS = {"gpu_nodes": NodeSpec, "switches": SwitchSpec}
+CONNECTION_KEYS = {
+    "ansible_host", "ansible_port", "ansible_user", "ansible_connection",
+    "ansible_python_interpreter", "ansible_network_os",
+}
+FABTUNE_KEYS = {"fabtune_sysroot", "fabtune_ssh_key_file", "fabtune_known_hosts_file", "fabtune_line_rate_gbps"}
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How to reach a device. ``sysroot`` prefixes every file path on nodes (``/`` on a real host)."""
+
+    hostname: str
+    port: int
+    username: str
+    key_file: str | None
+    known_hosts: str | None
+    sysroot: str = "/"
+
+
+@dataclass
+class Device:
+    """One inventory host: its name, groups, connection and validated desired state."""
+
+    name: str
+    groups: list[str]
+    connection: Connection
+    spec: NodeSpec | SwitchSpec
+    sources: dict[str, str] = field(default_factory=dict)  # top-level key -> file that set it
+
+    @property
+    def role(self) -> str:
+        """``node`` or ``switch``."""
+        return self.spec.role
+
+
+@dataclass
+class Inventory:
+    """All devices of an inventory, nodes then switches, in file order."""
+
+    path: Path
+    devices: dict[str, Device]
+
+    @property
+    def nodes(self) -> list[Device]:
+        """GPU nodes."""
+        return [d for d in self.devices.values() if d.role == "node"]
+
+    @property
+    def switches(self) -> list[Device]:
+        """Switches."""
+        return [d for d in self.devices.values() if d.role == "switch"]
+
+    def select(self, limit: list[str] | None) -> list[Device]:
+        """Devices named in ``limit`` (names or group names), all if None.
+
+        Raises:
+            InputError: a name matches no host or group.
+        """
+        if not limit:
+            return list(self.devices.values())
+        out = []
+        for name in limit:
+            hit = [d for d in self.devices.values() if d.name == name or name in d.groups]
+            if not hit:
+                raise InputError("--limit", name, f"no host or group called {name!r}; hosts: {', '.join(self.devices)}")
+            out += [d for d in hit if d not in out]
+        return out
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "yaml"
+        raise InputError(str(path), where, f"not valid YAML: {getattr(e, 'problem', e)}") from None
+    except OSError as e:
+        raise InputError(str(path), "-", f"cannot read: {e.strerror}") from None
+
+
+def _walk_groups(path: Path, name: str, node: dict, parents: list[str], out: dict[str, dict]) -> None:
+    """Collect host -> {groups: [...], inline: {...}} from the ``all`` tree (depth first)."""
+    if not isinstance(node, dict):
+        raise InputError(str(path), name, "a group must be a mapping with hosts/children/vars")
+    for key in node:
+        if key not in {"hosts", "children", "vars"}:
+            raise InputError(str(path), f"{name}.{key}", "unknown key; allowed: hosts, children, vars")
+    chain = parents + [name]
+    for host, inline in (node.get("hosts") or {}).items():
+        entry = out.setdefault(host, {"groups": [], "inline": {}})
+        entry["groups"] += [g for g in chain if g not in entry["groups"]]
+        entry["inline"].update(inline or {})
+    for child, sub in (node.get("children") or {}).items():
+        _walk_groups(path, child, sub or {}, chain, out)
+
+
+def _group_vars(inv: Path, group: str) -> tuple[dict, str | None]:
+    for ext in (".yml", ".yaml"):
+        p = inv / "group_vars" / f"{group}{ext}"
+        if p.exists():
+            return _read_yaml(p), str(p)
+    return {}, None
+
+
+def _host_vars(inv: Path, host: str) -> tuple[dict, str | None]:
+    for ext in (".yml", ".yaml"):
+        p = inv / "host_vars" / f"{host}{ext}"
+        if p.exists():
+            return _read_yaml(p), str(p)
+    return {}, None
+
+
+def _layer(inv: Path, hosts_file: Path, host: str, groups: list[str], inline: dict) -> tuple[dict, dict]:
+    """Merge vars in Ansible precedence; return (vars, key -> file that set it)."""
+    merged: dict = {}
+    sources: dict = {}
+    layers = [_group_vars(inv, g) for g in groups] + [_host_vars(inv, host), (inline, str(hosts_file))]
+    for data, src in layers:
+        if not isinstance(data, dict):
+            raise InputError(str(src), "-", "must be a mapping of variables")
+        for k, v in data.items():
+            merged[k] = v
+            sources[k] = src
+    return merged, sources
+
+
+def _role_of(hosts_file: Path, host: str, groups: list[str]) -> type[NodeSpec] | type[SwitchSpec]:
+    roles = {g for g in groups if g in ROLE_GROUPS}
+    if len(roles) != 1:
+        have = ", ".join(g for g in groups if g != "all") or "no group"
+        raise InputError(str(hosts_file), f"all.*.hosts.{host}",
+                         f"host must be in exactly one of the groups {', '.join(ROLE_GROUPS)} (it is in {have})")
+    return ROLE_GROUPS[roles.pop()]
+
+
+def _check_keys(model: type, vars_: dict, sources: dict, host: str) -> None:
+    allowed = set(model.model_fields) - {"role"}
+    for key in vars_:
+        if key in CONNECTION_KEYS or key in FABTUNE_KEYS:
+            continue
+        if key not in allowed and not key.startswith("__"):
+            allow = ", ".join(sorted(allowed | FABTUNE_KEYS))
+            raise InputError(sources[key], key, f"unknown key for {model.__name__} host {host}; allowed: {allow}")
+
+
+def _validation_error(err: ValidationError, sources: dict, host: str) -> InputError:
+    first = err.errors()[0]
+    loc = [str(p) for p in first["loc"]]
+    key = ".".join(loc) or "-"
+    src = sources.get(loc[0], "inventory") if loc else "inventory"
+    msg = first["msg"].removeprefix("Value error, ")
+    ctx = first.get("ctx") or {}
+    if "expected" in ctx:
+        msg = f"{msg} (allowed: {ctx['expected']})"
+    got = first.get("input")
+    if first["type"] in {"less_than_equal", "greater_than_equal", "less_than", "greater_than"}:
+        field_info = _range_of(err.title, loc)
+        msg = f"{got!r} is outside {field_info}" if field_info else f"{got!r}: {msg}"
+    return InputError(src, key, f"{msg} (host {host})")
+
+
+def _range_of(model_name: str, loc: list[str]) -> str | None:
+    """The allowed ``lo..hi`` range of a model field named by a validation location."""
+    from tuning import model as m
+
+    cls = getattr(m, model_name, None)
+    for part in loc:
+        if cls is None or not hasattr(cls, "model_fields") or part not in cls.model_fields:
+            return None
+        info = cls.model_fields[part]
+        lo = next((x.ge for x in info.metadata if hasattr(x, "ge")), None)
+        hi = next((x.le for x in info.metadata if hasattr(x, "le")), None)
+        if lo is not None or hi is not None:
+            return f"{lo}..{hi}"
+        ann = info.annotation
+        cls = ann if isinstance(ann, type) else next((a for a in getattr(ann, "__args__", ()) if hasattr(a, "model_fields")), None)
+    return None
+
+
+def _connection(inv: Path, host: str, vars_: dict) -> Connection:
+    def rel(key: str) -> str | None:
+        v = vars_.get(key)
+        return None if v is None else str((inv / v) if not Path(v).is_absolute() else Path(v))
+
+    return Connection(
+        hostname=str(vars_.get("ansible_host", host)),
+        port=int(vars_.get("ansible_port", 22)),
+        username=str(vars_.get("ansible_user", "root")),
+        key_file=rel("fabtune_ssh_key_file"),
+        known_hosts=rel("fabtune_known_hosts_file"),
+        sysroot=str(vars_.get("fabtune_sysroot", "/")),
+    )
+
+
+def load(path: str | Path) -> Inventory:
+    """Load and validate an inventory directory (or its ``hosts.yaml``).
+
+    Returns:
+        Inventory with one validated :class:`Device` per host.
+
+    Raises:
+        InputError: missing file, bad YAML, unknown key, host without a role group, value out of range.
+    """
+    inv = Path(path)
+    hosts_file = inv if inv.is_file() else next((inv / n for n in ("hosts.yaml", "hosts.yml") if (inv / n).exists()), inv / "hosts.yaml")
+    inv = hosts_file.parent
+    if not hosts_file.exists():
+        raise InputError(str(hosts_file), "-", "inventory not found (expected hosts.yaml with an 'all' group)")
+    data = _read_yaml(hosts_file)
+    if not isinstance(data, dict) or set(data) != {"all"}:
+        raise InputError(str(hosts_file), "-", "top level must be exactly one key: all")
+    hosts: dict[str, dict] = {}
+    _walk_groups(hosts_file, "all", data["all"] or {}, [], hosts)
+    devices = {}
+    for host, entry in hosts.items():
+        model = _role_of(hosts_file, host, entry["groups"])
+        vars_, sources = _layer(inv, hosts_file, host, entry["groups"], entry["inline"])
+        _check_keys(model, vars_, sources, host)
+        fields = {k: v for k, v in vars_.items() if k in model.model_fields}
+        try:
+            spec = model.model_validate(fields)
+        except ValidationError as e:
+            raise _validation_error(e, sources, host) from None
+        devices[host] = Device(host, entry["groups"], _connection(inv, host, vars_), spec, sources)
+    _check_cabling(devices, sources_file=hosts_file)
+    return Inventory(inv, devices)
+
+
+def _check_cabling(devices: dict[str, Device], sources_file: Path) -> None:
+    """Every NIC must be cabled to a switch of the inventory."""
+    for dev in devices.values():
+        if dev.role != "node":
+            continue
+        for i, nic in enumerate(dev.spec.nics):
+            sw = devices.get(nic.switch)
+            if sw is None or sw.role != "switch":
+                switches = ", ".join(d.name for d in devices.values() if d.role == "switch")
+                raise InputError(dev.sources.get("nics", str(sources_file)), f"nics.{i}.switch",
+                                 f"{nic.switch!r} is not a switch of this inventory; allowed: {switches}")

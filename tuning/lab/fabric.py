@@ -1,0 +1,159 @@
+"""The lab's fabric description: nodes, NICs, switches and cables.
+
+One :class:`Fabric` drives everything the lab builds (sysroots, SSH endpoints,
+switches, the fabric model) and is stored as ``<state_dir>/fabric.json`` so the
+tool stand-ins (separate processes) see the same wiring. ``inventory/lab/``
+describes the same fabric for the engine; ``tests/`` checks the two agree.
+
+Default fabric (:func:`default_fabric`): 4 DGX-class nodes (2 NUMA nodes, 112
+CPUs, 8 GPUs, 8 ConnectX-7 NICs at 400 Gb/s, one per rail), 2 rail leaves
+(even rails on leaf01, odd rails on leaf02) and 1 spine.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+#: PCI BDF of NIC i on a DGX-class node (rail order), and its netdev name.
+NIC_BDFS = ["0000:0c:00.0", "0000:12:00.0", "0000:4c:00.0", "0000:5d:00.0",
+            "0000:8c:00.0", "0000:9d:00.0", "0000:ba:00.0", "0000:cc:00.0"]
+#: CPU lists of the two NUMA nodes (2 sockets x 28 cores x 2 threads = 112 CPUs).
+NUMA_CPULISTS = ["0-27,56-83", "28-55,84-111"]
+
+
+def netdev_for(bdf: str) -> str:
+    """Predictable netdev name of a ConnectX port: ``0000:0c:00.0`` -> ``enp12s0np0``."""
+    bus = int(bdf.split(":")[1], 16)
+    return f"enp{bus}s0np0"
+
+
+@dataclass
+class Nic:
+    """One ConnectX port on a node.
+
+    Attributes:
+        rdma_device: ``mlx5_N``.  netdev: kernel interface name.  bdf: PCI address.
+        rail: rail number (0..7).  numa_node: 0 or 1.  ipv4: address with prefix (``10.0.0.1/24``).
+        switch / switch_port: the leaf port it is cabled to (``leaf01`` / ``swp1``).
+        first_irq: Linux IRQ number of ``mlx5_async0``; completion IRQs follow it.
+        comp_vectors: number of completion IRQs (``mlx5_comp0..N-1``).
+        extra_link_local: one more fe80 address, shifting the RoCEv2 IPv4 GID from 3 to 5.
+    """
+
+    rdma_device: str
+    netdev: str
+    bdf: str
+    rail: int
+    numa_node: int
+    ipv4: str
+    switch: str
+    switch_port: str
+    first_irq: int
+    comp_vectors: int = 16
+    extra_link_local: bool = False
+    speed_gbps: int = 400
+
+
+@dataclass
+class Node:
+    """A GPU node: SSH port on 127.0.0.1, driver flavour and NICs.
+
+    Attributes:
+        driver: ``ofed`` (MLNX_OFED: ECN per priority in sysfs) or ``inbox``
+            (upstream mlx5: DCQCN knobs in debugfs ``cc_params``, no per-priority enable).
+    """
+
+    name: str
+    port: int
+    driver: str
+    nics: list[Nic]
+    numa_cpulists: list[str] = field(default_factory=lambda: list(NUMA_CPULISTS))
+    gpus: int = 8
+
+
+@dataclass
+class Switch:
+    """An NVUE switch (FakeNOS). ``role`` is ``leaf`` or ``spine``; ``ports`` lists every swp in use."""
+
+    name: str
+    port: int
+    role: str
+    ports: list[str]
+
+
+@dataclass
+class Link:
+    """A cable between two switch ports (node cables are on :class:`Nic`)."""
+
+    a: str
+    a_port: str
+    b: str
+    b_port: str
+
+
+@dataclass
+class Fabric:
+    """The whole lab fabric. ``injections`` holds faults added by ``fabtune lab inject``."""
+
+    nodes: list[Node]
+    switches: list[Switch]
+    links: list[Link]
+    injections: list[dict] = field(default_factory=list)
+
+    def node(self, name: str) -> Node:
+        """The node called ``name``. Raises KeyError."""
+        return next(n for n in self.nodes if n.name == name)
+
+    def switch(self, name: str) -> Switch:
+        """The switch called ``name``. Raises KeyError."""
+        return next(s for s in self.switches if s.name == name)
+
+    def save(self, path: Path) -> None:
+        """Write as JSON (sorted keys, stable bytes)."""
+        path.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> "Fabric":
+        """Read a fabric written by :meth:`save`."""
+        d = json.loads(path.read_text())
+        return cls(
+            nodes=[Node(**{**n, "nics": [Nic(**c) for c in n["nics"]]}) for n in d["nodes"]],
+            switches=[Switch(**s) for s in d["switches"]],
+            links=[Link(**l) for l in d["links"]],
+            injections=d.get("injections", []),
+        )
+
+
+def default_fabric(base_port: int = 42100, n_nodes: int = 4) -> Fabric:
+    """The embedded default lab: ``n_nodes`` nodes, leaf01/leaf02, spine01.
+
+    Ports: node k (1-based) listens on ``base_port + k``; leaf01, leaf02 and spine01
+    on ``base_port + 101..103``. NIC i of node k: ``mlx5_i``, rail i, IPv4
+    ``10.i.0.k/24``, cabled to leaf01 (even i) or leaf02 (odd i) port
+    ``swp{(i // 2) * n_nodes + k}``. Uplinks: leaf01/leaf02 ``swp31`` to spine01
+    ``swp1``/``swp2``. node04 runs the inbox driver; node03's mlx5_0 has an extra
+    link-local address (RoCEv2 IPv4 GID at index 5, not 3).
+    """
+    nodes = []
+    for k in range(1, n_nodes + 1):
+        nics = []
+        for i, bdf in enumerate(NIC_BDFS):
+            nics.append(Nic(
+                rdma_device=f"mlx5_{i}", netdev=netdev_for(bdf), bdf=bdf, rail=i,
+                numa_node=0 if i < 4 else 1, ipv4=f"10.{i}.0.{k}/24",
+                switch="leaf01" if i % 2 == 0 else "leaf02",
+                switch_port=f"swp{(i // 2) * n_nodes + k}",
+                first_irq=100 + i * 20, extra_link_local=(k == 3 and i == 0),
+            ))
+        nodes.append(Node(name=f"node{k:02d}", port=base_port + k,
+                          driver="inbox" if k == 4 else "ofed", nics=nics))
+    down = [f"swp{p}" for p in range(1, 4 * n_nodes + 1)]
+    switches = [
+        Switch("leaf01", base_port + 101, "leaf", down + ["swp31"]),
+        Switch("leaf02", base_port + 102, "leaf", down + ["swp31"]),
+        Switch("spine01", base_port + 103, "spine", ["swp1", "swp2"]),
+    ]
+    links = [Link("leaf01", "swp31", "spine01", "swp1"), Link("leaf02", "swp31", "spine01", "swp2")]
+    return Fabric(nodes=nodes, switches=switches, links=links)

@@ -1,0 +1,215 @@
+"""The desired state of one device, validated.
+
+Defaults follow the NVIDIA RoCE configuration for Spectrum switches and ConnectX NICs
+("RDMA over Converged Ethernet (RoCE)", Cumulus Linux 5.x user guide; NVIDIA
+"Lossless RoCE Configuration for Linux Drivers in DSCP-Based QoS Mode"): lossless
+priority 3, RoCE traffic DSCP 26, CNP DSCP 48 on priority 6, switch ECN thresholds
+min 150000 / max 1500000 bytes on the lossless traffic class, and a jumbo MTU that
+leaves room for headers (node 9000 under switch 9216; RoCE then runs at 4096).
+"""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Interface
+from typing import Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tuning.parsers.topology import parse_cpulist
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class NicQos(BaseModel):
+    """RoCE QoS of a node's ConnectX NICs (applied with ``mlnx_qos``, sysfs ECN, ``cma_roce_tos``).
+
+    Attributes:
+        trust: ``dscp`` (L3, the RoCE default) or ``pcp`` (VLAN priority).
+        pfc_priority: the one lossless priority with PFC on (0..7). Default 3 (NVIDIA RoCE doc).
+        ecn: ECN reaction and notification point (DCQCN RP/NP) on ``pfc_priority``.
+        roce_dscp: DSCP of RoCE data (0..63); written as ToS ``dscp << 2 | 2`` (ECT(0)): 26 -> 106.
+        cnp_dscp / cnp_priority: DSCP (0..63) and priority (0..7) of congestion notification packets.
+    """
+
+    model_config = _STRICT
+    trust: Literal["pcp", "dscp"] = "dscp"
+    pfc_priority: int = Field(3, ge=0, le=7)
+    ecn: bool = True
+    roce_dscp: int = Field(26, ge=0, le=63)
+    cnp_dscp: int = Field(48, ge=0, le=63)
+    cnp_priority: int = Field(6, ge=0, le=7)
+
+    @property
+    def roce_tos(self) -> int:
+        """The IP ToS byte for RDMA-CM: DSCP in the upper 6 bits, ECT(0) in the lower 2."""
+        return self.roce_dscp << 2 | 2
+
+
+class NicSpec(BaseModel):
+    """One RDMA NIC port of a node and where it is cabled.
+
+    Attributes:
+        netdev: kernel interface (``enp12s0np0``).  rdma_device: ``mlx5_0``.
+        rail: rail number (0..31).  ipv4: address with prefix length (``10.0.0.1/24``).
+        switch / switch_port: the leaf port at the other end of the cable.
+    """
+
+    model_config = _STRICT
+    netdev: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,15}$")
+    rdma_device: str = Field(pattern=r"^[A-Za-z0-9_]+$")
+    rail: int = Field(ge=0, le=31)
+    ipv4: IPv4Interface
+    switch: str
+    switch_port: str = Field(pattern=r"^swp\d+(s\d+)?$")
+
+
+class NodeSpec(BaseModel):
+    """Desired state of a GPU node.
+
+    Attributes:
+        mtu: netdev MTU of every RDMA NIC, bytes (68..9216 here; mlx5 itself allows up to 9978).
+        nic_qos: RoCE QoS, see :class:`NicQos`.
+        sysctl: kernel parameters, ``{"net.core.rmem_max": "268435456"}``; values compared as strings
+            with whitespace collapsed.
+        irq_affinity: ``numa-local`` spreads each NIC's completion IRQs over the CPUs of the NIC's
+            own NUMA node (``local_cpulist``); ``off`` leaves IRQs alone.
+        irq_cpus: optional CPU list (``0-15,64-79``) to use instead of the NIC's local CPUs;
+            checked against the node's online CPUs before anything is pushed.
+        nics: the RDMA NICs.
+    """
+
+    model_config = _STRICT
+    role: Literal["node"] = "node"
+    mtu: int = Field(9000, ge=68, le=9216)
+    nic_qos: NicQos = NicQos()
+    sysctl: dict[str, Union[str, int]] = Field(default_factory=dict)
+    irq_affinity: Literal["numa-local", "off"] = "numa-local"
+    irq_cpus: str | None = None
+    nics: list[NicSpec] = Field(default_factory=list)
+
+    @field_validator("irq_cpus")
+    @classmethod
+    def _cpulist(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                parse_cpulist(v)
+            except ValueError as e:
+                raise ValueError(f"{v!r} is not a CPU list like 0-15,64-79 ({e})") from None
+        return v
+
+    @field_validator("sysctl")
+    @classmethod
+    def _sysctl_keys(cls, v: dict) -> dict:
+        for key in v:
+            if not key or "/" in key or key.startswith(".") or ".." in key:
+                raise ValueError(f"{key!r} is not a sysctl name like net.core.rmem_max")
+        return v
+
+
+class SwitchRoce(BaseModel):
+    """RoCE lossless settings of an NVUE switch (``nv set qos roce`` and the PFC / mapping / ECN knobs).
+
+    Attributes:
+        mode: ``lossless`` (PFC + ECN) as in the Cumulus RoCE doc.
+        pfc_priority: switch priority with PFC (0..7), default 3.
+        trust: ``dscp`` (L3 trust), the RoCE default.
+        dscp_to_switch_priority: DSCP (0..63) -> switch priority (0..7); default 26->3, 48->6.
+        lossless_tc: traffic class of the lossless queue (0..7), default 3.
+        cnp_priority: switch priority of CNPs (strict priority), default 6.
+        ecn_min_bytes / ecn_max_bytes: ECN marking thresholds on the lossless queue, bytes
+            (Cumulus default 150000 / 1500000, shown by ``nv show qos roce`` as 146.48 KB / 1.43 MB).
+        ecn_probability: marking probability at the max threshold, percent (1..100).
+    """
+
+    model_config = _STRICT
+    mode: Literal["lossless"] = "lossless"
+    pfc_priority: int = Field(3, ge=0, le=7)
+    trust: Literal["dscp", "pcp"] = "dscp"
+    dscp_to_switch_priority: dict[int, int] = Field(default_factory=lambda: {26: 3, 48: 6})
+    lossless_tc: int = Field(3, ge=0, le=7)
+    cnp_priority: int = Field(6, ge=0, le=7)
+    ecn_min_bytes: int = Field(150000, ge=1, le=100_000_000)
+    ecn_max_bytes: int = Field(1500000, ge=1, le=100_000_000)
+    ecn_probability: int = Field(100, ge=1, le=100)
+
+    @field_validator("dscp_to_switch_priority")
+    @classmethod
+    def _dscp_map(cls, v: dict[int, int]) -> dict[int, int]:
+        for dscp, prio in v.items():
+            if not 0 <= dscp <= 63:
+                raise ValueError(f"DSCP {dscp} is outside 0..63")
+            if not 0 <= prio <= 7:
+                raise ValueError(f"priority {prio} (for DSCP {dscp}) is outside 0..7")
+        return dict(sorted(v.items()))
+
+    @model_validator(mode="after")
+    def _ecn_order(self) -> "SwitchRoce":
+        if self.ecn_min_bytes > self.ecn_max_bytes:
+            raise ValueError(f"ecn_min_bytes {self.ecn_min_bytes} is above ecn_max_bytes {self.ecn_max_bytes}; min must be <= max")
+        return self
+
+
+class SwitchPort(BaseModel):
+    """One switch port: ``swp1`` and its MTU in bytes (NVUE range 552..9216)."""
+
+    model_config = _STRICT
+    name: str
+    mtu: int = Field(ge=552, le=9216)
+    description: str = ""
+
+
+class SwitchSpec(BaseModel):
+    """Desired state of a switch.
+
+    Attributes:
+        platform: network OS driver name (``nvue``: Cumulus Linux 5.x).
+        port_mtu: MTU of every listed port, bytes (NVUE accepts 552..9216: ``nv set interface
+            swp1 link mtu ?`` prints ``(integer:552 - 9216)``).
+        ports: port names or ranges (``swp1-16``, ``swp31``).
+        port_mtu_overrides: per-port MTU where it differs from ``port_mtu``.
+        roce: RoCE lossless settings, or None to leave QoS alone.
+    """
+
+    model_config = _STRICT
+    role: Literal["switch"] = "switch"
+    platform: Literal["nvue"] = "nvue"
+    port_mtu: int = Field(9216, ge=552, le=9216)
+    ports: list[str] = Field(default_factory=list)
+    port_mtu_overrides: dict[str, int] = Field(default_factory=dict)
+    roce: SwitchRoce | None = SwitchRoce()
+
+    @field_validator("port_mtu_overrides")
+    @classmethod
+    def _override_range(cls, v: dict[str, int]) -> dict[str, int]:
+        for port, mtu in v.items():
+            if not 552 <= mtu <= 9216:
+                raise ValueError(f"{port}: MTU {mtu} is outside 552..9216 (NVUE range)")
+        return v
+
+
+DeviceSpec = Union[NodeSpec, SwitchSpec]
+
+
+def expand_ports(specs: list[str]) -> list[str]:
+    """Expand NVUE-style port ranges: ``["swp1-3", "swp31"]`` -> ``["swp1", "swp2", "swp3", "swp31"]``.
+
+    Raises:
+        ValueError: a name that is neither ``swpN`` nor ``swpA-B``.
+    """
+    import re
+
+    out: list[str] = []
+    for spec in specs:
+        for part in spec.split(","):
+            m = re.fullmatch(r"(swp)?(\d+)(?:-(\d+))?", part.strip()) if part.strip().startswith("swp") or out else None
+            if not m:
+                m2 = re.fullmatch(r"swp\d+s\d+", part.strip())
+                if m2:
+                    out.append(part.strip())
+                    continue
+                raise ValueError(f"{part!r} is not a port like swp1 or a range like swp1-16")
+            lo, hi = int(m.group(2)), int(m.group(3) or m.group(2))
+            if hi < lo:
+                raise ValueError(f"{part!r}: range end is below its start")
+            out += [f"swp{n}" for n in range(lo, hi + 1) if f"swp{n}" not in out]
+    return out

@@ -1,0 +1,127 @@
+"""The node domain contract (after tuned's plugins) and the one-round-trip reader.
+
+A domain turns a :class:`~tuning.model.NodeSpec` into flat settings ``key -> value``
+(strings), reads the same keys from a node, and knows the command that sets a key.
+Plans are pure diffs of two such dicts, so dry-run and apply share one code path
+(STYLE.md section 3). Restoring is applying the snapshot's ``before`` values in reverse.
+
+Reading a node is ONE shell script sent in one SSH round trip: each domain contributes
+lines of the form ``<key>\\t<value>`` (values base64-encoded where they may hold new lines,
+:data:`ABSENT` where a file or tool is missing).
+"""
+
+from __future__ import annotations
+
+import base64
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import ClassVar
+
+from tuning.model import NodeSpec
+from tuning.transport.base import q, sysroot_path
+
+#: value of a key whose file or tool is absent on the node
+ABSENT = "\x01absent"
+
+#: shell helpers prepended to every read script: ``r KEY FILE`` prints a file's first line,
+#: ``b KEY CMD...`` prints a command's output base64-encoded, ``rb KEY FILE`` a whole file.
+READ_PRELUDE = r"""
+r() { if v=$(cat "$2" 2>/dev/null); then printf '%s\t%s\n' "$1" "$v"; else printf '%s\t\001absent\n' "$1"; fi; }
+rb() { if [ -f "$2" ]; then printf '%s\t%s\n' "$1" "$(base64 -w0 < "$2")"; else printf '%s\t\001absent\n' "$1"; fi; }
+b() { k=$1; shift; if out=$("$@" 2>&1); then printf '%s\t%s\n' "$k" "$(printf '%s' "$out" | base64 -w0)"; else printf '%s\t\001absent\n' "$k"; fi; }
+"""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One setting to change on one device.
+
+    Attributes:
+        device: inventory name.  domain: ``mtu``, ``sysctl``, ``nic_qos``, ``irq``, ``files``, ``switch``.
+        key: the setting (``mtu/enp12s0np0``).  before / after: values as strings (None = absent).
+        reversible: False for changes an automatic rollback cannot undo (firmware).
+    """
+
+    device: str
+    domain: str
+    key: str
+    before: str | None
+    after: str | None
+    reversible: bool = True
+
+    def as_dict(self) -> dict:
+        """Plain data for JSON reports and the journal."""
+        return asdict(self)
+
+
+@dataclass
+class NodeFacts:
+    """What a node told us about itself in the read round trip.
+
+    Attributes:
+        online_cpus: the CPU list of ``/sys/devices/system/cpu/online`` (``0-111``).
+        nics: netdev -> {"bdf", "numa_node", "local_cpulist", "comp_irqs" (list[int]), "driver" (ofed|inbox)}.
+        raw: every ``key -> value`` line of the read script.
+    """
+
+    online_cpus: str = ""
+    nics: dict[str, dict] = field(default_factory=dict)
+    raw: dict[str, str] = field(default_factory=dict)
+
+
+class Unfit(Exception):
+    """A desired value the node cannot take (a CPU it does not have, a sysctl it lacks).
+
+    The engine turns it into an InputError naming the inventory file that set ``key``.
+    Args: key: the profile key (``irq_cpus``, ``sysctl.vm.foo``).  problem: what is allowed.
+    """
+
+    def __init__(self, key: str, problem: str):
+        super().__init__(f"{key}: {problem}")
+        self.key, self.problem = key, problem
+
+
+class Domain(ABC):
+    """One tuning domain. Subclasses are registered in :data:`tuning.node.DOMAINS`."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def read_script(self, spec: NodeSpec, sysroot: str) -> list[str]:
+        """Shell lines that print this domain's ``key\\tvalue`` lines (they may use the facts keys)."""
+
+    @abstractmethod
+    def current(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
+        """This domain's settings as read, from ``facts.raw`` (ABSENT where missing)."""
+
+    @abstractmethod
+    def desired(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
+        """The settings ``spec`` asks for. Raises InputError for a value the node cannot take."""
+
+    @abstractmethod
+    def command(self, key: str, value: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str:
+        """The shell command that sets ``key`` to ``value`` (``value`` ABSENT: remove it)."""
+
+    def plan(self, device: str, desired: dict[str, str], current: dict[str, str]) -> list[Change]:
+        """Pure diff: one Change per key whose normalised value differs. No I/O."""
+        out = []
+        for key, want in desired.items():
+            have = current.get(key, ABSENT)
+            if normalise(have) != normalise(want):
+                out.append(Change(device, self.name, key, None if have == ABSENT else have, want))
+        return out
+
+
+def normalise(value: str) -> str:
+    """Compare values as the kernel does: collapse whitespace (``"4096  87380"`` == ``"4096 87380"``)."""
+    return " ".join(str(value).split())
+
+
+def write_file_cmd(sysroot: str, path: str, value: str) -> str:
+    """``echo VALUE > SYSROOT/PATH`` (sysfs / procfs writes are one value, silent on success)."""
+    return f"echo {q(value)} > {q(sysroot_path(sysroot, path))}"
+
+
+def decode(value: str) -> str:
+    """Decode a base64 value written by ``b``/``rb`` (ABSENT passes through)."""
+    return value if value == ABSENT else base64.b64decode(value).decode(errors="replace")

@@ -1,0 +1,32 @@
+"""MTU of each RDMA NIC's netdev: read ``/sys/class/net/<if>/mtu``, set with
+``ip link set dev <if> mtu <n>`` (iproute2; silent on success, ``Error: mtu greater than
+device maximum.`` and exit 2 out of range; mlx5 allows 68..9978).
+
+Example profile::
+
+    mtu: 9000
+"""
+
+from __future__ import annotations
+
+from tuning.model import NodeSpec
+from tuning.node.base import Domain, NodeFacts
+from tuning.transport.base import q, sysroot_path
+
+
+class MtuDomain(Domain):
+    """Netdev MTU in bytes, one key per NIC: ``mtu/<netdev>``."""
+
+    name = "mtu"
+
+    def read_script(self, spec: NodeSpec, sysroot: str) -> list[str]:
+        return [f"r mtu/{n.netdev} {q(sysroot_path(sysroot, f'/sys/class/net/{n.netdev}/mtu'))}" for n in spec.nics]
+
+    def current(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
+        return {f"mtu/{n.netdev}": facts.raw.get(f"mtu/{n.netdev}", "") for n in spec.nics}
+
+    def desired(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
+        return {f"mtu/{n.netdev}": str(spec.mtu) for n in spec.nics}
+
+    def command(self, key: str, value: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str:
+        return f"ip link set dev {q(key.split('/', 1)[1])} mtu {int(value)}"

@@ -1,0 +1,96 @@
+"""Render desired state into device artefacts with Jinja2 (StrictUndefined).
+
+Switches: ``templates/nvue/switch.j2`` -> ``nv set`` lines (Cumulus Linux 5.x NVUE).
+Nodes: ``templates/node/*.j2`` -> files laid on the host so settings survive a reboot:
+``/etc/sysctl.d/90-fabtune.conf``, ``/usr/local/sbin/fabtune-nic-setup`` and the systemd unit
+``/etc/systemd/system/fabtune-nic.service`` that runs it at boot (MTU, NIC QoS, ECN, IRQ affinity).
+Rendering is pure: the same inventory gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+
+from tuning.inventory import Device, Inventory
+from tuning.model import NodeSpec
+from tuning.model.settings import expand_ports
+
+#: device path -> template of the files laid on every node
+NODE_FILES = {
+    "/etc/sysctl.d/90-fabtune.conf": "node/sysctl.conf.j2",
+    "/usr/local/sbin/fabtune-nic-setup": "node/fabtune-nic-setup.sh.j2",
+    "/etc/systemd/system/fabtune-nic.service": "node/fabtune-nic.service.j2",
+}
+
+
+def templates_dir() -> Path:
+    """The ``templates/`` folder (``FABTUNE_TEMPLATES`` overrides)."""
+    env = os.environ.get("FABTUNE_TEMPLATES")
+    return Path(env) if env else Path(__file__).resolve().parents[1] / "templates"
+
+
+@lru_cache(maxsize=4)
+def _env(root: str) -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(root), undefined=jinja2.StrictUndefined,
+                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+
+
+def render_template(template: str, **context: object) -> str:
+    """Render one template from :func:`templates_dir`."""
+    return _env(str(templates_dir())).get_template(template).render(**context)
+
+
+def switch_context(dev: Device) -> dict:
+    """The ``switch`` context of ``templates/nvue/switch.j2``: name, role, ports (name, mtu, description), roce."""
+    spec = dev.spec
+    role = "spine" if "spines" in dev.groups else "leaf"
+    ports = []
+    for name in expand_ports(spec.ports):
+        ports.append({"name": name, "mtu": spec.port_mtu_overrides.get(name, spec.port_mtu), "description": ""})
+    roce = spec.roce.model_dump() if spec.roce else None
+    return {"name": dev.name, "role": role, "ports": ports, "roce": roce}
+
+
+def render_switch(dev: Device) -> str:
+    """NVUE ``nv set`` lines for one switch."""
+    return render_template("nvue/switch.j2", switch=switch_context(dev))
+
+
+def node_files_for_spec(spec: NodeSpec, name: str = "this node") -> dict[str, str]:
+    """Device path -> content of every boot-persistence file for a node spec."""
+    ctx = {"name": name, "spec": spec, "nics": spec.nics, "qos": spec.nic_qos,
+           "pfc": ",".join("1" if i == spec.nic_qos.pfc_priority else "0" for i in range(8))}
+    return {path: render_template(tpl, **ctx) for path, tpl in NODE_FILES.items()}
+
+
+def node_files(dev: Device) -> dict[str, str]:
+    """Device path -> content of every boot-persistence file of one node."""
+    return node_files_for_spec(dev.spec)
+
+
+def render_node(dev: Device) -> str:
+    """All of a node's files as one document (``### <path>`` headers), the per-device render output."""
+    parts = [f"### {path}\n{content}" for path, content in node_files(dev).items()]
+    return "".join(parts)
+
+
+def render_inventory(inv: Inventory, out_dir: Path) -> list[Path]:
+    """Write one file per device: ``<switch>.nvue`` (nv set lines), ``<node>.files`` (node files).
+
+    Returns:
+        The written paths, in inventory order.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for dev in inv.devices.values():
+        if dev.role == "switch":
+            path, text = out_dir / f"{dev.name}.nvue", render_switch(dev)
+        else:
+            path, text = out_dir / f"{dev.name}.files", render_node(dev)
+        path.write_text(text)
+        written.append(path)
+    return written

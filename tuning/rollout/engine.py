@@ -1,0 +1,284 @@
+"""The rollout engine: one code path for plan, apply and rollout (STYLE.md section 3).
+
+Stages: VALIDATE -> COLLECT -> PLAN -> (stop: plan) -> [BASELINE] -> APPLY -> [VERIFY] ->
+CONFIRM or RESTORE. Every device's ``before`` values are journaled before the first write; on
+any failure (a command, a switch commit, verification) every touched device is restored and
+the run says so. Switch commits use commit-confirm and are confirmed only after verification.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from tuning import node as node_mod
+from tuning.errors import InputError, RollbackError, TuningError
+from tuning.inventory import Device, Inventory
+from tuning.rollout import switch_ops
+from tuning.rollout.fanout import fan_out, nornir_for, outcomes
+from tuning.rollout.journal import DEFAULT_DIR, Journal, load_baseline, save_baseline
+from tuning.transport.ssh import SshHost
+from tuning.verify.pairs import select_pairs
+from tuning.verify.runner import Thresholds, as_baseline, verify
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Options:
+    """How to run. ``mode``: plan | apply | rollout. ``confirm_s``: switch commit-confirm window (s)."""
+
+    mode: str = "plan"
+    limit: list[str] | None = None
+    journal_dir: Path = DEFAULT_DIR
+    confirm_s: int = 600
+    verify: bool = True
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    workers: int = 20
+
+
+@dataclass
+class RunReport:
+    """What a run did, as plain data (JSON-ready via :meth:`as_dict`).
+
+    ``outcome``: planned | no-change | applied | kept | rolled-back | failed.
+    """
+
+    run_id: str | None
+    mode: str
+    outcome: str = "planned"
+    changes: dict[str, list[dict]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    restored: list[str] = field(default_factory=list)
+    verify_before: list[dict] = field(default_factory=list)
+    verify_after: list[dict] = field(default_factory=list)
+    verify_ok: bool | None = None
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        """JSON-ready dict."""
+        return dict(self.__dict__)
+
+    @property
+    def n_changes(self) -> int:
+        """Number of setting changes planned or made."""
+        return sum(len(v) for v in self.changes.values())
+
+
+class Session:
+    """Open connections of one run: SSH hosts for nodes, drivers for switches."""
+
+    def __init__(self, inv: Inventory, devices: list[Device], workers: int):
+        self.inv, self.devices = inv, devices
+        self.nr = nornir_for(devices, workers)
+        self.nodes: dict[str, SshHost] = {}
+        self.switches: dict[str, object] = {}
+
+    def open(self) -> None:
+        """Connect to every device in parallel. Raises the first ConnectError."""
+        def connect(dev: Device):
+            return SshHost(dev.name, dev.connection) if dev.role == "node" else switch_ops.open_driver(dev)
+        ok, failed = outcomes(fan_out(self.nr, connect, "connect"))
+        for name, conn in ok.items():
+            (self.nodes if self.inv.devices[name].role == "node" else self.switches)[name] = conn
+        if failed:
+            self.close()
+            raise next(iter(failed.values()))
+
+    def close(self) -> None:
+        """Close every connection."""
+        for c in list(self.nodes.values()) + list(self.switches.values()):
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001 - closing must not mask the run's own error
+                pass
+
+
+def _collect(s: Session) -> dict[str, object]:
+    def read(dev: Device):
+        if dev.role == "node":
+            return node_mod.collect(s.nodes[dev.name], dev)
+        return switch_ops.collect(s.switches[dev.name], dev)
+    ok, failed = outcomes(fan_out(s.nr, read, "collect"))
+    if failed:
+        raise next(iter(failed.values()))
+    return ok
+
+
+def _plan(s: Session, states: dict) -> dict[str, list]:
+    """Per-device changes. Raises InputError before anything is pushed."""
+    out = {}
+    for dev in s.devices:
+        out[dev.name] = (node_mod.plan(dev, states[dev.name]) if dev.role == "node"
+                         else switch_ops.plan(dev, states[dev.name]))
+    return out
+
+
+def _apply(s: Session, states: dict, plans: dict, j: Journal, confirm_s: int | None) -> dict[str, BaseException]:
+    """Push every device's plan in parallel; record what went through in the journal."""
+    def push(dev: Device):
+        rec = j.device(dev.name)
+        if dev.role == "node":
+            try:
+                applied = node_mod.apply(s.nodes[dev.name], dev, states[dev.name], plans[dev.name])
+            except TuningError as e:
+                rec["applied"] = [c.as_dict() for c in getattr(e, "applied", [])]
+                raise
+            rec["applied"] = [c.as_dict() for c in applied]
+            return True
+        rev = switch_ops.apply(s.switches[dev.name], dev, plans[dev.name], confirm_s)
+        rec["revision"] = rev
+        rec["applied"] = [c.as_dict() for c in plans[dev.name]] if rev else []
+        return True
+
+    todo = {name for name, ch in plans.items() if ch}
+    _, failed = outcomes(fan_out(s.nr, push, "apply", only=todo))
+    j.save()
+    return failed
+
+
+def _restore(s: Session, states: dict, j: Journal, report: RunReport, progress: Progress) -> None:
+    """Restore every device the journal says was touched. Raises RollbackError if one fails."""
+    def undo(dev: Device):
+        rec = j.device(dev.name)
+        if dev.role == "node":
+            applied = [node_mod.Change(**c) for c in rec.get("applied", [])]
+            node_mod.restore(s.nodes[dev.name], dev, states[dev.name], applied)
+        else:
+            switch_ops.restore(s.switches[dev.name], dev, rec)
+        rec["restored"] = True
+        return True
+
+    touched = {n for n, rec in j.data["devices"].items() if rec.get("applied") or rec.get("revision")}
+    if not touched:
+        return
+    progress(f"restoring {len(touched)} device(s): {', '.join(sorted(touched))}")
+    ok, failed = outcomes(fan_out(s.nr, undo, "restore", only=touched))
+    report.restored = sorted(ok)
+    j.save()
+    if failed:
+        name, err = next(iter(failed.items()))
+        raise RollbackError(f"restore failed on {', '.join(sorted(failed))}: {err}; run "
+                            f"`fabtune rollback {j.run_id}` after fixing it", host=name, phase="restore") from err
+
+
+def _verify(s: Session, opts: Options, baseline: dict | None, progress: Progress):
+    pairs = select_pairs([d for d in s.devices if d.role == "node"])
+    return verify(pairs, s.nodes, opts.thresholds, baseline, progress)
+
+
+def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) -> RunReport:
+    """Plan, apply or roll out ``inv`` (see the module docstring for the stages).
+
+    Raises:
+        InputError: the inventory asks for what a device cannot take (nothing pushed).
+        ConnectError: a device is unreachable (nothing pushed).
+        RollbackError: restoring after a failure failed (a human must look).
+    """
+    t0 = time.monotonic()
+    devices = inv.select(opts.limit)
+    s = Session(inv, devices, opts.workers)
+    progress(f"connecting to {len(devices)} device(s)")
+    s.open()
+    try:
+        progress("collecting state (one round trip per device)")
+        states = _collect(s)
+        plans = _plan(s, states)
+        report = RunReport(None, opts.mode)
+        report.changes = {n: [c.as_dict() for c in ch] for n, ch in plans.items() if ch}
+        if opts.mode == "plan":
+            report.outcome = "planned"
+            return report
+        _execute(s, inv, opts, states, plans, report, progress)
+        return report
+    finally:
+        s.close()
+        if "report" in locals():
+            report.seconds = round(time.monotonic() - t0, 2)
+
+
+def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dict,
+             report: RunReport, progress: Progress) -> None:
+    rollout = opts.mode == "rollout"
+    if not report.changes and not rollout:
+        report.outcome = "no-change"
+        return
+    j = Journal.create(opts.journal_dir, str(inv.path), opts.mode)
+    report.run_id = j.run_id
+    for dev in s.devices:
+        j.device(dev.name).update({"role": dev.role, "changes": [c.as_dict() for c in plans[dev.name]]})
+        if dev.role == "switch":
+            j.device(dev.name)["revision_before"] = switch_ops.revision(states[dev.name])
+    j.stage("snapshot")
+    baseline = None
+    if rollout and opts.verify:
+        j.stage("baseline")
+        ok, before = _verify(s, opts, None, progress)
+        report.verify_before = [r.__dict__ for r in before]
+        baseline = as_baseline(before)
+        j.data["verify"]["before"] = report.verify_before
+    if not report.changes:
+        report.outcome = "no-change"
+        j.data["outcome"] = "no-change"
+        j.stage("done")
+        return
+    j.stage("apply")
+    progress(f"applying {report.n_changes} change(s) on {len(report.changes)} device(s)")
+    failed = _apply(s, states, plans, j, opts.confirm_s if rollout and opts.verify else None)
+    if failed:
+        report.errors = {n: str(e) for n, e in failed.items()}
+        _fail(s, states, j, report, progress, "apply failed")
+        return
+    if rollout and opts.verify:
+        j.stage("verify")
+        ok, after = _verify(s, opts, baseline, progress)
+        report.verify_after = [r.__dict__ for r in after]
+        report.verify_ok = ok
+        j.data["verify"]["after"] = report.verify_after
+        if not ok:
+            _fail(s, states, j, report, progress, "verification failed or regressed")
+            return
+        save_baseline(opts.journal_dir, as_baseline(after))
+    j.stage("confirm")
+    for name, drv in s.switches.items():
+        if j.device(name).get("revision"):
+            switch_ops.confirm(drv)
+    report.outcome = "kept" if rollout else "applied"
+    j.data["outcome"] = report.outcome
+    j.stage("done")
+
+
+def _fail(s: Session, states: dict, j: Journal, report: RunReport, progress: Progress, why: str) -> None:
+    progress(f"{why}: restoring the snapshot")
+    j.stage("restore", why)
+    _restore(s, states, j, report, progress)
+    report.outcome = "rolled-back"
+    j.data["outcome"] = "rolled-back"
+    j.stage("done", why)
+
+
+def rollback_run(inv: Inventory, journal_dir: Path, run_id: str, progress: Progress = lambda m: None) -> RunReport:
+    """Restore every device a journaled run touched and did not already restore.
+
+    Raises:
+        InputError: unknown RUN_ID.  RollbackError: a restore failed.
+    """
+    j = Journal.load(journal_dir, run_id)
+    names = [n for n, rec in j.data["devices"].items()
+             if (rec.get("applied") or rec.get("revision")) and not rec.get("restored")]
+    report = RunReport(run_id, "rollback", outcome="no-change")
+    if not names:
+        return report
+    s = Session(inv, inv.select(names), 20)
+    s.open()
+    try:
+        states = _collect(s)
+        _restore(s, states, j, report, progress)
+        report.outcome = "rolled-back"
+        j.data["outcome"] = "rolled-back (fabtune rollback)"
+        j.stage("done", "fabtune rollback")
+    finally:
+        s.close()
+    return report

@@ -1,0 +1,45 @@
+"""Work that needs no change on devices: the offline plan (no device contacted) and a
+stand-alone verification against the recorded baseline.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tuning.inventory import Inventory
+from tuning.node import domains
+from tuning.node.base import Change, NodeFacts
+from tuning.rollout import switch_ops
+from tuning.rollout.engine import RunReport, Session
+from tuning.rollout.journal import load_baseline
+from tuning.verify.pairs import select_pairs
+from tuning.verify.runner import Thresholds, verify
+
+
+def offline_plan(inv: Inventory, limit: list[str] | None) -> RunReport:
+    """The desired settings of every selected device, ``before`` unknown (None).
+
+    Settings that depend on discovery (IRQ numbers, the ECN file flavour of the NIC driver)
+    are absent: they need the device.
+    """
+    report = RunReport(None, "plan", outcome="planned")
+    for dev in inv.select(limit):
+        if dev.role == "node":
+            facts = NodeFacts(raw={f"sysctl/{k}": "?" for k in dev.spec.sysctl})
+            items = [Change(dev.name, d.name, k, None, v) for d in domains() for k, v in d.desired(dev.spec, facts).items()]
+        else:
+            items = [Change(dev.name, "switch", k, None, v) for k, v in switch_ops.desired(dev).items()]
+        report.changes[dev.name] = [c.as_dict() for c in items]
+    return report
+
+
+def verify_only(inv: Inventory, journal_dir: Path, th: Thresholds, progress) -> tuple[bool, list[dict]]:
+    """Measure every pair and judge against ``th`` and the recorded baseline (if any)."""
+    nodes = inv.nodes
+    s = Session(inv, nodes, 20)
+    s.open()
+    try:
+        ok, results = verify(select_pairs(nodes), s.nodes, th, load_baseline(journal_dir), progress)
+    finally:
+        s.close()
+    return ok, [r.__dict__ for r in results]

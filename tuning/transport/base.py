@@ -1,0 +1,66 @@
+"""The ``Host`` contract every node domain talks through (DESIGN.md, transport/).
+
+A node is reached by running shell commands; files are addressed under a sysroot
+prefix: ``/`` on a real host, ``/host`` in a Kubernetes pod, a folder in the lab.
+Nothing above this layer knows which.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+from dataclasses import dataclass
+from typing import Protocol
+
+from tuning.errors import CommandError
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one command returned: ``rc`` exit status, ``stdout`` and ``stderr`` as text."""
+
+    command: str
+    rc: int
+    stdout: str
+    stderr: str
+
+    def check(self, host: str, phase: str | None = None) -> "CommandResult":
+        """Return self, or raise CommandError (command, exit code, stderr tail) if rc != 0."""
+        if self.rc != 0:
+            raise CommandError(self.command, self.rc, self.stderr or self.stdout, host=host, phase=phase)
+        return self
+
+
+class Running(Protocol):
+    """A command started in the background (a perftest server). ``wait`` collects it."""
+
+    def wait(self, timeout: float = 30.0) -> CommandResult: ...
+
+
+class Host(Protocol):
+    """A device fabtune can run commands on.
+
+    Attributes:
+        name: inventory name.  sysroot: prefix for file paths (``/`` on a real host).
+    """
+
+    name: str
+    sysroot: str
+
+    def run(self, command: str, *, timeout: float = 60.0) -> CommandResult: ...
+
+    def start(self, command: str) -> Running: ...
+
+    def close(self) -> None: ...
+
+
+def sysroot_path(sysroot: str, path: str) -> str:
+    """Place an absolute device path under the sysroot: (``sysroot``, ``/proc/irq/5``) -> ``sysroot/proc/irq/5``."""
+    if sysroot in ("", "/"):
+        return path
+    return posixpath.join(sysroot, path.lstrip("/"))
+
+
+def q(path: str) -> str:
+    """Shell-quote a path or value for a command line."""
+    return shlex.quote(path)

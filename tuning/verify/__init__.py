@@ -1,0 +1,1 @@
+"""RDMA verification: pair scheduling, GID resolution, perftest runs, thresholds, baselines."""
