@@ -1,0 +1,216 @@
+"""The lab's NVUE switches: one FakeNOS host per switch, speaking the NVUE CLI over SSH.
+
+FakeNOS matches commands exactly and its paramiko server only knows passwords
+(shared/NOTES.md), so this module registers on the FakeNOS instance:
+
+- :class:`NvueShell` (as ``CMDShell``): ``default(line)`` hands ``nv ...`` to the
+  switch's :class:`tuning.lab.nvue.NvueSwitch` (kept on the FakeNOS ``Nos.device``,
+  one per switch) and answers ``[y/N]`` prompts by reading the next line;
+- :class:`NvueSshServer` (as ``ParamikoSshServer``): public-key only (user ``fabtune``,
+  key ``ssh/id_ed25519.pub``), the persistent ed25519 host key ``ssh/hostkeys/<name>``,
+  and a direct channel reader (no per-byte sleeps).
+
+Each switch listens on ``127.0.0.1:<Switch.port>``; its host key line goes to
+``ssh/known_hosts``. Prompt: ``cumulus@<name>:mgmt:~$ ``.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import paramiko
+from fakenos import FakeNOS
+from fakenos.core.nos import Nos
+from fakenos.plugins.servers.ssh_server_paramiko import ParamikoSshServer
+from fakenos.plugins.shell.cmd_shell import CMDShell
+
+from tuning.lab.fabric import Fabric
+from tuning.lab.keys import client_public_line, ensure_host_key, host_key_path, write_known_hosts
+from tuning.lab.nvue import NvueSwitch
+
+log = logging.getLogger(__name__)
+
+USER = "fabtune"
+PROMPT = "cumulus@{base_prompt}:mgmt:~$ "
+
+
+class ChannelIO:
+    """Line I/O over a paramiko channel as a terminal gives it: echo, CR/LF handling.
+
+    ``readline()`` returns ``"exit\\n"`` when the client has gone, which ends the shell.
+    """
+
+    def __init__(self, channel: paramiko.Channel) -> None:
+        self.channel = channel
+        self._buf = b""
+        self._last_cr = False
+
+    def readline(self) -> str:
+        """Read up to CR or LF, echoing what was typed; CRLF counts as one line end."""
+        while True:
+            for i, byte in enumerate(self._buf):
+                if byte == 10 and self._last_cr and i == 0:
+                    self._buf, self._last_cr = self._buf[1:], False
+                    break
+                if byte in (10, 13):
+                    line, self._buf = self._buf[:i], self._buf[i + 1:]
+                    self._last_cr = byte == 13
+                    self._send(b"\r\n")
+                    return line.decode("utf-8", "replace") + "\n"
+            else:
+                try:
+                    data = self.channel.recv(4096)
+                except (OSError, EOFError):
+                    data = b""
+                if not data:
+                    return "exit\n"
+                self._send(data.replace(b"\r", b"").replace(b"\n", b""))
+                self._buf += data
+
+    def write(self, text: str) -> None:
+        """Send ``text`` with LF turned into CRLF."""
+        self._send(text.replace("\r\n", "\n").replace("\n", "\r\n").encode())
+
+    def flush(self) -> None:
+        """Nothing is buffered."""
+
+    def _send(self, data: bytes) -> None:
+        if data:
+            try:
+                self.channel.sendall(data)
+            except (OSError, EOFError):
+                pass
+
+
+class NvueShell(CMDShell):
+    """FakeNOS shell whose unknown lines go to the switch's NVUE state machine."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.intro = ""
+
+    def default(self, line: str) -> bool:
+        """Run ``nv ...`` on the switch; anything else (``exit``) is FakeNOS's."""
+        if not line.split() or line.split()[0] != "nv":
+            return super().default(line)
+        reply = self.nos.device.run(line, ask=self._ask)
+        self.stdout.write(reply.stdout + reply.stderr)
+        return not self.is_running.is_set()
+
+    def _ask(self, prompt: str) -> str:
+        self.stdout.write(prompt)
+        return self.stdin.readline()
+
+
+class _PublicKeyOnly(paramiko.ServerInterface):
+    """Accepts user ``fabtune`` with the lab client key; nothing else (no passwords)."""
+
+    def __init__(self, authorized: paramiko.PKey) -> None:
+        self.authorized = authorized
+
+    def get_allowed_auths(self, username: str) -> str:
+        return "publickey"
+
+    def check_auth_publickey(self, username: str, key: paramiko.PKey) -> int:
+        ok = username == USER and key.get_name() == self.authorized.get_name() and \
+            key.asbytes() == self.authorized.asbytes()
+        return paramiko.AUTH_SUCCESSFUL if ok else paramiko.AUTH_FAILED
+
+    def check_channel_request(self, kind: str, chanid: int) -> int:
+        return paramiko.OPEN_SUCCEEDED if kind == "session" else paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+
+    def check_channel_pty_request(self, *args: Any) -> bool:
+        return True
+
+    def check_channel_shell_request(self, channel: paramiko.Channel) -> bool:
+        return True
+
+
+class NvueSshServer(ParamikoSshServer):
+    """FakeNOS paramiko server with the lab's host key and public-key-only login.
+
+    Extra configuration keys: ``host_key_file`` (OpenSSH ed25519 private key) and
+    ``authorized_key`` (``"ssh-ed25519 AAAA..."``).
+    """
+
+    def __init__(self, *args: Any, host_key_file: str, authorized_key: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._ssh_server_key = paramiko.Ed25519Key.from_private_key_file(host_key_file)
+        kind, b64 = authorized_key.split()[:2]
+        self._authorized = paramiko.PKey.from_type_string(kind, base64.b64decode(b64))
+
+    def connection_function(self, client: socket.socket, is_running: threading.Event) -> None:
+        session = paramiko.Transport(client)
+        with self._active_sessions_lock:
+            self._active_sessions.add(session)
+        try:
+            session.add_server_key(self._ssh_server_key)
+            session.start_server(server=_PublicKeyOnly(self._authorized))
+            channel = session.accept(timeout=10)
+            if channel is None:
+                return
+            io = ChannelIO(channel)
+            shell = self.shell(stdin=io, stdout=io, nos=self.nos, nos_inventory_config=self.nos_inventory_config,
+                               is_running=is_running, **self.shell_configuration)
+            shell.start()
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            log.info("switch ssh session ended: %s", exc)
+        finally:
+            session.close()
+            with self._active_sessions_lock:
+                self._active_sessions.discard(session)
+
+
+@dataclass
+class SwitchLab:
+    """Running lab switches. ``devices`` maps switch name -> its NVUE state machine."""
+
+    net: FakeNOS
+    devices: dict[str, NvueSwitch]
+
+    def stop(self) -> None:
+        """Stop every switch's SSH server and confirm timer."""
+        self.net.stop()
+        for device in self.devices.values():
+            device.close()
+
+
+def start_switches(state_dir: Path, fabric: Fabric) -> SwitchLab:
+    """Start one FakeNOS NVUE switch per ``fabric.switches`` on ``127.0.0.1:<port>``.
+
+    Makes the client key and host keys if missing, writes their ``known_hosts`` lines
+    and each switch's ``switches/<name>.fabric.json``.
+
+    Returns:
+        A :class:`SwitchLab`; call ``.stop()`` to shut the switches down.
+    """
+    state_dir = Path(state_dir)
+    authorized = client_public_line(state_dir)
+    hosts, plugins, devices, known = {}, [], {}, {}
+    for sw in fabric.switches:
+        known[sw.port] = ensure_host_key(state_dir, sw.name)
+        device = NvueSwitch(sw, fabric, state_dir)
+        nos = Nos(name=f"nvue_{sw.name}", initial_prompt=PROMPT)
+        nos.device = device
+        plugins.append(nos)
+        devices[sw.name] = device
+        hosts[sw.name] = {
+            "username": USER, "password": "", "port": sw.port,
+            "server": {"plugin": "ParamikoSshServer", "configuration": {
+                "address": "127.0.0.1", "host_key_file": str(host_key_path(state_dir, sw.name)),
+                "authorized_key": authorized}},
+            "shell": {"plugin": "CMDShell", "configuration": {}},
+            "nos": {"plugin": f"nvue_{sw.name}"},
+        }
+    write_known_hosts(state_dir, known)
+    net = FakeNOS(inventory={"hosts": hosts}, plugins=plugins)
+    net.shell_plugins["CMDShell"] = NvueShell
+    net.servers_plugins["ParamikoSshServer"] = NvueSshServer
+    net.start()
+    return SwitchLab(net, devices)

@@ -1,0 +1,153 @@
+"""The switch driver contract (after NAPALM ``base/base.py``; shared/STYLE.md section 1).
+
+A driver stages a candidate, shows the on-box diff, commits with an optional
+confirm window, and confirms, discards or rolls back. netmiko is the transport
+*under* a driver, never the contract. Callers branch on :meth:`capabilities`,
+never on vendor names.
+
+Typical use (the engine's switch transaction)::
+
+    with NvueDriver(host, port=..., ...) as dev:
+        dev.load_candidate(rendered)          # stages only
+        if dev.compare():                     # "" means nothing to change
+            rev = dev.commit(confirm_within_s=300)
+            ... verify ...
+            dev.confirm()                     # or dev.rollback()
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from types import TracebackType
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a driver can do (after ansible.netcommon ``device_operations``).
+
+    Attributes:
+        commit_confirm: ``commit(confirm_within_s=...)`` rolls back by itself unless confirmed.
+        replace: ``load_candidate(..., replace=True)`` replaces the whole configuration.
+        onbox_diff: ``compare()`` is computed by the device.
+        rollback: ``rollback()`` restores the configuration from before our commit.
+    """
+
+    commit_confirm: bool
+    replace: bool
+    onbox_diff: bool
+    rollback: bool
+
+
+@dataclass(frozen=True)
+class RoceState:
+    """A switch's effective RoCE QoS as the device reports it.
+
+    Attributes:
+        enabled: RoCE configured.  mode: ``lossless``, ``lossy`` or None.
+        pfc_priority: switch priority with PFC (None: no PFC).  trust: ``pcp``, ``dscp``, ``pcp,dscp``.
+        ecn_tcs: traffic classes with ECN marking.  ecn_min_bytes / ecn_max_bytes: ECN thresholds
+            in bytes (read back from KB/MB with 2 decimals: within 0.01 KB/MB of the configured value).
+        dscp_to_switch_priority: DSCP (0-63) -> switch priority (0-7), all 64 entries.
+    """
+
+    enabled: bool = False
+    mode: str | None = None
+    pfc_priority: int | None = None
+    trust: str | None = None
+    ecn_tcs: tuple[int, ...] = ()
+    ecn_min_bytes: int | None = None
+    ecn_max_bytes: int | None = None
+    dscp_to_switch_priority: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SwitchState:
+    """What ``get_state()`` returns, e.g. ``SwitchState(revision="4", ports={"swp1": 9216}, roce=RoceState(...))``.
+
+    Attributes:
+        revision: the applied revision id.  ports: switch port name -> MTU (bytes).  roce: RoCE QoS.
+    """
+
+    revision: str
+    ports: dict[str, int]
+    roce: RoceState
+
+
+class SwitchDriver(ABC):
+    """One switch session. Use as a context manager (``open`` on enter, ``close`` on exit).
+
+    Rules: ``load_candidate`` changes nothing live; a second ``commit`` while a confirm is
+    pending raises ``CommitError``; every library error leaves as a ``tuning.errors`` error
+    (``ConnectError``, ``CommandError``, ``CandidateError``, ``CommitError``,
+    ``CommitConfirmError``, ``RollbackError``) raised ``from`` the cause; an unsupported
+    operation raises ``NotSupportedError``.
+    """
+
+    def __enter__(self) -> "SwitchDriver":
+        self.open()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    @abstractmethod
+    def open(self) -> None:
+        """Connect. Raises ConnectError (unreachable, refused key, unknown host key)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Disconnect; a staged (uncommitted) candidate is left as is. Never raises."""
+
+    @abstractmethod
+    def capabilities(self) -> Capabilities:
+        """The operations this driver supports."""
+
+    @abstractmethod
+    def get_state(self) -> SwitchState:
+        """Read the applied state (port MTUs, RoCE QoS, revision)."""
+
+    @abstractmethod
+    def load_candidate(self, config: str, *, replace: bool = False) -> None:
+        """Stage ``config`` (the rendered template). Raises CandidateError naming the bad line."""
+
+    @abstractmethod
+    def compare(self) -> str:
+        """The device's diff of applied versus candidate; ``""`` means no change."""
+
+    @abstractmethod
+    def commit(self, *, confirm_within_s: int | None = None, message: str = "") -> str:
+        """Apply the candidate; with ``confirm_within_s`` the device rolls back unless confirmed.
+
+        Returns:
+            The new revision id, e.g. ``"5"`` (the current one when nothing was staged).
+        """
+
+    @abstractmethod
+    def confirm(self) -> None:
+        """Keep the pending commit-confirm. Raises CommitConfirmError if none is pending."""
+
+    @abstractmethod
+    def has_pending_commit(self) -> bool:
+        """True while a commit-confirm waits for :meth:`confirm`."""
+
+    @abstractmethod
+    def discard(self) -> None:
+        """Drop the staged candidate."""
+
+    @abstractmethod
+    def rollback(self) -> None:
+        """Go back to the revision applied before our commit. Raises RollbackError."""
+
+    @abstractmethod
+    def rollback_to(self, revision: str) -> None:
+        """Apply an earlier revision again (a journaled snapshot, e.g. ``"3"``). Raises RollbackError."""
+
+    @abstractmethod
+    def current_revision(self) -> str:
+        """Id of the applied revision, e.g. ``"4"``."""
+
+    @abstractmethod
+    def running_config(self) -> str:
+        """The applied configuration as the device prints it (NVUE: ``nv set`` lines)."""
