@@ -1,0 +1,153 @@
+"""The node sysroot the lab builds: files and formats of shared/cases/cli/SYSFS.md."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from tuning.lab.fabric import default_fabric
+from tuning.lab.sysroot import (
+    build_sysroot, cpumask_hex, format_cpulist, parse_cpulist, parse_cpumask, read_json, sync_derived,
+)
+
+
+@pytest.fixture(scope="module")
+def fabric():
+    return default_fabric()
+
+
+@pytest.fixture(scope="module")
+def roots(fabric, tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("sysroots")
+    out = {}
+    for name in ("node01", "node03", "node04"):
+        build_sysroot(base / name, fabric.node(name))
+        out[name] = base / name
+    return out
+
+
+def cat(path: Path) -> str:
+    return path.read_text()
+
+
+def test_gid_table_ipv4_at_3_and_256_entries(roots):
+    port = roots["node01"] / "sys/class/infiniband/mlx5_0/ports/1"
+    assert cat(port / "gids/3") == "0000:0000:0000:0000:0000:ffff:0a00:0001\n"
+    assert cat(port / "gid_attrs/types/3") == "RoCE v2\n"
+    assert cat(port / "gid_attrs/types/2") == "IB/RoCE v1\n"
+    assert cat(port / "gid_attrs/ndevs/3") == "enp12s0np0\n"
+    assert cat(port / "gids/0").startswith("fe80:0000:0000:0000:")
+    assert re.fullmatch(r"([0-9a-f]{4}:){7}[0-9a-f]{4}\n", cat(port / "gids/0"))
+    assert len(os.listdir(port / "gids")) == 256
+    assert cat(port / "gids/4") == "0000:0000:0000:0000:0000:0000:0000:0000\n"
+    assert not (port / "gid_attrs/types/4").exists()  # real host: EINVAL
+    assert cat(port / "link_layer") == "Ethernet\n"
+
+
+def test_extra_link_local_moves_ipv4_to_5_on_node03_mlx5_0(roots):
+    port = roots["node03"] / "sys/class/infiniband/mlx5_0/ports/1"
+    assert cat(port / "gids/2").startswith("fe80:")
+    assert cat(port / "gids/2") != cat(port / "gids/0")
+    assert cat(port / "gids/5") == "0000:0000:0000:0000:0000:ffff:0a00:0003\n"
+    assert cat(port / "gid_attrs/types/5") == "RoCE v2\n"
+    other = roots["node03"] / "sys/class/infiniband/mlx5_1/ports/1"
+    assert cat(other / "gids/3") == "0000:0000:0000:0000:0000:ffff:0a01:0003\n"
+
+
+def test_numa_and_local_cpus(roots):
+    net = roots["node01"] / "sys/class/net"
+    assert cat(net / "enp12s0np0/device/numa_node") == "0\n"
+    assert cat(net / "enp12s0np0/device/local_cpulist") == "0-27,56-83\n"
+    assert cat(net / "enp12s0np0/device/local_cpus") == "0000,000fffff,ff000000,0fffffff\n"
+    assert cat(net / "enp140s0np0/device/numa_node") == "1\n"
+    assert cat(net / "enp140s0np0/device/local_cpus") == "ffff,fff00000,00ffffff,f0000000\n"
+    assert os.readlink(net / "enp12s0np0/device") == "../../../bus/pci/devices/0000:0c:00.0"
+    assert os.listdir(net / "enp12s0np0/device/infiniband") == ["mlx5_0"]
+    assert os.listdir(roots["node01"] / "sys/class/infiniband/mlx5_0/device/net") == ["enp12s0np0"]
+    assert cat(roots["node01"] / "sys/devices/system/cpu/online") == "0-111\n"
+    assert cat(roots["node01"] / "sys/devices/system/node/node1/cpulist") == "28-55,84-111\n"
+
+
+def test_irqs_msix_and_remote_affinity(roots):
+    pci = roots["node01"] / "sys/bus/pci/devices/0000:8c:00.0"  # mlx5_4, NUMA 1, IRQs 180..196
+    assert sorted(int(n) for n in os.listdir(pci / "msi_irqs")) == list(range(180, 197))
+    assert cat(pci / "msi_irqs/181") == "msix\n"
+    irq = roots["node01"] / "proc/irq/181"
+    assert cat(irq / "smp_affinity_list") == "0-15\n"
+    assert cat(irq / "smp_affinity") == "0000,00000000,00000000,0000ffff\n"
+    assert cat(irq / "node") == "1\n"
+
+
+def test_driver_flavours(roots):
+    ofed = roots["node01"] / "sys/class/net/enp12s0np0"
+    assert cat(ofed / "ecn/roce_np/enable/3") == "0\n"
+    assert cat(ofed / "ecn/roce_rp/enable/7") == "0\n"
+    assert cat(ofed / "ecn/roce_np/cnp_dscp") == "48\n"
+    assert cat(ofed / "ecn/roce_np/cnp_802p_prio") == "6\n"
+    assert cat(ofed / "qos/trust") == "pcp\n"
+    assert not (roots["node01"] / "sys/kernel/debug").exists()
+    inbox = roots["node04"]
+    assert not (inbox / "sys/class/net/enp12s0np0/ecn").exists()
+    cc = inbox / "sys/kernel/debug/mlx5/0000:0c:00.0/cc_params"
+    assert len(os.listdir(cc)) == 20
+    assert cat(cc / "np_cnp_dscp") == "48\n"
+
+
+def test_sysctl_and_empty_folders(roots):
+    root = roots["node01"]
+    assert cat(root / "proc/sys/net/core/rmem_max") == "212992\n"
+    assert cat(root / "proc/sys/net/ipv4/conf/all/arp_ignore") == "0\n"
+    assert cat(root / "proc/sys/kernel/numa_balancing") == "1\n"
+    for folder in ("etc/sysctl.d", "etc/systemd/system", "etc/udev/rules.d", "usr/local/sbin",
+                   "sys/kernel/config/rdma_cm"):
+        assert os.listdir(root / folder) == []
+    assert read_json(root / "run/lab/dcb/enp12s0np0.json")["trust"] == "pcp"
+    assert read_json(root / "run/lab/rdma_cm/mlx5_0.json") == {"default_roce_mode": "RoCE v2",
+                                                                 "default_roce_tos": 0}
+
+
+def _columns(line: str) -> list[int]:
+    """End offsets of the whitespace-separated fields of a line (the columns are right-aligned)."""
+    return [m.end() for m in re.finditer(r"\S+", line)]
+
+
+def test_proc_interrupts_layout_matches_the_kernel_sample(roots, cases_dir):
+    sample = (cases_dir / "proc_interrupts__32cpu_mlx5_msix_irqs_on_remote_numa.txt").read_text().splitlines()
+    ours = cat(roots["node01"] / "proc/interrupts").splitlines()
+    assert _columns(ours[0])[:32] == _columns(sample[0])  # CPUn every 11 characters
+    assert ours[0] == ours[0].rstrip() and ours[0].startswith(" " * 12 + "CPU0       CPU1")
+    row = next(line for line in ours if "mlx5_comp3@pci:0000:0c:00.0" in line)
+    ref = next(line for line in sample if "mlx5_comp3@pci:" in line)
+    assert row[:5] == " 104:" and ref[:5] == " 154:"
+    assert _columns(row)[:33] == _columns(ref)[:33]  # IRQ number + 32 counter columns
+    tail, ref_tail = row[5 + 112 * 11:], ref[5 + 32 * 11:]
+    assert tail == "  IR-PCI-MSIX-0000:0c:00.0    4-edge      mlx5_comp3@pci:0000:0c:00.0"
+    assert ref_tail.replace("0000:c1:00.0", "0000:0c:00.0") == tail
+    counts = [int(x) for x in row[5:5 + 112 * 11].split()]
+    assert len(counts) == 112 and counts.index(max(counts)) == 3
+    assert sum("@pci:" in line for line in ours) == 8 * 17
+    assert ours[-2].startswith(" NMI:") and ours[-1].endswith("  Local timer interrupts")
+
+
+def test_cpu_helpers_round_trip():
+    assert parse_cpulist("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11]
+    assert format_cpulist([0, 1, 2, 3, 8, 10, 11]) == "0-3,8,10-11"
+    assert cpumask_hex([3], 112) == "0000,00000000,00000000,00000008"
+    assert parse_cpumask("0000,00000000,00000000,00000008") == [3]
+    assert cpumask_hex([0, 1], 32) == "00000003"
+
+
+def test_sync_derived_follows_the_newer_view(tmp_path, fabric):
+    build_sysroot(tmp_path, fabric.node("node02"))
+    irq = tmp_path / "proc/irq/105"
+    (irq / "smp_affinity_list").write_text("0-27\n")
+    os.utime(irq / "smp_affinity", ns=(1, 1))
+    sync_derived(tmp_path)
+    assert cat(irq / "smp_affinity") == "0000,00000000,00000000,0fffffff\n"
+    (irq / "smp_affinity").write_text("f0\n")
+    os.utime(irq / "smp_affinity_list", ns=(1, 1))
+    sync_derived(tmp_path)
+    assert cat(irq / "smp_affinity_list") == "4-7\n"

@@ -1,0 +1,228 @@
+"""Start, stop and inspect the lab (``fabtune lab up|down|status``).
+
+``up`` lays out the state folder of the lab contract (``docs/lab.md``): fresh node
+sysroots, SSH keys and ``known_hosts``, ``bin/`` stand-in wrappers and
+``fabric.json``; then it spawns the detached daemon (``python -m
+tuning.lab.daemon STATE_DIR``, pid in ``lab.pid``, output in ``lab.log``) and waits
+until every node and switch port accepts TCP.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tuning.errors import TuningError
+from tuning.lab import keys
+from tuning.lab.fabric import Fabric, default_fabric
+from tuning.lab.sysroot import build_sysroot
+from tuning.lab.tools import TOOLS
+
+UP_TIMEOUT_S = 30.0
+DOWN_TIMEOUT_S = 5.0
+#: stand-ins that import site-packages (networkx for the fabric model) cannot run with -S
+NEEDS_SITE = {"ib_write_bw", "ib_read_lat"}
+WRAPPER = """#!{python}{flags}
+import sys
+sys.path.insert(0, {root!r})
+from tuning.lab.tools import main
+sys.exit(main({tool!r}, sys.argv[1:]))
+"""
+
+
+def _package_parent() -> str:
+    return str(Path(__file__).resolve().parents[2])  # the folder that holds the tuning package
+
+
+def write_wrappers(bin_dir: Path) -> list[Path]:
+    """Write one executable wrapper per stand-in tool into ``bin_dir``; returns their paths."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for tool in TOOLS:
+        path = bin_dir / tool
+        flags = "" if tool in NEEDS_SITE else " -S"  # -S saves ~15 ms per call
+        path.write_text(WRAPPER.format(python=sys.executable, flags=flags, root=_package_parent(), tool=tool))
+        path.chmod(0o755)
+        paths.append(path)
+    return paths
+
+
+def endpoints(fabric: Fabric) -> list[tuple[str, str, int]]:
+    """``[(name, kind, port), ...]`` of every SSH endpoint, nodes first (kind node|switch)."""
+    return ([(n.name, "node", n.port) for n in fabric.nodes]
+            + [(s.name, "switch", s.port) for s in fabric.switches])
+
+
+def prepare(state_dir: Path, fabric: Fabric) -> None:
+    """Lay out everything the daemon serves (no process is started).
+
+    Node folders, ``run/`` and ``bin/`` are rebuilt from scratch; keys in ``ssh/`` are
+    kept (host keys are persistent), ``known_hosts`` is rewritten.
+    """
+    state_dir.mkdir(parents=True, exist_ok=True)
+    _discard([state_dir / folder for folder in ("nodes", "run", "bin")])
+    keys.ensure_client_key(state_dir)
+    (state_dir / "ssh" / "known_hosts").unlink(missing_ok=True)  # no stale ports of an older fabric
+    keys.write_known_hosts(state_dir, {port: keys.ensure_host_key(state_dir, name)
+                                       for name, _, port in endpoints(fabric)})
+    for node in fabric.nodes:
+        build_sysroot(state_dir / "nodes" / node.name / "sysroot", node)
+    (state_dir / "run").mkdir()
+    write_wrappers(state_dir / "bin")
+    fabric.save(state_dir / "fabric.json")
+
+
+def _discard(folders: list[Path]) -> None:
+    """Move old folders into ``.trash/`` and delete them in a detached ``rm -rf``.
+
+    Unlinking ~14k sysroot files takes seconds on slow disks; ``up`` need not wait.
+    """
+    present = [f for f in folders if f.exists()]
+    if not present:
+        return
+    trash = present[0].parent / ".trash" / str(time.time_ns())
+    trash.mkdir(parents=True)
+    for folder in present:
+        folder.rename(trash / folder.name)
+    try:
+        subprocess.Popen(["rm", "-rf", str(trash)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        shutil.rmtree(trash, ignore_errors=True)
+
+
+def up(state_dir: Path, fabric: Fabric | None = None) -> None:
+    """Build and start the lab in ``state_dir``; returns once every endpoint accepts TCP.
+
+    Args:
+        state_dir: the state folder (created if missing).
+        fabric: the fabric to run; :func:`tuning.lab.fabric.default_fabric` if None.
+
+    Raises:
+        TuningError: the lab already runs there, or it did not come up within 30 s
+            (the message carries the tail of ``lab.log``; the daemon is stopped).
+    """
+    state_dir = state_dir.resolve()
+    pid = running_pid(state_dir)
+    if pid is not None:
+        raise TuningError(f"the lab is already running in {state_dir} (pid {pid}); "
+                          "run `fabtune lab down` first", phase="lab")
+    fabric = fabric or default_fabric()
+    prepare(state_dir, fabric)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (_package_parent(), os.environ.get("PYTHONPATH")) if p)}
+    with open(state_dir / "lab.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "tuning.lab.daemon", str(state_dir)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                cwd=state_dir, env=env, start_new_session=True)
+    (state_dir / "lab.pid").write_text(f"{proc.pid}\n")
+    _wait_up(state_dir, fabric, proc)
+
+
+def _wait_up(state_dir: Path, fabric: Fabric, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + UP_TIMEOUT_S
+    waiting = [port for _, _, port in endpoints(fabric)]
+    while waiting:
+        if proc.poll() is not None:
+            (state_dir / "lab.pid").unlink(missing_ok=True)
+            raise TuningError(f"the lab daemon exited with {proc.returncode}:\n{log_tail(state_dir)}", phase="lab")
+        if time.monotonic() > deadline:
+            down(state_dir)
+            raise TuningError(f"the lab did not come up within {UP_TIMEOUT_S:.0f} s (ports {waiting} "
+                              f"not listening):\n{log_tail(state_dir)}", phase="lab")
+        waiting = [port for port in waiting if not port_open(port)]
+        if waiting:
+            time.sleep(0.05)
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether ``host:port`` accepts a TCP connection (0.2 s timeout)."""
+    try:
+        with socket.create_connection((host, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def log_tail(state_dir: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of ``lab.log`` (empty if there is none)."""
+    try:
+        return "\n".join((state_dir / "lab.log").read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False  # our own child, now reaped
+    except ChildProcessError:
+        pass
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False
+
+
+def running_pid(state_dir: Path) -> int | None:
+    """Pid of the lab daemon of ``state_dir`` if it runs, else None (a stale ``lab.pid`` is ignored)."""
+    try:
+        pid = int((state_dir / "lab.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+    if not _alive(pid):
+        return None
+    try:
+        if b"tuning.lab.daemon" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return None
+    except OSError:
+        pass
+    return pid
+
+
+def down(state_dir: Path) -> bool:
+    """Stop the lab of ``state_dir``. Returns True if a running daemon was stopped.
+
+    SIGTERM to the daemon's process group (it and the commands it runs), SIGKILL
+    after 5 s; ``lab.pid`` is removed either way.
+    """
+    state_dir = state_dir.resolve()
+    pid = running_pid(state_dir)
+    (state_dir / "lab.pid").unlink(missing_ok=True)
+    if pid is None:
+        return False
+    for sig, wait_s in ((signal.SIGTERM, DOWN_TIMEOUT_S), (signal.SIGKILL, DOWN_TIMEOUT_S)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return True
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                return True
+            time.sleep(0.05)
+    return True
+
+
+def status(state_dir: Path) -> dict:
+    """The lab's state: ``{"state_dir", "running", "pid", "endpoints": [{"name", "kind", "port", "up"}]}``."""
+    state_dir = state_dir.resolve()
+    pid = running_pid(state_dir)
+    fabric_file = state_dir / "fabric.json"
+    eps = endpoints(Fabric.load(fabric_file)) if fabric_file.exists() else []
+    return {
+        "state_dir": str(state_dir), "running": pid is not None, "pid": pid,
+        "endpoints": [{"name": n, "kind": k, "port": p, "up": pid is not None and port_open(p)}
+                      for n, k, p in eps],
+    }

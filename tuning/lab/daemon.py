@@ -1,0 +1,68 @@
+"""The lab daemon: ``python -m tuning.lab.daemon STATE_DIR``.
+
+Started detached by :func:`tuning.lab.controller.up`; serves every node's SSH
+endpoint (:mod:`tuning.lab.nodeserver`) and the switches
+(``tuning.lab.switches.start_switches``) from ``STATE_DIR/fabric.json`` until
+SIGTERM/SIGINT. Logs to stdout, which the controller points at ``lab.log``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from tuning.lab.fabric import Fabric
+from tuning.lab.nodeserver import serve_nodes
+
+log = logging.getLogger("fabtune.lab.daemon")
+
+
+def _stop_switches(handle: object) -> None:
+    """Stop what ``start_switches`` returned: an object with ``stop()`` or a list of them."""
+    for item in handle if isinstance(handle, (list, tuple)) else [handle]:
+        stop = getattr(item, "stop", None)
+        if callable(stop):
+            try:
+                stop()
+            except Exception:  # shutting down: report and go on with the others
+                log.exception("stopping switch endpoint %r failed", item)
+
+
+async def _serve(state_dir: Path, fabric: Fabric) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await serve_nodes(state_dir, fabric, stop)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the lab of ``argv[0]`` (the state folder) in the foreground; returns the exit status."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m tuning.lab.daemon STATE_DIR", file=sys.stderr)
+        return 2
+    logging.basicConfig(stream=sys.stdout, level=logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("asyncssh").setLevel(logging.WARNING)  # one INFO line per channel event otherwise
+    state_dir = Path(args[0]).resolve()
+    fabric = Fabric.load(state_dir / "fabric.json")
+    switches = None
+    if fabric.switches:
+        from tuning.lab.switches import start_switches  # the switch lab (FakeNOS)
+        switches = start_switches(state_dir, fabric)
+        log.info("switches up: %s", ", ".join(f"{s.name}:{s.port}" for s in fabric.switches))
+    try:
+        asyncio.run(_serve(state_dir, fabric))
+    finally:
+        if switches is not None:
+            _stop_switches(switches)
+        log.info("lab stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""Fault injection into the lab fabric (``fabtune lab inject``).
+
+A fault sits on one end of a cable: a node NIC (``node01:mlx5_0``) or a switch port
+(``leaf01:swp1``). It is persisted in ``<state_dir>/fabric.json`` under ``injections``
+as ``{"target": "leaf01:swp1", "kind": "degrade"}`` (one entry per target, the latest
+wins) and read by the fabric model (:mod:`tuning.lab.model`) on every test:
+``degrade`` halves bandwidth and adds about 5 us, ``down`` makes the client fail to
+connect. ``clear`` removes the target's fault.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tuning.errors import InputError
+from tuning.lab.fabric import Fabric
+
+KINDS = ("degrade", "down", "clear")
+
+
+def _targets(fabric: Fabric) -> list[str]:
+    nics = [f"{n.name}:{c.rdma_device}" for n in fabric.nodes for c in n.nics]
+    return nics + [f"{s.name}:{p}" for s in fabric.switches for p in s.ports]
+
+
+def _allowed(fabric: Fabric) -> str:
+    """Short list of the allowed targets, e.g. ``node01:mlx5_0..mlx5_7, ..., leaf01:swp1..swp16,swp31``."""
+    parts = [f"{n.name}:{n.nics[0].rdma_device}..{n.nics[-1].rdma_device}" for n in fabric.nodes if n.nics]
+    parts += [f"{s.name}:{','.join(s.ports)}" for s in fabric.switches]
+    return "; ".join(parts)
+
+
+def inject(state_dir: Path | str, target: str, kind: str) -> list[dict]:
+    """Add (``degrade`` / ``down``) or remove (``clear``) the fault on ``target``.
+
+    Args:
+        state_dir: the lab state directory holding ``fabric.json``.
+        target: ``NODE:RDMA_DEVICE`` or ``SWITCH:PORT``, e.g. ``node01:mlx5_0`` / ``leaf01:swp1``.
+        kind: ``degrade``, ``down`` or ``clear``.
+
+    Returns:
+        The injections now in force (as :func:`list_injections`).
+
+    Raises:
+        InputError: unknown kind or target (the message lists the allowed values).
+    """
+    path = Path(state_dir) / "fabric.json"
+    fabric = Fabric.load(path)
+    if kind not in KINDS:
+        raise InputError("KIND", "kind", f"{kind!r} is not one of {', '.join(KINDS)}")
+    if target not in _targets(fabric):
+        raise InputError("TARGET", "target", f"{target!r} is not a NIC or switch port of the lab; "
+                         f"allowed: {_allowed(fabric)}")
+    fabric.injections = [i for i in fabric.injections if i.get("target") != target]
+    if kind != "clear":
+        fabric.injections.append({"target": target, "kind": kind})
+    fabric.save(path)
+    return list(fabric.injections)
+
+
+def list_injections(state_dir: Path | str) -> list[dict]:
+    """The faults in force: ``[{"target": "leaf01:swp1", "kind": "degrade"}, ...]`` in the order added."""
+    return list(Fabric.load(Path(state_dir) / "fabric.json").injections)

@@ -1,0 +1,142 @@
+"""The lab's node SSH endpoints: one asyncssh server process, one 127.0.0.1 port per node.
+
+Each node accepts user ``fabtune`` with the lab's client key only
+(``<state>/ssh/id_ed25519.pub``) and presents its persistent host key
+(``<state>/ssh/hostkeys/<node>``). An exec request runs ``bash -c '<command>'`` as a
+real subprocess in ``<state>/nodes/<node>/`` with the lab environment (PATH with
+``<state>/bin`` first, ``FABTUNE_LAB_*``), streams stdout/stderr and passes the exit
+status, exactly what OpenSSH's sshd does for ``ssh host 'command'``. A shell request
+runs ``bash`` reading commands from the channel; SFTP is served chrooted to the
+node's login folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+
+import asyncssh
+
+from tuning.lab.fabric import Fabric, Node
+from tuning.lab.sysroot import sync_derived
+
+log = logging.getLogger("fabtune.lab.nodes")
+LAB_USER = "fabtune"
+CHUNK = 65536
+
+
+def node_env(state_dir: Path, node: str) -> dict[str, str]:
+    """Environment of a node shell (the lab contract; ``state_dir`` must be absolute)."""
+    home = state_dir / "nodes" / node
+    return {
+        "PATH": f"{state_dir / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        "FABTUNE_LAB_DIR": str(state_dir),
+        "FABTUNE_LAB_NODE": node,
+        "FABTUNE_LAB_SYSROOT": str(home / "sysroot"),
+        "HOME": str(home), "USER": LAB_USER, "LOGNAME": LAB_USER, "SHELL": "/bin/bash",
+        "LANG": "C.UTF-8",
+    }
+
+
+class _NodeAuth(asyncssh.SSHServer):
+    """Public-key authentication of ``fabtune`` with exactly one authorised key."""
+
+    def __init__(self, client_key: asyncssh.SSHKey):
+        self._client_key = client_key.public_data
+
+    def begin_auth(self, username: str) -> bool:
+        return True
+
+    def public_key_auth_supported(self) -> bool:
+        return True
+
+    def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
+        return username == LAB_USER and key.public_data == self._client_key
+
+
+async def _pump_out(reader: asyncio.StreamReader, writer) -> None:
+    while chunk := await reader.read(CHUNK):
+        writer.write(chunk)
+        await writer.drain()
+
+
+async def _pump_in(reader, proc: asyncio.subprocess.Process) -> None:
+    try:
+        while chunk := await reader.read(CHUNK):
+            proc.stdin.write(chunk)
+            await proc.stdin.drain()
+    except (BrokenPipeError, ConnectionResetError, asyncssh.Error):
+        pass
+    finally:
+        proc.stdin.close()
+
+
+def _argv(process: asyncssh.SSHServerProcess) -> list[str]:
+    if process.command is not None:
+        return ["bash", "-c", process.command]
+    if process.get_terminal_type():
+        return ["bash", "--noprofile", "--norc", "-i"]
+    return ["bash", "--noprofile", "--norc", "-s"]
+
+
+async def _run(process: asyncssh.SSHServerProcess, state_dir: Path, node: str) -> None:
+    """Serve one exec/shell request: a real ``bash`` subprocess, streams and exit status."""
+    env = node_env(state_dir, node)
+    env["PS1"] = f"{LAB_USER}@{node}:~$ "
+    proc = await asyncio.create_subprocess_exec(
+        *_argv(process), cwd=state_dir / "nodes" / node, env=env, start_new_session=True,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    feeder = asyncio.ensure_future(_pump_in(process.stdin, proc))
+    try:
+        await asyncio.gather(_pump_out(proc.stdout, process.stdout), _pump_out(proc.stderr, process.stderr))
+        rc = await proc.wait()
+    except (asyncssh.Error, ConnectionError, BrokenPipeError) as exc:
+        log.info("%s: client went away (%s); killing pid %s", node, exc, proc.pid)
+        _kill(proc)
+        return
+    finally:
+        feeder.cancel()
+    sync_derived(state_dir / "nodes" / node / "sysroot")
+    process.exit(rc if rc >= 0 else 128 - rc)
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+async def start_node(state_dir: Path, node: Node) -> asyncssh.SSHAcceptor:
+    """Start the SSH endpoint of ``node`` on ``127.0.0.1:node.port`` and return its acceptor.
+
+    Args:
+        state_dir: the lab state folder (absolute); keys must already exist in ``ssh/``.
+        node: the fabric node to serve.
+    """
+    client_key = asyncssh.read_public_key(state_dir / "ssh" / "id_ed25519.pub")
+    home = state_dir / "nodes" / node.name
+
+    async def handle(process: asyncssh.SSHServerProcess) -> None:
+        await _run(process, state_dir, node.name)
+
+    return await asyncssh.create_server(
+        lambda: _NodeAuth(client_key), "127.0.0.1", node.port,
+        server_host_keys=[str(state_dir / "ssh" / "hostkeys" / node.name)],
+        process_factory=handle, encoding=None, allow_scp=False, reuse_address=True,
+        sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=str(home).encode()),
+    )
+
+
+async def serve_nodes(state_dir: Path, fabric: Fabric, stop: asyncio.Event) -> None:
+    """Serve every node of ``fabric`` until ``stop`` is set, then close the listeners."""
+    acceptors = [await start_node(state_dir, node) for node in fabric.nodes]
+    log.info("nodes up: %s", ", ".join(f"{n.name}:{n.port}" for n in fabric.nodes))
+    await stop.wait()
+    for acceptor in acceptors:
+        acceptor.close()
+        await acceptor.wait_closed()

@@ -1,0 +1,334 @@
+"""Build one lab node's sysroot: the sysfs / procfs / configfs files of a DGX-class node.
+
+The layout is the lab contract (``docs/lab.md``); every file format follows
+``shared/cases/cli/SYSFS.md`` (kernel ABI docs for sysfs/procfs/configfs,
+MLNX_OFED docs for ``ecn/``, ``drivers/infiniband/hw/mlx5/cong.c`` for debugfs
+``cc_params``). Files are plain files: a write is a write, exactly as fabtune
+does it on a real host (``echo 9000 > sysroot/sys/class/net/IF/mtu``).
+
+Besides the builder this module holds the small, stdlib-only helpers the tool
+stand-ins (``tuning.lab.tools``) share: CPU lists and masks, and the private
+stand-in state under ``<sysroot>/run/lab/`` (DCB of ``mlnx_qos``, RDMA-CM
+defaults of ``cma_roce_tos``) that the fabric model also reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the stand-ins ~3 ms
+if TYPE_CHECKING:  # the stand-ins import this module: keep their start-up stdlib-only and small
+    from tuning.lab.fabric import Nic, Node
+
+#: Initial sysctl values of an untuned node (key -> value as the file holds it).
+SYSCTL_DEFAULTS = {
+    "net.core.rmem_max": "212992",
+    "net.core.wmem_max": "212992",
+    "net.core.netdev_max_backlog": "1000",
+    "net.ipv4.tcp_mtu_probing": "0",
+    "kernel.numa_balancing": "1",
+    "vm.zone_reclaim_mode": "0",
+    "net.ipv4.conf.all.arp_ignore": "0",
+    "net.ipv4.conf.all.arp_announce": "0",
+}
+#: MLNX_OFED ``ecn/roce_rp/<param>`` defaults (ConnectX firmware defaults).
+RP_PARAMS = {
+    "clamp_tgt_rate": 0, "clamp_tgt_rate_after_time_inc": 1, "rpg_time_reset": 300,
+    "rpg_byte_reset": 32767, "rpg_threshold": 1, "rpg_max_rate": 0, "rpg_ai_rate": 5,
+    "rpg_hai_rate": 50, "rpg_gd": 11, "rpg_min_dec_fac": 50, "rpg_min_rate": 1,
+    "rate_to_set_on_first_cnp": 0, "dce_tcp_g": 1019, "dce_tcp_rtt": 1,
+    "rate_reduce_monitor_period": 4, "initial_alpha_value": 1023,
+}
+#: Inbox-driver debugfs ``cc_params/<name>`` defaults (names of mlx5 ``cong.c``).
+CC_PARAMS = {
+    "rp_clamp_tgt_rate": 0, "rp_clamp_tgt_rate_ati": 1, "rp_time_reset": 300,
+    "rp_byte_reset": 32767, "rp_threshold": 1, "rp_ai_rate": 5, "rp_max_rate": 0,
+    "rp_hai_rate": 50, "rp_min_dec_fac": 50, "rp_min_rate": 1,
+    "rp_rate_to_set_on_first_cnp": 0, "rp_dce_tcp_g": 1019, "rp_dce_tcp_rtt": 1,
+    "rp_rate_reduce_monitor_period": 4, "rp_initial_alpha_value": 1023, "rp_gd": 11,
+    "np_min_time_between_cnps": 0, "np_cnp_dscp": 48, "np_cnp_prio_mode": 1, "np_cnp_prio": 6,
+}
+GID_TABLE_SIZE = 256
+ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+INITIAL_IRQ_CPULIST = "0-15"
+IRQ_PREC = 4  # width of the IRQ number column of /proc/interrupts (nr_irqs >= 1000)
+
+
+# ---- CPU lists and masks (kernel ``%*pbl`` / ``%*pb`` formats) -----------------------------
+
+def parse_cpulist(text: str) -> list[int]:
+    """``"0-3,8"`` -> ``[0, 1, 2, 3, 8]``. Raises ValueError on a malformed list."""
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        lo, _, hi = part.partition("-")
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return sorted(set(cpus))
+
+
+def format_cpulist(cpus: list[int]) -> str:
+    """``[0, 1, 2, 3, 8]`` -> ``"0-3,8"`` (the ``smp_affinity_list`` form)."""
+    out: list[str] = []
+    run: list[int] = []
+    for cpu in sorted(set(cpus)):
+        if run and cpu != run[-1] + 1:
+            out.append(_range_text(run))
+            run = []
+        run.append(cpu)
+    if run:
+        out.append(_range_text(run))
+    return ",".join(out)
+
+
+def _range_text(run: list[int]) -> str:
+    return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
+
+
+def cpumask_hex(cpus: list[int], nr_cpus: int) -> str:
+    """CPU set as the kernel prints a bitmap: 32-bit hex groups, most significant first.
+
+    The leading group is only as wide as ``nr_cpus`` needs (4 digits for 112 CPUs),
+    e.g. CPUs 0-27,56-83 of 112 -> ``0000,000fffff,ff000000,0fffffff``.
+    """
+    mask = sum(1 << c for c in cpus)
+    groups = [(mask >> (32 * i)) & 0xFFFFFFFF for i in range((nr_cpus + 31) // 32)]
+    lead_digits = ((nr_cpus % 32) + 3) // 4 or 8
+    text = [f"{groups[-1]:0{lead_digits}x}"] + [f"{g:08x}" for g in reversed(groups[:-1])]
+    return ",".join(text)
+
+
+def parse_cpumask(text: str) -> list[int]:
+    """``"0000,0000000f"`` -> ``[0, 1, 2, 3]``. Raises ValueError on bad hex."""
+    mask = int(text.strip().replace(",", ""), 16)
+    return [i for i in range(mask.bit_length()) if mask >> i & 1]
+
+
+def nr_cpus(node: Node) -> int:
+    """Number of CPUs of a node: one past the highest CPU of its NUMA nodes."""
+    return max(max(parse_cpulist(c)) for c in node.numa_cpulists) + 1
+
+
+# ---- private stand-in state (<sysroot>/run/lab/) --------------------------------------------
+
+def default_dcb() -> dict:
+    """Untuned DCB state of a port: trust pcp, PFC off, the default DSCP->priority map.
+
+    Shape: ``{"trust": "pcp", "pfc": [0]*8, "dscp2prio": [dscp // 8 for dscp in 0..63]}``
+    (``dscp2prio`` is indexed by DSCP).
+    """
+    return {"trust": "pcp", "pfc": [0] * 8, "dscp2prio": [d // 8 for d in range(64)]}
+
+
+def dcb_path(sysroot: Path, ifname: str) -> Path:
+    """Where ``mlnx_qos`` keeps a port's DCB state: ``run/lab/dcb/<if>.json``."""
+    return sysroot / "run" / "lab" / "dcb" / f"{ifname}.json"
+
+
+def rdma_cm_path(sysroot: Path, dev: str) -> Path:
+    """Where the RDMA-CM defaults live while configfs has no ``rdma_cm/<dev>`` group."""
+    return sysroot / "run" / "lab" / "rdma_cm" / f"{dev}.json"
+
+
+def read_json(path: Path) -> dict:
+    """A private-state JSON file as a dict."""
+    return json.loads(path.read_text())
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write private state atomically (readers in other processes never see half a file)."""
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def sysctl_path(sysroot: Path, key: str) -> Path:
+    """``net.core.rmem_max`` -> ``<sysroot>/proc/sys/net/core/rmem_max`` (``/`` keys too)."""
+    return sysroot / "proc" / "sys" / key.replace(".", "/")
+
+
+# ---- the builder -----------------------------------------------------------------------------
+
+def _put(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n")
+
+
+def nic_mac(nic: Nic) -> str:
+    """Deterministic MAC of a lab NIC: ConnectX OUI ``0c:42:a1`` + the IPv4's last 3 bytes."""
+    octets = [int(o) for o in nic.ipv4.split("/")[0].split(".")]
+    return "0c:42:a1:" + ":".join(f"{o:02x}" for o in octets[1:])
+
+
+def nic_gids(nic: Nic) -> list[tuple[str, str]]:
+    """The populated GID entries of a NIC's port 1, in table order: ``[(gid, type), ...]``.
+
+    0/1 link-local v1/v2 (EUI-64 of the MAC), then with ``extra_link_local`` a
+    second fe80 pair, then the IPv4-mapped pair (``...:ffff:0a00:0001`` for 10.0.0.1).
+    """
+    mac = [int(b, 16) for b in nic_mac(nic).split(":")]
+    eui = [mac[0] ^ 2, mac[1], mac[2], 0xFF, 0xFE, mac[3], mac[4], mac[5]]
+    local = "fe80:0000:0000:0000:" + ":".join(f"{eui[i]:02x}{eui[i + 1]:02x}" for i in range(0, 8, 2))
+    ip = [int(o) for o in nic.ipv4.split("/")[0].split(".")]
+    v4 = f"0000:0000:0000:0000:0000:ffff:{ip[0]:02x}{ip[1]:02x}:{ip[2]:02x}{ip[3]:02x}"
+    addrs = [local]
+    if nic.extra_link_local:
+        addrs.append(f"fe80:0000:0000:0000:5a1e:77c2:90ab:{ip[1]:02x}{ip[3]:02x}")
+    addrs.append(v4)
+    return [(gid, kind) for gid in addrs for kind in ("IB/RoCE v1", "RoCE v2")]
+
+
+def nic_irqs(nic: Nic) -> list[tuple[int, str]]:
+    """``[(irq, name), ...]``: ``mlx5_async0`` at ``first_irq``, then ``mlx5_comp0..N-1``."""
+    names = ["mlx5_async0"] + [f"mlx5_comp{k}" for k in range(nic.comp_vectors)]
+    return [(nic.first_irq + i, name) for i, name in enumerate(names)]
+
+
+def build_sysroot(root: Path, node: Node) -> None:
+    """Create a node's sysroot under ``root`` (which must not exist yet or be empty).
+
+    Args:
+        root: the sysroot folder, ``<state>/nodes/<node>/sysroot``.
+        node: the node (its NICs, NUMA CPU lists and driver flavour).
+    """
+    n = nr_cpus(node)
+    _put(root / "sys/devices/system/cpu/online", f"0-{n - 1}")
+    _put(root / "sys/devices/system/node/online", f"0-{len(node.numa_cpulists) - 1}")
+    for i, cpulist in enumerate(node.numa_cpulists):
+        _put(root / f"sys/devices/system/node/node{i}/cpulist", cpulist)
+    (root / "sys/kernel/config/rdma_cm").mkdir(parents=True)
+    for folder in ("etc/sysctl.d", "etc/systemd/system", "etc/udev/rules.d", "usr/local/sbin",
+                   "run/lab/dcb", "run/lab/rdma_cm"):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+    for key, value in SYSCTL_DEFAULTS.items():
+        _put(sysctl_path(root, key), value)
+    _put(root / "proc/irq/default_smp_affinity", cpumask_hex(list(range(n)), n))
+    for index, nic in enumerate(node.nics):
+        _build_pci(root, node, nic)
+        _build_netdev(root, node, nic, ifindex=index + 2)
+        _build_rdma(root, nic)
+        _build_irqs(root, node, nic)
+    _put(root / "proc/interrupts", render_interrupts(node).rstrip("\n"))
+
+
+def _build_pci(root: Path, node: Node, nic: Nic) -> None:
+    pci = root / "sys/bus/pci/devices" / nic.bdf
+    cpulist = node.numa_cpulists[nic.numa_node]
+    _put(pci / "numa_node", str(nic.numa_node))
+    _put(pci / "local_cpulist", cpulist)
+    _put(pci / "local_cpus", cpumask_hex(parse_cpulist(cpulist), nr_cpus(node)))
+    for irq, _ in nic_irqs(nic):
+        _put(pci / "msi_irqs" / str(irq), "msix")
+    (pci / "infiniband" / nic.rdma_device).mkdir(parents=True)
+    (pci / "net" / nic.netdev).mkdir(parents=True)
+    if node.driver == "inbox":
+        for name, value in CC_PARAMS.items():
+            _put(root / "sys/kernel/debug/mlx5" / nic.bdf / "cc_params" / name, str(value))
+
+
+def _build_netdev(root: Path, node: Node, nic: Nic, ifindex: int) -> None:
+    net = root / "sys/class/net" / nic.netdev
+    _put(net / "mtu", "1500")
+    _put(net / "address", nic_mac(nic))
+    _put(net / "operstate", "up")
+    _put(net / "ifindex", str(ifindex))
+    (net / "device").symlink_to(f"../../../bus/pci/devices/{nic.bdf}")
+    _put(dcb_path(root, nic.netdev), json.dumps(default_dcb(), sort_keys=True))
+    if node.driver != "ofed":
+        return
+    _put(net / "qos/trust", "pcp")
+    for proto in ("roce_np", "roce_rp"):
+        for prio in range(8):
+            _put(net / "ecn" / proto / "enable" / str(prio), "0")
+    _put(net / "ecn/roce_np/cnp_dscp", "48")
+    _put(net / "ecn/roce_np/cnp_802p_prio", "6")
+    _put(net / "ecn/roce_np/min_time_between_cnps", "0")
+    for name, value in RP_PARAMS.items():
+        _put(net / "ecn/roce_rp" / name, str(value))
+
+
+def _build_rdma(root: Path, nic: Nic) -> None:
+    ib = root / "sys/class/infiniband" / nic.rdma_device
+    ib.mkdir(parents=True)
+    (ib / "device").symlink_to(f"../../../bus/pci/devices/{nic.bdf}")
+    port = ib / "ports/1"
+    _put(port / "link_layer", "Ethernet")
+    _put(port / "state", "4: ACTIVE")
+    (port / "gids").mkdir()
+    gids = nic_gids(nic)
+    for index in range(GID_TABLE_SIZE):
+        (port / "gids" / str(index)).write_text((gids[index][0] if index < len(gids) else ZERO_GID) + "\n")
+    for index, (_, kind) in enumerate(gids):
+        _put(port / "gid_attrs/types" / str(index), kind)
+        _put(port / "gid_attrs/ndevs" / str(index), nic.netdev)
+    write_json(rdma_cm_path(root, nic.rdma_device), {"default_roce_mode": "RoCE v2", "default_roce_tos": 0})
+
+
+def _build_irqs(root: Path, node: Node, nic: Nic) -> None:
+    n = nr_cpus(node)
+    for irq, _ in nic_irqs(nic):
+        folder = root / "proc/irq" / str(irq)
+        _put(folder / "smp_affinity_list", INITIAL_IRQ_CPULIST)
+        _put(folder / "smp_affinity", cpumask_hex(parse_cpulist(INITIAL_IRQ_CPULIST), n))
+        _put(folder / "node", str(nic.numa_node))
+
+
+# ---- /proc/interrupts (kernel/irq/proc.c show_interrupts layout) ----------------------------
+
+def _irq_row(label: str, counts: list[int], tail: str) -> str:
+    return f"{label:>{IRQ_PREC}}: " + "".join(f"{c:10d} " for c in counts) + tail
+
+
+def render_interrupts(node: Node) -> str:
+    """``/proc/interrupts`` of the node as the kernel prints it (sample: proc_interrupts__*.txt).
+
+    Header: ``IRQ_PREC + 8`` spaces then ``CPU%-8d`` per CPU (right-stripped). Row:
+    ``%4d: `` then ``%10u `` per CPU, `` %8s`` chip, `` %4lu`` hwirq, ``-%-8s`` ``edge``,
+    two spaces and the action name ``mlx5_compK@pci:<bdf>``. Each completion IRQ
+    has fired on CPU ``K % 16`` (the initial remote affinity ``0-15``).
+    """
+    n = nr_cpus(node)
+    lines = [(" " * (IRQ_PREC + 8) + "".join(f"CPU{c:<8d}" for c in range(n))).rstrip()]
+    timer = [35 if c == 0 else 0 for c in range(n)]
+    lines.append(_irq_row("0", timer, f" {'IR-IO-APIC':>8} {2:>{IRQ_PREC}}-{'edge':<8}  timer"))
+    for nic in node.nics:
+        for hwirq, (irq, name) in enumerate(nic_irqs(nic)):
+            counts = [0] * n
+            counts[max(hwirq - 1, 0) % 16] = 1000 + 7919 * (irq % 97) + hwirq
+            chip = f"IR-PCI-MSIX-{nic.bdf}"
+            lines.append(_irq_row(str(irq), counts, f" {chip:>8} {hwirq:>{IRQ_PREC}}-{'edge':<8}  {name}@pci:{nic.bdf}"))
+    lines.append(_irq_row("NMI", [100 + c for c in range(n)], "  Non-maskable interrupts"))
+    lines.append(_irq_row("LOC", [500000 + 13 * c for c in range(n)], "  Local timer interrupts"))
+    return "\n".join(lines) + "\n"
+
+
+# ---- kernel-derived files kept coherent after each command ----------------------------------
+
+def sync_derived(sysroot: Path) -> None:
+    """Mirror what the kernel derives itself: ``smp_affinity`` <-> ``smp_affinity_list``.
+
+    A real kernel updates both views of an IRQ's affinity on a write to either; the
+    lab's files are plain, so the node server calls this after every command: the
+    newer of the two files wins and the other is rewritten (only if it differs).
+    Unparsable content is left as written.
+    """
+    irq_root = sysroot / "proc" / "irq"
+    try:
+        n = max(parse_cpulist((sysroot / "sys/devices/system/cpu/online").read_text())) + 1
+        folders = list(irq_root.iterdir())
+    except (OSError, ValueError):
+        return
+    for folder in folders:
+        lst, msk = folder / "smp_affinity_list", folder / "smp_affinity"
+        try:
+            if lst.stat().st_mtime_ns >= msk.stat().st_mtime_ns:
+                _rewrite(msk, cpumask_hex(parse_cpulist(lst.read_text()), n))
+            else:
+                _rewrite(lst, format_cpulist(parse_cpumask(msk.read_text())))
+        except (OSError, ValueError):
+            continue
+
+
+def _rewrite(path: Path, text: str) -> None:
+    if path.read_text().strip() != text:
+        path.write_text(text + "\n")

@@ -1,0 +1,48 @@
+"""Vendor-tool stand-ins of the lab nodes, dispatched by tool name.
+
+Each lab node's shell has ``<state>/bin/<tool>`` on its PATH: a tiny wrapper whose
+shebang is the venv's Python and which calls :func:`main`. A stand-in reads and
+writes the node's sysroot (``$FABTUNE_LAB_SYSROOT``) and prints exactly what the
+real tool prints (``shared/cases/``). Stand-ins start fast: this package and the
+modules it names import the standard library only (plus the stdlib-only
+``tuning.lab.fabric`` / ``tuning.lab.sysroot``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+#: tool name -> "module:function"; the function takes argv (without the tool name) and returns the exit status.
+TOOLS: dict[str, str] = {
+    "ip": "tuning.lab.tools.node:ip",
+    "sysctl": "tuning.lab.tools.node:sysctl",
+    "mlnx_qos": "tuning.lab.tools.node:mlnx_qos",
+    "cma_roce_tos": "tuning.lab.tools.node:cma_roce_tos",
+    "ibdev2netdev": "tuning.lab.tools.node:ibdev2netdev",
+    "show_gids": "tuning.lab.tools.node:show_gids",
+    "ib_write_bw": "tuning.lab.tools.perftest:ib_write_bw",
+    "ib_read_lat": "tuning.lab.tools.perftest:ib_read_lat",
+}
+
+
+def main(tool: str, argv: list[str]) -> int:
+    """Run stand-in ``tool`` with ``argv`` and return its exit status.
+
+    An unknown tool, or one whose module is missing, exits 127 like a shell's
+    ``command not found``, with the reason on stderr.
+    """
+    target = TOOLS.get(tool)
+    if target is None:
+        print(f"{tool}: command not found (no lab stand-in)", file=sys.stderr)
+        return 127
+    module_name, _, func_name = target.partition(":")
+    try:
+        func = getattr(importlib.import_module(module_name), func_name)
+    except (ImportError, AttributeError) as exc:
+        print(f"{tool}: lab stand-in unavailable: {exc}", file=sys.stderr)
+        return 127
+    try:
+        return int(func(list(argv)) or 0)
+    except BrokenPipeError:
+        return 141

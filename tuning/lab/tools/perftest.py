@@ -1,0 +1,308 @@
+"""``ib_write_bw`` and ``ib_read_lat`` stand-ins (linux-rdma/perftest) for the lab's nodes.
+
+Arguments: the subset fabtune uses, as perftest spells them: ``-d/--ib-dev DEV``,
+``-i/--ib-port PORT``, ``-x/--gid-index N``, ``-s/--size BYTES``, ``-n/--iters N``,
+``-D/--duration SECS``, ``-a/--all``, ``-F/--CPU-freq``, ``--report_gbits``,
+``--report-both``, ``-q/--qp N``, ``-p/--port TCP_PORT``; no address = server, the last
+positional = the client's server address.
+
+Rendezvous (the perftest out-of-band TCP exchange, port 18515 by default) goes through
+files in ``<FABTUNE_LAB_DIR>/run/perftest/`` named ``<server IPv4>_<port>.<stage>.json``:
+the server writes ``listen`` (node FABTUNE_LAB_NODE, the IPv4 of its ``-d`` device), the
+client renames it to ``claimed`` (one client per server), computes the result with
+:func:`tuning.lab.model.compute` and writes ``result``; the server waits for it (up to
+10 s, polling every 20 ms), prints and removes both files.
+
+Output formats, to the character (``shared/cases/``):
+    client bandwidth   ``ib_write_bw__roce_client_MiBsec_new_perftest.txt`` (MiB/sec)
+    client --report_gbits ``ib_write_bw__client_all_sizes_gbits_mtu1024_gid5.txt``
+    server bandwidth   ``ib_write_bw__roce_server_duration_mbsec_peak0_tabs.txt`` (MB/sec,
+                       tabs; ``-D`` prints peak 0.00 on both sides)
+    latency            ``ib_read_lat__roce_mtu1024_gid12_cpufreq_warnings.txt`` (no warnings)
+    errors             ``..._err_couldnt_connect_concatenated.txt``, ``..._err_modify_qp_rtr.txt``
+Only the stdlib, networkx, tuning.lab.fabric, tuning.lab.model (and its stdlib-only
+tuning.errors) are imported here, so a
+stand-in starts in well under 0.5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from tuning.lab.fabric import Fabric, Nic
+from tuning.lab.model import Outcome, compute_sizes
+
+DEFAULT_PORT = 18515
+SERVER_WAIT_S = 10.0
+POLL_S = 0.02
+LINE = "-" * 87
+BANNER = ["", "*" * 36, "* Waiting for client to connect... *", "*" * 36]
+#: flavour -> the header block between the title and the dashes (``{dev} {qps} {mtu} {gid}``)
+HEADERS = {
+    "client": [" Dual-port       : OFF          Device         : {dev}",
+               " Number of qps   : {qps:<13}Transport type : IB",
+               " Connection type : RC           Using SRQ      : OFF",
+               " PCIe relax order: ON           Lock-free      : OFF",
+               " ibv_wr* API     : ON           Using DDP      : OFF",
+               " TX depth        : 128", " CQ Moderation   : 1", " CQE Poll Batch  : 16",
+               " Mtu             : {mtu}[B]", " Link type       : Ethernet", " GID index       : {gid}",
+               " Max inline data : 0[B]", " rdma_cm QPs     : OFF", " Data ex. method : Ethernet"],
+    "gbits": [" Dual-port       : OFF          Device         : {dev}",
+              " Number of qps   : {qps:<13}Transport type : IB",
+              " Connection type : RC           Using SRQ      : OFF",
+              " PCIe relax order: ON", " ibv_wr* API     : ON", " TX depth        : 128",
+              " CQ Moderation   : 100", " Mtu             : {mtu}[B]", " Link type       : Ethernet",
+              " GID index       : {gid}", " Max inline data : 0[B]", " rdma_cm QPs     : OFF",
+              " Data ex. method : Ethernet"],
+    "server": [" Dual-port       : OFF\t\tDevice         : {dev}",
+               " Number of qps   : {qps}\t\tTransport type : IB",
+               " Connection type : RC\t\tUsing SRQ      : OFF",
+               " PCIe relax order: ON", " ibv_wr* API     : ON", " CQ Moderation   : 1",
+               " Mtu             : {mtu}[B]", " Link type       : Ethernet", " GID index       : {gid}",
+               " Max inline data : 0[B]", " rdma_cm QPs\t : OFF", " Data ex. method : Ethernet"],
+    "lat": [" Dual-port       : OFF    Device         : {dev}",
+            " Number of qps   : {qps}    Transport type : IB",
+            " Connection type : RC   Using SRQ      : OFF", " TX depth        : 1",
+            " Mtu             : {mtu}[B]", " Link type       : Ethernet", " GID index       : {gid}",
+            " Outstand reads  : 16", " rdma_cm QPs   : OFF", " Data ex. method : Ethernet"],
+}
+TITLES = {"ib_write_bw": "                    RDMA_Write BW Test",
+          "ib_read_lat": "                    RDMA_Read Latency Test"}
+#: flavour -> (bandwidth unit, Gb/s -> unit factor, row format); MB and MiB are 2^20 bytes/s.
+BW_ROWS = {
+    "client": ("MiB/sec", 1e9 / 8 / 2**20,
+               " {:<7d}    {:<10d}       {:<7.2f}            {:<7.2f}                    {:<7.6f}"),
+    "gbits": ("Gb/sec", 1.0, " {:<7d}    {:<10d}       {:<7.2f}            {:<7.2f}            {:<7.6f}"),
+    "server": ("MB/sec", 1e9 / 8 / 2**20, " {:<7d}    {:<10d}       {:<7.2f}            {:<7.2f}   \t\t   {:<7.6f}"),
+}
+BW_ROWS["server_gbits"] = ("Gb/sec", 1.0, BW_ROWS["server"][2])
+BW_HEADER = " #bytes     #iterations    BW peak[{u}]    BW average[{u}]   MsgRate[Mpps]"
+LAT_HEADER = (" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    "
+              "t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]")
+LAT_ROW = (" {:<7d} {:d}          {:<7.2f}        {:<7.2f}      {:<7.2f}           {:<7.2f}      "
+           "{:<7.2f}   {:<7.2f}     {:.2f}")
+CONNECT_ERR = ("Couldn't connect to {addr}:{port}\n"
+               "Unable to open file descriptor for socket connection Unable to init the socket connection\n")
+RTR_ERR = "Failed to modify QP {qpn} to RTR\n Unable to Connect the HCA's through the link\n"
+ALL_SIZES = [2**k for k in range(1, 24)]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # perftest prints its own line and exits 1
+        raise ValueError(message)
+
+
+def parse_args(tool: str, argv: list[str]) -> argparse.Namespace:
+    """Parse perftest arguments (see the module docstring).
+
+    Raises:
+        ValueError: an unknown option or a bad value (the message for stderr).
+    """
+    p = _Parser(prog=tool, add_help=False, allow_abbrev=False)
+    p.add_argument("-d", "--ib-dev", dest="dev")
+    p.add_argument("-i", "--ib-port", dest="ib_port", type=int, default=1)
+    p.add_argument("-x", "--gid-index", dest="gid", type=int)
+    p.add_argument("-s", "--size", type=int, default=2 if tool == "ib_read_lat" else 65536)
+    p.add_argument("-n", "--iters", type=int, default=1000 if tool == "ib_read_lat" else 5000)
+    p.add_argument("-D", "--duration", type=int)
+    p.add_argument("-q", "--qp", dest="qps", type=int, default=1)
+    p.add_argument("-p", "--port", type=int, default=DEFAULT_PORT)
+    for flag in ("-a", "-F", "--report_gbits", "--report-both"):
+        p.add_argument(flag, action="store_true")
+    p.add_argument("address", nargs="?")
+    return p.parse_args(argv)
+
+
+def _qp_addr(seed: str, qp: int) -> list[int]:
+    """Deterministic QPN, PSN, RKey and VAddr of one QP (perftest prints them in hex)."""
+    h = hashlib.sha256(f"{seed}/{qp}".encode()).digest()
+    qpn = 0x100 + int.from_bytes(h[0:2], "big") % 0x200
+    return [qpn, 1 + int.from_bytes(h[2:5], "big") % 0xFFFFFF, 0x10000 + int.from_bytes(h[5:8], "big") % 0x200000,
+            0x7F0000000000 + (int.from_bytes(h[8:13], "big") % 0xFFFFFFF) * 0x1000]
+
+
+def _gid_text(gid: str) -> str:
+    """sysfs GID ``0000:...:ffff:0a00:0001`` -> perftest ``00:...:255:255:10:00:00:01`` (``%02d``)."""
+    raw = bytes.fromhex(gid.replace(":", "")) if gid else bytes(16)
+    return ":".join(f"{b:02d}" for b in raw)
+
+
+def address_lines(local: list[list[int]], remote: list[list[int]], gids: tuple[str, str], lat: bool) -> list[str]:
+    """The ``local address`` / ``remote address`` blocks, one per QP (format ``%#06x`` etc.)."""
+    out = []
+    for who, qps, gid in (("local", local, gids[0]), ("remote", remote, gids[1])):
+        for qpn, psn, rkey, vaddr in qps:
+            out += [f" {who} address: LID 0000 QPN 0x{qpn:04x} PSN 0x{psn:x}{' OUT 0x10' if lat else ''}"
+                    f" RKey 0x{rkey:06x} VAddr 0x{vaddr:014x}", f" GID: {_gid_text(gid)}"]
+    return out
+
+
+def header(tool: str, flavour: str, dev: str, qps: int, mtu: int, gid: int | None) -> list[str]:
+    """Title and parameter block, between two dashed lines."""
+    body = [line.format(dev=dev, qps=qps, mtu=mtu, gid=gid) for line in HEADERS[flavour]]
+    return [LINE, TITLES[tool], *body, LINE]
+
+
+def sizes(args: argparse.Namespace) -> list[int]:
+    """Message sizes of the run: ``-s`` or, with ``-a``, 2 .. 8388608 bytes."""
+    return ALL_SIZES if args.a else [args.size]
+
+
+def bw_rows(outcomes: list[Outcome], args: argparse.Namespace) -> list[list[float]]:
+    """Result rows ``[bytes, iterations, peak Gb/s, avg Gb/s, Mpps]``, one per size of :func:`sizes`."""
+    rows = []
+    for size, out in zip(sizes(args), outcomes):
+        iters = int(out.bw_avg_gbps * 1e9 / 8 * args.duration / size) if args.duration else args.iters
+        peak = 0.0 if args.duration else out.bw_peak_gbps
+        rows.append([size, iters, peak, out.bw_avg_gbps, out.bw_avg_gbps * 1e9 / 8 / size / 1e6])
+    return rows
+
+
+def format_bw(rows: list[list[float]], flavour: str) -> list[str]:
+    """Result header, rows and closing dashes in the flavour's unit."""
+    unit, factor, fmt = BW_ROWS[flavour]
+    out = [BW_HEADER.format(u=unit)]
+    out += [fmt.format(int(s), int(n), pk * factor, avg * factor, mpps) for s, n, pk, avg, mpps in rows]
+    return out + [LINE]
+
+
+def format_lat(outcomes: list[Outcome], args: argparse.Namespace) -> list[str]:
+    """Latency result header, rows (one per size of :func:`sizes`) and closing dashes (usec)."""
+    rows = []
+    for size, out in zip(sizes(args), outcomes):
+        iters = int(args.duration * 1e6 / out.lat_avg_us) if args.duration else args.iters
+        t_max = out.lat_p999_us if iters <= 1000 else out.lat_max_us  # 1000 samples: p99.9 is the max
+        rows.append(LAT_ROW.format(size, iters, out.lat_min_us, t_max, out.lat_typical_us,
+                                   out.lat_avg_us, out.lat_stdev_us, out.lat_p99_us, out.lat_p999_us))
+    return [LAT_HEADER, *rows, LINE]
+
+
+def _say(lines: list[str], stream=None) -> None:
+    (stream or sys.stdout).write("".join(f"{line}\n" for line in lines))
+    (stream or sys.stdout).flush()
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, path)
+
+
+def _files(lab: Path, ip: str, port: int) -> dict[str, Path]:
+    run = lab / "run" / "perftest"
+    run.mkdir(parents=True, exist_ok=True)
+    return {k: run / f"{ip}_{port}.{k}.json" for k in ("listen", "claimed", "result")}
+
+
+def _flavours(tool: str, args: argparse.Namespace, server: bool) -> tuple[str, str]:
+    """(header flavour, bandwidth rows flavour) for this run."""
+    if tool == "ib_read_lat":
+        return "lat", ""
+    if server:
+        return "server", "server_gbits" if args.report_gbits else "server"
+    return ("gbits", "gbits") if args.report_gbits else ("client", "client")
+
+
+def _wait(path: Path, timeout_s: float) -> dict | None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            time.sleep(POLL_S)
+    return None
+
+
+def serve(tool: str, args: argparse.Namespace, lab: Path, node: str, nic: Nic, timeout_s: float = SERVER_WAIT_S) -> int:
+    """Server side: announce, wait for a client's result, print it. Returns the exit status."""
+    ip = nic.ipv4.split("/")[0]
+    f = _files(lab, ip, args.port)
+    local = [_qp_addr(f"{node}:{nic.rdma_device}:{args.port}", q) for q in range(args.qps)]
+    _write_json(f["listen"], {"tool": tool, "node": node, "dev": nic.rdma_device, "gid": args.gid, "qps": local})
+    _say(BANNER)
+    res = _wait(f["result"], timeout_s)
+    for path in f.values():
+        path.unlink(missing_ok=True)
+    if res is None:
+        _say([f"{tool} (lab): no client connected to {ip}:{args.port} within {timeout_s:g} s"], sys.stderr)
+        return 1
+    if res["error"] == "connect_failed":
+        return 1
+    head, rows = _flavours(tool, args, server=True)
+    _say(header(tool, head, nic.rdma_device, args.qps, res["mtu"], res["server_gid_index"]))
+    _say(address_lines(local, res["client_qps"], (res["server_gid"], res["client_gid"]), tool == "ib_read_lat"))
+    if res["error"]:
+        _say([RTR_ERR.format(qpn=local[0][0]).rstrip("\n")], sys.stderr)
+        return 1
+    _say([LINE] + (format_bw(res["rows"], rows) if rows else []))
+    return 0
+
+
+def connect(tool: str, args: argparse.Namespace, lab: Path, node: str, nic: Nic) -> int:
+    """Client side: claim the server's listen record, compute, hand the result over, print."""
+    f = _files(lab, args.address, args.port)
+    try:
+        os.rename(f["listen"], f["claimed"])
+        rec = json.loads(f["claimed"].read_text())
+    except (OSError, ValueError):
+        _say([CONNECT_ERR.format(addr=args.address, port=args.port).rstrip("\n")], sys.stderr)
+        return 1
+    test = "write_bw" if tool == "ib_write_bw" else "read_lat"
+    outcomes = compute_sizes(lab, node, nic.rdma_device, rec["node"], rec["dev"], args.gid, test,
+                             server_gid_index=rec["gid"], sizes=sizes(args), qps=args.qps)
+    o = outcomes[0]
+    local = [_qp_addr(f"{node}:{nic.rdma_device}:{args.port}:client", q) for q in range(args.qps)]
+    head, flavour = _flavours(tool, args, server=False)
+    rows = bw_rows(outcomes, args) if flavour and not o.error else []
+    _write_json(f["result"], {"error": o.error, "mtu": o.active_mtu, "client_qps": local, "rows": rows,
+                              "client_gid": o.client_gid, "server_gid": o.server_gid,
+                              "server_gid_index": o.server_gid_index, "reasons": o.reasons})
+    if o.error == "connect_failed":
+        _say([CONNECT_ERR.format(addr=args.address, port=args.port).rstrip("\n")], sys.stderr)
+        return 1
+    gid = args.gid if args.gid is not None else (o.client_gid_index or 0)
+    _say(header(tool, head, nic.rdma_device, args.qps, o.active_mtu, gid))
+    _say(address_lines(local, rec["qps"], (o.client_gid, o.server_gid), tool == "ib_read_lat"))
+    if o.error:
+        _say([RTR_ERR.format(qpn=local[0][0]).rstrip("\n")], sys.stderr)
+        return 1
+    _say([LINE] + (format_bw(rows, flavour) if flavour else format_lat(outcomes, args)))
+    return 0
+
+
+def _main(tool: str, argv: list[str]) -> int:
+    try:
+        args = parse_args(tool, argv)
+    except ValueError as exc:
+        _say([f"{tool}: {exc}"], sys.stderr)
+        return 1
+    lab, node = os.environ.get("FABTUNE_LAB_DIR"), os.environ.get("FABTUNE_LAB_NODE")
+    if not lab or not node:
+        _say([f"{tool} (lab): FABTUNE_LAB_DIR and FABTUNE_LAB_NODE must be set"], sys.stderr)
+        return 1
+    fabric = Fabric.load(Path(lab) / "fabric.json")
+    dev = args.dev or "mlx5_0"
+    nic = next((c for n in fabric.nodes if n.name == node for c in n.nics if c.rdma_device == dev), None)
+    if nic is None:
+        _say([f"IB device {dev} not found", " Unable to find the Infiniband/RoCE device"], sys.stderr)
+        return 1
+    if args.address is None:
+        return serve(tool, args, Path(lab), node, nic)
+    return connect(tool, args, Path(lab), node, nic)
+
+
+def ib_write_bw(argv: list[str]) -> int:
+    """``ib_write_bw`` stand-in: server without an address, client with one. Returns the exit status."""
+    return _main("ib_write_bw", argv)
+
+
+def ib_read_lat(argv: list[str]) -> int:
+    """``ib_read_lat`` stand-in: server without an address, client with one. Returns the exit status."""
+    return _main("ib_read_lat", argv)
