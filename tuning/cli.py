@@ -267,9 +267,10 @@ def lab_down(inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
 def main() -> None:
     """Console entry point: one-line errors on stderr and the error's exit code."""
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else 0)
     except TuningError as e:
-        err.print(f"fabtune: error: {e}", markup=False, highlight=False)
+        print(f"fabtune: error: {e}", file=sys.stderr)  # one line, never wrapped
         sys.exit(e.exit_code)
     except typer.Exit as e:
         sys.exit(e.exit_code)

@@ -23,14 +23,38 @@ def _short(v: str | None) -> str:
 
 
 def changes_table(changes: dict[str, list[dict]], title: str) -> Table:
-    """One row per setting: device, domain, key, before -> after."""
+    """One row per setting (device, domain, key, before -> after); a node's IRQ moves in one row.
+
+    ``--json`` keeps every IRQ as its own change.
+    """
     t = Table(title=title, title_justify="left")
     for col in ("device", "domain", "setting", "before", "after"):
         t.add_column(col, overflow="fold")
     for dev, items in changes.items():
+        irqs = [c for c in items if c["domain"] == "irq"]
         for c in items:
-            t.add_row(dev, c["domain"], c["key"], _short(c["before"]), _short(c["after"]))
+            if c["domain"] != "irq":
+                t.add_row(dev, c["domain"], c["key"], _short(c["before"]), _short(c["after"]))
+        if irqs:
+            t.add_row(dev, "irq", f"{len(irqs)} completion IRQs ({_irq_range(irqs)})",
+                      _short(_cpus(c["before"] for c in irqs)), _short(_cpus(c["after"] for c in irqs)))
     return t
+
+
+def _irq_range(irqs: list[dict]) -> str:
+    nums = sorted(int(c["key"].split("/")[1]) for c in irqs)
+    return f"irq/{nums[0]}..{nums[-1]}"
+
+
+def _cpus(values) -> str:
+    """Union of CPU lists as one CPU list (``0-15`` / ``0-27,56-83``), for a one-row IRQ summary."""
+    from tuning.parsers.topology import format_cpulist, parse_cpulist
+
+    cpus: set[int] = set()
+    for v in values:
+        if v:
+            cpus.update(parse_cpulist(v))
+    return format_cpulist(sorted(cpus)) if cpus else "(absent)"
 
 
 def file_diffs(changes: dict[str, list[dict]]) -> str:

@@ -114,6 +114,10 @@ def up(state_dir: Path, fabric: Fabric | None = None) -> None:
         raise TuningError(f"the lab is already running in {state_dir} (pid {pid}); "
                           "run `fabtune lab down` first", phase="lab")
     fabric = fabric or default_fabric()
+    busy = [f"{name}:{port}" for name, _kind, port in endpoints(fabric) if port_open(port)]
+    if busy:
+        raise TuningError(f"lab ports already in use ({', '.join(busy[:3])}{'...' if len(busy) > 3 else ''}): "
+                          "another lab is running; stop it with `fabtune lab down -i <its inventory>`", phase="lab")
     prepare(state_dir, fabric)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (_package_parent(), os.environ.get("PYTHONPATH")) if p)}

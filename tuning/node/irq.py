@@ -75,7 +75,8 @@ class IrqDomain(Domain):
     def current(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
         if spec.irq_affinity == "off":
             return {}
-        return {f"irq/{n}": facts.raw.get(f"irq/{n}", ABSENT) for n in irq_plan(spec, facts)}
+        irqs = [irq for nic in spec.nics for irq in facts.nics.get(nic.netdev, {}).get("comp_irqs", [])]
+        return {f"irq/{n}": facts.raw.get(f"irq/{n}", ABSENT) for n in irqs}
 
     def desired(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
         if spec.irq_affinity == "off":

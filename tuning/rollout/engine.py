@@ -37,6 +37,7 @@ class Options:
     verify: bool = True
     thresholds: Thresholds = field(default_factory=Thresholds)
     workers: int = 20
+    domains: set[str] | None = None  # only these domains (mtu, sysctl, nic_qos, irq, files, switch)
 
 
 @dataclass
@@ -107,12 +108,13 @@ def _collect(s: Session) -> dict[str, object]:
     return ok
 
 
-def _plan(s: Session, states: dict) -> dict[str, list]:
-    """Per-device changes. Raises InputError before anything is pushed."""
+def _plan(s: Session, states: dict, domains: set[str] | None = None) -> dict[str, list]:
+    """Per-device changes (only ``domains`` if given). Raises InputError before anything is pushed."""
     out = {}
     for dev in s.devices:
-        out[dev.name] = (node_mod.plan(dev, states[dev.name]) if dev.role == "node"
-                         else switch_ops.plan(dev, states[dev.name]))
+        changes = (node_mod.plan(dev, states[dev.name]) if dev.role == "node"
+                   else switch_ops.plan(dev, states[dev.name]))
+        out[dev.name] = [c for c in changes if domains is None or c.domain in domains]
     return out
 
 
@@ -185,7 +187,7 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
     try:
         progress("collecting state (one round trip per device)")
         states = _collect(s)
-        plans = _plan(s, states)
+        plans = _plan(s, states, opts.domains)
         report = RunReport(None, opts.mode)
         report.changes = {n: [c.as_dict() for c in ch] for n, ch in plans.items() if ch}
         if opts.mode == "plan":

@@ -5,6 +5,7 @@ per device (Nornir marks the host failed); fleet results are data.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 from nornir.core import Nornir
@@ -13,6 +14,10 @@ from nornir.core.task import AggregatedResult, Result, Task
 from nornir.plugins.runners import ThreadedRunner
 
 from tuning.inventory import Device
+
+# Nornir logs each failed task's traceback; fabtune reports the error itself, in one line.
+logging.getLogger("nornir").addHandler(logging.NullHandler())
+logging.getLogger("nornir").propagate = False
 
 
 def nornir_for(devices: list[Device], workers: int = 20) -> Nornir:

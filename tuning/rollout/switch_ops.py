@@ -71,6 +71,9 @@ def _same(key: str, have: str | None, want: str) -> bool:
         return want in have.split(",")
     if key == "roce/ecn_tcs":
         return want in have.split(",")
+    if key in ("roce/ecn_min_bytes", "roce/ecn_max_bytes"):
+        # NVUE shows thresholds rounded in KB/MB (150000 B reads back as 146.48 KB = 149996 B)
+        return abs(int(have) - int(want)) <= max(16, int(want) // 500)
     return have == want
 
 

@@ -34,6 +34,8 @@ class CommandResult:
 class Running(Protocol):
     """A command started in the background (a perftest server). ``wait`` collects it."""
 
+    def read_until(self, marker: str, timeout: float = 10.0) -> bool: ...
+
     def wait(self, timeout: float = 30.0) -> CommandResult: ...
 
 

@@ -22,17 +22,37 @@ class SshRunning:
 
     def __init__(self, host: str, command: str, channel: paramiko.Channel):
         self._host, self._command, self._chan = host, command, channel
+        self._out, self._err = bytearray(), bytearray()
+
+    def _drain(self) -> None:
+        while self._chan.recv_ready():
+            self._out += self._chan.recv(65536)
+        while self._chan.recv_stderr_ready():
+            self._err += self._chan.recv_stderr(65536)
+
+    def read_until(self, marker: str, timeout: float = 10.0) -> bool:
+        """Wait until ``marker`` appears in the output (a server's "waiting" banner).
+
+        Returns:
+            True when seen; False when the command exited or ``timeout`` (s) passed first.
+        """
+        deadline = time.monotonic() + timeout
+        want = marker.encode()
+        while time.monotonic() < deadline:
+            self._drain()
+            if want in self._out or want in self._err:
+                return True
+            if self._chan.exit_status_ready() and not self._chan.recv_ready():
+                return False
+            time.sleep(0.005)
+        return False
 
     def wait(self, timeout: float = 30.0) -> CommandResult:
         """Wait for exit and collect output. Raises ConnectError on timeout."""
-        out, err = bytearray(), bytearray()
         deadline = time.monotonic() + timeout
         chan = self._chan
         while True:
-            while chan.recv_ready():
-                out += chan.recv(65536)
-            while chan.recv_stderr_ready():
-                err += chan.recv_stderr(65536)
+            self._drain()
             if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
                 break
             if time.monotonic() > deadline:
@@ -41,7 +61,7 @@ class SshRunning:
             time.sleep(0.005)
         rc = chan.recv_exit_status()
         chan.close()
-        return CommandResult(self._command, rc, out.decode(errors="replace"), err.decode(errors="replace"))
+        return CommandResult(self._command, rc, self._out.decode(errors="replace"), self._err.decode(errors="replace"))
 
 
 class SshHost:
@@ -76,6 +96,9 @@ class SshHost:
             raise ConnectError(f"ssh {conn.username}@{conn.hostname}:{conn.port}: {e}", host=name) from e
         except (OSError, socket.timeout) as e:
             raise ConnectError(f"cannot reach {conn.hostname}:{conn.port}: {e}", host=name) from e
+        transport = client.get_transport()
+        if transport is not None:  # Nagle delays each small exec by ~40 ms (docs/lab.md)
+            transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._client = client
 
     def start(self, command: str) -> SshRunning:

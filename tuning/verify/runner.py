@@ -54,6 +54,8 @@ class PairResult:
 def _run_one(server: Host, client: Host, tool: str, args: str, s_gid: int, c_gid: int,
              pair: Pair, port: int):
     srv = server.start(f"{tool} -d {pair.server_nic.rdma_device} -i 1 -x {s_gid} {args} -p {port}")
+    # perftest prints this banner once it listens; a client started earlier finds no server
+    srv.read_until("Waiting for client to connect", timeout=10)
     cli = client.run(f"{tool} -d {pair.client_nic.rdma_device} -i 1 -x {c_gid} {args} -p {port} "
                      f"{pair.server_nic.ipv4.ip}", timeout=60)
     try:

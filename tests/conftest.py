@@ -1,0 +1,75 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def cases_dir() -> Path:
+    """Folder of the reference tool outputs: ``shared/cases`` next to the repository,
+    else ``$FABTUNE_CASES_DIR``."""
+    beside = Path(__file__).resolve().parents[1].parent / "shared" / "cases"
+    env = os.environ.get("FABTUNE_CASES_DIR")
+    return Path(env) if env and not beside.is_dir() else beside
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def lab_inventory(tmp_path: Path):
+    """A fresh lab (untuned) for a copy of ``inventory/lab`` in tmp_path; yields the inventory dir.
+
+    The lab listens on the fixed ports of inventory/lab, so any running lab is stopped first.
+    Starting one takes about 1-2 s.
+    """
+    import shutil
+
+    from tuning.lab import controller
+
+    inv = tmp_path / "lab"
+    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state"))
+    for stale in (REPO / "inventory" / "lab" / ".state",):
+        if controller.running_pid(stale):
+            controller.down(stale)
+    controller.up(inv / ".state")
+    try:
+        yield inv
+    finally:
+        controller.down(inv / ".state")
+
+
+@pytest.fixture()
+def lab(lab_inventory: Path) -> Path:
+    """The state dir of a running fresh lab (see ``lab_inventory``)."""
+    return lab_inventory / ".state"
+
+
+def snapshot_fabric(inv_dir: Path) -> dict[str, bytes | str]:
+    """Every node sysroot file (bytes) and every switch's running config (``nv config show -o commands``).
+
+    Keys: ``node01:sys/class/net/enp12s0np0/mtu`` ... and ``leaf01:running-config``.
+    """
+    from tuning import inventory
+    from tuning.rollout.switch_ops import open_driver
+
+    state = inv_dir / ".state"
+    out: dict[str, bytes | str] = {}
+    for node_dir in sorted((state / "nodes").iterdir()):
+        root = node_dir / "sysroot"
+        for f in sorted(root.rglob("*")):
+            if f.is_file() and not f.is_symlink():
+                out[f"{node_dir.name}:{f.relative_to(root)}"] = f.read_bytes()
+    inv = inventory.load(inv_dir)
+    for dev in inv.switches:
+        drv = open_driver(dev)
+        try:
+            out[f"{dev.name}:running-config"] = drv.running_config()
+            out[f"{dev.name}:revision"] = drv.current_revision()
+        finally:
+            drv.close()
+    return out

@@ -1,0 +1,69 @@
+"""Bad input exits 2 with ONE line naming the file, the key and the allowed values, and
+nothing is pushed (every sysroot file and switch config unchanged, checked over the lab)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import snapshot_fabric
+
+pytestmark = pytest.mark.lab
+
+
+def _edit(path: Path, **changes) -> None:
+    data = yaml.safe_load(path.read_text()) or {}
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key].update(value)
+        else:
+            data[key] = value
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def _no_group(inv: Path) -> None:
+    hosts = yaml.safe_load((inv / "hosts.yaml").read_text())
+    hosts["all"]["hosts"] = {"stray01": {"ansible_host": "127.0.0.1"}}
+    (inv / "hosts.yaml").write_text(yaml.safe_dump(hosts, sort_keys=False))
+
+
+CASES = {
+    "host mtu": (lambda i: _edit(i / "group_vars/gpu_nodes.yml", mtu=9500),
+                 ["group_vars/gpu_nodes.yml: mtu:", "9500 is outside 68..9216"]),
+    "switch mtu": (lambda i: _edit(i / "group_vars/switches.yml", port_mtu=9300),
+                   ["group_vars/switches.yml: port_mtu:", "9300 is outside 552..9216"]),
+    "priority": (lambda i: _edit(i / "group_vars/gpu_nodes.yml", nic_qos={"pfc_priority": 8}),
+                 ["gpu_nodes.yml: nic_qos.pfc_priority:", "8 is outside 0..7"]),
+    "dscp": (lambda i: _edit(i / "group_vars/gpu_nodes.yml", nic_qos={"roce_dscp": 64}),
+             ["gpu_nodes.yml: nic_qos.roce_dscp:", "64 is outside 0..63"]),
+    "ecn order": (lambda i: _edit(i / "group_vars/switches.yml", roce={"ecn_min_bytes": 2000000}),
+                  ["switches.yml: roce:", "ecn_min_bytes 2000000 is above ecn_max_bytes 1500000"]),
+    "cpu list": (lambda i: _edit(i / "host_vars/node02.yml", irq_cpus="0-15,200-207"),
+                 ["host_vars/node02.yml: irq_cpus:", "CPUs 200-207 do not exist", "allowed: online CPUs 0-111"]),
+    "unknown key": (lambda i: _edit(i / "group_vars/gpu_nodes.yml", mtu_size=9000),
+                    ["gpu_nodes.yml: mtu_size: unknown key", "allowed:", "nic_qos"]),
+    "no group": (_no_group, ["hosts.yaml: all.*.hosts.stray01:", "exactly one of the groups gpu_nodes, switches"]),
+}
+
+
+def test_each_bad_input_exits_2_with_one_line_and_pushes_nothing(lab_inventory: Path, tmp_path: Path):
+    import shutil
+
+    before = snapshot_fabric(lab_inventory)
+    for name, (mutate, expected) in CASES.items():
+        inv = tmp_path / name.replace(" ", "_")
+        shutil.copytree(lab_inventory, inv, symlinks=True, ignore=shutil.ignore_patterns(".state"))
+        (inv / ".state").symlink_to(lab_inventory / ".state")
+        mutate(inv)
+        res = subprocess.run([sys.executable, "-m", "tuning", "apply", "-i", str(inv), "--journal-dir",
+                              str(tmp_path / "j")], capture_output=True, text=True, timeout=60)
+        errors = [l for l in res.stderr.splitlines() if not l.startswith("...")]
+        assert res.returncode == 2, (name, res.stderr)
+        assert len(errors) == 1, (name, errors)
+        for part in expected:
+            assert part in errors[0], (name, errors[0])
+    assert snapshot_fabric(lab_inventory) == before

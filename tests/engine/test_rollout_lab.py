@@ -1,0 +1,90 @@
+"""End-to-end over real SSH against the lab: plan, apply, idempotency, rollout, regression
+rollback restores every file and switch config byte for byte, rollback from the journal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import snapshot_fabric
+from tuning import inventory
+from tuning.rollout import engine
+from tuning.rollout.engine import Options, rollback_run
+
+pytestmark = pytest.mark.lab
+
+
+def _sysroot(inv: Path, node: str) -> Path:
+    return inv / ".state" / "nodes" / node / "sysroot"
+
+
+def test_plan_changes_nothing_and_names_real_values(lab_inventory: Path, tmp_path: Path):
+    before = snapshot_fabric(lab_inventory)
+    rep = engine.run(inventory.load(lab_inventory), Options(mode="plan", journal_dir=tmp_path / "j"))
+    node01 = {c["key"]: c for c in rep.changes["node01"]}
+    assert node01["mtu/enp12s0np0"]["before"] == "1500" and node01["mtu/enp12s0np0"]["after"] == "9000"
+    assert node01["trust/enp12s0np0"]["before"] == "pcp"
+    assert node01["pfc/enp12s0np0"]["after"] == "0,0,0,1,0,0,0,0"
+    assert node01["tos/mlx5_0"]["after"] == "106"
+    # mlx5_4 sits on NUMA node 1 (CPUs 28-55,84-111): its IRQs move there
+    irq_after = {int(c["after"]) for k, c in node01.items() if k.startswith("irq/2")}
+    assert irq_after and irq_after <= set(range(28, 56)) | set(range(84, 112))
+    assert "ecn/enp12s0np0/roce_np/3" not in {c["key"] for c in rep.changes["node04"]}  # inbox driver
+    assert {c["key"] for c in rep.changes["leaf01"]} >= {"roce/mode", "roce/pfc_priority"}
+    assert snapshot_fabric(lab_inventory) == before
+
+
+def test_apply_then_second_apply_changes_nothing(lab_inventory: Path, tmp_path: Path):
+    inv = inventory.load(lab_inventory)
+    first = engine.run(inv, Options(mode="apply", journal_dir=tmp_path / "j"))
+    assert first.outcome == "applied" and first.n_changes > 100
+    root = _sysroot(lab_inventory, "node02")
+    assert (root / "sys/class/net/enp12s0np0/mtu").read_text() == "9000\n"
+    assert (root / "proc/sys/net/core/rmem_max").read_text() == "268435456\n"
+    assert "net.core.rmem_max = 268435456" in (root / "etc/sysctl.d/90-fabtune.conf").read_text()
+    snap = snapshot_fabric(lab_inventory)
+    assert "nv set qos roce mode lossless" in snap["leaf01:running-config"] or "roce" in snap["leaf01:running-config"]
+    second = engine.run(inv, Options(mode="apply", journal_dir=tmp_path / "j"))
+    assert second.outcome == "no-change" and second.n_changes == 0 and second.run_id is None
+    assert snapshot_fabric(lab_inventory) == snap
+
+
+def _wrong_variant(src: Path) -> Path:
+    from tuning.demo import wrong_variant
+
+    return wrong_variant(src, src.parent / "lab-wrong")
+
+
+def test_rollout_keeps_good_then_restores_wrong_byte_for_byte(lab_inventory: Path, tmp_path: Path):
+    journal = tmp_path / "j"
+    good = engine.run(inventory.load(lab_inventory), Options(mode="rollout", journal_dir=journal))
+    assert good.outcome == "kept", good.verify_after
+    before_bw = {r["pair"]: r["bw_gbps"] for r in good.verify_before}
+    after_bw = {r["pair"]: r["bw_gbps"] for r in good.verify_after}
+    assert all(after_bw[p] > before_bw[p] for p in after_bw)
+    tuned = snapshot_fabric(lab_inventory)
+
+    bad = engine.run(inventory.load(_wrong_variant(lab_inventory)), Options(mode="rollout", journal_dir=journal))
+    assert bad.outcome == "rolled-back"
+    assert "leaf01" in bad.restored
+    failed = [r for r in bad.verify_after if r["verdict"] == "fail"]
+    assert failed and all(r["path"] for r in failed)
+    restored = snapshot_fabric(lab_inventory)
+    diff = sorted(k for k in set(tuned) | set(restored) if tuned.get(k) != restored.get(k) and not k.endswith(":revision"))
+    assert diff == []
+
+
+def test_rollback_run_id_restores_from_journal(lab_inventory: Path, tmp_path: Path):
+    journal = tmp_path / "j"
+    untuned = snapshot_fabric(lab_inventory)
+    inv = inventory.load(lab_inventory)
+    rep = engine.run(inv, Options(mode="apply", journal_dir=journal, limit=["node01", "leaf02"]))
+    assert rep.outcome == "applied"
+    assert (_sysroot(lab_inventory, "node01") / "sys/class/net/enp12s0np0/mtu").read_text() == "9000\n"
+    back = rollback_run(inv, journal, rep.run_id)
+    assert back.outcome == "rolled-back" and set(back.restored) == {"node01", "leaf02"}
+    now = snapshot_fabric(lab_inventory)
+    diff = sorted(k for k in set(untuned) | set(now) if untuned.get(k) != now.get(k) and not k.endswith(":revision"))
+    assert diff == []

@@ -1,0 +1,58 @@
+"""`fabtune parse`: exit 0 with JSON for a readable output (a classified tool error included),
+exit 2 with ONE line naming the problem for empty, binary, truncated or wrong-tool input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _parse(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tuning", "parse", *args], input=stdin,
+                          capture_output=True, timeout=60)
+
+
+def test_parse_real_sample_gives_gbps(cases_dir: Path):
+    res = _parse("ib_write_bw", str(cases_dir / "ib_write_bw__roce_client_MiBsec_new_perftest.txt"))
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    row = doc["bw_rows"][0]
+    assert row["size_bytes"] == 65536
+    assert round(row["bw_avg"]["value"], 1) == 381.1 and row["bw_avg"]["unit"] == "MiB/sec"
+    assert doc["gid_index"] == 3
+
+
+def test_parse_classified_tool_error_exits_0(cases_dir: Path):
+    res = _parse("ib_write_bw", str(cases_dir / "ib_write_bw__client_err_modify_qp_rtr.txt"))
+    assert res.returncode == 0
+    doc = json.loads(res.stdout)
+    assert doc["failure"]["kind"] in ("qp_rtr_failed", "gid_type_mismatch") and doc["bw_rows"] == []
+
+
+def test_parse_table_format_from_stdin(cases_dir: Path):
+    data = (cases_dir / "mlnx_qos__legacy_trust_dscp_pfc3_tsa_vendor.txt").read_bytes()
+    res = _parse("mlnx_qos", "-", "--format", "table", stdin=data)
+    assert res.returncode == 0
+    assert "dscp" in res.stdout.decode()
+
+
+def test_unreadable_inputs_exit_2_with_one_line(tmp_path: Path, cases_dir: Path):
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    binary = tmp_path / "bin.dat"
+    binary.write_bytes(bytes(range(256)) * 4)
+    sample = (cases_dir / "ib_write_bw__roce_client_MiBsec_new_perftest.txt").read_text()
+    truncated = tmp_path / "trunc.txt"
+    truncated.write_text(sample.split(" 65536 ")[0])
+    cases = {"empty": ("ib_write_bw", empty), "binary": ("ib_write_bw", binary),
+             "truncated": ("ib_write_bw", truncated),
+             "wrong tool": ("ib_write_bw", cases_dir / "mlnx_qos__legacy_trust_dscp_pfc3_tsa_vendor.txt"),
+             "unknown tool": ("ib_frob_bw", empty), "missing file": ("ib_write_bw", tmp_path / "nope")}
+    for name, (tool, path) in cases.items():
+        res = _parse(tool, str(path))
+        lines = res.stderr.decode().strip().splitlines()
+        assert res.returncode == 2, (name, res.stderr)
+        assert len(lines) == 1 and lines[0].startswith("fabtune: error:"), (name, lines)
+        assert res.stdout == b"", name

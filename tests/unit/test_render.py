@@ -1,0 +1,32 @@
+"""Rendering: real lines for the lab inventory, identical bytes on a second run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tuning import inventory
+from tuning.render import render_inventory
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_render_lab_twice_identical_and_real_lines(tmp_path: Path):
+    inv = inventory.load(REPO / "inventory" / "lab")
+    a = render_inventory(inv, tmp_path / "a")
+    b = render_inventory(inv, tmp_path / "b")
+    assert [p.name for p in a] == [p.name for p in b]
+    assert len(a) == 7
+    for pa, pb in zip(a, b):
+        assert pa.read_bytes() == pb.read_bytes()
+    leaf = (tmp_path / "a" / "leaf01.nvue").read_text().splitlines()
+    assert "nv set interface swp1 link mtu 9216" in leaf
+    assert "nv set interface swp31 link mtu 9216" in leaf
+    assert "nv set qos roce mode lossless" in leaf
+    assert "nv set qos mapping default-global dscp 26 switch-priority 3" in leaf
+    assert "nv set qos congestion-control default-global traffic-class 3 min-threshold 150000" in leaf
+    node = (tmp_path / "a" / "node01.files").read_text()
+    assert "### /etc/sysctl.d/90-fabtune.conf\n" in node
+    assert "net.core.rmem_max = 268435456\n" in node
+    assert "mlnx_qos -i enp12s0np0 --trust dscp --pfc 0,0,0,1,0,0,0,0 >/dev/null\n" in node
+    assert "cma_roce_tos -d mlx5_0 -t 106 >/dev/null\n" in node
+    assert "ExecStart=/usr/local/sbin/fabtune-nic-setup\n" in node

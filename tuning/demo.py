@@ -1,0 +1,72 @@
+"""``make demo``: the main job end to end on the embedded lab.
+
+1. start the lab (untuned: MTU 1500, no PFC/ECN, IRQs remote, switches lossy);
+2. roll out ``inventory/lab``: performance improves, the change is kept;
+3. roll out a deliberately wrong variant (leaf01 port swp1 MTU 1500, below the RoCE frame of
+   the node's 9000 MTU): verification regresses and every touched device is restored;
+4. print per-pair bandwidth and latency before / after, stop the lab; exit 0 only if both
+   outcomes were the expected ones.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from tuning import inventory
+from tuning.lab import controller
+from tuning.report import console, verify_table
+from tuning.rollout import engine
+
+LAB = Path("inventory/lab")
+
+
+def wrong_variant(src: Path, dst: Path) -> Path:
+    """Copy ``src`` to ``dst`` with leaf01's swp1 MTU at 1500 (the lab state is shared by a symlink)."""
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".state"))
+    (dst / ".state").symlink_to((src / ".state").resolve())
+    hv = dst / "host_vars" / "leaf01.yml"
+    data = yaml.safe_load(hv.read_text())
+    data["port_mtu_overrides"] = {"swp1": 1500}
+    hv.write_text(yaml.safe_dump(data, sort_keys=False))
+    return dst
+
+
+def main() -> int:
+    """Run the demo; returns the exit status."""
+    out, err = console(), console(stderr=True)
+    progress = lambda m: err.print(f"[dim]... {m}[/dim]")  # noqa: E731
+    state = LAB / ".state"
+    if controller.running_pid(state):
+        controller.down(state)
+    controller.up(state)
+    ok = True
+    try:
+        journal = Path(tempfile.mkdtemp(prefix="fabtune-demo-journal-"))
+        out.rule("1. roll out inventory/lab (untuned lab -> tuned)")
+        good = engine.run(inventory.load(LAB), engine.Options(mode="rollout", journal_dir=journal), progress)
+        out.print(verify_table(good.verify_after, "per pair, before -> after", good.verify_before))
+        out.print(f"outcome: [bold]{good.outcome}[/bold], {good.n_changes} changes, run {good.run_id}, {good.seconds} s")
+        ok &= good.outcome == "kept"
+        with tempfile.TemporaryDirectory() as tmp:
+            bad_inv = wrong_variant(LAB, Path(tmp) / "lab-wrong")
+            out.rule("2. roll out a wrong variant (leaf01 swp1 MTU 1500 under node MTU 9000)")
+            bad = engine.run(inventory.load(bad_inv), engine.Options(mode="rollout", journal_dir=journal), progress)
+            out.print(verify_table(bad.verify_after, "per pair, before -> after", bad.verify_before))
+            out.print(f"outcome: [bold]{bad.outcome}[/bold], restored: {', '.join(bad.restored)}, run {bad.run_id}")
+            ok &= bad.outcome == "rolled-back"
+        again = engine.run(inventory.load(LAB), engine.Options(mode="plan"), progress)
+        out.print(f"3. after the rollback, plan of inventory/lab: {again.n_changes} change(s) (expected 0)")
+        ok &= again.n_changes == 0
+    finally:
+        controller.down(state)
+    out.print("[green]demo OK[/green]" if ok else "[red]demo FAILED[/red]")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
