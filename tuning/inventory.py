@@ -121,17 +121,10 @@ def _walk_groups(path: Path, name: str, node: dict, parents: list[str], out: dic
         _walk_groups(path, child, sub or {}, chain, out)
 
 
-def _group_vars(inv: Path, group: str) -> tuple[dict, str | None]:
+def _vars_file(inv: Path, folder: str, name: str) -> tuple[dict, str | None]:
+    """``INV/<folder>/<name>.yml`` (or ``.yaml``) and its path; ``({}, None)`` if absent."""
     for ext in (".yml", ".yaml"):
-        p = inv / "group_vars" / f"{group}{ext}"
-        if p.exists():
-            return _read_yaml(p), str(p)
-    return {}, None
-
-
-def _host_vars(inv: Path, host: str) -> tuple[dict, str | None]:
-    for ext in (".yml", ".yaml"):
-        p = inv / "host_vars" / f"{host}{ext}"
+        p = inv / folder / f"{name}{ext}"
         if p.exists():
             return _read_yaml(p), str(p)
     return {}, None
@@ -141,7 +134,8 @@ def _layer(inv: Path, hosts_file: Path, host: str, groups: list[str], inline: di
     """Merge vars in Ansible precedence; return (vars, key -> file that set it)."""
     merged: dict = {}
     sources: dict = {}
-    layers = [_group_vars(inv, g) for g in groups] + [_host_vars(inv, host), (inline, str(hosts_file))]
+    layers = ([_vars_file(inv, "group_vars", g) for g in groups]
+              + [_vars_file(inv, "host_vars", host), (inline, str(hosts_file))])
     for data, src in layers:
         if not isinstance(data, dict):
             raise InputError(str(src), "-", "must be a mapping of variables")

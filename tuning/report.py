@@ -48,7 +48,7 @@ def _irq_range(irqs: list[dict]) -> str:
 
 def _cpus(values) -> str:
     """Union of CPU lists as one CPU list (``0-15`` / ``0-27,56-83``), for a one-row IRQ summary."""
-    from tuning.parsers.topology import format_cpulist, parse_cpulist
+    from tuning.cpulist import format_cpulist, parse_cpulist
 
     cpus: set[int] = set()
     for v in values:

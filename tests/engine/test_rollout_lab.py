@@ -88,3 +88,26 @@ def test_rollback_run_id_restores_from_journal(lab_inventory: Path, tmp_path: Pa
     now = snapshot_fabric(lab_inventory)
     diff = sorted(k for k in set(untuned) | set(now) if untuned.get(k) != now.get(k) and not k.endswith(":revision"))
     assert diff == []
+
+
+def test_injected_degrade_fails_exactly_the_pairs_crossing_it(lab_inventory: Path, tmp_path: Path):
+    import json
+    import subprocess
+    import sys
+
+    journal = tmp_path / "j"
+    good = engine.run(inventory.load(lab_inventory), Options(mode="rollout", journal_dir=journal))
+    assert good.outcome == "kept"
+    run = lambda *a: subprocess.run([sys.executable, "-m", "tuning", *a, "-i", str(lab_inventory)],  # noqa: E731
+                                    capture_output=True, text=True, timeout=120)
+    assert run("lab", "inject", "node01:mlx5_0", "degrade").returncode == 0
+    res = run("verify", "--json", "--journal-dir", str(journal))
+    assert res.returncode == 1, res.stderr
+    pairs = {p["pair"]: p for p in json.loads(res.stdout)["pairs"]}
+    crossing = {n for n in pairs if "node01:mlx5_0" in n}
+    assert crossing == {"node01:mlx5_0->node02:mlx5_0", "node01:mlx5_0->node03:mlx5_1"}
+    for name, p in pairs.items():
+        assert (p["verdict"] == "fail") == (name in crossing), (name, p)
+    hit = pairs["node01:mlx5_0->node02:mlx5_0"]
+    assert any("regressed" in r for r in hit["reasons"])
+    assert hit["bw_gbps"] < 0.6 * good.verify_after[0]["bw_gbps"]

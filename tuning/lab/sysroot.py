@@ -19,6 +19,9 @@ import os
 from pathlib import Path
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the stand-ins ~3 ms
+from tuning.cpulist import cpumask_hex, format_cpulist, parse_cpulist  # noqa: F401  (used by the stand-ins)
+from tuning.cpulist import parse_hex_mask as parse_cpumask  # noqa: F401
+
 if TYPE_CHECKING:  # the stand-ins import this module: keep their start-up stdlib-only and small
     from tuning.lab.fabric import Nic, Node
 
@@ -57,52 +60,6 @@ IRQ_PREC = 4  # width of the IRQ number column of /proc/interrupts (nr_irqs >= 1
 
 
 # ---- CPU lists and masks (kernel ``%*pbl`` / ``%*pb`` formats) -----------------------------
-
-def parse_cpulist(text: str) -> list[int]:
-    """``"0-3,8"`` -> ``[0, 1, 2, 3, 8]``. Raises ValueError on a malformed list."""
-    cpus: list[int] = []
-    for part in text.strip().split(","):
-        lo, _, hi = part.partition("-")
-        cpus.extend(range(int(lo), int(hi or lo) + 1))
-    return sorted(set(cpus))
-
-
-def format_cpulist(cpus: list[int]) -> str:
-    """``[0, 1, 2, 3, 8]`` -> ``"0-3,8"`` (the ``smp_affinity_list`` form)."""
-    out: list[str] = []
-    run: list[int] = []
-    for cpu in sorted(set(cpus)):
-        if run and cpu != run[-1] + 1:
-            out.append(_range_text(run))
-            run = []
-        run.append(cpu)
-    if run:
-        out.append(_range_text(run))
-    return ",".join(out)
-
-
-def _range_text(run: list[int]) -> str:
-    return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
-
-
-def cpumask_hex(cpus: list[int], nr_cpus: int) -> str:
-    """CPU set as the kernel prints a bitmap: 32-bit hex groups, most significant first.
-
-    The leading group is only as wide as ``nr_cpus`` needs (4 digits for 112 CPUs),
-    e.g. CPUs 0-27,56-83 of 112 -> ``0000,000fffff,ff000000,0fffffff``.
-    """
-    mask = sum(1 << c for c in cpus)
-    groups = [(mask >> (32 * i)) & 0xFFFFFFFF for i in range((nr_cpus + 31) // 32)]
-    lead_digits = ((nr_cpus % 32) + 3) // 4 or 8
-    text = [f"{groups[-1]:0{lead_digits}x}"] + [f"{g:08x}" for g in reversed(groups[:-1])]
-    return ",".join(text)
-
-
-def parse_cpumask(text: str) -> list[int]:
-    """``"0000,0000000f"`` -> ``[0, 1, 2, 3]``. Raises ValueError on bad hex."""
-    mask = int(text.strip().replace(",", ""), 16)
-    return [i for i in range(mask.bit_length()) if mask >> i & 1]
-
 
 def nr_cpus(node: Node) -> int:
     """Number of CPUs of a node: one past the highest CPU of its NUMA nodes."""

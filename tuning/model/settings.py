@@ -15,7 +15,7 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tuning.parsers.topology import parse_cpulist
+from tuning.cpulist import parse_cpulist
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 

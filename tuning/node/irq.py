@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from tuning.model import NodeSpec
 from tuning.node.base import ABSENT, Domain, NodeFacts, Unfit, write_file_cmd
-from tuning.parsers.topology import format_cpulist, parse_cpulist
+from tuning.cpulist import format_cpulist, parse_cpulist
 from tuning.transport.base import q, sysroot_path
 
 

@@ -13,53 +13,11 @@ import re
 from pydantic import BaseModel
 
 from tuning.errors import ParseError
+from tuning.cpulist import format_cpulist, parse_cpulist, parse_hex_mask  # noqa: F401  (re-exported)
 from tuning.parsers.base import Finding, Parsed, Quantity, clean_lines, parser
 from tuning.parsers.rdma import is_prompt, placeholder, size_quantity
 
 # ---------------------------------------------------------------- CPU lists
-
-
-def parse_cpulist(text: str) -> list[int]:
-    """``"0-27,56-83"`` -> ``[0, 1, ..., 27, 56, ..., 83]`` (sorted, unique). Empty text -> ``[]``.
-
-    Raises:
-        ValueError: not a CPU list (a range that runs backwards, a non-number).
-    """
-    cpus: set[int] = set()
-    for part in filter(None, (p.strip() for p in text.strip().split(","))):
-        lo, sep, hi = part.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()) or (hi.isdigit() and int(hi) < int(lo)):
-            raise ValueError(f"bad CPU list item {part!r} in {text!r}")
-        cpus.update(range(int(lo), int(hi or lo) + 1))
-    return sorted(cpus)
-
-
-def format_cpulist(cpus: list[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``"0-2,5"`` (the kernel's ``cpulist`` form)."""
-    out: list[str] = []
-    ordered = sorted(set(cpus))
-    start = prev = None
-    for cpu in ordered + [None]:  # type: ignore[list-item]
-        if start is not None and cpu == prev + 1:
-            prev = cpu
-            continue
-        if start is not None:
-            out.append(str(start) if start == prev else f"{start}-{prev}")
-        start = prev = cpu
-    return ",".join(out)
-
-
-def parse_hex_mask(text: str) -> list[int]:
-    """An affinity mask as in ``smp_affinity`` (``"00000000,0000000f"``) -> ``[0, 1, 2, 3]``.
-
-    Raises:
-        ValueError: not comma-separated hex words.
-    """
-    value = text.strip().replace(",", "")
-    if not value or not re.fullmatch(r"[0-9a-fA-F]+", value):
-        raise ValueError(f"bad CPU mask {text!r}")
-    n = int(value, 16)
-    return [i for i in range(n.bit_length()) if n >> i & 1]
 
 
 # ---------------------------------------------------------------- nvidia-smi topo -m

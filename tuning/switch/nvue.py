@@ -41,10 +41,13 @@ class NvueDriver(SwitchDriver):
         apply_timeout_s: read timeout for ``nv config apply`` (seconds).
     """
 
-    def __init__(self, host: str, *, port: int = 22, username: str, key_file: Path, known_hosts: Path,
-                 name: str | None = None, apply_timeout_s: float = 120.0) -> None:
+    def __init__(self, host: str, *, port: int = 22, username: str, key_file: Path | str | None = None,
+                 known_hosts: Path | str | None = None, name: str | None = None,
+                 apply_timeout_s: float = 120.0) -> None:
         self.host, self.port, self.username = host, port, username
-        self.key_file, self.known_hosts = Path(key_file), Path(known_hosts)
+        # None: the user's default keys and ~/.ssh/known_hosts, still checked strictly
+        self.key_file = Path(key_file) if key_file else None
+        self.known_hosts = Path(known_hosts) if known_hosts else Path.home() / ".ssh" / "known_hosts"
         self.name = name or host
         self.apply_timeout_s = apply_timeout_s
         self._conn = None
@@ -55,7 +58,8 @@ class NvueDriver(SwitchDriver):
         try:
             self._conn = ConnectHandler(
                 device_type="cumulus_linux", host=self.host, port=self.port, username=self.username,
-                use_keys=True, key_file=str(self.key_file), ssh_strict=True, system_host_keys=False,
+                use_keys=True, key_file=str(self.key_file) if self.key_file else None, ssh_strict=True,
+                system_host_keys=False,
                 alt_host_keys=True, alt_key_file=str(self.known_hosts), allow_agent=False)
         except (NetmikoBaseException, paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, OSError,
                 ValueError) as exc:
