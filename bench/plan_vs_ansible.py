@@ -50,7 +50,7 @@ def main() -> int:
         fab_all = _time(lambda: engine.run(inv, engine.Options(mode="plan")), args.runs)
         cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv_dir),
                str(REPO / "playbooks" / "tune.yml"), "--check"]
-        env = {**os.environ, "ANSIBLE_STDOUT_CALLBACK": "null", "ANSIBLE_HOST_KEY_CHECKING": "True"}
+        env = {**os.environ, "ANSIBLE_HOST_KEY_CHECKING": "True"}
         ans = _time(lambda: subprocess.run(cmd, env=env, check=True, capture_output=True, cwd=REPO), args.runs)
     finally:
         controller.down(inv_dir / ".state")

@@ -161,24 +161,43 @@ def rollback(run_id: str = typer.Argument(..., help="Run id printed by apply/rol
     _emit(report, as_json, "rollback")
 
 
+def _parse_context(pairs: list[str], named: dict[str, Optional[str]]) -> dict[str, str]:
+    """``--context KEY=VALUE`` pairs plus the named shortcuts (``--bdf``...) as one context dict."""
+    context: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InputError("--context", pair, "expected KEY=VALUE, e.g. --context local_cpus=16-31")
+        context[key.strip().replace("-", "_")] = value.strip()
+    context.update({k: v for k, v in named.items() if v is not None})
+    return context
+
+
 @app.command("parse")
-def parse_cmd(tool: str = typer.Argument(..., help="Tool name, e.g. ib_write_bw, mlnx_qos (see --list)."),
+def parse_cmd(tool: str = typer.Argument(..., help="Tool name, e.g. ib_write_bw, mlnx_qos, interrupts."),
               file: str = typer.Argument("-", help="Saved output, or - for stdin."),
-              fmt: str = typer.Option("json", "--format", help="json or table.")) -> None:
+              fmt: str = typer.Option("json", "--format", help="json or table."),
+              bdf: Optional[str] = typer.Option(None, "--bdf", help="interrupts: the NIC's PCI address (0000:c1:00.0)."),
+              local_cpus: Optional[str] = typer.Option(None, "--local-cpus",
+                                                       help="interrupts: the NIC's NUMA-local CPUs (16-31)."),
+              ipv4: Optional[str] = typer.Option(None, "--ipv4", help="show-gids, ibv_devinfo: the traffic's IPv4 address."),
+              context: Optional[list[str]] = typer.Option(None, "--context", help="KEY=VALUE fact a finding needs "
+                                                          "(repeatable), e.g. lossless_queues=3,4.")) -> None:
     """Print what fabtune understands of a saved tool output, with findings.
 
-    Exit 0 parsed (a classified tool error included), 2 unreadable.
-    Example: fabtune parse ib_write_bw saved/ib_write_bw.txt --format table
+    Exit 0 parsed (a classified tool error included), 2 unreadable or a bad option.
+    Example: fabtune parse interrupts saved/interrupts.txt --bdf 0000:c1:00.0 --local-cpus 16-31
     """
     from tuning.parsers import parse
 
     if fmt not in ("json", "table"):
         raise InputError("--format", "format", f"{fmt!r}; allowed: json, table")
+    ctx = _parse_context(context or [], {"bdf": bdf, "local_cpus": local_cpus, "ipv4": ipv4})
     try:
         data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
     except OSError as e:
         raise InputError(file, "FILE", f"cannot read: {e.strerror}") from None
-    result = parse(tool, data.decode("utf-8", errors="replace"))
+    result = parse(tool, data.decode("utf-8", errors="replace"), ctx or None)
     doc = result.model_dump(mode="json")
     if fmt == "json":
         print(json.dumps(doc, indent=2))

@@ -6,7 +6,8 @@ import pytest
 
 from tuning.errors import ParseError
 from tuning.parsers import parse
-from tuning.parsers.nic import parse_ethtool_s, parse_mlnx_qos, parse_mlxconfig, parse_mlxfwmanager
+from tuning.parsers.mlxtools import parse_mlxconfig, parse_mlxfwmanager
+from tuning.parsers.nic import parse_ethtool_s, parse_mlnx_qos
 
 DEFAULT_DSCP2PRIO = {d: d // 8 for d in range(64)}
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tuning.errors import ParseError
-from tuning.parsers.rdma import (parse_hw_counters, parse_ibdev2netdev, parse_ibv_devinfo, parse_rdma_statistic,
-                                 parse_show_gids, resolve_roce_v2_ipv4_gid, size_quantity)
+from tuning.parsers.ibv_devinfo import parse_ibv_devinfo
+from tuning.parsers.rdma import parse_ibdev2netdev, parse_show_gids, resolve_roce_v2_ipv4_gid
+from tuning.parsers.rdma_counters import parse_hw_counters, parse_rdma_statistic
+from tuning.parsers.text import size_quantity
 
 
 def test_ibdev2netdev_sorted_numerically_and_classified(cases_dir):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tuning.parsers.switch import (parse_nv_show_interface, parse_nv_show_qos_roce, parse_sonic_pfc_counters,
-                                   parse_sonic_queue_counters)
+from tuning.parsers.sonic import parse_sonic_pfc_counters, parse_sonic_queue_counters
+from tuning.parsers.switch import parse_nv_roce_counters, parse_nv_show_interface, parse_nv_show_qos_roce
 
 
 def test_nv_show_qos_roce_lossless_single_ipool(cases_dir):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from tuning.errors import CommandError, InputError
 from tuning.inventory import Device
 from tuning.node import facts as facts_mod
-from tuning.node.base import ABSENT, READ_PRELUDE, Change, Domain, NodeFacts, Unfit
+from tuning.node.base import ABSENT, READ_EPILOGUE, READ_PRELUDE, Change, Domain, NodeFacts, Unfit
 from tuning.node.files import FilesDomain
 from tuning.node.irq import IrqDomain
 from tuning.node.mtu import MtuDomain
@@ -59,7 +59,7 @@ def collect(host: Host, dev: Device) -> NodeState:
     lines = [READ_PRELUDE] + facts_mod.read_script(spec, sysroot)
     for d in doms:
         lines += d.read_script(spec, sysroot)
-    res = host.run("\n".join(lines)).check(dev.name, "collect")
+    res = host.run("\n".join(lines + [READ_EPILOGUE])).check(dev.name, "collect")
     facts = facts_mod.from_raw(spec, _parse_lines(res.stdout))
     return NodeState(facts, {d.name: d.current(spec, facts) for d in doms})
 

@@ -53,8 +53,8 @@ class NicQosDomain(Domain):
     def read_script(self, spec: NodeSpec, sysroot: str) -> list[str]:
         lines = []
         for nic in spec.nics:
-            lines.append(f"b mlnx_qos/{nic.netdev} mlnx_qos -i {q(nic.netdev)}")
-            lines.append(f"b tos/{nic.rdma_device} cma_roce_tos -d {q(nic.rdma_device)}")
+            lines.append(f"bp mlnx_qos/{nic.netdev} mlnx_qos -i {q(nic.netdev)}")
+            lines.append(f"bp tos/{nic.rdma_device} cma_roce_tos -d {q(nic.rdma_device)}")
         # ECN / CNP files: read both flavours' paths; the absent ones print ABSENT.
         p = spec.nic_qos.pfc_priority
         for nic in spec.nics:

@@ -4,7 +4,7 @@ registers every parser in :data:`tuning.parsers.base.REGISTRY`.
 Use :func:`parse` (``parse("ib_write_bw", text)``) or the per-tool functions.
 """
 
-from tuning.parsers.base import REGISTRY, Finding, Parsed, ParseError, Quantity, ToolFailure, parse  # noqa: F401
+from tuning.parsers.base import CONTEXT, REGISTRY, Finding, Parsed, ParseError, Quantity, ToolFailure, parse  # noqa: F401
 
 # Each parser module registers itself on import; add new modules here.
 import importlib as _importlib

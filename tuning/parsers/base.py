@@ -156,16 +156,53 @@ def parser(*names: str) -> Callable[[ParserFn], ParserFn]:
     return deco
 
 
-def parse(tool: str, text: str) -> Parsed:
-    """Parse ``text`` as the output of ``tool``.
+ContextFn = Callable[[Parsed, dict[str, str]], list[Finding]]
+
+#: tool name -> (the context keys it takes, function returning the findings with that context applied).
+#: Some findings need a fact the output does not hold: the NIC's PCI address and NUMA-local CPUs for
+#: ``interrupts``, the traffic's IPv4 address for ``show-gids``, the lossless queues of a SONiC switch.
+CONTEXT: dict[str, tuple[tuple[str, ...], ContextFn]] = {}
+
+
+def context_findings(*names: str, keys: tuple[str, ...]) -> Callable[[ContextFn], ContextFn]:
+    """Register ``fn(result, context) -> findings`` for tools whose findings need outside facts.
+
+    ``fn`` gets only keys among ``keys`` and returns the result's complete findings list (it may
+    replace a context-free finding by a sharper one). It raises InputError for a bad or missing value.
+    """
+
+    def deco(fn: ContextFn) -> ContextFn:
+        for name in names:
+            CONTEXT[name] = (keys, fn)
+        return fn
+
+    return deco
+
+
+def parse(tool: str, text: str, context: dict[str, str] | None = None) -> Parsed:
+    """Parse ``text`` as the output of ``tool``, then apply ``context`` (see :data:`CONTEXT`).
+
+    Args:
+        tool: a name of :data:`REGISTRY` (``ib_write_bw``, ``interrupts``...).
+        text: the output as captured.
+        context: facts the output does not hold, e.g. ``{"bdf": "0000:c1:00.0", "local_cpus": "16-31"}``.
 
     Raises:
-        InputError: ``tool`` is not a known tool name (lists the allowed names).
+        InputError: ``tool`` is not a known tool name (lists the allowed names), or a context key
+            the tool does not take (lists those it does), or a bad context value.
         ParseError: the output cannot be read (names the line and what was expected).
     """
     from tuning import parsers  # noqa: F401  (imports every parser module, filling REGISTRY)
 
     if tool not in REGISTRY:
         raise InputError("TOOL", "tool", f"unknown tool {tool!r}; allowed: {', '.join(sorted(REGISTRY))}")
+    keys, fn = CONTEXT.get(tool, ((), None))
+    for key in context or {}:
+        if key not in keys:
+            allowed = ", ".join(keys) if keys else "none"
+            raise InputError("--context", key, f"{tool} takes no {key!r}; context keys it takes: {allowed}")
     require_text(tool, text)
-    return REGISTRY[tool](text)
+    result = REGISTRY[tool](text)
+    if context and fn is not None:
+        result.findings = fn(result, dict(context))
+    return result

@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 
 from tuning.errors import ParseError
 from tuning.parsers.base import Finding, Parsed, Quantity, ToolFailure, clean_lines, parser, require_text
-from tuning.parsers.perftest import PLACEHOLDERS, is_noise
+from tuning.parsers.text import PLACEHOLDERS, is_noise
 
 __all__ = ["NcclHalf", "NcclRank", "NcclRow", "NcclResult", "parse_nccl", "NCCL_TOOLS"]
 

@@ -1,9 +1,8 @@
-"""Parsers for the NIC tools: ``mlnx_qos``, ``mlxconfig``, ``mlxfwmanager`` and ``ethtool -S``
-(issue 3). The RDMA port counters (``hw_counters``, ``rdma statistic``) live in :mod:`.rdma`.
+"""Parsers for the NIC tools ``mlnx_qos`` and ``ethtool -S`` (issue 3). The firmware tools (``mlxconfig``,
+``mlxfwmanager``) live in :mod:`.mlxtools`, the RDMA port counters in :mod:`.rdma_counters`.
 
-Formats: Mellanox/mlnx-tools ``python/mlnx_qos`` (``pretty_print``), NVIDIA MFT user manual
-(mlxconfig, mlxfwmanager), Linux ``Documentation/networking/device_drivers/ethernet/mellanox/
-mlx5/counters.rst`` (ethtool counter names); samples in ``shared/cases/``.
+Formats: Mellanox/mlnx-tools ``python/mlnx_qos`` (``pretty_print``), Linux ``Documentation/networking/
+device_drivers/ethernet/mellanox/mlx5/counters.rst`` (ethtool counter names); samples in ``shared/cases/``.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from pydantic import BaseModel
 
 from tuning.errors import ParseError
 from tuning.parsers.base import Finding, Parsed, ToolFailure, clean_lines, parser
-from tuning.parsers.rdma import is_prompt, placeholder
+from tuning.parsers.text import is_prompt
 
 # ---------------------------------------------------------------- mlnx_qos
 
@@ -169,171 +168,6 @@ def parse_mlnx_qos(text: str) -> MlnxQos:
     if "pfc_enabled" not in q or covered != list(range(8)):
         raise ParseError("mlnx_qos", 0, "a complete status (PFC 'enabled' row and tc blocks covering priorities 0-7)")
     return MlnxQos(tool="mlnx_qos", failure=failure, **fields)
-
-
-# ---------------------------------------------------------------- mlxconfig
-
-
-class MlxParam(BaseModel):
-    """One mlxconfig parameter; values as printed (``ROCE_ENABLE(2)``, ``Array[0..7]``); None = column absent."""
-
-    name: str
-    default: str | None = None
-    current: str | None = None
-    next_boot: str | None = None
-    starred: bool = False
-
-    @property
-    def pending(self) -> bool:
-        """True when Current differs from Next Boot: a reboot or ``mlxfwreset`` is needed."""
-        return self.current is not None and self.next_boot is not None and self.current != self.next_boot
-
-
-class MlxDevice(BaseModel):
-    """One ``Device #N`` block: ``info`` holds the header keys (``Device type``, ``Name``, ``Device``)."""
-
-    info: dict[str, str] = {}
-    params: dict[str, MlxParam] = {}
-
-
-class Mlxconfig(Parsed):
-    """``mlxconfig [-e] -d DEV q`` result."""
-
-    devices: list[MlxDevice]
-
-
-_MLX_COLS = {"Default": "default", "Current": "current", "Next Boot": "next_boot"}
-
-
-def _mlx_param(cols: list[str], no: int, line: str) -> MlxParam:
-    s = line.strip()
-    starred = s.startswith("*")
-    t = s.lstrip("*").split()
-    if len(t) != len(cols) + 1 or not re.fullmatch(r"[A-Z0-9_\[\].]+", t[0]):
-        raise ParseError("mlxconfig", no, f"'[*] PARAM' and {len(cols)} values ({', '.join(cols)})", line)
-    return MlxParam(name=t[0], starred=starred, **{_MLX_COLS.get(c, c): v for c, v in zip(cols, t[1:])})
-
-
-@parser("mlxconfig")
-def parse_mlxconfig(text: str) -> Mlxconfig:
-    """Parse ``mlxconfig -e q`` (Default/Current/Next Boot) or ``q`` (fewer columns, from the header).
-
-    Values are ``%-15s`` padded, so a 17-character value is followed by one space: split on any
-    whitespace. Findings: ``mlxconfig_pending_reset`` (warn) per parameter with Current != Next Boot.
-    ``-E-`` error lines without devices return ``failure``.
-    """
-    devices: list[MlxDevice] = []
-    cols: list[str] | None = None
-    errors = []
-    for no, line in enumerate(clean_lines(text), 1):
-        s = line.strip()
-        if not s or is_prompt(line) or set(s) == {"-"} or s.startswith("The '*' shows"):
-            continue
-        if s.startswith("-E-"):
-            errors.append(s)
-        elif re.fullmatch(r"Device #\d+:", s):
-            devices.append(MlxDevice())
-            cols = None
-        elif not devices:
-            raise ParseError("mlxconfig", no, "'Device #N:'", line)
-        elif s.startswith("Configurations:"):
-            cols = re.findall(r"Next Boot|\S+", s.partition(":")[2])
-        elif cols is None and ":" in s:
-            k, _, v = s.partition(":")
-            devices[-1].info[k.strip()] = v.strip()
-        elif cols:
-            p = _mlx_param(cols, no, line)
-            devices[-1].params[p.name] = p
-        else:
-            raise ParseError("mlxconfig", no, "'Key: value' or 'Configurations:'", line)
-    if not devices and errors:
-        return Mlxconfig(tool="mlxconfig", devices=[], failure=ToolFailure(
-            kind="unknown", message=errors[-1], likely_cause="device not found or mst not started"))
-    if not devices or not any(d.params for d in devices):
-        raise ParseError("mlxconfig", 0, "'Device #N:' and a 'Configurations:' table")
-    return Mlxconfig(tool="mlxconfig", devices=devices, findings=_pending_resets(devices))
-
-
-def _pending_resets(devices: list[MlxDevice]) -> list[Finding]:
-    return [Finding(code="mlxconfig_pending_reset", severity="warn", subject=p.name,
-                    message=f"{d.info.get('Device', '?')}: {p.name} {p.current} -> {p.next_boot} at next boot;"
-                            " reboot or mlxfwreset required")
-            for d in devices for p in d.params.values() if p.pending]
-
-
-# ---------------------------------------------------------------- mlxfwmanager
-
-
-class FwDevice(BaseModel):
-    """One mlxfwmanager device. ``versions``: component (FW, PXE, UEFI) -> (current, available); N/A = None.
-
-    ``status_kind``: ``update_required``, ``up_to_date``, ``no_image`` (not an error) or ``other``.
-    """
-
-    info: dict[str, str | None] = {}
-    versions: dict[str, tuple[str | None, str | None]] = {}
-    status: str | None = None
-    status_kind: str | None = None
-
-
-class Mlxfwmanager(Parsed):
-    """``mlxfwmanager --query`` (or ``mlxup --query``) result."""
-
-    devices: list[FwDevice]
-
-
-_FW_STATUS = {"update required": "update_required", "up to date": "up_to_date", "no matching image found": "no_image"}
-
-
-def _fw_line(dev: FwDevice, in_versions: bool, no: int, line: str) -> bool:
-    s = line.strip()
-    key, sep, val = s.partition(":")
-    if key == "Versions":
-        return True
-    if key == "Status":
-        dev.status = val.strip()
-        dev.status_kind = _FW_STATUS.get(dev.status.lower(), "other")
-        return False
-    if sep and re.fullmatch(r"[A-Za-z][A-Za-z ]*", key):
-        dev.info[key] = placeholder(val)
-        return False
-    t = s.split()
-    if in_versions and len(t) == 3:
-        dev.versions[t[0]] = (placeholder(t[1]), placeholder(t[2]))
-        return True
-    raise ParseError("mlxfwmanager", no, "'Key: value', a version row or 'Status:'", line)
-
-
-@parser("mlxfwmanager")
-def parse_mlxfwmanager(text: str) -> Mlxfwmanager:
-    """Parse ``mlxfwmanager --query``. Findings: ``fw_update_required`` (info) per device that has one."""
-    devices: list[FwDevice] = []
-    in_versions, errors = False, []
-    for no, line in enumerate(clean_lines(text), 1):
-        s = line.strip()
-        if not s or is_prompt(line) or set(s) == {"-"} or s.startswith("Querying Mellanox devices"):
-            continue
-        if s.startswith("-E-"):
-            errors.append(s)
-        elif re.fullmatch(r"Device #\d+:", s):
-            devices.append(FwDevice())
-        elif not devices:
-            raise ParseError("mlxfwmanager", no, "'Device #N:'", line)
-        else:
-            in_versions = _fw_line(devices[-1], in_versions, no, line)
-    if not devices and errors:
-        return Mlxfwmanager(tool="mlxfwmanager", devices=[], failure=ToolFailure(
-            kind="no_rdma_device", message=errors[-1], likely_cause="no device found, or mst not started"))
-    if not devices or any(d.status is None for d in devices):
-        raise ParseError("mlxfwmanager", 0, "'Device #N:' blocks each ending in 'Status:'")
-    result = Mlxfwmanager(tool="mlxfwmanager", devices=devices)
-    for d in devices:
-        if d.status_kind == "update_required":
-            cur, avail = d.versions.get("FW", (None, None))
-            result.findings.append(Finding(code="fw_update_required", severity="info",
-                                           subject=d.info.get("PCI Device Name"),
-                                           message=f"firmware {cur} -> {avail} available ({d.info.get('PSID')})"))
-    return result
 
 
 # ---------------------------------------------------------------- ethtool -S

@@ -29,6 +29,8 @@ from tuning.parsers.base import (
     parser,
     require_text,
 )
+from tuning.parsers.perftest_failures import classify_failure, gid_kind, refine_with_gids
+from tuning.parsers.text import PLACEHOLDERS, is_noise
 
 __all__ = ["BwRow", "LatRow", "PerftestResult", "parse_perftest", "classify_failure", "gid_kind", "is_noise"]
 
@@ -42,20 +44,12 @@ PERFTEST_TOOLS: dict[str, tuple[str, str]] = {
     "ib_send_lat": ("Send", "Latency"),
 }
 
-#: cells that mean "no value" (perftest prints ``-nan`` on a 1-sample stdev, tools print N/A)
-PLACEHOLDERS = frozenset({"n/a", "na", "-", "--", "nan", "-nan", "inf", "-inf"})
-
 _TITLE = re.compile(r"^(Send|RDMA_Write|RDMA_Read|Atomic)\b.*\b(BW|Latency) Test$")
 _DASHES = re.compile(r"^-{20,}$")
 _ADDRESS = re.compile(r"^(local|remote) address: (.*)$")
 _GID = re.compile(r"^M?GID: ?((?:[0-9a-fA-F]{1,3}:){15}[0-9a-fA-F]{1,3})\b")
 _KV = re.compile(r"(?P<key>[A-Za-z][A-Za-z0-9_*.\- ]*?)\s*:\s*(?P<val>\S+)")
 _QPN = re.compile(r"\bQPN (0x[0-9a-fA-F]+|\d+)")
-_NOISE = (
-    re.compile(r"Conflicting CPU frequency values detected"),
-    re.compile(r"CPU Frequency is not max"),
-    re.compile(r"^(?:WARNING|Warning|warning)\b"),
-)
 #: header name (unit stripped) -> row field, per kind
 _FIELDS = {
     "bw": {"BW peak": "bw_peak", "BW average": "bw_avg", "MsgRate": "msg_rate_mpps"},
@@ -63,67 +57,6 @@ _FIELDS = {
             "t_stdev": "stdev", "99% percentile": "p99", "99.9% percentile": "p999"},
 }
 _TIME_TO_US = {"usec": 1.0, "nsec": 1e-3, "msec": 1e3}
-
-
-# (kind, pattern searched in each space-normalised line, likely cause); first kind that matches wins.
-# Patterns are substrings, not whole lines: perftest may run two messages together (perftest#228).
-_FAILURES = tuple((k, re.compile(p, re.I), c) for k, p, c in (
-    ("no_rdma_device", r"no ib devices found|couldn't get device|ib device \S+ not found|"
-                       r"unable to find the infiniband/roce device|couldn't get context for",
-     "no RDMA device visible: driver (mlx5_ib) not loaded, wrong -d name, or no /dev/infiniband in the container"),
-    ("connect_failed", r"couldn't connect to|unable to init the socket connection|couldn't listen to port|"
-                       r"unable to open file descriptor for socket connection|problem in resolving basic addr?ess",
-     "TCP out-of-band connect failed: server not listening, firewall, or wrong IP/port (default 18515)"),
-    ("gid_type_mismatch", r"gid type mismatch|different gid types|gid types are different",
-     "the two ends use GIDs of different types (RoCE v1/v2, IPv4/IPv6); use the same RoCEv2 GID index"),
-    ("qp_rtr_failed", r"failed to modify qp \S+ to rtr|unable to connect the hca's through the link",
-     "QP could not reach RTR: bad GID index or a GID that is not routable (fe80 link-local), "
-     "path MTU mismatch, or a wrong remote"),
-    ("completion_error", r"completion with error|failed status",
-     "a work completion failed: lossy fabric or PFC not holding, link flap, wrong route"),
-    ("unknown", r"^(?:couldn't|unable to|failed to|error)\b", "unclassified perftest error"),
-))
-_STATUS = re.compile(r"failed status\D*?(\d+)", re.I)
-#: ibv_wc_status numbers perftest prints as ``Failed status N``
-_WC_STATUS = {4: "IBV_WC_LOC_PROT_ERR", 5: "IBV_WC_WR_FLUSH_ERR", 9: "IBV_WC_REM_OP_ERR",
-              10: "IBV_WC_REM_ACCESS_ERR", 12: "IBV_WC_RETRY_EXC_ERR (transport retry counter exceeded)",
-              13: "IBV_WC_RNR_RETRY_EXC_ERR"}
-
-
-def classify_failure(norm_lines: list[str]) -> ToolFailure | None:
-    """Classify perftest's own error lines.
-
-    Args:
-        norm_lines: output lines with whitespace runs collapsed to one space.
-
-    Returns:
-        A ToolFailure (kind, message = the matching lines joined by `` / ``, likely
-        cause, status for a completion error), or None when no error line is present.
-    """
-    for kind, pattern, cause in _FAILURES:
-        hits = [x for x in norm_lines if pattern.search(x)]
-        if not hits:
-            continue
-        status = next((m.group(1) for x in norm_lines if (m := _STATUS.search(x))), None)
-        if kind != "completion_error":
-            status = None
-        elif status is not None:
-            cause = f"{cause}; status {status} = {_WC_STATUS.get(int(status), 'see ibv_wc_status')}"
-        return ToolFailure(kind=kind, message=" / ".join(hits), likely_cause=cause, status=status)
-    return None
-
-
-def gid_kind(gid: str) -> str:
-    """Kind of a GID as perftest prints it (16 decimal bytes joined by ``:``).
-
-    Returns:
-        ``ipv4`` (IPv4-mapped, ``...:255:255:a:b:c:d``, the RoCEv2 IPv4 GID),
-        ``link-local`` (``254:128:...`` = fe80::/64) or ``ipv6``.
-    """
-    parts = gid.split(":")
-    if parts[:10] == ["00"] * 10 and parts[10:12] == ["255", "255"]:
-        return "ipv4"
-    return "link-local" if parts[:2] == ["254", "128"] else "ipv6"
 
 
 class BwRow(BaseModel):
@@ -208,11 +141,6 @@ class PerftestResult(Parsed):
         """Return the (last) row measured at ``size_bytes``, None if that size was not run."""
         rows: list[BwRow | LatRow] = [*self.bw_rows, *self.lat_rows]
         return next((r for r in reversed(rows) if r.size_bytes == size_bytes), None)
-
-
-def is_noise(norm: str) -> bool:
-    """True for a line any tool may interleave (cpufreq warnings, ``Warning:``)."""
-    return any(p.search(norm) for p in _NOISE)
 
 
 def _norm(line: str) -> str:
@@ -408,31 +336,11 @@ def parse_perftest(text: str, tool: str = "ib_write_bw") -> PerftestResult:
     _typed_settings(res)
     res.findings = _findings(res)
     if failure is not None:
-        res.failure = _refine(failure, res)
+        res.failure = refine_with_gids(failure, res.local_gid, res.remote_gid, res.gid_index)
         res.bw_rows, res.lat_rows = [], []
         return res
     _require_table(tool, lines, reader)
     return res
-
-
-def _refine(failure: ToolFailure, res: PerftestResult) -> ToolFailure:
-    """Sharpen an RTR failure with the GIDs the header showed.
-
-    Different GID kinds on the two sides (IPv4-mapped vs fe80 link-local) make it a
-    ``gid_type_mismatch``; a link-local local GID is named as the likely cause.
-    """
-    if failure.kind != "qp_rtr_failed" or not (res.local_gid and res.remote_gid):
-        return failure
-    local, remote = gid_kind(res.local_gid), gid_kind(res.remote_gid)
-    if local != remote:
-        return failure.model_copy(update={"kind": "gid_type_mismatch", "likely_cause": (
-            f"the two sides use GIDs of different types ({local} vs {remote}); "
-            "use the same RoCEv2 IPv4 GID index (show_gids) on both ends")})
-    if local == "link-local":
-        return failure.model_copy(update={"likely_cause": (
-            f"GID index {res.gid_index} is an fe80 link-local GID, not routable; use the RoCEv2 IPv4 "
-            f"GID index (show_gids). Else: path MTU mismatch or a wrong remote")})
-    return failure
 
 
 def _require_table(tool: str, lines: list[str], reader: _Reader) -> None:

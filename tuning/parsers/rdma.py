@@ -1,73 +1,21 @@
-"""Parsers for the RDMA device tools (issue 3): ``ibdev2netdev``, ``ibv_devinfo``, ``show_gids`` and
-the RDMA port counters (sysfs ``hw_counters``, ``rdma statistic``); plus the text helpers the other
-parser modules share (prompt lines, counts with thousands separators, sizes with units).
+"""Parsers for the RDMA device tools (issue 3): ``ibdev2netdev`` and ``show_gids``, and the choice of
+the RoCEv2 IPv4 GID index. ``ibv_devinfo`` is in :mod:`.ibv_devinfo`, the RDMA port counters in
+:mod:`.rdma_counters`.
 
-Formats: ``ibdev2netdev`` and ``show_gids`` from Mellanox/mlnx-tools, ``ibv_devinfo``
-from rdma-core ``libibverbs/examples/devinfo.c``, counters from Linux ``mlx5/counters.rst`` and
-iproute2 ``rdma/stat.c``; samples in ``shared/cases/``.
+Formats: ``ibdev2netdev`` and ``show_gids`` from Mellanox/mlnx-tools; samples in ``shared/cases/``.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Literal
 
 from pydantic import BaseModel
 
-from tuning.errors import ParseError
-from tuning.parsers.base import Finding, Parsed, Quantity, ToolFailure, clean_lines, parser
-
-# ---------------------------------------------------------------- shared text helpers
-
-_PROMPT = re.compile(r"^(?:\[[^\]]*\]\s?[#$]|[\w.-]+@[\w.:~/-]*[#$]|bash-[\d.]+[#$]|[$#])(?:\s|$)")
-_PLACEHOLDERS = {"", "N/A", "n/a", "-", "None"}
-_SIZE_FACTORS = {"B": 1, "BYTES": 1, "BYTE": 1, "KB": 2**10, "KIB": 2**10, "K": 2**10,
-                 "MB": 2**20, "MIB": 2**20, "M": 2**20, "GB": 2**30, "GIB": 2**30, "G": 2**30}
-
-
-def is_prompt(line: str) -> bool:
-    """True for an echoed shell prompt line (``cumulus@sw:mgmt:~$ nv show ...``, ``[root@h ~]# ...``, ``$ cmd``)."""
-    return bool(_PROMPT.match(line.strip()))
-
-
-def placeholder(raw: str | None) -> str | None:
-    """``raw`` stripped, or None for a placeholder (``N/A``, ``-``, blank)."""
-    if raw is None:
-        return None
-    raw = raw.strip()
-    return None if raw in _PLACEHOLDERS else raw
-
-
-def to_int(raw: str) -> int | None:
-    """An integer as printed, allowing thousands separators (``15,437``); placeholders are None.
-
-    Raises:
-        ValueError: not an integer (callers turn it into a ParseError naming the line).
-    """
-    value = placeholder(raw)
-    return None if value is None else int(value.replace(",", ""))
-
-
-def size_quantity(raw: str, unit: str) -> Quantity:
-    """A size printed with its unit (``146.48`` ``KB``) normalised to bytes.
-
-    NVUE, numactl and mlnx tools print binary sizes with decimal-looking labels: NVUE shows the
-    default 150000-byte ECN min-threshold as ``146.48 KB``, so KB = 2^10 and MB = 2^20.
-
-    Raises:
-        ValueError: unknown unit.
-    """
-    factor = _SIZE_FACTORS.get(unit.upper())
-    if factor is None:
-        raise ValueError(f"unknown size unit {unit!r}")
-    return Quantity(value=round(float(raw) * factor, 1), raw=raw, unit=unit, unit_norm="bytes")
-
-
-def mlx_sort_key(name: str) -> tuple[str, int]:
-    """Sort key putting ``mlx5_2`` before ``mlx5_10`` (numeric suffix)."""
-    m = re.match(r"^(.*?)(\d+)$", name)
-    return (m.group(1), int(m.group(2))) if m else (name, -1)
-
+from tuning.errors import InputError, ParseError
+from tuning.parsers.base import Finding, Parsed, clean_lines, context_findings, parser
+from tuning.parsers.text import is_prompt, mlx_sort_key, placeholder, size_quantity, to_int  # noqa: F401  (re-exported)
 
 # ---------------------------------------------------------------- ibdev2netdev
 
@@ -130,98 +78,6 @@ def parse_ibdev2netdev(text: str) -> Ibdev2Netdev:
     return Ibdev2Netdev(tool="ibdev2netdev", entries=entries)
 
 
-# ---------------------------------------------------------------- ibv_devinfo
-
-class IbvPort(BaseModel):
-    """One port of ``ibv_devinfo``. MTUs in bytes (``4096 (5)`` -> 4096); ``state`` e.g. ``PORT_ACTIVE``."""
-
-    port: int
-    state: str | None = None
-    max_mtu: int | None = None
-    active_mtu: int | None = None
-    link_layer: str | None = None
-    attrs: dict[str, str] = {}
-
-
-class IbvDevice(BaseModel):
-    """One ``hca_id:`` block; ``attrs`` holds every device key as printed (``fw_ver``, ``board_id``...)."""
-
-    hca_id: str
-    fw_ver: str | None = None
-    vendor_part_id: int | None = None
-    attrs: dict[str, str] = {}
-    ports: list[IbvPort] = []
-
-
-class IbvDevinfo(Parsed):
-    """``ibv_devinfo`` result, devices in printed order."""
-
-    devices: list[IbvDevice]
-
-
-def _first_int(raw: str | None) -> int | None:
-    m = re.match(r"\s*(\d+)", raw or "")
-    return int(m.group(1)) if m else None
-
-
-def _ibv_port(port_no: int, attrs: dict[str, str]) -> IbvPort:
-    return IbvPort(port=port_no, state=(attrs.get("state") or "").split(" ")[0] or None,
-                   max_mtu=_first_int(attrs.get("max_mtu")), active_mtu=_first_int(attrs.get("active_mtu")),
-                   link_layer=attrs.get("link_layer"), attrs=attrs)
-
-
-def _ibv_blocks(text: str) -> list[tuple[str, dict[str, str], list[tuple[int, dict[str, str]]]]]:
-    blocks: list[tuple[str, dict[str, str], list[tuple[int, dict[str, str]]]]] = []
-    for no, line in enumerate(clean_lines(text), 1):
-        s = line.strip()
-        if not s or is_prompt(line):
-            continue
-        key, sep, value = s.partition(":")
-        value = value.strip()
-        if not sep:
-            raise ParseError("ibv_devinfo", no, "'key: value'", line)
-        if key == "hca_id":
-            blocks.append((value, {}, []))
-        elif not blocks:
-            raise ParseError("ibv_devinfo", no, "'hca_id:' first", line)
-        elif key == "port" and value.isdigit():
-            blocks[-1][2].append((int(value), {}))
-        elif blocks[-1][2]:
-            blocks[-1][2][-1][1][key] = value
-        else:
-            blocks[-1][1][key] = value
-    return blocks
-
-
-@parser("ibv_devinfo")
-def parse_ibv_devinfo(text: str) -> IbvDevinfo:
-    """Parse ``ibv_devinfo`` (also ``-v``; extra keys land in ``attrs``).
-
-    Findings: ``roce_mtu_low`` (warn) for an ACTIVE Ethernet port whose active_mtu < max_mtu.
-    A ``No IB devices found`` output is returned as ``failure.kind == "no_rdma_device"``.
-    """
-    lines = [ln.strip() for ln in clean_lines(text) if ln.strip()]
-    if lines and lines[-1].startswith("No IB devices found"):
-        return IbvDevinfo(tool="ibv_devinfo", devices=[], failure=ToolFailure(
-            kind="no_rdma_device", message=lines[-1], likely_cause="RDMA driver (mlx5_ib) not loaded"))
-    devices = []
-    for hca, attrs, ports in _ibv_blocks(text):
-        devices.append(IbvDevice(hca_id=hca, fw_ver=attrs.get("fw_ver"), attrs=attrs,
-                                 vendor_part_id=_first_int(attrs.get("vendor_part_id")),
-                                 ports=[_ibv_port(n, a) for n, a in ports]))
-    if not devices or not all(d.ports for d in devices):
-        raise ParseError("ibv_devinfo", 0, "'hca_id:' blocks with 'port:' sections")
-    result = IbvDevinfo(tool="ibv_devinfo", devices=devices)
-    for dev in devices:
-        for p in dev.ports:
-            if (p.state == "PORT_ACTIVE" and p.link_layer == "Ethernet" and p.active_mtu and p.max_mtu
-                    and p.active_mtu < p.max_mtu):
-                result.findings.append(Finding(
-                    code="roce_mtu_low", severity="warn", subject=f"{dev.hca_id}/{p.port}",
-                    message=f"{dev.hca_id} port {p.port}: RoCE active_mtu {p.active_mtu} < max_mtu {p.max_mtu};"
-                            " raise the netdev MTU to >= 4200"))
-    return result
-
 
 # ---------------------------------------------------------------- show_gids
 
@@ -243,6 +99,13 @@ class ShowGids(Parsed):
     entries: list[GidEntry]
     n_gids_found: int
 
+    def gid_tables(self) -> dict[str, list[GidEntry]]:
+        """GIDs per device port, keyed ``DEV/PORT`` (``mlx5_0/1``)."""
+        tables: dict[str, list[GidEntry]] = {}
+        for e in self.entries:
+            tables.setdefault(f"{e.dev}/{e.port}", []).append(e)
+        return tables
+
 
 _IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
 _GID = re.compile(r"^[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){7}$")
@@ -263,7 +126,7 @@ def _gid_row(no: int, line: str) -> GidEntry:
 def parse_show_gids(text: str) -> ShowGids:
     """Parse ``show_gids`` (tab-separated, mlnx-tools ``sbin/show_gids``); tabs or re-spacing both read.
 
-    Findings: ``no_roce_v2_ipv4_gid`` (warn) per device port without a RoCEv2 IPv4 GID.
+    Findings: per device port, see :func:`gid_findings`.
 
     Raises:
         ParseError: no ``DEV PORT INDEX`` header, a bad row, or no/incorrect ``n_gids_found=N`` footer
@@ -288,9 +151,7 @@ def parse_show_gids(text: str) -> ShowGids:
         raise ParseError("show-gids", footer[0], f"n_gids_found={len(entries)} (rows read)", footer[1])
     result = ShowGids(tool="show-gids", entries=entries, n_gids_found=int(footer[2]))
     for dev, port in dict.fromkeys((e.dev, e.port) for e in entries):
-        if resolve_roce_v2_ipv4_gid([e for e in entries if (e.dev, e.port) == (dev, port)]) is None:
-            result.findings.append(Finding(code="no_roce_v2_ipv4_gid", severity="warn", subject=f"{dev}/{port}",
-                                           message=f"{dev} port {port} has no RoCEv2 IPv4 GID"))
+        result.findings.extend(gid_findings(f"{dev}/{port}", [e for e in entries if (e.dev, e.port) == (dev, port)]))
     return result
 
 
@@ -308,99 +169,44 @@ def resolve_roce_v2_ipv4_gid(entries: list[GidEntry], ipv4: str | None = None) -
     return min(found) if found else None
 
 
-# ---------------------------------------------------------------- RDMA port counters
+def gid_findings(subject: str, entries: list[GidEntry], ipv4: str | None = None) -> list[Finding]:
+    """The GID finding of one device port: which index carries RoCEv2 over IPv4, or that none does.
 
-#: np_cnp_sent above this (cumulative) reads as heavy congestion on the notification point.
-HEAVY_CNP = 1_000_000
+    Args:
+        subject: ``DEV/PORT`` (``mlx5_0/1``).
+        entries: the GIDs of that port (``show_gids`` rows or ``ibv_devinfo -v`` GID lines).
+        ipv4: the address the traffic uses; None takes the first RoCEv2 IPv4 GID.
 
-
-class PortCounters(BaseModel):
-    """RDMA counters of one device port (``mlx5_0``/1): name -> value."""
-
-    device: str | None
-    port: int | None
-    counters: dict[str, int]
-
-
-class RdmaCounters(Parsed):
-    """RDMA port counters from sysfs ``hw_counters`` or ``rdma statistic show``, per port."""
-
-    ports: list[PortCounters]
-
-    def get(self, name: str, device: str | None = None) -> int | None:
-        """A counter of ``device`` (or of the only / first port)."""
-        port = next((p for p in self.ports if device in (None, p.device)), None)
-        return port.counters.get(name) if port else None
-
-
-def _rdma_findings(result: RdmaCounters) -> RdmaCounters:
-    for p in result.ports:
-        c, subject = p.counters, f"{p.device}/{p.port}"
-        loss = {k: c[k] for k in ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err") if c.get(k)}
-        if loss:
-            result.findings.append(Finding(code="lossless_drops", severity="warn", subject=subject, message=(
-                f"{subject}: " + ", ".join(f"{k}={v}" for k, v in loss.items()) + ": packets lost, lossless is not holding")))
-        if c.get("np_cnp_sent", 0) >= HEAVY_CNP:
-            result.findings.append(Finding(code="heavy_congestion", severity="info", subject=subject, message=(
-                f"{subject}: np_cnp_sent={c['np_cnp_sent']}, np_ecn_marked_roce_packets="
-                f"{c.get('np_ecn_marked_roce_packets')}: heavy ECN congestion")))
-    return result
-
-
-_HW_PATH = re.compile(r"^(?:/sys)?/class/infiniband/(?P<dev>[^/]+)/ports/(?P<port>\d+)/hw_counters/(?P<name>\w+):(?P<v>\d+)$")
-
-
-@parser("hw-counters")
-def parse_hw_counters(text: str) -> RdmaCounters:
-    """Parse ``grep "" /sys/class/infiniband/DEV/ports/P/hw_counters/*`` (``path:value`` lines).
-
-    Findings: ``lossless_drops`` (out_of_sequence, packet_seq_err, local_ack_timeout_err > 0) and
-    ``heavy_congestion`` (np_cnp_sent >= :data:`HEAVY_CNP`).
+    Returns:
+        ``[roce_v2_ipv4_gid]`` (info, e.g. "use GID index 5") or ``[no_roce_v2_ipv4_gid]`` (warn).
     """
-    ports: dict[tuple[str, int], dict[str, int]] = {}
-    for no, line in enumerate(clean_lines(text), 1):
-        s = line.strip()
-        if not s or is_prompt(line):
-            continue
-        m = _HW_PATH.match(s)
-        if not m:
-            raise ParseError("hw-counters", no, "'/sys/class/infiniband/DEV/ports/P/hw_counters/NAME:value'", line)
-        key = (m["dev"], int(m["port"]))
-        ports.setdefault(key, {})[m["name"]] = int(m["v"])
-    if not ports:
-        raise ParseError("hw-counters", 0, "hw_counters 'path:value' lines")
-    return _rdma_findings(RdmaCounters(tool="hw-counters", ports=[
-        PortCounters(device=d, port=p, counters=c) for (d, p), c in ports.items()]))
+    index = resolve_roce_v2_ipv4_gid(entries, ipv4)
+    want = f" for {ipv4}" if ipv4 else ""
+    if index is None:
+        return [Finding(code="no_roce_v2_ipv4_gid", severity="warn", subject=subject,
+                        message=f"{subject} has no RoCEv2 IPv4 GID{want}: RoCEv2 over IPv4 cannot use this port")]
+    addr = next(e.ipv4 for e in entries if e.index == index)
+    return [Finding(code="roce_v2_ipv4_gid", severity="info", subject=subject, message=(
+        f"{subject}: RoCEv2 IPv4 GID index {index} ({addr}); use it for perftest -x and NCCL_IB_GID_INDEX"))]
 
 
-@parser("rdma-statistic")
-def parse_rdma_statistic(text: str) -> RdmaCounters:
-    """Parse ``rdma statistic show [link DEV/P]``: ``link DEV/P name value name value ...``.
+_GID_CODES = ("roce_v2_ipv4_gid", "no_roce_v2_ipv4_gid")
 
-    Pairs may wrap onto following lines (``-p`` pretty output, mail-wrapped copies). Findings as
-    :func:`parse_hw_counters`.
+
+@context_findings("show-gids", "show_gids", keys=("ipv4",))
+def gids_context(result: Parsed, context: dict[str, str]) -> list[Finding]:
+    """GID findings for the address the traffic uses (``ipv4``): the index carrying RoCEv2 for it, or none.
+
+    ``result`` is anything with ``gid_tables()`` (``show_gids``, ``ibv_devinfo -v``); the context-free
+    GID findings are replaced, the others kept.
+
+    Raises:
+        InputError: ``ipv4`` is not an IPv4 address.
     """
-    ports: list[PortCounters] = []
-    pending: str | None = None
-    for no, line in enumerate(clean_lines(text), 1):
-        if is_prompt(line):
-            continue
-        tokens = line.split()
-        if tokens[:1] == ["link"]:
-            m = re.fullmatch(r"([^/\s]+)/(\d+)", tokens[1] if len(tokens) > 1 else "")
-            if not m:
-                raise ParseError("rdma-statistic", no, "'link DEV/PORT'", line)
-            ports.append(PortCounters(device=m[1], port=int(m[2]), counters={}))
-            tokens = tokens[2:]
-        elif tokens and not ports:
-            raise ParseError("rdma-statistic", no, "'link DEV/PORT name value ...'", line)
-        for tok in tokens:
-            if pending is None and re.fullmatch(r"[a-z]\w*", tok):
-                pending = tok
-            elif pending is not None and tok.isdigit():
-                ports[-1].counters[pending], pending = int(tok), None
-            else:
-                raise ParseError("rdma-statistic", no, "counter name and integer value pairs", line)
-    if not ports or pending is not None or not any(p.counters for p in ports):
-        raise ParseError("rdma-statistic", 0, "'link DEV/PORT' records with complete name/value pairs")
-    return _rdma_findings(RdmaCounters(tool="rdma-statistic", ports=ports))
+    try:
+        ipv4 = str(ipaddress.IPv4Address(context.get("ipv4", "")))
+    except ValueError:
+        raise InputError("--context", "ipv4", f"{context.get('ipv4')!r} is not an IPv4 address") from None
+    kept = [f for f in result.findings if f.code not in _GID_CODES]
+    tables = result.gid_tables()  # type: ignore[attr-defined]
+    return kept + [f for subject, entries in tables.items() for f in gid_findings(subject, entries, ipv4)]

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from tuning.errors import ParseError
 from tuning.parsers.base import Finding, Parsed, ToolFailure, clean_lines, parser, require_text
-from tuning.parsers.perftest import is_noise
+from tuning.parsers.text import is_noise
 
 __all__ = ["PingLine", "RpingResult", "parse_rping"]
 

@@ -1,9 +1,8 @@
-"""Parsers for switch show commands: Cumulus NVUE ``nv show qos roce`` (also
-``nv show interface IF qos roce status``) and ``nv show interface``; SONiC ``show pfc counters``
-and ``show queue counters`` (issue 3).
+"""Parsers for Cumulus NVUE show commands (issue 3): ``nv show qos roce`` (also
+``nv show interface IF qos roce status``), ``nv show interface`` and
+``nv show interface IF qos roce counters``. SONiC is in :mod:`.sonic`.
 
-Formats: CumulusNetworks/docs (RoCE and interface pages, Cumulus Linux 5.x), sonic-net/sonic-utilities
-(``pfcstat``, ``queuestat`` and their tests); samples in ``shared/cases/``.
+Formats: CumulusNetworks/docs (RoCE and interface pages, Cumulus Linux 5.x); samples in ``shared/cases/``.
 NVUE tables are column-positional (a blank operational cell is None), so their columns are
 taken from the ``----`` ruler line under each header.
 """
@@ -17,7 +16,7 @@ from pydantic import BaseModel
 
 from tuning.errors import ParseError
 from tuning.parsers.base import Finding, Parsed, Quantity, clean_lines, parser
-from tuning.parsers.rdma import is_prompt, placeholder, size_quantity, to_int
+from tuning.parsers.text import is_prompt, placeholder, size_quantity, to_int
 
 # ---------------------------------------------------------------- NVUE column tables
 
@@ -84,12 +83,12 @@ class NvQosRoce(Parsed):
     tables: dict[str, list[dict[str, str | None]]] = {}
 
 
-def _nv_tree(lines: list[tuple[int, str]]) -> tuple[dict[str, NvValue], int]:
+def _nv_tree(lines: list[tuple[int, str]], tool: str = "nv-show-qos-roce") -> tuple[dict[str, NvValue], int]:
     (hno, header), (_, ruler) = lines[0], lines[1]
     starts = _spans(ruler)
     names = [c.lower() for c in _cells(header, starts)][1:]
     if not _is_ruler(ruler) or "operational" not in names and "applied" not in names:
-        raise ParseError("nv-show-qos-roce", hno, "header 'operational  applied' over a '----' ruler", header)
+        raise ParseError(tool, hno, "header 'operational  applied' over a '----' ruler", header)
     tree: dict[str, NvValue] = {}
     stack: list[tuple[int, str]] = []
     i = 2
@@ -98,7 +97,7 @@ def _nv_tree(lines: list[tuple[int, str]]) -> tuple[dict[str, NvValue], int]:
         key = line[: starts[1]]
         indent = len(key) - len(key.lstrip())
         if not key.strip() or " " in key.strip():
-            raise ParseError("nv-show-qos-roce", no, "'key  value...' tree row", line)
+            raise ParseError(tool, no, "'key  value...' tree row", line)
         stack = [(d, k) for d, k in stack if d < indent] + [(indent, key.strip())]
         cells = dict(zip(names, (placeholder(c) for c in _cells(line, starts)[1:])))
         tree[".".join(k for _, k in stack)] = NvValue(**{k: v for k, v in cells.items() if k in NvValue.model_fields})
@@ -238,12 +237,17 @@ def _if_row(names: list[str], cells: list[str], no: int, line: str) -> dict:
 
 
 @parser("nv-show-interface")
-def parse_nv_show_interface(text: str) -> NvShowInterface:
+def parse_nv_show_interface(text: str) -> NvShowInterface | NvRoceCounters:
     """Parse NVUE ``nv show interface`` (``+`` starts an interface; other rows continue it).
+
+    An ``operational  applied`` tree (``nv show interface IF qos roce counters``) is handed to
+    :func:`parse_nv_roce_counters`.
 
     Findings: ``mtu_mismatch`` (warn) for a ``swp`` port whose MTU differs from the most common swp MTU.
     """
     lines = _nv_lines(text)
+    if lines and "operational" in lines[0][1].split():
+        return parse_nv_roce_counters(text)
     if len(lines) < 2 or not lines[0][1].lstrip().startswith("Interface") or not _is_ruler(lines[1][1]):
         raise ParseError("nv-show-interface", lines[0][0] if lines else 0, "header 'Interface  MTU ...' over a ruler",
                          lines[0][1] if lines else "")
@@ -274,93 +278,64 @@ def parse_nv_show_interface(text: str) -> NvShowInterface:
     return result
 
 
-# ---------------------------------------------------------------- SONiC
+# ---------------------------------------------------------------- nv show interface IF qos roce counters
 
 
-class SonicPfcCounters(Parsed):
-    """``show pfc counters``: port -> 8 PFC frame counts (index = priority; N/A = None), per direction."""
+class NvRoceCounters(Parsed):
+    """``nv show interface IF qos roce counters`` (Cumulus Linux 5.x RoCE page).
 
-    rx: dict[str, list[int | None]]
-    tx: dict[str, list[int | None]]
-    cached_time: str | None = None
+    Attributes:
+        interface: the port, when the echoed command line is part of the text.
+        tree: dotted key (``tx-stats.tx-roce-stats.unicast-no-buffer-discard``) -> columns as printed.
+        counts: plain counters (packets, discards, pause duration) by dotted key.
+        sizes: byte counters and buffer usages (``144 Bytes``, ``56.52 MB``) normalised to bytes.
+    """
 
-
-def _sonic_int(tool: str, no: int, line: str, raw: str) -> int | None:
-    try:
-        return to_int(raw)
-    except ValueError as exc:
-        raise ParseError(tool, no, "a count (digits, thousands separators, or N/A)", line) from exc
-
-
-@parser("sonic-pfc-counters")
-def parse_sonic_pfc_counters(text: str) -> SonicPfcCounters:
-    """Parse SONiC ``show pfc counters`` (``Port Rx`` and ``Port Tx`` tables; ``15,437`` -> 15437)."""
-    tables: dict[str, dict[str, list[int | None]]] = {}
-    cur, cached = None, None
-    for no, line in enumerate(clean_lines(text, expand_tabs=True), 1):
-        t = line.split()
-        if not t or is_prompt(line) or _is_ruler(line):
-            continue
-        if line.strip().startswith("Last cached time was"):
-            cached = line.strip()[len("Last cached time was"):].strip()
-        elif t[:2] in (["Port", "Rx"], ["Port", "Tx"]) and t[2:] == [f"PFC{i}" for i in range(8)]:
-            cur = tables.setdefault(t[1].lower(), {})
-        elif cur is not None and len(t) == 9:
-            cur[t[0]] = [_sonic_int("sonic-pfc-counters", no, line, v) for v in t[1:]]
-        else:
-            raise ParseError("sonic-pfc-counters", no, "'Port Rx|Tx PFC0..PFC7' header or 'PORT' + 8 counts", line)
-    if not tables.get("rx") and not tables.get("tx"):
-        raise ParseError("sonic-pfc-counters", 0, "'Port Rx' / 'Port Tx' tables")
-    return SonicPfcCounters(tool="sonic-pfc-counters", rx=tables.get("rx", {}), tx=tables.get("tx", {}), cached_time=cached)
+    interface: str | None = None
+    tree: dict[str, NvValue]
+    counts: dict[str, int] = {}
+    sizes: dict[str, Quantity] = {}
 
 
-class SonicQueue(BaseModel):
-    """One queue row. ``kind`` UC (unicast), MC (multicast) or ALL; ``counters``: column -> value (N/A = None)."""
-
-    port: str
-    queue: str
-    kind: str
-    index: int
-    counters: dict[str, int | None]
-
-    @property
-    def drop_pkts(self) -> int | None:
-        """The ``Drop/pkts`` column."""
-        return self.counters.get("Drop/pkts")
+#: counters whose non-zero value means packets of a lossless class were dropped
+_LOSSLESS_DISCARDS = ("rx-stats.rx-roce-stats.no-buffer-discard", "tx-stats.tx-roce-stats.unicast-no-buffer-discard",
+                      "tx-stats.tx-cnp-stats.unicast-no-buffer-discard")
+_COUNTERS_TOOL = "nv-show-interface-qos-roce-counters"
 
 
-class SonicQueueCounters(Parsed):
-    """``show queue counters [PORT]`` result, rows in printed order."""
-
-    queues: list[SonicQueue]
-
-
-def lossless_queue_drops(queues: list[SonicQueue], lossless: tuple[int, ...] = (3, 4)) -> list[Finding]:
-    """``lossless_drops`` warnings for unicast queues in ``lossless`` (SONiC default 3, 4) that dropped packets."""
-    return [Finding(code="lossless_drops", severity="warn", subject=f"{q.port} {q.queue}", message=(
-        f"{q.port} {q.queue}: {q.drop_pkts} packets dropped in a lossless queue; PFC or headroom misconfigured"))
-        for q in queues if q.kind == "UC" and q.index in lossless and q.drop_pkts]
+def _counter_value(result: NvRoceCounters, key: str, raw: str, no: int) -> None:
+    if re.fullmatch(r"\d+", raw):
+        result.counts[key] = int(raw)
+    elif m := re.fullmatch(r"([\d.]+)\s*([KMGT]?B|Bytes?)", raw):
+        result.sizes[key] = size_quantity(m[1], m[2])
+    else:
+        raise ParseError(_COUNTERS_TOOL, no, f"{key}: an integer or 'NUMBER UNIT' (Bytes, KB, MB, GB)", raw)
 
 
-@parser("sonic-queue-counters")
-def parse_sonic_queue_counters(text: str) -> SonicQueueCounters:
-    """Parse SONiC ``show queue counters``. Findings: see :func:`lossless_queue_drops` (queues 3, 4)."""
-    cols: list[str] | None = None
-    queues: list[SonicQueue] = []
-    for no, line in enumerate(clean_lines(text, expand_tabs=True), 1):
-        t = line.split()
-        if not t or is_prompt(line) or _is_ruler(line) or line.strip().startswith("For namespace"):
-            continue
-        if t[:2] == ["Port", "TxQ"]:
-            cols = t[2:]
-            continue
-        m = re.fullmatch(r"(UC|MC|ALL)(\d+)", t[1]) if len(t) > 1 else None
-        if cols is None or not m or len(t) != len(cols) + 2:
-            raise ParseError("sonic-queue-counters", no, "'Port TxQ ...' header, then 'PORT UCn|MCn counts'", line)
-        counts = {c: _sonic_int("sonic-queue-counters", no, line, v) for c, v in zip(cols, t[2:])}
-        queues.append(SonicQueue(port=t[0], queue=t[1], kind=m[1], index=int(m[2]), counters=counts))
-    if not queues:
-        raise ParseError("sonic-queue-counters", 0, "queue rows under a 'Port TxQ' header")
-    result = SonicQueueCounters(tool="sonic-queue-counters", queues=queues)
-    result.findings.extend(lossless_queue_drops(queues))
+@parser(_COUNTERS_TOOL)
+def parse_nv_roce_counters(text: str) -> NvRoceCounters:
+    """Parse ``nv show interface IF qos roce counters`` (an ``operational  applied  description`` tree).
+
+    Findings: ``lossless_drops`` (warn) for a non-zero RoCE or CNP no-buffer discard counter.
+
+    Raises:
+        ParseError: no ``operational`` header over a ruler, a bad tree row, a counter that is not a number.
+    """
+    lines = _nv_lines(text)
+    if len(lines) < 3:
+        raise ParseError(_COUNTERS_TOOL, lines[0][0] if lines else 0, "an NVUE 'operational  applied' counter tree")
+    tree, end = _nv_tree(lines, _COUNTERS_TOOL)
+    if end != len(lines) or not any(k.endswith("-stats") for k in tree):
+        raise ParseError(_COUNTERS_TOOL, lines[min(end, len(lines) - 1)][0], "rx-stats / tx-stats counter rows")
+    cmd = re.search(r"nv show interface (\S+) qos roce counters", text)
+    result = NvRoceCounters(tool=_COUNTERS_TOOL, interface=cmd[1] if cmd else None, tree=tree)
+    for (key, value), (no, line) in zip(tree.items(), lines[2:end]):  # tree keys are in line order
+        if value.operational is not None:
+            _counter_value(result, key, value.operational, no)
+    where = result.interface or "port"
+    for key in _LOSSLESS_DISCARDS:
+        if result.counts.get(key):
+            result.findings.append(Finding(code="lossless_drops", severity="warn", subject=f"{where} {key}", message=(
+                f"{where}: {key} = {result.counts[key]}: packets of a lossless class dropped for lack of buffer;"
+                " check PFC priority, headroom and the RoCE pool")))
     return result

@@ -14,8 +14,9 @@ from pydantic import BaseModel
 
 from tuning.errors import ParseError
 from tuning.cpulist import format_cpulist, parse_cpulist, parse_hex_mask  # noqa: F401  (re-exported)
-from tuning.parsers.base import Finding, Parsed, Quantity, clean_lines, parser
-from tuning.parsers.rdma import is_prompt, placeholder, size_quantity
+from tuning.errors import InputError
+from tuning.parsers.base import Finding, Parsed, Quantity, clean_lines, context_findings, parser
+from tuning.parsers.text import is_prompt, placeholder, size_quantity
 
 # ---------------------------------------------------------------- CPU lists
 
@@ -214,6 +215,43 @@ def irq_remote_numa(interrupts: Interrupts, bdf: str, local_cpus: list[int]) -> 
     return [Finding(code="irq_remote_numa", severity="warn", subject=bdf, message=(
         f"{len(remote)} completion IRQs of {bdf} run on CPUs {where}, outside its NUMA node"
         f" ({format_cpulist(local_cpus)})"))]
+
+
+_BDF_SHORT = re.compile(r"[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+
+
+@context_findings("interrupts", keys=("bdf", "local_cpus"))
+def interrupts_context(result: Parsed, context: dict[str, str]) -> list[Finding]:
+    """Findings of ``/proc/interrupts`` for one NIC: ``irq_remote_numa`` (see :func:`irq_remote_numa`).
+
+    Args:
+        result: the parsed ``/proc/interrupts``.
+        context: ``bdf`` (``0000:c1:00.0``, or ``c1:00.0``) and ``local_cpus`` (sysfs ``local_cpulist``
+            of the NIC, ``16-31``).
+
+    Returns:
+        The result's findings plus ``irq_remote_numa`` (warn), or ``irq_bdf_absent`` (warn) when no
+        ``mlx5_compN`` IRQ of that address is listed (wrong address, or the driver is not bound).
+
+    Raises:
+        InputError: a missing key, an address that is not a PCI BDF, a bad CPU list.
+    """
+    assert isinstance(result, Interrupts)
+    for key in ("bdf", "local_cpus"):
+        if not context.get(key):
+            raise InputError("--context", key, "interrupts findings need both bdf and local_cpus")
+    bdf = context["bdf"].lower()
+    bdf = f"0000:{bdf}" if _BDF_SHORT.fullmatch(bdf) else bdf
+    if not _BDF.fullmatch(bdf):
+        raise InputError("--context", "bdf", f"{context['bdf']!r} is not a PCI address like 0000:c1:00.0")
+    try:
+        local = parse_cpulist(context["local_cpus"])
+    except ValueError as exc:
+        raise InputError("--context", "local_cpus", f"{context['local_cpus']!r}: {exc}") from None
+    if not any(q.bdf == bdf and re.search(r"comp\d+", q.name) for q in result.irqs):
+        return [*result.findings, Finding(code="irq_bdf_absent", severity="warn", subject=bdf, message=(
+            f"no completion IRQ (mlx5_compN) of {bdf} in /proc/interrupts: wrong address or driver not bound"))]
+    return [*result.findings, *irq_remote_numa(result, bdf, local)]
 
 
 # ---------------------------------------------------------------- lscpu
