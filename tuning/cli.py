@@ -177,10 +177,9 @@ def _parse_context(pairs: list[str], named: dict[str, Optional[str]]) -> dict[st
 def parse_cmd(tool: str = typer.Argument(..., help="Tool name, e.g. ib_write_bw, mlnx_qos, interrupts."),
               file: str = typer.Argument("-", help="Saved output, or - for stdin."),
               fmt: str = typer.Option("json", "--format", help="json or table."),
-              bdf: Optional[str] = typer.Option(None, "--bdf", help="interrupts: the NIC's PCI address (0000:c1:00.0)."),
-              local_cpus: Optional[str] = typer.Option(None, "--local-cpus",
-                                                       help="interrupts: the NIC's NUMA-local CPUs (16-31)."),
-              ipv4: Optional[str] = typer.Option(None, "--ipv4", help="show-gids, ibv_devinfo: the traffic's IPv4 address."),
+              bdf: Optional[str] = typer.Option(None, "--bdf", help="interrupts: the NIC's PCI address."),
+              local_cpus: Optional[str] = typer.Option(None, "--local-cpus", help="interrupts: the NIC's local CPUs."),
+              ipv4: Optional[str] = typer.Option(None, "--ipv4", help="show-gids, ibv_devinfo: the traffic's IPv4."),
               context: Optional[list[str]] = typer.Option(None, "--context", help="KEY=VALUE fact a finding needs "
                                                           "(repeatable), e.g. lossless_queues=3,4.")) -> None:
     """Print what fabtune understands of a saved tool output, with findings.

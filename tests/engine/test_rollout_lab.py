@@ -75,6 +75,12 @@ def test_rollout_keeps_good_then_restores_wrong_byte_for_byte(lab_inventory: Pat
     diff = sorted(k for k in set(tuned) | set(restored) if tuned.get(k) != restored.get(k) and not k.endswith(":revision"))
     assert diff == []
 
+    # limited to the leaf alone, the change is still proven by the nodes behind it
+    only_leaf = engine.run(inventory.load(lab_inventory.parent / "lab-wrong"),
+                           Options(mode="rollout", journal_dir=journal, limit=["leaf01"]))
+    assert only_leaf.outcome == "rolled-back" and only_leaf.restored == ["leaf01"]
+    assert len(only_leaf.verify_after) == 6
+
 
 def test_rollback_run_id_restores_from_journal(lab_inventory: Path, tmp_path: Path):
     journal = tmp_path / "j"

@@ -94,3 +94,78 @@ def test_ethtool_s_discards_and_pfc(cases_dir):
 def test_registered_and_empty_refused(tool):
     with pytest.raises(ParseError):
         parse(tool, "   \n")
+
+
+# mlxconfig set transcripts as published (mstflint README / user guides): header "Next Boot  New",
+# the Apply prompt with its leading space and the echoed answer, then Applying... Done! and the -I- line.
+SET_OK = (
+    "\nDevice #1:\n----------\n\nDevice type:    ConnectX3\nDevice:         09:00.0\n\n"
+    "Configurations:                              Next Boot       New\n"
+    "         LINK_TYPE_P1                        IB(1)           ETH(2)\n\n"
+    " Apply new Configuration? (y/n) [n] : y\nApplying... Done!\n"
+    "-I- Please reboot machine to load new configurations.\n"
+)
+# newer wide layout (values %-20s, header misaligned, a value wider than its column, RO and lowercase names):
+# after k8snetworkplumbingwg/sriov-network-operator#968 and sriov-network-device-plugin#601.
+WIDE = (
+    "\nDevice #1:\n----------\n\nDevice type:        ConnectX6LX         \nName:               MCX631102AC-ADA_Ax  \n"
+    "Description:        ConnectX-6 Lx EN adapter card; 25GbE ; Dual-port SFP28; PCIe 4.0 x8; Crypto and Secure Boot\n"
+    "Device:             0108:00:00.0        \n\n"
+    "Configurations:                                          Default             Current         Next Boot\n"
+    "        CRYPTO_POLICY                               UNRESTRICTED(1)      UNRESTRICTED(1)      UNRESTRICTED(1)     \n"
+    "        PCI_ATOMIC_MODE                             PCI_ATOMIC_DISABLED_EXT_ATOMIC_ENABLED(0) "
+    "PCI_ATOMIC_DISABLED_EXT_ATOMIC_ENABLED(0) PCI_ATOMIC_DISABLED_EXT_ATOMIC_ENABLED(0)\n"
+    "        EXP_ROM_UEFI_x86_ENABLE                     True(1)              True(1)              True(1)             \n"
+    "*       NUM_OF_VFS                                  0                    8                    16                  \n"
+    " RO     MODULE_SPLIT_M0                             Array[0..15]         Array[0..15]         Array[0..15]        \n"
+    "        BOOT_VLAN                                   N/A                  N/A                  N/A                 \n"
+    "The '*' shows parameters with next value different from default/current value.\n\n"
+    "The 'RO' shows parameters which are for read only and cannot be changed\n"
+)
+
+
+def test_mlxconfig_wide_layout_ro_and_lowercase_names():
+    r = parse_mlxconfig(WIDE)
+    [dev] = r.devices
+    p = dev.params
+    assert dev.info["Device"] == "0108:00:00.0" and dev.info["Device type"] == "ConnectX6LX"
+    assert p["PCI_ATOMIC_MODE"].next_boot == "PCI_ATOMIC_DISABLED_EXT_ATOMIC_ENABLED(0)"  # overflow, one space
+    assert p["EXP_ROM_UEFI_x86_ENABLE"].current == "True(1)"
+    assert p["MODULE_SPLIT_M0"].read_only and p["MODULE_SPLIT_M0"].default == "Array[0..15]"
+    assert p["BOOT_VLAN"].current is None and not p["BOOT_VLAN"].pending  # N/A is None, never 0
+    assert p["NUM_OF_VFS"].starred and (p["NUM_OF_VFS"].current, p["NUM_OF_VFS"].next_boot) == ("8", "16")
+    assert (r.command, r.applied, r.reboot_required) == ("query", None, True)
+    assert [(f.code, f.subject) for f in r.findings] == [("mlxconfig_pending_reset", "NUM_OF_VFS")]
+
+
+def test_mlxconfig_set_confirmation_applied():
+    r = parse_mlxconfig(SET_OK)
+    [dev] = r.devices
+    lt = dev.params["LINK_TYPE_P1"]
+    assert (lt.next_boot, lt.new, lt.current) == ("IB(1)", "ETH(2)", None)
+    assert (r.command, r.answer, r.applied, r.failure, r.reboot_required) == ("set", "y", True, None, True)
+    assert r.messages == ["-I- Please reboot machine to load new configurations."]
+    [f] = r.findings
+    assert (f.code, f.subject) == ("mlxconfig_pending_reset", "LINK_TYPE_P1")
+    assert "IB(1) -> ETH(2)" in f.message and "Please reboot machine" in f.message
+
+
+def test_mlxconfig_set_aborted_failed_and_cut_short():
+    aborted = SET_OK.replace("[n] : y\nApplying... Done!\n-I- Please reboot machine to load new configurations.\n",
+                             "[n] : n\n-E- Aborted by user.\n")
+    r = parse_mlxconfig(aborted)
+    assert (r.applied, r.failure.kind, r.failure.message, r.findings) == (False, "aborted", "-E- Aborted by user.", [])
+    failed = SET_OK.replace("Applying... Done!\n-I- Please reboot machine to load new configurations.\n",
+                            "Applying... Failed!\n-E- Failed to set configuration: Bad parameter value\n")
+    r = parse_mlxconfig(failed)
+    assert (r.applied, r.failure.kind) == (False, "rejected") and "Bad parameter" in r.failure.message
+    with pytest.raises(ParseError, match="Applying... Done!"):
+        parse_mlxconfig(SET_OK.split("Applying")[0])
+    with pytest.raises(ParseError) as exc:  # a row with a missing value names its line
+        parse_mlxconfig(SET_OK.replace("ETH(2)", ""))
+    assert exc.value.line_no == 9 and "LINK_TYPE_P1" in exc.value.line
+
+
+def test_mlxconfig_device_not_found_is_a_classified_failure():
+    r = parse_mlxconfig("-E- Failed to open device: 0000:99:00.0. No such file or directory\n")
+    assert r.failure is not None and r.failure.kind == "no_rdma_device" and r.devices == []

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tuning.errors import ParseError
+from tuning.errors import InputError, ParseError
+from tuning.parsers import parse
 from tuning.parsers.ibv_devinfo import parse_ibv_devinfo
 from tuning.parsers.rdma import parse_ibdev2netdev, parse_show_gids, resolve_roce_v2_ipv4_gid
 from tuning.parsers.rdma_counters import parse_hw_counters, parse_rdma_statistic
@@ -48,7 +49,9 @@ def test_show_gids_ipv4_v2_at_index5(cases_dir):
     assert resolve_roce_v2_ipv4_gid(r.entries) == 5
     assert resolve_roce_v2_ipv4_gid(r.entries, "172.20.5.60") == 5
     assert resolve_roce_v2_ipv4_gid(r.entries, "10.0.0.1") is None
-    assert r.entries[5].netdev == "ens1f0" and r.findings == []
+    assert r.entries[5].netdev == "ens1f0"
+    [f] = r.findings  # the usable RoCEv2 IPv4 GID index is a finding: 5, not the usual 3
+    assert (f.code, f.severity, f.subject) == ("roce_v2_ipv4_gid", "info", "mlx5_0/1") and "GID index 5" in f.message
 
 
 def test_show_gids_cli_four_entries(cases_dir):
@@ -100,3 +103,70 @@ def test_size_quantity_binary_units():
     assert (q.value, q.raw, q.unit, q.unit_norm) == (149995.5, "146.48", "KB", "bytes")
     with pytest.raises(ValueError):
         size_quantity("1", "furlongs")
+
+
+# ibv_devinfo -v as rdma-core devinfo.c prints it (tabs; flag lists under the value column, bare notes,
+# GID lines "\t\t\tGID[%3d]:\t\t%s, RoCE v2"); layout after open-mpi/ompi#6184 and openucx/ucx#5045.
+IBV_V = (
+    "hca_id:\tmlx5_1\n\ttransport:\t\t\tInfiniBand (0)\n\tfw_ver:\t\t\t\t16.23.1020\n"
+    "\tvendor_part_id:\t\t\t4119\n\tphys_port_cnt:\t\t\t1\n\tmax_qp:\t\t\t\t262144\n"
+    "\tdevice_cap_flags:\t\t0xe5721c36\n\t\t\t\t\tBAD_PKEY_CNTR\n\t\t\t\t\tBAD_QKEY_CNTR\n"
+    "\t\t\t\t\tXRC\n\t\t\t\t\tUnknown flags: 0xe5620000\n\tatomic_cap:\t\t\tATOMIC_HCA (1)\n"
+    "\tlog atomic arg sizes (mask):\t\t0x0000000c\n\ttso_caps:\n\t\tmax_tso:\t\t\t262144\n"
+    "\ttag matching not supported\n\tnum_comp_vectors:\t\t63\n"
+    "\t\tport:\t1\n\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n\t\t\tmax_mtu:\t\t4096 (5)\n"
+    "\t\t\tactive_mtu:\t\t4096 (5)\n\t\t\tlink_layer:\t\tEthernet\n\t\t\tmax_vl_num:\t\tinvalid value (0)\n"
+    "\t\t\tphys_state:\t\tLINK_UP (5)\n"
+    "\t\t\tGID[  0]:\t\tfe80:0000:0000:0000:0e42:a1ff:fe5b:7c31, RoCE v1\n"
+    "\t\t\tGID[  1]:\t\tfe80::e42:a1ff:fe5b:7c31, RoCE v2\n"
+    "\t\t\tGID[  2]:\t\t0000:0000:0000:0000:0000:ffff:0a2a:0e0e, RoCE v1\n"
+    "\t\t\tGID[  3]:\t\t::ffff:10.42.14.14, RoCE v2\n\n"
+)
+
+
+def test_ibv_devinfo_verbose_flags_notes_and_gid_table():
+    r = parse_ibv_devinfo(IBV_V)
+    [dev] = r.devices
+    assert (dev.fw_ver, dev.vendor_part_id, dev.attrs["max_qp"], dev.attrs["atomic_cap"]) == (
+        "16.23.1020", 4119, "262144", "ATOMIC_HCA (1)")
+    assert dev.flags["device_cap_flags"] == ["BAD_PKEY_CNTR", "BAD_QKEY_CNTR", "XRC", "Unknown flags: 0xe5620000"]
+    assert dev.attrs["log atomic arg sizes (mask)"] == "0x0000000c" and dev.attrs["max_tso"] == "262144"
+    assert dev.notes == ["tag matching not supported"]
+    [port] = dev.ports
+    assert (port.state, port.active_mtu, port.attrs["max_vl_num"]) == ("PORT_ACTIVE", 4096, "invalid value (0)")
+    assert [(g.index, g.ver, g.ipv4) for g in port.gids] == [(0, "v1", None), (1, "v2", None),
+                                                             (2, "v1", "10.42.14.14"), (3, "v2", "10.42.14.14")]
+    assert port.gids[1].gid == "fe80:0000:0000:0000:0e42:a1ff:fe5b:7c31"  # inet_ntop form normalised
+    assert port.gids[3].gid == "0000:0000:0000:0000:0000:ffff:0a2a:0e0e"
+    assert [(f.code, f.severity, f.subject) for f in r.findings] == [("roce_v2_ipv4_gid", "info", "mlx5_1/1")]
+    assert "GID index 3" in r.findings[0].message
+
+
+def test_ibv_devinfo_verbose_without_v2_ipv4_gid_and_ipv4_context():
+    no_v2 = IBV_V.replace("::ffff:10.42.14.14, RoCE v2", "0000:0000:0000:0000:0000:ffff:0a2a:0e0f, RoCE v1")
+    assert [f.code for f in parse_ibv_devinfo(no_v2).findings] == ["no_roce_v2_ipv4_gid"]
+    r = parse("ibv_devinfo", IBV_V, {"ipv4": "10.9.9.9"})
+    assert [f.code for f in r.findings] == ["no_roce_v2_ipv4_gid"] and "10.9.9.9" in r.findings[0].message
+    assert [f.code for f in parse("ibv_devinfo", IBV_V, {"ipv4": "10.42.14.14"}).findings] == ["roce_v2_ipv4_gid"]
+
+
+def test_ibv_devinfo_failed_to_open_lines_are_warnings_and_bad_gid_raises():
+    r = parse_ibv_devinfo("Failed to open device\n" + IBV_V)
+    assert r.warnings == ["Failed to open device"] and len(r.devices) == 1
+    with pytest.raises(ParseError) as exc:
+        parse_ibv_devinfo(IBV_V.replace("::ffff:10.42.14.14", "::ffff:zz"))
+    assert exc.value.line_no == 28 and "GID[  3]" in exc.value.line
+    with pytest.raises(ParseError):  # a bare line inside a port section: the output is not ibv_devinfo's
+        parse_ibv_devinfo(IBV_V.replace("\t\t\tphys_state:\t\tLINK_UP (5)", "\t\t\tphys_state"))
+
+
+def test_show_gids_ipv4_context_picks_the_index_for_that_address(cases_dir):
+    text = (cases_dir / "show_gids__ipv4_v2_at_index5_extra_linklocal.txt").read_text()
+    [f] = parse("show-gids", text, {"ipv4": "172.20.5.60"}).findings
+    assert (f.code, f.subject) == ("roce_v2_ipv4_gid", "mlx5_0/1") and "GID index 5" in f.message
+    [f] = parse("show-gids", text, {"ipv4": "10.0.0.1"}).findings
+    assert f.code == "no_roce_v2_ipv4_gid"
+    with pytest.raises(InputError):
+        parse("show-gids", text, {"ipv4": "not-an-ip"})
+    with pytest.raises(InputError):
+        parse("show-gids", text, {"bdf": "0000:c1:00.0"})

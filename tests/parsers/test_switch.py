@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
+from tuning.errors import InputError, ParseError
+from tuning.parsers import parse
 from tuning.parsers.sonic import parse_sonic_pfc_counters, parse_sonic_queue_counters
 from tuning.parsers.switch import parse_nv_roce_counters, parse_nv_show_interface, parse_nv_show_qos_roce
 
@@ -63,3 +67,61 @@ def test_sonic_queue_counters_uc3_drops(cases_dir):
     uc3 = r.queues[3]
     assert (uc3.drop_pkts, uc3.counters["Drop/bytes"], uc3.counters["Counter/bytes"]) == (1203, 4932011, 371823101223)
     assert [(f.code, f.subject) for f in r.findings] == [("lossless_drops", "Ethernet0 UC3")]
+
+
+# `nv show interface swp16 qos roce counters` as the Cumulus Linux 5.12 RoCE page prints it (part of it)
+ROCE_COUNTERS = """cumulus@switch:mgmt:~$ nv show interface swp16 qos roce counters
+                               operational   applied  description
+-----------------------------  ------------  -------  ------------------------------------------------------
+rx-stats
+  rx-non-roce-stats
+    buffer-max-usage           144 Bytes              Max Ingress Pool-buffer usage for non-RoCE traffic
+    no-buffer-discard          55                     Rx buffer discards for non-RoCE traffic
+    non-roce-bytes             56.52 MB               non-roce rx bytes
+  rx-pfc-stats
+    pause-duration             0                      Rx PFC pause duration for RoCE traffic
+    pause-packets              0                      Rx PFC pause packets for RoCE traffic
+  rx-roce-stats
+    buffer-max-usage           0 Bytes                Max Ingress Pool-buffer usage for RoCE traffic
+    no-buffer-discard          0                      Rx buffer discards for RoCE traffic
+tx-stats
+  tx-cnp-stats
+    unicast-no-buffer-discard  0                      Tx buffer discards for CNP traffic
+  tx-ecn-stats
+    ecn-marked-packets         693777677344           Tx ECN marked packets
+  tx-roce-stats
+    buffer-max-usage           13.47 MB               Max Egress Pool-buffer usage for RoCE traffic
+    roce-bytes                 92824.38 GB            Tx RoCE Packet bytes
+    roce-packets               803785675319           Tx RoCE Packets
+    unicast-no-buffer-discard  663060754115           Tx buffer discards for RoCE traffic
+"""
+
+
+def test_nv_show_interface_qos_roce_counters():
+    r = parse_nv_roce_counters(ROCE_COUNTERS)
+    assert r.interface == "swp16" and r.tool == "nv-show-interface-qos-roce-counters"
+    assert r.counts["rx-stats.rx-non-roce-stats.no-buffer-discard"] == 55
+    assert r.counts["tx-stats.tx-ecn-stats.ecn-marked-packets"] == 693777677344
+    assert r.sizes["rx-stats.rx-non-roce-stats.buffer-max-usage"].value == 144
+    assert r.sizes["rx-stats.rx-roce-stats.buffer-max-usage"].value == 0  # same leaf, other parent
+    assert r.sizes["tx-stats.tx-roce-stats.roce-bytes"].value == round(92824.38 * 2**30, 1)
+    assert r.tree["tx-stats.tx-roce-stats.roce-packets"].description == "Tx RoCE Packets"
+    assert [(f.code, f.subject) for f in r.findings] == [
+        ("lossless_drops", "swp16 tx-stats.tx-roce-stats.unicast-no-buffer-discard")]  # non-RoCE discards: lossy
+    same = parse_nv_show_interface(ROCE_COUNTERS)  # `nv-show-interface` hands the counter tree over
+    assert same.model_dump() == r.model_dump()
+
+
+def test_nv_roce_counters_bad_value_names_the_line():
+    with pytest.raises(ParseError) as exc:
+        parse_nv_roce_counters(ROCE_COUNTERS.replace("663060754115", "lots"))
+    assert exc.value.line_no == 24 and "unicast-no-buffer-discard" in exc.value.line
+
+
+def test_sonic_queue_counters_lossless_queues_context(cases_dir):
+    text = (cases_dir / "sonic_show_queue_counters__lossless_uc3_drops.txt").read_text()
+    assert parse("sonic-queue-counters", text, {"lossless_queues": "4"}).findings == []
+    [f] = parse("sonic-queue-counters", text, {"lossless_queues": "3"}).findings
+    assert (f.code, f.subject) == ("lossless_drops", "Ethernet0 UC3")
+    with pytest.raises(InputError):
+        parse("sonic-queue-counters", text, {"lossless_queues": "9"})

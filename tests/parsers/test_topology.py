@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tuning.errors import InputError
+from tuning.parsers import parse
 from tuning.parsers.topology import (format_cpulist, irq_remote_numa, parse_cpulist, parse_hex_mask, parse_interrupts,
                                      parse_lscpu, parse_numactl_h, parse_nvidia_smi_topo, remote_numa_irqs)
 
@@ -80,3 +82,17 @@ def test_cpulist_format_and_masks():
             parse_cpulist(bad)
     with pytest.raises(ValueError):
         parse_hex_mask("xyz")
+
+
+def test_interrupts_context_gives_irq_remote_numa(cases_dir):
+    text = (cases_dir / "proc_interrupts__32cpu_mlx5_msix_irqs_on_remote_numa.txt").read_text()
+    assert parse("interrupts", text).findings == []  # without the NIC's address and NUMA node: nothing to say
+    [f] = parse("interrupts", text, {"bdf": "c1:00.0", "local_cpus": "16-31"}).findings  # short BDF accepted
+    assert (f.code, f.subject) == ("irq_remote_numa", "0000:c1:00.0") and "16 completion IRQs" in f.message
+    assert parse("interrupts", text, {"bdf": "0000:c1:00.0", "local_cpus": "0-15"}).findings == []
+    [f] = parse("interrupts", text, {"bdf": "0000:41:00.0", "local_cpus": "0-15"}).findings
+    assert (f.code, f.subject) == ("irq_bdf_absent", "0000:41:00.0")
+    for bad in ({"bdf": "0000:c1:00.0"}, {"bdf": "eth0", "local_cpus": "0-3"},
+                {"bdf": "0000:c1:00.0", "local_cpus": "3-1"}, {"numa": "1"}):
+        with pytest.raises(InputError):
+            parse("interrupts", text, bad)

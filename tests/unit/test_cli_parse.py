@@ -56,3 +56,35 @@ def test_unreadable_inputs_exit_2_with_one_line(tmp_path: Path, cases_dir: Path)
         assert res.returncode == 2, (name, res.stderr)
         assert len(lines) == 1 and lines[0].startswith("fabtune: error:"), (name, lines)
         assert res.stdout == b"", name
+
+
+def test_interrupts_context_options_give_the_finding(cases_dir: Path):
+    path = str(cases_dir / "proc_interrupts__32cpu_mlx5_msix_irqs_on_remote_numa.txt")
+    res = _parse("interrupts", path, "--bdf", "0000:c1:00.0", "--local-cpus", "16-31")
+    assert res.returncode == 0, res.stderr
+    [f] = json.loads(res.stdout)["findings"]
+    assert (f["code"], f["subject"]) == ("irq_remote_numa", "0000:c1:00.0")
+    res = _parse("interrupts", path, "--context", "bdf=0000:c1:00.0", "--context", "local_cpus=0-15", "--format", "table")
+    assert res.returncode == 0 and "irq_remote_numa" not in res.stdout.decode()
+
+
+def test_context_for_queues_and_bad_context_exit_2(cases_dir: Path):
+    path = str(cases_dir / "sonic_show_queue_counters__lossless_uc3_drops.txt")
+    res = _parse("sonic-queue-counters", path, "--context", "lossless_queues=4")
+    assert res.returncode == 0 and json.loads(res.stdout)["findings"] == []
+    for args in (("--context", "nokey"), ("--bdf", "0000:c1:00.0"), ("--context", "lossless_queues=12")):
+        res = _parse("sonic-queue-counters", path, *args)
+        lines = res.stderr.decode().strip().splitlines()
+        assert res.returncode == 2 and len(lines) == 1 and lines[0].startswith("fabtune: error:"), (args, lines)
+
+
+def test_mlxconfig_set_transcript_from_stdin():
+    text = ("Device #1:\n----------\n\nDevice type:    ConnectX5\nDevice:         0000:02:00.1\n\n"
+            "Configurations:                              Next Boot       New\n"
+            "         ROCE_CONTROL                        DEVICE_DEFAULT(0) ROCE_ENABLE(2)\n\n"
+            " Apply new Configuration? (y/n) [n] : y\nApplying... Done!\n"
+            "-I- Please reboot machine to load new configurations.\n")
+    res = _parse("mlxconfig", "-", stdin=text.encode())
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert (doc["command"], doc["applied"], doc["findings"][0]["code"]) == ("set", True, "mlxconfig_pending_reset")

@@ -144,7 +144,8 @@ def _typed(dev: IbvDevice) -> IbvDevice:
     for p in dev.ports:
         a = p.attrs
         p.state = (a.get("state") or "").split(" ")[0] or None
-        p.max_mtu, p.active_mtu, p.link_layer = _first_int(a.get("max_mtu")), _first_int(a.get("active_mtu")), a.get("link_layer")
+        p.max_mtu, p.active_mtu = _first_int(a.get("max_mtu")), _first_int(a.get("active_mtu"))
+        p.link_layer = a.get("link_layer")
     return dev
 
 

@@ -130,7 +130,7 @@ class _MlxScan:
         elif s.startswith("Configurations:"):
             self.cols = re.findall(r"Next Boot|\S+", s.partition(":")[2])
             if not self.cols or any(c not in _MLX_COLS for c in self.cols):
-                raise ParseError("mlxconfig", no, "'Configurations:' then columns among Default/Current/Next Boot/New", line)
+                raise ParseError("mlxconfig", no, "'Configurations:' then Default/Current/Next Boot/New", line)
         elif self.cols is None and ":" in s:
             k, _, v = s.partition(":")
             self.devices[-1].info[k.strip()] = v.strip()

@@ -303,13 +303,13 @@ _LOSSLESS_DISCARDS = ("rx-stats.rx-roce-stats.no-buffer-discard", "tx-stats.tx-r
 _COUNTERS_TOOL = "nv-show-interface-qos-roce-counters"
 
 
-def _counter_value(result: NvRoceCounters, key: str, raw: str, no: int) -> None:
+def _counter_value(result: NvRoceCounters, key: str, raw: str, no: int, line: str) -> None:
     if re.fullmatch(r"\d+", raw):
         result.counts[key] = int(raw)
     elif m := re.fullmatch(r"([\d.]+)\s*([KMGT]?B|Bytes?)", raw):
         result.sizes[key] = size_quantity(m[1], m[2])
     else:
-        raise ParseError(_COUNTERS_TOOL, no, f"{key}: an integer or 'NUMBER UNIT' (Bytes, KB, MB, GB)", raw)
+        raise ParseError(_COUNTERS_TOOL, no, f"{key}: an integer or 'NUMBER UNIT' (Bytes, KB, MB, GB)", line)
 
 
 @parser(_COUNTERS_TOOL)
@@ -331,7 +331,7 @@ def parse_nv_roce_counters(text: str) -> NvRoceCounters:
     result = NvRoceCounters(tool=_COUNTERS_TOOL, interface=cmd[1] if cmd else None, tree=tree)
     for (key, value), (no, line) in zip(tree.items(), lines[2:end]):  # tree keys are in line order
         if value.operational is not None:
-            _counter_value(result, key, value.operational, no)
+            _counter_value(result, key, value.operational, no, line)
     where = result.interface or "port"
     for key in _LOSSLESS_DISCARDS:
         if result.counts.get(key):

@@ -167,8 +167,18 @@ def _restore(s: Session, states: dict, j: Journal, report: RunReport, progress: 
 
 
 def _verify(s: Session, opts: Options, baseline: dict | None, progress: Progress):
-    pairs = select_pairs([d for d in s.devices if d.role == "node"])
-    return verify(pairs, s.nodes, opts.thresholds, baseline, progress)
+    """Verify with node pairs of the WHOLE inventory: a change limited to one leaf is proven
+    by the nodes behind it. Nodes outside the selection are opened read-only for the tests."""
+    pairs = select_pairs(s.inv.nodes)
+    if not pairs:
+        progress("no node pairs to verify with (fewer than 2 nodes with NICs on the verified rails)")
+    extra = {n: SshHost(n, s.inv.devices[n].connection)
+             for n in {p.client for p in pairs} | {p.server for p in pairs} if n not in s.nodes}
+    try:
+        return verify(pairs, {**s.nodes, **extra}, opts.thresholds, baseline, progress)
+    finally:
+        for h in extra.values():
+            h.close()
 
 
 def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) -> RunReport:
