@@ -117,3 +117,17 @@ def test_injected_degrade_fails_exactly_the_pairs_crossing_it(lab_inventory: Pat
     hit = pairs["node01:mlx5_0->node02:mlx5_0"]
     assert any("regressed" in r for r in hit["reasons"])
     assert hit["bw_gbps"] < 0.6 * good.verify_after[0]["bw_gbps"]
+
+
+def test_expired_switch_confirm_restores_the_nodes_too(lab_inventory: Path, tmp_path: Path):
+    """The switches roll themselves back when the confirm window closes before the run confirms;
+    whether verification then sees the half-reverted fabric or the confirm is refused, the engine
+    must restore the nodes as well, never leaving a half-changed fabric."""
+    untuned = snapshot_fabric(lab_inventory)
+    rep = engine.run(inventory.load(lab_inventory), Options(mode="rollout", journal_dir=tmp_path / "j", confirm_s=2))
+    assert rep.outcome == "rolled-back"
+    assert rep.verify_ok is False or any("confirm" in e for e in rep.errors.values()), rep.errors
+    assert {"node01", "node04", "leaf01"} <= set(rep.restored)
+    now = snapshot_fabric(lab_inventory)
+    diff = sorted(k for k in set(untuned) | set(now) if untuned.get(k) != now.get(k) and not k.endswith(":revision"))
+    assert diff == []

@@ -23,7 +23,6 @@ from tuning.parsers.base import (
     Finding,
     Parsed,
     Quantity,
-    ToolFailure,
     bandwidth,
     clean_lines,
     parser,

@@ -21,7 +21,7 @@ from tuning.rollout.fanout import fan_out, nornir_for, outcomes
 from tuning.rollout.journal import DEFAULT_DIR, Journal, load_baseline, save_baseline
 from tuning.transport.ssh import SshHost
 from tuning.verify.pairs import select_pairs
-from tuning.verify.runner import Thresholds, as_baseline, verify
+from tuning.verify.runner import PairResult, Thresholds, as_baseline, verify
 
 Progress = Callable[[str], None]
 
@@ -236,6 +236,24 @@ def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dic
         j.data["outcome"] = "no-change"
         j.stage("done")
         return
+    try:
+        _transact(s, opts, states, plans, report, progress, j, baseline)
+    except TuningError as e:  # a lost session, an expired or refused confirm: restore and report
+        if j.data["outcome"] is not None:
+            raise
+        report.errors[e.host or "run"] = str(e)
+        _fail(s, states, j, report, progress, f"{type(e).__name__}: {e}")
+    except BaseException as e:  # Ctrl-C or a bug mid-change: restore, say so, re-raise
+        if j.data["outcome"] is None:
+            report.errors["run"] = f"{type(e).__name__}: {e}"
+            _fail(s, states, j, report, progress, f"stopped by {type(e).__name__}")
+        raise
+
+
+def _transact(s: Session, opts: Options, states: dict, plans: dict, report: RunReport,
+              progress: Progress, j: Journal, baseline: dict | None) -> None:
+    """APPLY -> VERIFY -> CONFIRM, or RESTORE when apply fails or verification fails."""
+    rollout = opts.mode == "rollout"
     j.stage("apply")
     progress(f"applying {report.n_changes} change(s) on {len(report.changes)} device(s)")
     failed = _apply(s, states, plans, j, opts.confirm_s if rollout and opts.verify else None)
@@ -252,11 +270,12 @@ def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dic
         if not ok:
             _fail(s, states, j, report, progress, "verification failed or regressed")
             return
-        save_baseline(opts.journal_dir, as_baseline(after))
     j.stage("confirm")
     for name, drv in s.switches.items():
         if j.device(name).get("revision"):
             switch_ops.confirm(drv)
+    if report.verify_after:
+        save_baseline(opts.journal_dir, as_baseline([PairResult(**r) for r in report.verify_after]))
     report.outcome = "kept" if rollout else "applied"
     j.data["outcome"] = report.outcome
     j.stage("done")
