@@ -178,6 +178,12 @@ class SwitchSpec(BaseModel):
     port_mtu_overrides: dict[str, int] = Field(default_factory=dict)
     roce: SwitchRoce | None = SwitchRoce()
 
+    @field_validator("ports")
+    @classmethod
+    def _ports(cls, v: list[str]) -> list[str]:
+        expand_ports(v)
+        return v
+
     @field_validator("port_mtu_overrides")
     @classmethod
     def _override_range(cls, v: dict[str, int]) -> dict[str, int]:
@@ -191,25 +197,22 @@ DeviceSpec = Union[NodeSpec, SwitchSpec]
 
 
 def expand_ports(specs: list[str]) -> list[str]:
-    """Expand NVUE-style port ranges: ``["swp1-3", "swp31"]`` -> ``["swp1", "swp2", "swp3", "swp31"]``.
+    """Expand NVUE-style port ranges: ``["swp1-3", "swp31", "swp1s0"]`` -> ``["swp1", "swp2", "swp3", "swp31", "swp1s0"]``.
 
     Raises:
-        ValueError: a name that is neither ``swpN`` nor ``swpA-B``.
+        ValueError: a name that is neither ``swpN``, ``swpNsM`` nor ``swpA-B``.
     """
     import re
 
     out: list[str] = []
     for spec in specs:
-        for part in spec.split(","):
-            m = re.fullmatch(r"(swp)?(\d+)(?:-(\d+))?", part.strip()) if part.strip().startswith("swp") or out else None
-            if not m:
-                m2 = re.fullmatch(r"swp\d+s\d+", part.strip())
-                if m2:
-                    out.append(part.strip())
-                    continue
-                raise ValueError(f"{part!r} is not a port like swp1 or a range like swp1-16")
-            lo, hi = int(m.group(2)), int(m.group(3) or m.group(2))
-            if hi < lo:
-                raise ValueError(f"{part!r}: range end is below its start")
-            out += [f"swp{n}" for n in range(lo, hi + 1) if f"swp{n}" not in out]
+        for part in (p.strip() for p in str(spec).split(",")):
+            m = re.fullmatch(r"swp(\d+)(?:-(\d+))?", part)
+            if re.fullmatch(r"swp\d+s\d+", part):
+                names = [part]
+            elif m and (not m.group(2) or int(m.group(2)) >= int(m.group(1))):
+                names = [f"swp{n}" for n in range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1)]
+            else:
+                raise ValueError(f"{part!r} is not a port like swp1, swp1s0 or a range like swp1-16")
+            out += [n for n in names if n not in out]
     return out

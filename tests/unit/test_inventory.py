@@ -1,0 +1,95 @@
+"""The inventory loader: Ansible precedence, role by group, paths relative to the inventory,
+and one-line errors that name the file, the key and what is allowed (no lab needed)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tuning import inventory
+from tuning.errors import InputError
+from tuning.model.settings import expand_ports
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture()
+def lab_copy(tmp_path: Path) -> Path:
+    inv = tmp_path / "lab"
+    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state"))
+    return inv
+
+
+def test_lab_inventory_layers_group_and_host_vars(lab_copy: Path):
+    hv = lab_copy / "host_vars" / "node02.yml"
+    data = yaml.safe_load(hv.read_text())
+    data["mtu"] = 4200  # host_vars beat group_vars
+    hv.write_text(yaml.safe_dump(data))
+    inv = inventory.load(lab_copy)
+    assert [d.name for d in inv.nodes] == ["node01", "node02", "node03", "node04"]
+    assert [d.name for d in inv.switches] == ["leaf01", "leaf02", "spine01"]
+    assert inv.devices["node01"].spec.mtu == 9000 and inv.devices["node02"].spec.mtu == 4200
+    assert inv.devices["node02"].sources["mtu"].endswith("host_vars/node02.yml")
+    assert inv.devices["node01"].spec.nic_qos.roce_tos == 106
+    conn = inv.devices["leaf01"].connection
+    assert (conn.hostname, conn.port, conn.username) == ("127.0.0.1", 42201, "fabtune")
+    assert conn.known_hosts == str(lab_copy / ".state/ssh/known_hosts")
+    assert inv.devices["node03"].connection.sysroot == "sysroot"
+    assert inv.devices["spine01"].groups == ["all", "switches", "spines"]
+    assert [d.name for d in inv.select(["leaves", "node01"])] == ["leaf01", "leaf02", "node01"]
+
+
+def test_limit_unknown_host_is_input_error(lab_copy: Path):
+    with pytest.raises(InputError, match="no host or group called 'leaf09'"):
+        inventory.load(lab_copy).select(["leaf09"])
+
+
+def test_nic_cabled_to_unknown_switch(lab_copy: Path):
+    hv = lab_copy / "host_vars" / "node01.yml"
+    data = yaml.safe_load(hv.read_text())
+    data["nics"][0]["switch"] = "leaf09"
+    hv.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputError) as e:
+        inventory.load(lab_copy)
+    assert "host_vars/node01.yml: nics.0.switch: 'leaf09' is not a switch" in str(e.value)
+    assert "allowed: leaf01, leaf02, spine01" in str(e.value)
+
+
+def test_yaml_syntax_error_names_the_line(lab_copy: Path):
+    (lab_copy / "group_vars" / "gpu_nodes.yml").write_text("mtu: 9000\nnic_qos: [\n")
+    with pytest.raises(InputError) as e:
+        inventory.load(lab_copy)
+    assert "group_vars/gpu_nodes.yml: line" in str(e.value) and "not valid YAML" in str(e.value)
+
+
+def test_wrong_type_names_key(lab_copy: Path):
+    gv = lab_copy / "group_vars" / "gpu_nodes.yml"
+    data = yaml.safe_load(gv.read_text())
+    data["nic_qos"]["trust"] = "l3"
+    gv.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputError) as e:
+        inventory.load(lab_copy)
+    assert "gpu_nodes.yml: nic_qos.trust:" in str(e.value) and "'pcp' or 'dscp'" in str(e.value)
+
+
+def test_example_su_loads_44_devices():
+    inv = inventory.load(REPO / "inventory" / "example-su")
+    assert len(inv.nodes) == 32 and len(inv.switches) == 12
+    assert inv.devices["gpu-su1-n01"].connection.sysroot == "/"
+
+
+def test_expand_ports():
+    assert expand_ports(["swp1-3", "swp31"]) == ["swp1", "swp2", "swp3", "swp31"]
+    with pytest.raises(ValueError, match="not a port"):
+        expand_ports(["eth0"])
+
+
+def test_bad_port_name_is_refused_at_load(lab_copy: Path):
+    hv = lab_copy / "host_vars" / "leaf01.yml"
+    hv.write_text("ports: [swp1-16, eth0]\n")
+    with pytest.raises(InputError) as e:
+        inventory.load(lab_copy)
+    assert "host_vars/leaf01.yml: ports:" in str(e.value) and "'eth0' is not a port like swp1" in str(e.value)
