@@ -3,7 +3,7 @@ trip per node) vs ansible-playbook (playbooks/tune.yml --check: mtu and sysctl o
 
 Prints wall-clock seconds side by side and their ratio; asserts nothing (timing lives here, not
 in tests). Usage: ``.venv/bin/python bench/plan_vs_ansible.py [--runs 3]``. Starts and stops its
-own lab in a temporary copy of inventory/lab (the lab ports must be free).
+own lab in a temporary copy of inventory/lab, on ports 46001-46103.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ sys.path.insert(0, str(REPO))
 
 from tuning import inventory  # noqa: E402
 from tuning.lab import controller  # noqa: E402
+from tuning.lab.fabric import default_fabric, retarget_inventory  # noqa: E402
 from tuning.rollout import engine  # noqa: E402
 
 
@@ -42,7 +43,9 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="fabtune-bench-"))
     inv_dir = tmp / "lab"
     shutil.copytree(REPO / "inventory" / "lab", inv_dir, ignore=shutil.ignore_patterns(".state"))
-    controller.up(inv_dir / ".state")
+    fabric = default_fabric(base_port=45900)  # beside an operator's lab on inventory/lab's ports
+    retarget_inventory(inv_dir / "hosts.yaml", fabric)
+    controller.up(inv_dir / ".state", fabric)
     try:
         inv = inventory.load(inv_dir)
         opts = engine.Options(mode="plan", limit=["gpu_nodes"], domains={"mtu", "sysctl"})

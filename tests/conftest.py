@@ -22,23 +22,6 @@ REPO = Path(__file__).resolve().parents[1]
 TEST_BASE_PORT = 44000 + (os.getpid() % 40) * 250
 
 
-def _retarget_ports(hosts_yaml: Path, fabric) -> None:
-    """Point a copied lab inventory at the ports of ``fabric``."""
-    import yaml
-
-    ports = {n.name: n.port for n in fabric.nodes} | {s.name: s.port for s in fabric.switches}
-    data = yaml.safe_load(hosts_yaml.read_text())
-
-    def walk(group: dict) -> None:
-        for name, host in (group.get("hosts") or {}).items():
-            host["ansible_port"] = ports[name]
-        for child in (group.get("children") or {}).values():
-            walk(child)
-
-    walk(data["all"])
-    hosts_yaml.write_text(yaml.safe_dump(data, sort_keys=False))
-
-
 @pytest.fixture()
 def lab_inventory(tmp_path: Path):
     """A fresh lab (untuned) for a copy of ``inventory/lab`` in tmp_path; yields the inventory dir.
@@ -49,12 +32,12 @@ def lab_inventory(tmp_path: Path):
     import shutil
 
     from tuning.lab import controller
-    from tuning.lab.fabric import default_fabric
+    from tuning.lab.fabric import default_fabric, retarget_inventory
 
     inv = tmp_path / "lab"
     shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state"))
     fabric = default_fabric(base_port=TEST_BASE_PORT)
-    _retarget_ports(inv / "hosts.yaml", fabric)
+    retarget_inventory(inv / "hosts.yaml", fabric)
     controller.up(inv / ".state", fabric)
     try:
         yield inv

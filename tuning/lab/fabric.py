@@ -157,3 +157,25 @@ def default_fabric(base_port: int = 42100, n_nodes: int = 4) -> Fabric:
     ]
     links = [Link("leaf01", "swp31", "spine01", "swp1"), Link("leaf02", "swp31", "spine01", "swp2")]
     return Fabric(nodes=nodes, switches=switches, links=links)
+
+
+def retarget_inventory(hosts_yaml: Path, fabric: Fabric) -> None:
+    """Point a copy of ``inventory/lab/hosts.yaml`` at the ports of ``fabric`` (tests and benches
+    run their own lab on another port range, beside an operator's lab).
+
+    Raises:
+        KeyError: the inventory names a host the fabric does not have.
+    """
+    import yaml
+
+    ports = {n.name: n.port for n in fabric.nodes} | {s.name: s.port for s in fabric.switches}
+    data = yaml.safe_load(hosts_yaml.read_text())
+
+    def walk(group: dict) -> None:
+        for name, host in (group.get("hosts") or {}).items():
+            host["ansible_port"] = ports[name]
+        for child in (group.get("children") or {}).values():
+            walk(child or {})
+
+    walk(data["all"])
+    hosts_yaml.write_text(yaml.safe_dump(data, sort_keys=False))

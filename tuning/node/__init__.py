@@ -48,14 +48,15 @@ def _parse_lines(text: str) -> dict[str, str]:
     return out
 
 
-def collect(host: Host, dev: Device) -> NodeState:
-    """Read facts and every domain's settings in ONE command (one SSH round trip).
+def collect(host: Host, dev: Device, only: set[str] | None = None) -> NodeState:
+    """Read facts and every domain's settings (or the domains in ``only``) in ONE command
+    (one SSH round trip).
 
     Raises:
         CommandError: the read script itself failed.
     """
     spec, sysroot = dev.spec, host.sysroot
-    doms = domains()
+    doms = [d for d in domains() if only is None or d.name in only]
     lines = [READ_PRELUDE] + facts_mod.read_script(spec, sysroot)
     for d in doms:
         lines += d.read_script(spec, sysroot)
@@ -65,13 +66,15 @@ def collect(host: Host, dev: Device) -> NodeState:
 
 
 def plan(dev: Device, state: NodeState) -> list[Change]:
-    """Pure diff of desired vs current for every domain.
+    """Pure diff of desired vs current for every domain that was collected.
 
     Raises:
         InputError: the inventory asks for something this node cannot take (names the file and key).
     """
     out: list[Change] = []
     for d in domains():
+        if d.name not in state.current:
+            continue
         try:
             want = d.desired(dev.spec, state.facts)
         except Unfit as e:

@@ -97,10 +97,10 @@ class Session:
                 pass
 
 
-def _collect(s: Session) -> dict[str, object]:
+def _collect(s: Session, only: set[str] | None = None) -> dict[str, object]:
     def read(dev: Device):
         if dev.role == "node":
-            return node_mod.collect(s.nodes[dev.name], dev)
+            return node_mod.collect(s.nodes[dev.name], dev, only)
         return switch_ops.collect(s.switches[dev.name], dev)
     ok, failed = outcomes(fan_out(s.nr, read, "collect"))
     if failed:
@@ -196,7 +196,7 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
     s.open()
     try:
         progress("collecting state (one round trip per device)")
-        states = _collect(s)
+        states = _collect(s, opts.domains)
         plans = _plan(s, states, opts.domains)
         report = RunReport(None, opts.mode)
         report.changes = {n: [c.as_dict() for c in ch] for n, ch in plans.items() if ch}
