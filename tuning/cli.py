@@ -26,6 +26,16 @@ INV = typer.Option(Path("inventory/lab"), "-i", "--inventory", help="Ansible-for
 LIMIT = typer.Option(None, "--limit", "-l", help="Only these hosts or groups (repeatable).")
 JSON = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
 JDIR = typer.Option(DEFAULT_DIR, "--journal-dir", help="Where run journals and the baseline live.")
+DOMAIN = typer.Option(None, "--domain", "-d", help="Only these domains (repeatable): mtu, sysctl, nic_qos, irq, files, switch.")
+DOMAINS = ("mtu", "sysctl", "nic_qos", "irq", "files", "switch")
+
+
+def _domains(values: Optional[list[str]]) -> set[str] | None:
+    """Validate ``--domain`` values. Raises InputError naming the allowed ones."""
+    for v in values or []:
+        if v not in DOMAINS:
+            raise InputError("--domain", v, f"unknown domain; allowed: {', '.join(DOMAINS)}")
+    return set(values) if values else None
 out = console()
 err = console(stderr=True)
 
@@ -76,7 +86,8 @@ def render(inventory: Path = INV, output: Path = typer.Option(..., "-o", "--outp
 
 
 @app.command()
-def plan(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, offline: bool = typer.Option(
+def plan(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Optional[list[str]] = DOMAIN,
+         offline: bool = typer.Option(
         False, "--offline", help="Contact no device: show the desired settings only."),
          diff: bool = typer.Option(False, "--diff", help="Show file changes as unified diffs."),
          as_json: bool = JSON) -> None:
@@ -87,13 +98,15 @@ def plan(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, offline: boo
     from tuning.rollout import engine
     from tuning.rollout.offline import offline_plan
 
-    inv = _load(inventory)
-    report = offline_plan(inv, limit) if offline else engine.run(inv, engine.Options(mode="plan", limit=limit), _progress)
+    inv, only = _load(inventory), _domains(domain)
+    report = (offline_plan(inv, limit, only) if offline
+              else engine.run(inv, engine.Options(mode="plan", limit=limit, domains=only), _progress))
     _emit(report, as_json, "plan (offline: current state not read)" if offline else "plan", diff)
 
 
 @app.command()
-def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, check: bool = typer.Option(
+def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Optional[list[str]] = DOMAIN,
+          check: bool = typer.Option(
         False, "--check", help="Dry run: same as plan."), as_json: bool = JSON, journal_dir: Path = JDIR) -> None:
     """Apply the inventory's settings (no verification; see rollout). A second run changes nothing.
 
@@ -102,7 +115,7 @@ def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, check: bool
     from tuning.rollout import engine
 
     report = engine.run(_load(inventory), engine.Options(mode="plan" if check else "apply", limit=limit,
-                                                         journal_dir=journal_dir), _progress)
+                                                         journal_dir=journal_dir, domains=_domains(domain)), _progress)
     _emit(report, as_json, "plan (--check)" if check else "applied")
     raise typer.Exit(1 if report.outcome in ("rolled-back", "failed") else 0)
 

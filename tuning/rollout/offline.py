@@ -16,7 +16,7 @@ from tuning.verify.pairs import select_pairs
 from tuning.verify.runner import Thresholds, verify
 
 
-def offline_plan(inv: Inventory, limit: list[str] | None) -> RunReport:
+def offline_plan(inv: Inventory, limit: list[str] | None, domains_: set[str] | None = None) -> RunReport:
     """The desired settings of every selected device, ``before`` unknown (None).
 
     Settings that depend on discovery (IRQ numbers, the ECN file flavour of the NIC driver)
@@ -29,7 +29,7 @@ def offline_plan(inv: Inventory, limit: list[str] | None) -> RunReport:
             items = [Change(dev.name, d.name, k, None, v) for d in domains() for k, v in d.desired(dev.spec, facts).items()]
         else:
             items = [Change(dev.name, "switch", k, None, v) for k, v in switch_ops.desired(dev).items()]
-        report.changes[dev.name] = [c.as_dict() for c in items]
+        report.changes[dev.name] = [c.as_dict() for c in items if domains_ is None or c.domain in domains_]
     return report
 
 
