@@ -186,6 +186,29 @@ def _parse_context(pairs: list[str], named: dict[str, Optional[str]]) -> dict[st
     return context
 
 
+@app.command()
+def runs(journal_dir: Path = JDIR, as_json: bool = JSON,
+         last: int = typer.Option(20, "--last", help="How many of the newest runs.")) -> None:
+    """List journaled runs (newest last): id, mode, outcome and the devices each touched.
+
+    Example: fabtune runs --last 5
+    """
+    from rich.table import Table
+
+    from tuning.rollout.journal import list_runs
+
+    rows = list_runs(journal_dir, last) if journal_dir.exists() else []
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    t = Table(title=f"runs in {journal_dir}", title_justify="left")
+    for col in ("run id", "mode", "stage", "outcome", "touched"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["run_id"], str(r["mode"]), str(r["stage"]), str(r["outcome"]), ", ".join(r["touched"]) or "-")
+    out.print(t)
+
+
 @app.command("parse")
 def parse_cmd(tool: str = typer.Argument(..., help="Tool name, e.g. ib_write_bw, mlnx_qos, interrupts."),
               file: str = typer.Argument("-", help="Saved output, or - for stdin."),

@@ -96,3 +96,16 @@ def save_baseline(journal_dir: Path, results: dict) -> None:
     """Record verification results as the new baseline."""
     journal_dir.mkdir(parents=True, exist_ok=True)
     baseline_path(journal_dir).write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+
+
+def list_runs(journal_dir: Path, last: int = 20) -> list[dict]:
+    """The newest ``last`` journals, oldest first: run_id, mode, stage, outcome, touched devices."""
+    out = []
+    for path in sorted(journal_dir.glob("*.json"))[-last - 1:]:
+        if path.stem == "baseline":
+            continue
+        d = json.loads(path.read_text())
+        touched = sorted(n for n, rec in d.get("devices", {}).items() if rec.get("applied") or rec.get("revision"))
+        out.append({"run_id": d["run_id"], "mode": d.get("mode"), "stage": d.get("stage"),
+                    "outcome": d.get("outcome"), "touched": touched, "inventory": d.get("inventory")})
+    return out[-last:]
