@@ -29,7 +29,7 @@ def test_plan_changes_nothing_and_names_real_values(lab_inventory: Path, tmp_pat
     assert node01["pfc/enp12s0np0"]["after"] == "0,0,0,1,0,0,0,0"
     assert node01["tos/mlx5_0"]["after"] == "106"
     # mlx5_4 sits on NUMA node 1 (CPUs 28-55,84-111): its IRQs move there
-    irq_after = {int(c["after"]) for k, c in node01.items() if k.startswith("irq/2")}
+    irq_after = {int(c["after"]) for k, c in node01.items() if k.startswith("irq/enp140s0np0/")}
     assert irq_after and irq_after <= set(range(28, 56)) | set(range(84, 112))
     assert "ecn/enp12s0np0/roce_np/3" not in {c["key"] for c in rep.changes["node04"]}  # inbox driver
     assert {c["key"] for c in rep.changes["leaf01"]} >= {"roce/mode", "roce/pfc_priority"}

@@ -59,7 +59,7 @@ def irq_plan(spec: NodeSpec, facts: NodeFacts) -> dict[int, int]:
 
 
 class IrqDomain(Domain):
-    """One key per completion IRQ: ``irq/<N>`` -> CPU list (``"28"``)."""
+    """One key per completion IRQ: ``irq/<netdev>/<N>`` -> CPU list (``"28"``)."""
 
     name = "irq"
 
@@ -75,13 +75,18 @@ class IrqDomain(Domain):
     def current(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
         if spec.irq_affinity == "off":
             return {}
-        irqs = [irq for nic in spec.nics for irq in facts.nics.get(nic.netdev, {}).get("comp_irqs", [])]
-        return {f"irq/{n}": facts.raw.get(f"irq/{n}", ABSENT) for n in irqs}
+        return {f"irq/{nic}/{n}": facts.raw.get(f"irq/{n}", ABSENT) for nic, n in _nic_irqs(spec, facts)}
 
     def desired(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
         if spec.irq_affinity == "off":
             return {}
-        return {f"irq/{n}": str(cpu) for n, cpu in irq_plan(spec, facts).items()}
+        cpus = irq_plan(spec, facts)
+        return {f"irq/{nic}/{n}": str(cpus[n]) for nic, n in _nic_irqs(spec, facts) if n in cpus}
 
     def command(self, key: str, value: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str:
-        return write_file_cmd(sysroot, f"/proc/irq/{int(key.split('/')[1])}/smp_affinity_list", value)
+        return write_file_cmd(sysroot, f"/proc/irq/{int(key.rsplit('/', 1)[1])}/smp_affinity_list", value)
+
+
+def _nic_irqs(spec: NodeSpec, facts: NodeFacts) -> list[tuple[str, int]]:
+    """(netdev, IRQ number) of every completion IRQ of the node's NICs, in NIC order."""
+    return [(nic.netdev, irq) for nic in spec.nics for irq in facts.nics.get(nic.netdev, {}).get("comp_irqs", [])]
