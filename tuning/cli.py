@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from tuning import inventory as inv_mod
-from tuning.errors import InputError, TuningError
+from tuning.errors import ConnectError, InputError, TuningError
 from tuning.report import changes_table, console, file_diffs, verify_table
 from tuning.rollout.journal import DEFAULT_DIR
 
@@ -57,7 +57,8 @@ def _emit(report, as_json: bool, title: str, diff: bool = False) -> None:
     if report.verify_after:
         out.print(verify_table(report.verify_after, "verification after", report.verify_before))
     for dev, e in report.errors.items():
-        out.print(f"[red]{dev}: {e}[/red]")
+        if report.mode != "rollback":
+            out.print(f"{dev}: {e}", style="red", markup=False, highlight=False)
     if report.restored:
         out.print(f"restored: {', '.join(report.restored)} (every touched device is back to its snapshot)")
     n = report.n_changes
@@ -66,7 +67,13 @@ def _emit(report, as_json: bool, title: str, diff: bool = False) -> None:
              "applied": f"{n} change(s) applied", "kept": f"{n} change(s) applied, verified and kept",
              "rolled-back": f"{n} change(s) ROLLED BACK", "failed": "FAILED"}
     run = f" (run {report.run_id})" if report.run_id else ""
+    if report.mode == "rollback":
+        words["rolled-back"] = f"{n} change(s) rolled back on {len(report.restored)} device(s)"
+        words["no-change"] = f"nothing to roll back: {report.errors.get('run', 'the run changed nothing')}"
     out.print(f"{words.get(report.outcome, report.outcome)}{run} in {report.seconds:.1f} s")
+    if report.outcome == "no-change" and report.verify_ok is False:
+        out.print("[red]verification FAILED: the fabric is unhealthy as it is (nothing was changed, "
+                  "nothing to roll back)[/red]")
 
 
 def _load(path: Path):
@@ -81,7 +88,10 @@ def render(inventory: Path = INV, output: Path = typer.Option(..., "-o", "--outp
     """
     from tuning.render import render_inventory
 
-    paths = render_inventory(_load(inventory), output)
+    try:
+        paths = render_inventory(_load(inventory), output)
+    except OSError as e:
+        raise InputError("--output", str(output), f"cannot write there: {e.strerror}") from None
     out.print(f"wrote {len(paths)} file(s) to {output}")
 
 
@@ -123,8 +133,8 @@ def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opt
 @app.command()
 def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: bool = JSON,
             journal_dir: Path = JDIR, confirm_s: int = typer.Option(600, "--confirm-s", help="Switch commit-confirm window, seconds."),
-            min_bw: float = typer.Option(300.0, "--min-bw", help="Pass mark per pair, Gb/s."),
-            max_lat: float = typer.Option(10.0, "--max-lat", help="Pass mark per pair, typical latency us.")) -> None:
+            min_bw: float = typer.Option(300.0, "--min-bw", min=0, help="Pass mark per pair, Gb/s."),
+            max_lat: float = typer.Option(10.0, "--max-lat", min=0, help="Pass mark per pair, typical latency us.")) -> None:
     """Snapshot, apply, verify with RDMA tests, then keep, or restore every touched device.
 
     Exit 0 kept (or nothing to do), 1 rolled back, 3 rollback failed.
@@ -137,13 +147,13 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: 
                           thresholds=Thresholds(min_bw_gbps=min_bw, max_lat_us=max_lat))
     report = engine.run(_load(inventory), opts, _progress)
     _emit(report, as_json, "rollout")
-    raise typer.Exit(1 if report.outcome in ("rolled-back", "failed") else 0)
+    raise typer.Exit(1 if report.outcome in ("rolled-back", "failed") or report.verify_ok is False else 0)
 
 
 @app.command()
 def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR,
-           min_bw: float = typer.Option(300.0, "--min-bw", help="Pass mark per pair, Gb/s."),
-           max_lat: float = typer.Option(10.0, "--max-lat", help="Pass mark per pair, typical latency us.")) -> None:
+           min_bw: float = typer.Option(300.0, "--min-bw", min=0, help="Pass mark per pair, Gb/s."),
+           max_lat: float = typer.Option(10.0, "--max-lat", min=0, help="Pass mark per pair, typical latency us.")) -> None:
     """Run ib_write_bw and ib_read_lat between node pairs (leaf and spine paths) against the
     thresholds and the recorded baseline. Exit 1 if a pair fails.
 
@@ -319,18 +329,13 @@ def lab_down(inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
 
 
 def main() -> None:
-    """Console entry point: one-line errors on stderr and the error's exit code."""
+    """Console entry point: usage errors exit 2 (click), fabtune errors print one line on stderr
+    and exit with the error's code (see :mod:`tuning.errors`)."""
     try:
-        rc = app(standalone_mode=False)
-        sys.exit(rc if isinstance(rc, int) else 0)
+        app(prog_name="fabtune")
     except TuningError as e:
-        print(f"fabtune: error: {e}", file=sys.stderr)  # one line, never wrapped
+        hint = ""
+        if isinstance(e, ConnectError) and "127.0.0.1" in str(e):
+            hint = " (is the lab up? `fabtune lab up`)"
+        print(f"fabtune: error: {e}{hint}", file=sys.stderr)  # one line, never wrapped
         sys.exit(e.exit_code)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
-        err.print("fabtune: aborted")
-        sys.exit(130)
-    except __import__("click").exceptions.ClickException as e:
-        e.show()
-        sys.exit(2)

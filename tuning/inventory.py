@@ -21,15 +21,19 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from tuning.checks import check_cabling, check_port, check_vars_files
 from tuning.errors import InputError
 from tuning.model import NodeSpec, SwitchSpec
+from tuning.model.messages import validation_error
 
 ROLE_GROUPS = {"gpu_nodes": NodeSpec, "switches": SwitchSpec}
 CONNECTION_KEYS = {
     "ansible_host", "ansible_port", "ansible_user", "ansible_connection",
     "ansible_python_interpreter", "ansible_network_os",
 }
-FABTUNE_KEYS = {"fabtune_sysroot", "fabtune_ssh_key_file", "fabtune_known_hosts_file", "fabtune_line_rate_gbps"}
+FABTUNE_KEYS = {"fabtune_sysroot", "fabtune_ssh_key_file", "fabtune_known_hosts_file"}
+#: fabtune_* keys that mean something for each role (a switch has no sysroot)
+ROLE_FABTUNE_KEYS = {"node": FABTUNE_KEYS, "switch": FABTUNE_KEYS - {"fabtune_sysroot"}}
 
 
 @dataclass(frozen=True)
@@ -155,57 +159,25 @@ def _role_of(hosts_file: Path, host: str, groups: list[str]) -> type[NodeSpec] |
 
 
 def _check_keys(model: type, vars_: dict, sources: dict, host: str) -> None:
-    allowed = set(model.model_fields) - {"role"}
+    role = model.model_fields["role"].default
+    allowed = (set(model.model_fields) - {"role"}) | ROLE_FABTUNE_KEYS[role]
     for key in vars_:
-        if key in CONNECTION_KEYS or key in FABTUNE_KEYS:
+        if key in CONNECTION_KEYS or key.startswith("__"):
             continue
-        if key not in allowed and not key.startswith("__"):
-            allow = ", ".join(sorted(allowed | FABTUNE_KEYS))
-            raise InputError(sources[key], key, f"unknown key for {model.__name__} host {host}; allowed: {allow}")
+        if key not in allowed:
+            if key in FABTUNE_KEYS and sources[key].endswith(("all.yml", "all.yaml")):
+                continue  # set for every host in group_vars/all; meaningless for this role, harmless
+            raise InputError(sources[key], key, f"unknown key for {role} {host}; allowed: {', '.join(sorted(allowed))}")
 
 
-def _validation_error(err: ValidationError, sources: dict, host: str) -> InputError:
-    first = err.errors()[0]
-    loc = [str(p) for p in first["loc"]]
-    key = ".".join(loc) or "-"
-    src = sources.get(loc[0], "inventory") if loc else "inventory"
-    msg = first["msg"].removeprefix("Value error, ")
-    ctx = first.get("ctx") or {}
-    if "expected" in ctx:
-        msg = f"{msg} (allowed: {ctx['expected']})"
-    got = first.get("input")
-    if first["type"] in {"less_than_equal", "greater_than_equal", "less_than", "greater_than"}:
-        field_info = _range_of(err.title, loc)
-        msg = f"{got!r} is outside {field_info}" if field_info else f"{got!r}: {msg}"
-    return InputError(src, key, f"{msg} (host {host})")
-
-
-def _range_of(model_name: str, loc: list[str]) -> str | None:
-    """The allowed ``lo..hi`` range of a model field named by a validation location."""
-    from tuning import model as m
-
-    cls = getattr(m, model_name, None)
-    for part in loc:
-        if cls is None or not hasattr(cls, "model_fields") or part not in cls.model_fields:
-            return None
-        info = cls.model_fields[part]
-        lo = next((x.ge for x in info.metadata if hasattr(x, "ge")), None)
-        hi = next((x.le for x in info.metadata if hasattr(x, "le")), None)
-        if lo is not None or hi is not None:
-            return f"{lo}..{hi}"
-        ann = info.annotation
-        cls = ann if isinstance(ann, type) else next((a for a in getattr(ann, "__args__", ()) if hasattr(a, "model_fields")), None)
-    return None
-
-
-def _connection(inv: Path, host: str, vars_: dict) -> Connection:
+def _connection(inv: Path, host: str, vars_: dict, sources: dict) -> Connection:
     def rel(key: str) -> str | None:
         v = vars_.get(key)
         return None if v is None else str((inv / v) if not Path(v).is_absolute() else Path(v))
 
     return Connection(
         hostname=str(vars_.get("ansible_host", host)),
-        port=int(vars_.get("ansible_port", 22)),
+        port=check_port(vars_, sources, host),
         username=str(vars_.get("ansible_user", "root")),
         key_file=rel("fabtune_ssh_key_file"),
         known_hosts=rel("fabtune_known_hosts_file"),
@@ -241,20 +213,8 @@ def load(path: str | Path) -> Inventory:
         try:
             spec = model.model_validate(fields)
         except ValidationError as e:
-            raise _validation_error(e, sources, host) from None
-        devices[host] = Device(host, entry["groups"], _connection(inv, host, vars_), spec, sources)
-    _check_cabling(devices, sources_file=hosts_file)
+            raise validation_error(e, model, sources, host) from None
+        devices[host] = Device(host, entry["groups"], _connection(inv, host, vars_, sources), spec, sources)
+    check_vars_files(inv, {g for e in hosts.values() for g in e["groups"]}, set(hosts))
+    check_cabling(devices, hosts_file)
     return Inventory(inv, devices)
-
-
-def _check_cabling(devices: dict[str, Device], sources_file: Path) -> None:
-    """Every NIC must be cabled to a switch of the inventory."""
-    for dev in devices.values():
-        if dev.role != "node":
-            continue
-        for i, nic in enumerate(dev.spec.nics):
-            sw = devices.get(nic.switch)
-            if sw is None or sw.role != "switch":
-                switches = ", ".join(d.name for d in devices.values() if d.role == "switch")
-                raise InputError(dev.sources.get("nics", str(sources_file)), f"nics.{i}.switch",
-                                 f"{nic.switch!r} is not a switch of this inventory; allowed: {switches}")

@@ -93,3 +93,52 @@ def test_bad_port_name_is_refused_at_load(lab_copy: Path):
     with pytest.raises(InputError) as e:
         inventory.load(lab_copy)
     assert "host_vars/leaf01.yml: ports:" in str(e.value) and "'eth0' is not a port like swp1" in str(e.value)
+
+
+def _error(inv: Path) -> str:
+    with pytest.raises(InputError) as e:
+        inventory.load(inv)
+    return str(e.value)
+
+
+def test_misnamed_group_vars_file_is_refused(lab_copy: Path):
+    (lab_copy / "group_vars" / "gpu_nodes.yml").rename(lab_copy / "group_vars" / "gpu-nodes.yml")
+    msg = _error(lab_copy)
+    assert "group_vars/gpu-nodes.yml: -: no group called 'gpu-nodes' in hosts.yaml" in msg
+    assert "gpu_nodes" in msg
+
+
+def test_missing_host_vars_means_no_nics_and_is_refused(lab_copy: Path):
+    (lab_copy / "host_vars" / "node03.yml").unlink()
+    msg = _error(lab_copy)
+    assert "host_vars/node03.yml: nics: required for node03" in msg
+
+
+def test_nic_on_unlisted_port_and_shared_port(lab_copy: Path):
+    hv = lab_copy / "host_vars" / "node01.yml"
+    data = yaml.safe_load(hv.read_text())
+    data["nics"][0]["switch_port"] = "swp77"
+    hv.write_text(yaml.safe_dump(data))
+    assert "nics.0.switch_port: leaf01:swp77 is not in leaf01's ports (swp1-16, swp31)" in _error(lab_copy)
+    data["nics"][0]["switch_port"] = "swp2"  # node02's mlx5_0 port
+    hv.write_text(yaml.safe_dump(data))
+    msg = _error(lab_copy)
+    assert "leaf01:swp2 is already cabled to" in msg and "one NIC per port" in msg
+
+
+def test_bad_port_and_nested_unknown_key_and_huge_range(lab_copy: Path):
+    hosts = lab_copy / "hosts.yaml"
+    text = hosts.read_text()
+    hosts.write_text(text.replace("ansible_port: 42102", "ansible_port: x42102"))
+    assert "hosts.yaml: ansible_port: 'x42102' is not a TCP port; allowed: 1..65535 (host node02)" in _error(lab_copy)
+    hosts.write_text(text)
+    gv = lab_copy / "group_vars" / "switches.yml"
+    data = yaml.safe_load(gv.read_text())
+    data["roce"]["trsut"] = "dscp"
+    gv.write_text(yaml.safe_dump(data))
+    msg = _error(lab_copy)
+    assert "switches.yml: roce.trsut: unknown key; allowed:" in msg and "pfc_priority" in msg
+    del data["roce"]["trsut"]
+    gv.write_text(yaml.safe_dump(data))
+    (lab_copy / "host_vars" / "leaf02.yml").write_text("ports: [swp1-99999999]\n")
+    assert "spans more than 1024 ports" in _error(lab_copy)

@@ -75,7 +75,7 @@ class NodeSpec(BaseModel):
             own NUMA node (``local_cpulist``); ``off`` leaves IRQs alone.
         irq_cpus: optional CPU list (``0-15,64-79``) to use instead of the NIC's local CPUs;
             checked against the node's online CPUs before anything is pushed.
-        nics: the RDMA NICs.
+        nics: the RDMA NICs (at least one; usually in ``host_vars/<node>.yml``).
     """
 
     model_config = _STRICT
@@ -85,7 +85,7 @@ class NodeSpec(BaseModel):
     sysctl: dict[str, Union[str, int]] = Field(default_factory=dict)
     irq_affinity: Literal["numa-local", "off"] = "numa-local"
     irq_cpus: str | None = None
-    nics: list[NicSpec] = Field(default_factory=list)
+    nics: list[NicSpec] = Field(min_length=1)
 
     @field_validator("irq_cpus")
     @classmethod
@@ -196,6 +196,10 @@ class SwitchSpec(BaseModel):
 DeviceSpec = Union[NodeSpec, SwitchSpec]
 
 
+#: the most ports one range may name (a 64-port switch broken out 4 ways has 256)
+MAX_PORTS = 1024
+
+
 def expand_ports(specs: list[str]) -> list[str]:
     """Expand NVUE-style port ranges: ``["swp1-3", "swp31", "swp1s0"]`` -> ``["swp1", "swp2", "swp3", "swp31", "swp1s0"]``.
 
@@ -208,6 +212,8 @@ def expand_ports(specs: list[str]) -> list[str]:
     for spec in specs:
         for part in (p.strip() for p in str(spec).split(",")):
             m = re.fullmatch(r"swp(\d+)(?:-(\d+))?", part)
+            if m and m.group(2) and int(m.group(2)) - int(m.group(1)) >= MAX_PORTS:
+                raise ValueError(f"{part!r} spans more than {MAX_PORTS} ports")
             if re.fullmatch(r"swp\d+s\d+", part):
                 names = [part]
             elif m and (not m.group(2) or int(m.group(2)) >= int(m.group(1))):

@@ -95,6 +95,8 @@ def _commands(dev: Device, state: NodeState, changes: list[Change], host: Host, 
     out = []
     for ch in changes:
         value = ch.before if use_before else ch.after
+        if value is None and ch.domain != "files":
+            continue  # a setting that did not exist before cannot be put back; only files can be removed
         out.append(by_name[ch.domain].command(ch.key, ABSENT if value is None else value,
                                               dev.spec, state.facts, host.sysroot))
     return out

@@ -10,7 +10,7 @@ Example profile::
 from __future__ import annotations
 
 from tuning.model import NodeSpec
-from tuning.node.base import Domain, NodeFacts
+from tuning.node.base import ABSENT, Domain, NodeFacts, Unfit
 from tuning.transport.base import q, sysroot_path
 
 
@@ -26,6 +26,9 @@ class MtuDomain(Domain):
         return {f"mtu/{n.netdev}": facts.raw.get(f"mtu/{n.netdev}", "") for n in spec.nics}
 
     def desired(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
+        for i, n in enumerate(spec.nics):
+            if facts.raw.get(f"mtu/{n.netdev}", ABSENT) == ABSENT:
+                raise Unfit(f"nics.{i}.netdev", f"the node has no netdev {n.netdev} (/sys/class/net/{n.netdev} is missing)")
         return {f"mtu/{n.netdev}": str(spec.mtu) for n in spec.nics}
 
     def command(self, key: str, value: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str:

@@ -118,48 +118,66 @@ def _plan(s: Session, states: dict, domains: set[str] | None = None) -> dict[str
     return out
 
 
+#: journal states of a device during a run; anything past "planned" may have been changed
+TOUCHED = ("pushing", "applied", "failed")
+
+
 def _apply(s: Session, states: dict, plans: dict, j: Journal, confirm_s: int | None) -> dict[str, BaseException]:
-    """Push every device's plan in parallel; record what went through in the journal."""
+    """Push every device's plan in parallel. Each device is journaled as ``pushing`` BEFORE its
+    first write, so a controller killed mid-push still leaves a journal that can be rolled back."""
     def push(dev: Device):
         rec = j.device(dev.name)
+        j.update(dev.name, state="pushing")
         if dev.role == "node":
             try:
                 applied = node_mod.apply(s.nodes[dev.name], dev, states[dev.name], plans[dev.name])
             except TuningError as e:
-                rec["applied"] = [c.as_dict() for c in getattr(e, "applied", [])]
+                j.update(dev.name, state="failed", applied=[c.as_dict() for c in getattr(e, "applied", [])])
                 raise
-            rec["applied"] = [c.as_dict() for c in applied]
+            j.update(dev.name, state="applied", applied=[c.as_dict() for c in applied])
             return True
-        rev = switch_ops.apply(s.switches[dev.name], dev, plans[dev.name], confirm_s)
-        rec["revision"] = rev
-        rec["applied"] = [c.as_dict() for c in plans[dev.name]] if rev else []
-        return True
+        try:
+            rev = switch_ops.apply(s.switches[dev.name], dev, plans[dev.name], confirm_s)
+        except TuningError:
+            j.update(dev.name, state="failed")
+            raise
+        j.update(dev.name, state="applied" if rev else "unchanged", revision=rev,
+                 applied=[c.as_dict() for c in plans[dev.name]] if rev else [])
+        return rec
 
     todo = {name for name, ch in plans.items() if ch}
     _, failed = outcomes(fan_out(s.nr, push, "apply", only=todo))
-    j.save()
     return failed
 
 
+def touched_devices(j: Journal) -> list[str]:
+    """Devices a run may have changed and has not restored yet."""
+    return sorted(n for n, rec in j.data["devices"].items()
+                  if rec.get("state") in TOUCHED and not rec.get("restored"))
+
+
 def _restore(s: Session, states: dict, j: Journal, report: RunReport, progress: Progress) -> None:
-    """Restore every device the journal says was touched. Raises RollbackError if one fails."""
+    """Restore every device the journal says may have changed. Raises RollbackError if one fails.
+
+    A node caught mid-push (state ``pushing``) gets every planned change's ``before`` value
+    back: writing a value that was never changed is harmless, missing one is not.
+    """
     def undo(dev: Device):
         rec = j.device(dev.name)
         if dev.role == "node":
-            applied = [node_mod.Change(**c) for c in rec.get("applied", [])]
-            node_mod.restore(s.nodes[dev.name], dev, states[dev.name], applied)
+            done = rec.get("applied") if rec.get("state") != "pushing" else rec.get("changes")
+            node_mod.restore(s.nodes[dev.name], dev, states[dev.name], [node_mod.Change(**c) for c in done or []])
         else:
             switch_ops.restore(s.switches[dev.name], dev, rec)
-        rec["restored"] = True
+        j.update(dev.name, restored=True)
         return True
 
-    touched = {n for n, rec in j.data["devices"].items() if rec.get("applied") or rec.get("revision")}
+    touched = set(touched_devices(j))
     if not touched:
         return
     progress(f"restoring {len(touched)} device(s): {', '.join(sorted(touched))}")
     ok, failed = outcomes(fan_out(s.nr, undo, "restore", only=touched))
     report.restored = sorted(ok)
-    j.save()
     if failed:
         name, err = next(iter(failed.items()))
         raise RollbackError(f"restore failed on {', '.join(sorted(failed))}: {err}; run "
@@ -224,7 +242,7 @@ def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dic
         if dev.role == "switch":
             j.device(dev.name)["revision_before"] = switch_ops.revision(states[dev.name])
     j.stage("snapshot")
-    baseline = None
+    baseline, ok = None, True
     if rollout and opts.verify:
         j.stage("baseline")
         ok, before = _verify(s, opts, None, progress)
@@ -233,6 +251,7 @@ def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dic
         j.data["verify"]["before"] = report.verify_before
     if not report.changes:
         report.outcome = "no-change"
+        report.verify_ok = ok if rollout and opts.verify else None
         j.data["outcome"] = "no-change"
         j.stage("done")
         return
@@ -293,15 +312,23 @@ def _fail(s: Session, states: dict, j: Journal, report: RunReport, progress: Pro
 def rollback_run(inv: Inventory, journal_dir: Path, run_id: str, progress: Progress = lambda m: None) -> RunReport:
     """Restore every device a journaled run touched and did not already restore.
 
+    Returns:
+        A report whose ``outcome`` is ``rolled-back``, or ``no-change`` when the run touched
+        nothing or was already rolled back (``errors["run"]`` says which).
+
     Raises:
         InputError: unknown RUN_ID.  RollbackError: a restore failed.
     """
+    t0 = time.monotonic()
     j = Journal.load(journal_dir, run_id)
-    names = [n for n, rec in j.data["devices"].items()
-             if (rec.get("applied") or rec.get("revision")) and not rec.get("restored")]
+    names = touched_devices(j)
     report = RunReport(run_id, "rollback", outcome="no-change")
     if not names:
+        done = [n for n, rec in j.data["devices"].items() if rec.get("restored")]
+        report.errors["run"] = (f"already rolled back ({', '.join(sorted(done))})" if done
+                                else "the run changed nothing")
         return report
+    report.changes = {n: j.device(n).get("applied") or j.device(n).get("changes") or [] for n in names}
     s = Session(inv, inv.select(names), 20)
     s.open()
     try:
@@ -312,4 +339,5 @@ def rollback_run(inv: Inventory, journal_dir: Path, run_id: str, progress: Progr
         j.stage("done", "fabtune rollback")
     finally:
         s.close()
+        report.seconds = round(time.monotonic() - t0, 2)
     return report

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -38,6 +40,7 @@ class Journal:
 
     path: Path
     data: dict = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
     def create(cls, journal_dir: Path, inventory: str, mode: str) -> "Journal":
@@ -52,6 +55,8 @@ class Journal:
     @classmethod
     def load(cls, journal_dir: Path, run_id: str) -> "Journal":
         """Open a run's journal. Raises InputError naming the runs that exist."""
+        if not re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z_.-]*", run_id):
+            raise InputError("RUN_ID", run_id, "not a run id like 20261130T101500-1a2b3c (see `fabtune runs`)")
         path = journal_dir / f"{run_id}.json"
         if not path.exists():
             runs = sorted(p.stem for p in journal_dir.glob("*.json") if p.stem != "baseline")[-5:]
@@ -73,12 +78,19 @@ class Journal:
         """The mutable per-device record."""
         return self.data["devices"].setdefault(name, {})
 
+    def update(self, name: str, **fields: object) -> None:
+        """Set fields of one device's record and save at once (safe from the fan-out threads)."""
+        with self._lock:
+            self.data["devices"].setdefault(name, {}).update(fields)
+        self.save()
+
     def save(self) -> None:
-        """Atomic write (tmp file + rename)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, sort_keys=True, default=str) + "\n")
-        os.replace(tmp, self.path)
+        """Atomic write (tmp file + rename), serialised across threads."""
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.data, indent=2, sort_keys=True, default=str) + "\n")
+            os.replace(tmp, self.path)
 
 
 def baseline_path(journal_dir: Path) -> Path:
@@ -105,7 +117,8 @@ def list_runs(journal_dir: Path, last: int = 20) -> list[dict]:
         if path.stem == "baseline":
             continue
         d = json.loads(path.read_text())
-        touched = sorted(n for n, rec in d.get("devices", {}).items() if rec.get("applied") or rec.get("revision"))
+        touched = sorted(n for n, rec in d.get("devices", {}).items()
+                         if rec.get("state") in ("pushing", "applied", "failed"))
         out.append({"run_id": d["run_id"], "mode": d.get("mode"), "stage": d.get("stage"),
                     "outcome": d.get("outcome"), "touched": touched, "inventory": d.get("inventory")})
     return out[-last:]

@@ -25,7 +25,9 @@ def offline_plan(inv: Inventory, limit: list[str] | None, domains_: set[str] | N
     report = RunReport(None, "plan", outcome="planned")
     for dev in inv.select(limit):
         if dev.role == "node":
-            facts = NodeFacts(raw={f"sysctl/{k}": "?" for k in dev.spec.sysctl})
+            # nothing is read offline: every file the fit checks look for counts as present
+            raw = {f"sysctl/{k}": "?" for k in dev.spec.sysctl} | {f"mtu/{n.netdev}": "?" for n in dev.spec.nics}
+            facts = NodeFacts(raw=raw)
             items = [Change(dev.name, d.name, k, None, v) for d in domains() for k, v in d.desired(dev.spec, facts).items()]
         else:
             items = [Change(dev.name, "switch", k, None, v) for k, v in switch_ops.desired(dev).items()]

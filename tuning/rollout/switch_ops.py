@@ -116,8 +116,13 @@ def confirm(drv: SwitchDriver) -> None:
 
 
 def restore(drv: SwitchDriver, dev: Device, rec: dict) -> None:
-    """Back to the revision applied before the run: reject a pending confirm, else re-apply it."""
+    """Back to the revision applied before the run: reject a pending confirm (the switch reverts
+    itself), else re-apply ``revision_before`` if the applied revision moved since. Re-applying a
+    revision restores the whole switch config as it was then."""
     if drv.has_pending_commit():
         drv.rollback()
-    elif rec.get("revision") and rec.get("revision_before"):
-        drv.rollback_to(str(rec["revision_before"]))
+        return
+    drv.discard()  # a push cut short may have left staged `nv set` lines behind
+    before = rec.get("revision_before")
+    if before and drv.current_revision() != str(before):
+        drv.rollback_to(str(before))
