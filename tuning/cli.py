@@ -51,7 +51,7 @@ def _emit(report, as_json: bool, title: str, diff: bool = False) -> None:
     if report.verify_before:
         out.print(verify_table(report.verify_before, "verification before"))
     if report.changes:
-        out.print(changes_table(report.changes, title))
+        out.print(changes_table(report.changes, title, offline=report.mode == "plan" and "offline" in title))
         if diff:
             out.print(file_diffs(report.changes), markup=False, end="")
     if report.verify_after:

@@ -10,51 +10,62 @@ import difflib
 from rich.console import Console
 from rich.table import Table
 
+from tuning.cpulist import format_cpulist, parse_cpulist
+from tuning.verify.runner import summarise
+
 MAX_CELL = 60
 
 
-def _short(v: str | None) -> str:
+def _short(v: str | None, absent: str = "(absent)") -> str:
     if v is None:
-        return "(absent)"
+        return absent
     v = str(v)
     if "\n" in v:
         return f"<file, {len(v.splitlines())} lines>"
     return v if len(v) <= MAX_CELL else v[: MAX_CELL - 3] + "..."
 
 
-def changes_table(changes: dict[str, list[dict]], title: str) -> Table:
-    """One row per setting (device, domain, key, before -> after); a node's IRQ moves in one row.
+def changes_table(changes: dict[str, list[dict]], title: str, offline: bool = False) -> Table:
+    """One row per setting (device, domain, key, before -> after); one row per NIC for its IRQs.
 
-    ``--json`` keeps every IRQ as its own change.
+    Args:
+        changes: device -> change dicts (``domain``, ``key``, ``before``, ``after``), as in
+            :attr:`tuning.rollout.engine.RunReport.changes`.
+        offline: the devices were not read (a render without connecting): a missing ``before``
+            prints ``(not read)`` rather than ``(absent)``.
+
+    ``--json`` keeps every IRQ as its own change (keys ``irq/<netdev>/<N>``).
     """
+    absent = "(not read)" if offline else "(absent)"
     t = Table(title=title, title_justify="left")
     for col in ("device", "domain", "setting", "before", "after"):
         t.add_column(col, overflow="fold")
     for dev, items in changes.items():
-        irqs = [c for c in items if c["domain"] == "irq"]
         for c in items:
             if c["domain"] != "irq":
-                t.add_row(dev, c["domain"], c["key"], _short(c["before"]), _short(c["after"]))
-        if irqs:
-            t.add_row(dev, "irq", f"{len(irqs)} completion IRQs ({_irq_range(irqs)})",
-                      _short(_cpus(c["before"] for c in irqs)), _short(_cpus(c["after"] for c in irqs)))
+                t.add_row(dev, c["domain"], c["key"], _short(c["before"], absent), _short(c["after"]))
+        for netdev, irqs in _irqs_by_nic(items).items():
+            t.add_row(dev, "irq", f"irq {netdev} ({len(irqs)} completion IRQs)",
+                      _short(_cpus(c["before"] for c in irqs), absent), _short(_cpus(c["after"] for c in irqs)))
     return t
 
 
-def _irq_range(irqs: list[dict]) -> str:
-    nums = sorted(int(c["key"].split("/")[1]) for c in irqs)
-    return f"irq/{nums[0]}..{nums[-1]}"
+def _irqs_by_nic(items: list[dict]) -> dict[str, list[dict]]:
+    """IRQ changes grouped by the netdev in their key (``irq/<netdev>/<N>``), in first-seen order."""
+    out: dict[str, list[dict]] = {}
+    for c in items:
+        if c["domain"] == "irq":
+            out.setdefault(c["key"].split("/")[1], []).append(c)
+    return out
 
 
-def _cpus(values) -> str:
-    """Union of CPU lists as one CPU list (``0-15`` / ``0-27,56-83``), for a one-row IRQ summary."""
-    from tuning.cpulist import format_cpulist, parse_cpulist
-
+def _cpus(values) -> str | None:
+    """Union of CPU lists as one CPU list (``0-15`` / ``0-27,56-83``); None when none is known."""
     cpus: set[int] = set()
     for v in values:
         if v:
             cpus.update(parse_cpulist(v))
-    return format_cpulist(sorted(cpus)) if cpus else "(absent)"
+    return format_cpulist(sorted(cpus)) if cpus else None
 
 
 def file_diffs(changes: dict[str, list[dict]]) -> str:
@@ -70,9 +81,11 @@ def file_diffs(changes: dict[str, list[dict]]) -> str:
 
 
 def verify_table(results: list[dict], title: str, before: list[dict] | None = None) -> Table:
-    """Per pair: path, bandwidth (Gb/s) and typical latency (us), before -> after when given."""
+    """Per pair: path, bandwidth (Gb/s) and typical latency (us), before -> after when given;
+    the caption is :func:`tuning.verify.runner.summarise` (how many failed, what they share)."""
     prev = {r["pair"]: r for r in before or []}
-    t = Table(title=title, title_justify="left")
+    t = Table(title=title, title_justify="left", caption=summarise(results) if results else None,
+              caption_justify="left")
     for col in ("pair", "path", "bw Gb/s", "lat us", "p99 us", "verdict"):
         t.add_column(col)
     for r in results:
@@ -97,14 +110,25 @@ def console(stderr: bool = False) -> Console:
 
 
 def parsed_table(doc: dict) -> Table:
-    """A parsed tool output for people: top-level fields, then findings and a failure if any."""
+    """A parsed tool output for people (``fabtune parse --format table``).
+
+    Top-level fields one per row; a list of flat dicts (perftest ``bw_rows`` / ``lat_rows``,
+    a parser's per-item rows) as its own small table, one row per item, None fields skipped and
+    Quantity dicts shown as value + unit; then the tool failure and findings, if any.
+
+    Args:
+        doc: ``Parsed.model_dump(mode="json")`` of any parser in :mod:`tuning.parsers`.
+    """
     t = Table(title=f"{doc.get('tool')} (parsed)", title_justify="left")
     t.add_column("field")
     t.add_column("value", overflow="fold")
     for k, v in doc.items():
-        if k in ("findings", "failure", "tool"):
+        if k in ("findings", "failure", "tool") or v is None or v == [] or v == {}:
             continue
-        text = str(v)
+        if _is_row_list(v):
+            t.add_row(k, rows_table(v))
+            continue
+        text = ", ".join(f"{a}: {b}" for a, b in v.items()) if _is_flat_dict(v) else str(v)
         t.add_row(k, text if len(text) < 400 else text[:397] + "...")
     if doc.get("failure"):
         f = doc["failure"]
@@ -112,3 +136,59 @@ def parsed_table(doc: dict) -> Table:
     for f in doc.get("findings", []):
         t.add_row(f"finding ({f['severity']})", f"{f['code']}: {f['message']}")
     return t
+
+
+#: column headings of well-known row fields (perftest BwRow / LatRow); others print their key.
+ROW_HEADINGS = {"size_bytes": "size B", "iterations": "iterations", "bw_avg": "bw avg", "bw_peak": "peak",
+                "msg_rate_mpps": "msg rate Mpps", "t_min": "t_min us", "t_max": "t_max us",
+                "t_typical": "t_typical us", "t_avg": "t_avg us", "stdev": "stdev us", "p99": "p99 us",
+                "p999": "p99.9 us"}
+
+
+def _is_quantity(v: object) -> bool:
+    return isinstance(v, dict) and "value" in v and "raw" in v
+
+
+def _is_flat_dict(v: object) -> bool:
+    return isinstance(v, dict) and not _is_quantity(v) and all(not isinstance(x, (list, dict)) for x in v.values())
+
+
+def _is_row_list(v: object) -> bool:
+    """A non-empty list of dicts whose values are scalars, Quantity dicts or flat ``extra`` dicts."""
+    def flat(x: object) -> bool:
+        return not isinstance(x, (list, dict)) or _is_quantity(x) or _is_flat_dict(x)
+    return (isinstance(v, list) and bool(v) and all(isinstance(r, dict) for r in v)
+            and all(flat(x) for r in v for x in r.values()))
+
+
+def _flatten(row: dict) -> dict[str, object]:
+    """A row with nested ``extra``-like dicts spread into their own columns (Quantity kept whole)."""
+    out: dict[str, object] = {}
+    for k, v in row.items():
+        if isinstance(v, dict) and not _is_quantity(v):
+            out.update(v)
+        else:
+            out[k] = v
+    return out
+
+
+def rows_table(rows: list[dict]) -> Table:
+    """One row per item; a column per field that is set in at least one item. A Quantity
+    (``{"value", "raw", "unit", "unit_norm"}``) prints its value, its unit in the heading."""
+    flat = [_flatten(r) for r in rows]
+    cols = [k for k in dict.fromkeys(k for r in flat for k in r) if any(r.get(k) is not None for r in flat)]
+    t = Table(box=None, pad_edge=False, show_edge=False)
+    for k in cols:
+        unit = next((r[k].get("unit_norm") or r[k].get("unit") for r in flat if _is_quantity(r.get(k))), None)
+        t.add_column(ROW_HEADINGS.get(k, k) + (f" {unit}" if unit else ""), justify="right")
+    for r in flat:
+        t.add_row(*(_cell(r.get(k)) for k in cols))
+    return t
+
+
+def _cell(v: object) -> str:
+    if v is None:
+        return "-"
+    if _is_quantity(v):
+        return "-" if v["value"] is None else f"{v['value']:g}"
+    return f"{v:g}" if isinstance(v, float) else str(v)

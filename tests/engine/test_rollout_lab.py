@@ -79,7 +79,7 @@ def test_rollout_keeps_good_then_restores_wrong_byte_for_byte(lab_inventory: Pat
     only_leaf = engine.run(inventory.load(lab_inventory.parent / "lab-wrong"),
                            Options(mode="rollout", journal_dir=journal, limit=["leaf01"]))
     assert only_leaf.outcome == "rolled-back" and only_leaf.restored == ["leaf01"]
-    assert len(only_leaf.verify_after) == 6
+    assert len(only_leaf.verify_after) == 18  # every rail: 16 leaf pairs + 2 through the spine
 
 
 def test_rollback_run_id_restores_from_journal(lab_inventory: Path, tmp_path: Path):
@@ -128,6 +128,41 @@ def test_expired_switch_confirm_restores_the_nodes_too(lab_inventory: Path, tmp_
     assert rep.outcome == "rolled-back"
     assert rep.verify_ok is False or any("confirm" in e for e in rep.errors.values()), rep.errors
     assert {"node01", "node04", "leaf01"} <= set(rep.restored)
+    now = snapshot_fabric(lab_inventory)
+    diff = sorted(k for k in set(untuned) | set(now) if untuned.get(k) != now.get(k) and not k.endswith(":revision"))
+    assert diff == []
+
+
+def test_controller_killed_mid_push_is_rolled_back_from_the_journal(lab_inventory: Path, tmp_path: Path):
+    """kill -9 of the controller while devices are being pushed: the journal already says
+    `pushing`, so `fabtune rollback RUN_ID` restores every device to the snapshot."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    journal = tmp_path / "j"
+    untuned = snapshot_fabric(lab_inventory)
+    proc = subprocess.Popen([sys.executable, "-m", "tuning", "apply", "-i", str(lab_inventory),
+                             "--journal-dir", str(journal)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_id, deadline = None, time.monotonic() + 60
+    while run_id is None and time.monotonic() < deadline and proc.poll() is None:
+        for path in journal.glob("*.json"):
+            try:
+                doc = json.loads(path.read_text())
+            except ValueError:
+                continue
+            if any(rec.get("state") == "pushing" for rec in doc["devices"].values()):
+                run_id = doc["run_id"]
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert run_id, "the journal never showed a device being pushed"
+    time.sleep(1.0)  # let commands already running on the nodes finish
+    res = subprocess.run([sys.executable, "-m", "tuning", "rollback", run_id, "-i", str(lab_inventory),
+                          "--journal-dir", str(journal)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
     now = snapshot_fabric(lab_inventory)
     diff = sorted(k for k in set(untuned) | set(now) if untuned.get(k) != now.get(k) and not k.endswith(":revision"))
     assert diff == []

@@ -20,9 +20,9 @@ ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 def gid_table_command(sysroot: str, rdma_device: str, port: int = 1) -> str:
     """One command listing populated GID entries as ``<index> <gid> <type>`` lines."""
     base = q(sysroot_path(sysroot, f"/sys/class/infiniband/{rdma_device}/ports/{port}"))
-    return (f"cd {base} && for f in gids/*; do i=${{f#gids/}}; g=$(cat \"$f\"); "
-            f"[ \"$g\" = {ZERO_GID} ] && continue; "
-            f"echo \"$i $g $(cat gid_attrs/types/$i 2>/dev/null)\"; done")
+    # grep -L skips the (up to 255) all-zero entries in one process instead of two forks each
+    return (f"cd {base} && for f in $(grep -L -x {ZERO_GID} gids/*); do i=${{f#gids/}}; "
+            f"echo \"$i $(cat \"$f\") $(cat gid_attrs/types/$i 2>/dev/null)\"; done")
 
 
 def ipv4_gid(ipv4: str) -> str:

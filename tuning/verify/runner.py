@@ -5,24 +5,30 @@ Each pair runs ``ib_write_bw`` (64 KiB messages, duration mode, ``--report_gbits
 the client; both outputs are read with :mod:`tuning.parsers.perftest`, the same parser that
 reads the real samples in ``shared/cases``. GID indexes are resolved per NIC from sysfs.
 
+Pairs that share no NIC run at the same time (:func:`verify`: waves from
+:func:`tuning.verify.pairs.schedule_waves`, a thread pool, one perftest TCP port pair per pair).
+
 Verdict (:func:`judge`): a pair fails if its test failed, bandwidth is below ``min_bw_gbps``,
 typical latency is above ``max_lat_us``, or it regressed against the baseline by more than
-``bw_drop_pct`` (bandwidth) or ``lat_rise_pct`` (latency).
+``bw_drop_pct`` (bandwidth) or ``lat_rise_pct`` (latency). :func:`summarise` says it in one line
+and names what every failing pair has in common (a NIC, a switch port, a switch).
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from tuning.errors import TuningError
+from tuning.errors import CommandError, TuningError, VerifyError
 from tuning.parsers.perftest import parse_perftest
 from tuning.transport.base import Host
-from tuning.verify.gid import resolve_gid_index
-from tuning.verify.pairs import Pair
+from tuning.verify.gid import gid_table_command, pick_roce_v2_ipv4
+from tuning.verify.pairs import Pair, schedule_waves
 
 BW_ARGS = "-F --report_gbits -D 2 -s 65536 -q 1"
 LAT_ARGS = "-F -s 2 -n 1000"
+BASE_PORT = 18515  # perftest's default TCP port; pair i uses BASE_PORT + 2 i (bw) and + 1 (lat)
 
 
 @dataclass
@@ -37,10 +43,18 @@ class Thresholds:
 
 @dataclass
 class PairResult:
-    """One pair's measurement: bandwidth (Gb/s), typical and p99 latency (us), or an error."""
+    """One pair's measurement: bandwidth (Gb/s), typical and p99 latency (us), or an error.
+
+    ``client_nic``/``server_nic`` name the ends (``node01:mlx5_0``), ``client_link``/``server_link``
+    the leaf port each is cabled to (``leaf01:swp1``), so a summary can name a shared culprit.
+    """
 
     pair: str
     path: str
+    client_nic: str | None = None
+    server_nic: str | None = None
+    client_link: str | None = None
+    server_link: str | None = None
     bw_gbps: float | None = None
     lat_us: float | None = None
     lat_p99_us: float | None = None
@@ -49,6 +63,12 @@ class PairResult:
     error: str | None = None
     verdict: str = "pass"
     reasons: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, pair: Pair) -> "PairResult":
+        """An empty result naming ``pair``'s ends and the leaf ports they are cabled to."""
+        c, s = pair.client_nic, pair.server_nic
+        return cls(pair.name, pair.path, *pair.nics, f"{c.switch}:{c.switch_port}", f"{s.switch}:{s.switch_port}")
 
 
 def _run_one(server: Host, client: Host, tool: str, args: str, s_gid: int, c_gid: int,
@@ -65,14 +85,81 @@ def _run_one(server: Host, client: Host, tool: str, args: str, s_gid: int, c_gid
     return parse_perftest(cli.stdout + cli.stderr, tool)
 
 
-def measure(pair: Pair, hosts: dict[str, Host], port: int = 18515) -> PairResult:
-    """Run bandwidth and latency tests for one pair. Tool failures become ``error``, not exceptions."""
-    out = PairResult(pair.name, pair.path)
+GidKey = tuple[str, str]  # (node, rdma_device)
+
+
+def _nic_ipv4(nic) -> str:
+    return str(nic.ipv4.ip)
+
+
+def resolve_gids(pairs: list[Pair], hosts: dict[str, Host], workers: int = 4) -> dict[GidKey, int | TuningError]:
+    """The RoCEv2 IPv4 GID index of every NIC the pairs use: one command per node (every NIC's
+    :func:`tuning.verify.gid.gid_table_command` in turn), nodes in parallel.
+
+    Returns:
+        ``{("node01", "mlx5_0"): 3, ...}``; a NIC that cannot be resolved maps to the error
+        (VerifyError / CommandError / ConnectError), which the pairs using it report.
+    """
+    wanted: dict[str, dict[str, str]] = {}
+    for p in pairs:
+        wanted.setdefault(p.client, {})[p.client_nic.rdma_device] = _nic_ipv4(p.client_nic)
+        wanted.setdefault(p.server, {})[p.server_nic.rdma_device] = _nic_ipv4(p.server_nic)
+
+    def one_node(node: str) -> dict[GidKey, int | TuningError]:
+        host, devs = hosts[node], wanted[node]
+        try:
+            return {(node, d): e for d, e in _gid_tables(host, devs).items()}
+        except TuningError as e:
+            return {(node, d): e for d in devs}
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
+        return {k: v for part in ex.map(one_node, sorted(wanted)) for k, v in part.items()}
+
+
+def _gid_tables(host: Host, devs: dict[str, str]) -> dict[str, int | TuningError]:
+    """Read several GID tables in one round trip; each table is followed by ``@@ <dev> <rc>``."""
+    cmd = "; ".join(f"( {gid_table_command(host.sysroot, d)} ); echo \"@@ {d} $?\"" for d in devs)
+    res = host.run(cmd)
+    out: dict[str, int | TuningError] = {}
+    table: list[str] = []
+    for line in res.stdout.splitlines():
+        if not line.startswith("@@ "):
+            table.append(line)
+            continue
+        _, dev, rc = line.split()
+        idx = pick_roce_v2_ipv4("\n".join(table), devs[dev]) if rc == "0" else None
+        out[dev] = idx if idx is not None else VerifyError(
+            f"{dev}: no RoCE v2 GID for {devs[dev]} in the GID table" + ("" if rc == "0" else
+            f" (reading it failed, exit {rc}: {res.stderr.strip()[-200:]})"), host=host.name, phase="verify")
+        table = []
+    for dev in devs.keys() - out.keys():
+        out[dev] = CommandError(cmd, res.rc, res.stderr, host=host.name, phase="verify")
+    return out
+
+
+def _gid(gids: dict[GidKey, int | TuningError], node: str, dev: str) -> int:
+    v = gids[(node, dev)]
+    if isinstance(v, TuningError):
+        raise v
+    return v
+
+
+def measure(pair: Pair, hosts: dict[str, Host], port: int = BASE_PORT,
+            gids: dict[GidKey, int | TuningError] | None = None) -> PairResult:
+    """Run bandwidth and latency tests for one pair on TCP ports ``port`` and ``port + 1``.
+
+    Args:
+        gids: GID indexes from :func:`resolve_gids`; resolved here when not given.
+
+    Returns:
+        The measurement; tool failures become ``error``, not exceptions.
+    """
+    out = PairResult.of(pair)
     server, client = hosts[pair.server], hosts[pair.client]
     try:
-        s_gid = resolve_gid_index(server, pair.server_nic.rdma_device, str(pair.server_nic.ipv4.ip))
-        c_gid = resolve_gid_index(client, pair.client_nic.rdma_device, str(pair.client_nic.ipv4.ip))
-        out.gid_index = c_gid
+        gids = gids if gids is not None else resolve_gids([pair], hosts, 1)
+        s_gid = _gid(gids, pair.server, pair.server_nic.rdma_device)
+        c_gid = out.gid_index = _gid(gids, pair.client, pair.client_nic.rdma_device)
         bw = _run_one(server, client, "ib_write_bw", BW_ARGS, s_gid, c_gid, pair, port)
         if bw.failure:
             out.error = f"ib_write_bw: {bw.failure.kind}: {bw.failure.likely_cause}"
@@ -113,15 +200,71 @@ def judge(results: list[PairResult], th: Thresholds, baseline: dict[str, dict] |
     return ok
 
 
+def _field(r: PairResult | dict, name: str):
+    return r.get(name) if isinstance(r, dict) else getattr(r, name)
+
+
+def common_culprit(failed: list[PairResult | dict]) -> str | None:
+    """What every failing pair shares, most specific first: a NIC (named with its leaf port),
+    a leaf port, a switch; None with fewer than 2 failing pairs or nothing shared.
+
+    Returns:
+        ``"NIC node01:mlx5_0 (leaf01:swp1)"``, ``"switch port leaf01:swp5"``, ``"switch leaf02"``.
+    """
+    if len(failed) < 2:
+        return None
+    ends = [{(_field(r, "client_nic"), _field(r, "client_link")), (_field(r, "server_nic"), _field(r, "server_link"))}
+            for r in failed]
+    nics = set.intersection(*ends) - {(None, None)}
+    if nics:
+        nic, link = sorted(nics, key=str)[0]
+        return f"NIC {nic}" + (f" ({link})" if link else "")
+    links = set.intersection(*({lk for _, lk in e if lk} for e in ends))
+    if links:
+        return f"switch port {sorted(links)[0]}"
+    switches = set.intersection(*({lk.split(":")[0] for _, lk in e if lk} for e in ends))
+    return f"switch {sorted(switches)[0]}" if switches else None
+
+
+def summarise(results: list[PairResult | dict], max_names: int = 4) -> str:
+    """One line about judged results (PairResult or their dicts), for people.
+
+    Returns:
+        ``"18/18 pairs passed"`` or ``"2/18 pairs failed: node01:mlx5_0->node02:mlx5_0,
+        node01:mlx5_0->node03:mlx5_1; common NIC node01:mlx5_0 (leaf01:swp1)"`` (at most
+        ``max_names`` pairs named, then ``+N more``).
+    """
+    failed = [r for r in results if _field(r, "verdict") == "fail"]
+    if not failed:
+        return f"{len(results)}/{len(results)} pairs passed"
+    names = [_field(r, "pair") for r in failed]
+    listed = ", ".join(names[:max_names]) + (f" (+{len(names) - max_names} more)" if len(names) > max_names else "")
+    culprit = common_culprit(failed)
+    return f"{len(failed)}/{len(results)} pairs failed: {listed}" + (f"; common {culprit}" if culprit else "")
+
+
 def verify(pairs: list[Pair], hosts: dict[str, Host], th: Thresholds, baseline: dict | None = None,
-           progress: Callable[[str], None] | None = None) -> tuple[bool, list[PairResult]]:
-    """Measure every pair (sequentially: pairs share NICs) and judge them."""
-    results = []
-    for i, pair in enumerate(pairs):
+           progress: Callable[[str], None] | None = None, workers: int = 4) -> tuple[bool, list[PairResult]]:
+    """Measure every pair and judge them. Pairs run in waves of NIC-disjoint pairs
+    (:func:`tuning.verify.pairs.schedule_waves`), up to ``workers`` at a time; pair ``i`` uses TCP
+    ports ``18515 + 2 i`` and ``+ 1``, so concurrent servers never collide.
+
+    Returns:
+        (every pair passed, results in ``pairs`` order).
+    """
+    results: list[PairResult | None] = [None] * len(pairs)
+    gids = resolve_gids(pairs, hosts, workers)
+
+    def run(i: int) -> None:
         if progress:
-            progress(f"verify {i + 1}/{len(pairs)} {pair.name} ({pair.path})")
-        results.append(measure(pair, hosts, port=18515 + 2 * i))
-    return judge(results, th, baseline), results
+            progress(f"verify {i + 1}/{len(pairs)} {pairs[i].name} ({pairs[i].path})")
+        results[i] = measure(pairs[i], hosts, BASE_PORT + 2 * i, gids)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
+        for wave in schedule_waves(pairs):
+            list(ex.map(run, wave))  # a wave ends before the next starts: its NICs are free again
+    done = [r for r in results if r is not None]
+    return judge(done, th, baseline), done
 
 
 def as_baseline(results: list[PairResult]) -> dict[str, dict]:

@@ -1,0 +1,79 @@
+"""Verification covers every rail: a wrong MTU on a rail-2 leaf port (leaf01 swp5, node01's mlx5_2)
+is caught by the rail-2 pair and rolled back, over real SSH against the lab."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import snapshot_fabric
+from tuning import inventory
+from tuning.report import verify_table
+from tuning.rollout import engine
+from tuning.rollout.engine import Options
+from tuning.verify.runner import summarise
+
+pytestmark = pytest.mark.lab
+
+
+def _port_mtu_variant(src: Path, dst: Path, switch: str, overrides: dict[str, int]) -> Path:
+    """Copy ``src`` to ``dst`` with ``port_mtu_overrides`` on ``switch`` (lab state shared by a
+    symlink, as tuning.demo.wrong_variant does)."""
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".state"))
+    (dst / ".state").symlink_to((src / ".state").resolve())
+    hv = dst / "host_vars" / f"{switch}.yml"
+    data = yaml.safe_load(hv.read_text()) or {}
+    data["port_mtu_overrides"] = overrides
+    hv.write_text(yaml.safe_dump(data, sort_keys=False))
+    return dst
+
+
+def test_rail2_leaf_port_mtu_is_caught_and_rolled_back(lab_inventory: Path, tmp_path: Path):
+    journal = tmp_path / "j"
+    tuned = engine.run(inventory.load(lab_inventory), Options(mode="apply", journal_dir=journal))
+    assert tuned.outcome == "applied"
+    before = snapshot_fabric(lab_inventory)
+
+    wrong = _port_mtu_variant(lab_inventory, tmp_path / "lab-rail2", "leaf01", {"swp5": 1500})
+    rep = engine.run(inventory.load(wrong), Options(mode="rollout", journal_dir=journal, limit=["leaf01"]))
+
+    assert rep.changes == {"leaf01": [c for c in rep.changes["leaf01"] if c["key"].endswith("swp5/mtu")]}, rep.changes
+    assert rep.outcome == "rolled-back" and rep.restored == ["leaf01"]
+    assert len(rep.verify_after) == 18 and all(r["verdict"] == "pass" for r in rep.verify_before)
+    failed = {r["pair"]: r for r in rep.verify_after if r["verdict"] == "fail"}
+    assert list(failed) == ["node01:mlx5_2->node02:mlx5_2"], failed
+    bad = failed["node01:mlx5_2->node02:mlx5_2"]
+    assert bad["client_link"] == "leaf01:swp5" and bad["reasons"], bad
+    assert summarise(rep.verify_after) == "1/18 pairs failed: node01:mlx5_2->node02:mlx5_2"
+    assert "1/18 pairs failed" in str(verify_table(rep.verify_after, "after").caption)
+
+    after = snapshot_fabric(lab_inventory)
+    diff = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k) and not k.endswith(":revision"))
+    assert diff == []
+
+
+def test_gid_indexes_resolved_per_nic_and_errors_stay_with_their_pair(lab_inventory: Path):
+    from tuning.transport.ssh import SshHost
+    from tuning.verify.pairs import Pair, select_pairs
+    from tuning.verify.runner import measure, resolve_gids
+
+    nodes = inventory.load(lab_inventory).nodes
+    hosts = {d.name: SshHost(d.name, d.connection) for d in nodes}
+    try:
+        pairs = select_pairs(nodes)
+        gids = resolve_gids(pairs, hosts)
+        assert len(gids) == 32
+        assert gids[("node03", "mlx5_0")] == 5  # an extra link-local address shifts the RoCEv2 entry
+        assert {v for k, v in gids.items() if k != ("node03", "mlx5_0")} == {3}
+        ghost = pairs[0].server_nic.model_copy(update={"rdma_device": "mlx5_9"})
+        bad = Pair(pairs[0].client, pairs[0].client_nic, pairs[0].server, ghost, "leaf")
+        gids = resolve_gids([bad, pairs[1]], hosts)
+        assert gids[("node01", "mlx5_0")] == 3 and gids[("node04", "mlx5_0")] == 3
+        res = measure(bad, hosts, gids=gids)
+        assert res.error and "mlx5_9" in res.error and res.bw_gbps is None
+    finally:
+        for h in hosts.values():
+            h.close()
