@@ -230,6 +230,11 @@ def parse_cmd(tool: str = typer.Argument(..., help="Tool name, e.g. ib_write_bw,
                                                           "(repeatable), e.g. lossless_queues=3,4.")) -> None:
     """Print what fabtune understands of a saved tool output, with findings.
 
+    Tools: ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_read_lat ib_send_lat rping
+    nccl-tests mlnx_qos mlxconfig mlxfwmanager ibdev2netdev ibv_devinfo show-gids
+    nvidia-smi-topo interrupts lscpu numactl-H ethtool-S hw-counters rdma-statistic
+    nv-show-qos-roce nv-show-interface sonic-pfc-counters sonic-queue-counters.
+
     Exit 0 parsed (a classified tool error included), 2 unreadable or a bad option.
     Example: fabtune parse interrupts saved/interrupts.txt --bdf 0000:c1:00.0 --local-cpus 16-31
     """

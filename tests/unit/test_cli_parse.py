@@ -88,3 +88,14 @@ def test_mlxconfig_set_transcript_from_stdin():
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert (doc["command"], doc["applied"], doc["findings"][0]["code"]) == ("set", True, "mlxconfig_pending_reset")
+
+
+def test_parse_help_lists_only_registered_tools():
+    import re
+
+    from tuning.cli import parse_cmd
+    from tuning.parsers import REGISTRY
+
+    listed = set(re.search(r"Tools: (.*?)\.\n", parse_cmd.__doc__, re.S).group(1).split())
+    assert listed <= set(REGISTRY)
+    assert {"ib_write_bw", "mlnx_qos", "nv-show-qos-roce", "interrupts"} <= listed
