@@ -71,6 +71,8 @@ class IbvDevinfo(Parsed):
 
 
 _GID_LINE = re.compile(r"^GID\[\s*(\d+)\]:\s*([0-9A-Fa-f:.]+)(?:,\s*(.+))?$")
+#: devinfo.c ``gid_type_str``: ``RoCE v1`` (``IB/RoCE v1`` in older rdma-core), ``RoCE v2``; none on IB
+_GID_TYPE = re.compile(r"(?:(?:IB/)?RoCE v[12]|Invalid gid type)?")
 _KEY = re.compile(r"[A-Za-z_][\w ()/.-]*")
 
 
@@ -79,12 +81,14 @@ def _first_int(raw: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _gid(dev: str, port: int, no: int, line: str, m: re.Match[str]) -> GidEntry:
+def _gid(dev: str, port: int, ethernet: bool, no: int, line: str, m: re.Match[str]) -> GidEntry:
     try:
         addr = ipaddress.IPv6Address(m[2])
     except ValueError:
         raise ParseError("ibv_devinfo", no, "'GID[ N]: <IPv6 GID>[, RoCE v1|v2]'", line) from None
     kind = (m[3] or "").strip()
+    if not _GID_TYPE.fullmatch(kind) or (not kind and ethernet):  # an Ethernet port always prints the type
+        raise ParseError("ibv_devinfo", no, "'GID[ N]: <IPv6 GID>, RoCE v1|v2' (line cut short?)", line)
     ver = "ib" if not kind else ("v2" if kind.endswith("v2") else "v1")
     mapped = addr.ipv4_mapped
     return GidEntry(dev=dev, port=port, index=int(m[1]), gid=addr.exploded, ipv4=str(mapped) if mapped else None,
@@ -114,7 +118,8 @@ class _Scan:
         elif m := _GID_LINE.match(s):
             if self.port is None:
                 raise ParseError("ibv_devinfo", no, "a GID line inside a 'port:' section", raw)
-            self.port.gids.append(_gid(self.devices[-1].hca_id, self.port.port, no, raw, m))
+            ethernet = self.port.attrs.get("link_layer") == "Ethernet"
+            self.port.gids.append(_gid(self.devices[-1].hca_id, self.port.port, ethernet, no, raw, m))
         elif self.key and self.value_col and indent >= max(self.value_col, self.key_indent + 16) \
                 or self.key and not sep and indent > self.key_indent:
             self.devices[-1].flags.setdefault(self.key, []).append(s)
@@ -174,7 +179,7 @@ def parse_ibv_devinfo(text: str) -> IbvDevinfo:
 
     Raises:
         ParseError: no ``hca_id:`` block, a device without ``port:`` sections, a port without state /
-            MTUs, a bad GID or key line.
+            MTUs, a bad GID or key line (an Ethernet port's GID without its ``, RoCE v1|v2`` type).
     """
     scan = _Scan()
     for no, raw in enumerate(clean_lines(text, expand_tabs=True), 1):

@@ -93,7 +93,7 @@ def _mlx_param(cols: list[str], no: int, line: str) -> MlxParam:
     s = line.strip()
     starred = s.startswith("*")
     t = s.lstrip("*").split()
-    read_only = len(t) == len(cols) + 2 and t[0] == "RO"
+    read_only = len(t) > 1 and t[0] == "RO"  # no parameter is called RO: a cut RO row must not shift a column
     t = t[1:] if read_only else t
     if len(t) != len(cols) + 1 or not _NAME.fullmatch(t[0]):
         raise ParseError("mlxconfig", no, f"'[*][RO] PARAM' and {len(cols)} values ({', '.join(cols)})", line)

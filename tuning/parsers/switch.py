@@ -312,6 +312,21 @@ def _counter_value(result: NvRoceCounters, key: str, raw: str, no: int, line: st
         raise ParseError(_COUNTERS_TOOL, no, f"{key}: an integer or 'NUMBER UNIT' (Bytes, KB, MB, GB)", line)
 
 
+def _require_leaf_values(lines: list[tuple[int, str]]) -> None:
+    """Every counter (a row with no deeper row under it) prints an operational value, if only ``N/A``.
+
+    ``lines``: the ruler, then the tree rows. A blank leaf is a row cut short (or a parent whose
+    children were cut off); it must not read as a missing, None counter.
+    """
+    (_, ruler), rows = lines[0], lines[1:]
+    start, end = (_spans(ruler) + [None])[1:3]
+    for k, (no, line) in enumerate(rows):
+        indent = len(line) - len(line.lstrip())
+        deeper = k + 1 < len(rows) and len(rows[k + 1][1]) - len(rows[k + 1][1].lstrip()) > indent
+        if not deeper and not line[start:end].strip():
+            raise ParseError(_COUNTERS_TOOL, no, "an operational value for this counter (output cut short?)", line)
+
+
 @parser(_COUNTERS_TOOL)
 def parse_nv_roce_counters(text: str) -> NvRoceCounters:
     """Parse ``nv show interface IF qos roce counters`` (an ``operational  applied  description`` tree).
@@ -319,12 +334,14 @@ def parse_nv_roce_counters(text: str) -> NvRoceCounters:
     Findings: ``lossless_drops`` (warn) for a non-zero RoCE or CNP no-buffer discard counter.
 
     Raises:
-        ParseError: no ``operational`` header over a ruler, a bad tree row, a counter that is not a number.
+        ParseError: no ``operational`` header over a ruler, a bad tree row, a counter that is not a number
+            or is blank (a row cut short).
     """
     lines = _nv_lines(text)
     if len(lines) < 3:
         raise ParseError(_COUNTERS_TOOL, lines[0][0] if lines else 0, "an NVUE 'operational  applied' counter tree")
     tree, end = _nv_tree(lines, _COUNTERS_TOOL)
+    _require_leaf_values(lines[1:end])
     if end != len(lines) or not any(k.endswith("-stats") for k in tree):
         raise ParseError(_COUNTERS_TOOL, lines[min(end, len(lines) - 1)][0], "rx-stats / tx-stats counter rows")
     cmd = re.search(r"nv show interface (\S+) qos roce counters", text)
