@@ -28,6 +28,7 @@ JSON = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
 JDIR = typer.Option(DEFAULT_DIR, "--journal-dir", help="Where run journals and the baseline live.")
 DOMAIN = typer.Option(None, "--domain", "-d", help="Only these domains (repeatable): mtu, sysctl, nic_qos, irq, files, switch.")
 DOMAINS = ("mtu", "sysctl", "nic_qos", "irq", "files", "switch")
+RAIL = typer.Option(None, "--rail", min=0, max=31, help="Verify on these rails only (repeatable; default: every rail).")
 
 
 def _domains(values: Optional[list[str]]) -> set[str] | None:
@@ -134,7 +135,8 @@ def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opt
 def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: bool = JSON,
             journal_dir: Path = JDIR, confirm_s: int = typer.Option(600, "--confirm-s", help="Switch commit-confirm window, seconds."),
             min_bw: float = typer.Option(300.0, "--min-bw", min=0, help="Pass mark per pair, Gb/s."),
-            max_lat: float = typer.Option(10.0, "--max-lat", min=0, help="Pass mark per pair, typical latency us.")) -> None:
+            max_lat: float = typer.Option(10.0, "--max-lat", min=0, help="Pass mark per pair, typical latency us."),
+            rail: Optional[list[int]] = RAIL) -> None:
     """Snapshot, apply, verify with RDMA tests, then keep, or restore every touched device.
 
     Exit 0 kept (or nothing to do), 1 rolled back, 3 rollback failed.
@@ -144,7 +146,8 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: 
     from tuning.verify.runner import Thresholds
 
     opts = engine.Options(mode="rollout", limit=limit, journal_dir=journal_dir, confirm_s=confirm_s,
-                          thresholds=Thresholds(min_bw_gbps=min_bw, max_lat_us=max_lat))
+                          thresholds=Thresholds(min_bw_gbps=min_bw, max_lat_us=max_lat),
+                          rails=tuple(rail) if rail else None)
     report = engine.run(_load(inventory), opts, _progress)
     _emit(report, as_json, "rollout")
     raise typer.Exit(1 if report.outcome in ("rolled-back", "failed") or report.verify_ok is False else 0)
@@ -153,7 +156,8 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: 
 @app.command()
 def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR,
            min_bw: float = typer.Option(300.0, "--min-bw", min=0, help="Pass mark per pair, Gb/s."),
-           max_lat: float = typer.Option(10.0, "--max-lat", min=0, help="Pass mark per pair, typical latency us.")) -> None:
+           max_lat: float = typer.Option(10.0, "--max-lat", min=0, help="Pass mark per pair, typical latency us."),
+           rail: Optional[list[int]] = RAIL) -> None:
     """Run ib_write_bw and ib_read_lat between node pairs (leaf and spine paths) against the
     thresholds and the recorded baseline. Exit 1 if a pair fails.
 
@@ -162,7 +166,8 @@ def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR
     from tuning.rollout.offline import verify_only
     from tuning.verify.runner import Thresholds
 
-    ok, results = verify_only(_load(inventory), journal_dir, Thresholds(min_bw_gbps=min_bw, max_lat_us=max_lat), _progress)
+    ok, results = verify_only(_load(inventory), journal_dir, Thresholds(min_bw_gbps=min_bw, max_lat_us=max_lat),
+                              _progress, tuple(rail) if rail else None)
     if as_json:
         print(json.dumps({"ok": ok, "pairs": results}, indent=2))
     else:

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Callable
 
 from tuning import node as node_mod
-from tuning.errors import InputError, RollbackError, TuningError
+from tuning.errors import RollbackError, TuningError
 from tuning.inventory import Device, Inventory
 from tuning.rollout import switch_ops
 from tuning.rollout.fanout import fan_out, nornir_for, outcomes
-from tuning.rollout.journal import DEFAULT_DIR, Journal, load_baseline, save_baseline
+from tuning.rollout.journal import DEFAULT_DIR, Journal, save_baseline
 from tuning.transport.ssh import SshHost
 from tuning.verify.pairs import select_pairs
 from tuning.verify.runner import PairResult, Thresholds, as_baseline, verify
@@ -38,6 +38,7 @@ class Options:
     thresholds: Thresholds = field(default_factory=Thresholds)
     workers: int = 20
     domains: set[str] | None = None  # only these domains (mtu, sysctl, nic_qos, irq, files, switch)
+    rails: tuple[int, ...] | None = None  # verify on these rails only (None: every rail)
 
 
 @dataclass
@@ -187,7 +188,7 @@ def _restore(s: Session, states: dict, j: Journal, report: RunReport, progress: 
 def _verify(s: Session, opts: Options, baseline: dict | None, progress: Progress):
     """Verify with node pairs of the WHOLE inventory: a change limited to one leaf is proven
     by the nodes behind it. Nodes outside the selection are opened read-only for the tests."""
-    pairs = select_pairs(s.inv.nodes)
+    pairs = select_pairs(s.inv.nodes, rails=opts.rails)
     if not pairs:
         progress("no node pairs to verify with (fewer than 2 nodes with NICs on the verified rails)")
     extra = {n: SshHost(n, s.inv.devices[n].connection)

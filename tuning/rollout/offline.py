@@ -35,13 +35,14 @@ def offline_plan(inv: Inventory, limit: list[str] | None, domains_: set[str] | N
     return report
 
 
-def verify_only(inv: Inventory, journal_dir: Path, th: Thresholds, progress) -> tuple[bool, list[dict]]:
+def verify_only(inv: Inventory, journal_dir: Path, th: Thresholds, progress,
+                rails: tuple[int, ...] | None = None) -> tuple[bool, list[dict]]:
     """Measure every pair and judge against ``th`` and the recorded baseline (if any)."""
     nodes = inv.nodes
     s = Session(inv, nodes, 20)
     s.open()
     try:
-        ok, results = verify(select_pairs(nodes), s.nodes, th, load_baseline(journal_dir), progress)
+        ok, results = verify(select_pairs(nodes, rails=rails), s.nodes, th, load_baseline(journal_dir), progress)
     finally:
         s.close()
     return ok, [r.__dict__ for r in results]

@@ -28,7 +28,6 @@ stand-in starts in well under 0.5 s.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import os
