@@ -68,6 +68,8 @@ def _emit(report, as_json: bool, title: str, diff: bool = False) -> None:
              "applied": f"{n} change(s) applied", "kept": f"{n} change(s) applied, verified and kept",
              "rolled-back": f"{n} change(s) ROLLED BACK", "failed": "FAILED"}
     run = f" (run {report.run_id})" if report.run_id else ""
+    if "offline" in title:
+        words["planned"] = f"{n} setting(s) wanted; offline: current state not read, nothing contacted"
     if report.mode == "rollback":
         words["rolled-back"] = f"{n} change(s) rolled back on {len(report.restored)} device(s)"
         words["no-change"] = f"nothing to roll back: {report.errors.get('run', 'the run changed nothing')}"
