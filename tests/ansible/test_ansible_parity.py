@@ -14,12 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import ansible_runner
 import pytest
 
-ansible_runner = pytest.importorskip("ansible_runner")
-
-from tuning import inventory  # noqa: E402
-from tuning.rollout import engine  # noqa: E402
+from tuning import inventory
+from tuning.rollout import engine
 
 pytestmark = pytest.mark.ansible
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from tuning.errors import InputError, ParseError
 from tuning.parsers.base import Finding, Parsed, clean_lines, context_findings, parser
-from tuning.parsers.text import is_prompt, mlx_sort_key, placeholder, size_quantity, to_int  # noqa: F401  (re-exported)
+from tuning.parsers.text import is_prompt, mlx_sort_key
 
 # ---------------------------------------------------------------- ibdev2netdev
 
