@@ -52,7 +52,7 @@ def _emit(report, as_json: bool, title: str, diff: bool = False) -> None:
     if report.verify_before:
         out.print(verify_table(report.verify_before, "verification before"))
     if report.changes:
-        out.print(changes_table(report.changes, title, offline=report.mode == "plan" and "offline" in title))
+        out.print(changes_table(report.changes, title, offline=report.mode == "offline-plan"))
         if diff:
             out.print(file_diffs(report.changes), markup=False, end="")
     if report.verify_after:
@@ -68,7 +68,7 @@ def _emit(report, as_json: bool, title: str, diff: bool = False) -> None:
              "applied": f"{n} change(s) applied", "kept": f"{n} change(s) applied, verified and kept",
              "rolled-back": f"{n} change(s) ROLLED BACK", "failed": "FAILED"}
     run = f" (run {report.run_id})" if report.run_id else ""
-    if "offline" in title:
+    if report.mode == "offline-plan":
         words["planned"] = f"{n} setting(s) wanted; offline: current state not read, nothing contacted"
     if report.mode == "rollback":
         words["rolled-back"] = f"{n} change(s) rolled back on {len(report.restored)} device(s)"

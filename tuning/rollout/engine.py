@@ -18,7 +18,7 @@ from tuning.errors import RollbackError, TuningError
 from tuning.inventory import Device, Inventory
 from tuning.rollout import switch_ops
 from tuning.rollout.fanout import fan_out, nornir_for, outcomes
-from tuning.rollout.journal import DEFAULT_DIR, Journal, save_baseline
+from tuning.rollout.journal import DEFAULT_DIR, TOUCHED, Journal, save_baseline
 from tuning.transport.ssh import SshHost
 from tuning.verify.pairs import select_pairs
 from tuning.verify.runner import PairResult, Thresholds, as_baseline, verify
@@ -77,6 +77,13 @@ class Session:
         self.nr = nornir_for(devices, workers)
         self.nodes: dict[str, SshHost] = {}
         self.switches: dict[str, object] = {}
+        self.readers: dict[str, SshHost] = {}  # nodes outside the selection, opened for verification
+
+    def node_hosts(self, names: set[str]) -> dict[str, SshHost]:
+        """SSH hosts of ``names``: the selection's own, else opened once (read-only use) and kept."""
+        for n in sorted(names - set(self.nodes) - set(self.readers)):
+            self.readers[n] = SshHost(n, self.inv.devices[n].connection)
+        return {n: self.nodes.get(n) or self.readers[n] for n in names}
 
     def open(self) -> None:
         """Connect to every device in parallel. Raises the first ConnectError."""
@@ -91,7 +98,7 @@ class Session:
 
     def close(self) -> None:
         """Close every connection."""
-        for c in list(self.nodes.values()) + list(self.switches.values()):
+        for c in [*self.nodes.values(), *self.switches.values(), *self.readers.values()]:
             try:
                 c.close()
             except Exception:  # noqa: BLE001 - closing must not mask the run's own error
@@ -119,10 +126,6 @@ def _plan(s: Session, states: dict, domains: set[str] | None = None) -> dict[str
     return out
 
 
-#: journal states of a device during a run; anything past "planned" may have been changed
-TOUCHED = ("pushing", "applied", "failed")
-
-
 def _apply(s: Session, states: dict, plans: dict, j: Journal, confirm_s: int | None) -> dict[str, BaseException]:
     """Push every device's plan in parallel. Each device is journaled as ``pushing`` BEFORE its
     first write, so a controller killed mid-push still leaves a journal that can be rolled back."""
@@ -138,7 +141,8 @@ def _apply(s: Session, states: dict, plans: dict, j: Journal, confirm_s: int | N
             j.update(dev.name, state="applied", applied=[c.as_dict() for c in applied])
             return True
         try:
-            rev = switch_ops.apply(s.switches[dev.name], dev, plans[dev.name], confirm_s)
+            rev = switch_ops.apply(s.switches[dev.name], dev, plans[dev.name], confirm_s,
+                                   switch_ops.revision(states[dev.name]))
         except TuningError:
             j.update(dev.name, state="failed")
             raise
@@ -185,19 +189,18 @@ def _restore(s: Session, states: dict, j: Journal, report: RunReport, progress: 
                             f"`fabtune rollback {j.run_id}` after fixing it", host=name, phase="restore") from err
 
 
-def _verify(s: Session, opts: Options, baseline: dict | None, progress: Progress):
+def verify_fabric(s: Session, opts: Options, baseline: dict | None, progress: Progress):
     """Verify with node pairs of the WHOLE inventory: a change limited to one leaf is proven
-    by the nodes behind it. Nodes outside the selection are opened read-only for the tests."""
+    by the nodes behind it. Nodes outside the selection are opened once, read-only.
+
+    Returns:
+        ``(ok, [PairResult, ...])`` as :func:`tuning.verify.runner.verify`.
+    """
     pairs = select_pairs(s.inv.nodes, rails=opts.rails)
     if not pairs:
         progress("no node pairs to verify with (fewer than 2 nodes with NICs on the verified rails)")
-    extra = {n: SshHost(n, s.inv.devices[n].connection)
-             for n in {p.client for p in pairs} | {p.server for p in pairs} if n not in s.nodes}
-    try:
-        return verify(pairs, {**s.nodes, **extra}, opts.thresholds, baseline, progress)
-    finally:
-        for h in extra.values():
-            h.close()
+    hosts = s.node_hosts({p.client for p in pairs} | {p.server for p in pairs})
+    return verify(pairs, hosts, opts.thresholds, baseline, progress)
 
 
 def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) -> RunReport:
@@ -246,7 +249,7 @@ def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dic
     baseline, ok = None, True
     if rollout and opts.verify:
         j.stage("baseline")
-        ok, before = _verify(s, opts, None, progress)
+        ok, before = verify_fabric(s, opts, None, progress)
         report.verify_before = [r.__dict__ for r in before]
         baseline = as_baseline(before)
         j.data["verify"]["before"] = report.verify_before
@@ -283,7 +286,7 @@ def _transact(s: Session, opts: Options, states: dict, plans: dict, report: RunR
         return
     if rollout and opts.verify:
         j.stage("verify")
-        ok, after = _verify(s, opts, baseline, progress)
+        ok, after = verify_fabric(s, opts, baseline, progress)
         report.verify_after = [r.__dict__ for r in after]
         report.verify_ok = ok
         j.data["verify"]["after"] = report.verify_after

@@ -19,6 +19,8 @@ from pathlib import Path
 from tuning.errors import InputError
 
 DEFAULT_DIR = Path(".fabtune") / "journal"
+#: device states that mean the run may have changed the device (see docs/architecture.md)
+TOUCHED = ("pushing", "applied", "failed")
 
 
 def new_run_id() -> str:
@@ -118,7 +120,7 @@ def list_runs(journal_dir: Path, last: int = 20) -> list[dict]:
             continue
         d = json.loads(path.read_text())
         touched = sorted(n for n, rec in d.get("devices", {}).items()
-                         if rec.get("state") in ("pushing", "applied", "failed"))
+                         if rec.get("state") in TOUCHED)
         out.append({"run_id": d["run_id"], "mode": d.get("mode"), "stage": d.get("stage"),
                     "outcome": d.get("outcome"), "touched": touched, "inventory": d.get("inventory")})
     return out[-last:]

@@ -10,10 +10,9 @@ from tuning.inventory import Inventory
 from tuning.node import domains
 from tuning.node.base import Change, NodeFacts
 from tuning.rollout import switch_ops
-from tuning.rollout.engine import RunReport, Session
+from tuning.rollout.engine import Options, RunReport, Session, verify_fabric
 from tuning.rollout.journal import load_baseline
-from tuning.verify.pairs import select_pairs
-from tuning.verify.runner import Thresholds, verify
+from tuning.verify.runner import Thresholds
 
 
 def offline_plan(inv: Inventory, limit: list[str] | None, domains_: set[str] | None = None) -> RunReport:
@@ -22,7 +21,7 @@ def offline_plan(inv: Inventory, limit: list[str] | None, domains_: set[str] | N
     Settings that depend on discovery (IRQ numbers, the ECN file flavour of the NIC driver)
     are absent: they need the device.
     """
-    report = RunReport(None, "plan", outcome="planned")
+    report = RunReport(None, "offline-plan", outcome="planned")
     for dev in inv.select(limit):
         if dev.role == "node":
             # nothing is read offline: every file the fit checks look for counts as present
@@ -38,11 +37,10 @@ def offline_plan(inv: Inventory, limit: list[str] | None, domains_: set[str] | N
 def verify_only(inv: Inventory, journal_dir: Path, th: Thresholds, progress,
                 rails: tuple[int, ...] | None = None) -> tuple[bool, list[dict]]:
     """Measure every pair and judge against ``th`` and the recorded baseline (if any)."""
-    nodes = inv.nodes
-    s = Session(inv, nodes, 20)
-    s.open()
+    s = Session(inv, [], 1)  # no device is changed: the nodes are opened as the pairs need them
     try:
-        ok, results = verify(select_pairs(nodes, rails=rails), s.nodes, th, load_baseline(journal_dir), progress)
+        ok, results = verify_fabric(s, Options(mode="verify", thresholds=th, rails=rails),
+                                    load_baseline(journal_dir), progress)
     finally:
         s.close()
     return ok, [r.__dict__ for r in results]

@@ -94,8 +94,12 @@ def revision(state: SwitchState) -> str:
     return state.revision
 
 
-def apply(drv: SwitchDriver, dev: Device, changes: list[Change], confirm_s: int | None) -> str | None:
+def apply(drv: SwitchDriver, dev: Device, changes: list[Change], confirm_s: int | None,
+          revision_before: str) -> str | None:
     """Stage the rendered config, commit (with a confirm window when ``confirm_s``).
+
+    The driver's commit compares on the box itself and returns the applied revision unchanged
+    when there is nothing to commit; that is how "nothing to change" is told here.
 
     Returns:
         The committed revision id, or None when the switch found nothing to change.
@@ -103,10 +107,11 @@ def apply(drv: SwitchDriver, dev: Device, changes: list[Change], confirm_s: int 
     if not changes:
         return None
     drv.load_candidate(render_switch(dev))
-    if not drv.compare().strip():
+    rev = drv.commit(confirm_within_s=confirm_s, message="fabtune")
+    if rev == revision_before:
         drv.discard()
         return None
-    return drv.commit(confirm_within_s=confirm_s, message="fabtune")
+    return rev
 
 
 def confirm(drv: SwitchDriver) -> None:
