@@ -316,16 +316,19 @@ def _lab_status(sd: Path, as_json: bool = False) -> bool:
 
 @lab_app.command("inject")
 def lab_inject(target: str = typer.Argument(..., help="node01:mlx5_0 or leaf01:swp1"),
-               kind: str = typer.Argument("degrade", help="degrade | down | clear"),
+               kind: str = typer.Argument("degrade", help="degrade | down | clear; switch: apply-fails | "
+                                          "nvued-down | slow-apply SECONDS | (SWITCH:PORT) oper-mtu N"),
+               value: Optional[str] = typer.Argument(None, help="SECONDS (slow-apply) or MTU (oper-mtu)"),
                inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
-    """Inject a fault on a link (the fabric model applies it to every RDMA test crossing it).
+    """Inject a fault on a link (the fabric model applies it to every RDMA test crossing it)
+    or on a switch (see tuning.lab.nvue_faults).
 
-    Example: fabtune lab inject leaf01:swp1 degrade
+    Example: fabtune lab inject leaf01:swp1 degrade; fabtune lab inject leaf01 slow-apply 30
     """
     from tuning.lab.inject import inject
 
-    inject(_state_dir(inventory, state_dir), target, kind)
-    out.print(f"{kind} on {target}")
+    inject(_state_dir(inventory, state_dir), target, kind, value)
+    out.print(f"{kind}{'' if value is None else ' ' + value} on {target}")
 
 
 @lab_app.command("down")

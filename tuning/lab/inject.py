@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuning.errors import InputError
+from tuning.lab import nvue_faults
 from tuning.lab.fabric import Fabric
 
 KINDS = ("degrade", "down", "clear")
@@ -30,7 +31,7 @@ def _allowed(fabric: Fabric) -> str:
     return "; ".join(parts)
 
 
-def inject(state_dir: Path | str, target: str, kind: str) -> list[dict]:
+def inject(state_dir: Path | str, target: str, kind: str, value: str | None = None) -> list[dict]:
     """Add (``degrade`` / ``down``) or remove (``clear``) the fault on ``target``.
 
     Args:
@@ -46,6 +47,8 @@ def inject(state_dir: Path | str, target: str, kind: str) -> list[dict]:
     """
     path = Path(state_dir) / "fabric.json"
     fabric = Fabric.load(path)
+    if nvue_faults.handles(fabric, target, kind):  # switch faults: tuning.lab.nvue_faults
+        return nvue_faults.inject_switch(path, fabric, target, kind, value)
     if kind not in KINDS:
         raise InputError("KIND", "kind", f"{kind!r} is not one of {', '.join(KINDS)}")
     if target not in _targets(fabric):

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from tuning.lab.fabric import Fabric, Switch
+from tuning.lab.nvue_faults import FAILED_TO_PREPARE, NVUED_DOWN, PROGRESS_WORD, FaultReader
 from tuning.lab.nvue_config import InvalidCommand, Tree, config_commands, config_diff, parse_path, set_path, unset_path
 from tuning.lab.nvue_show import effective_roce, revision_table, show_interface, show_qos_roce
 
@@ -102,6 +103,8 @@ class NvueSwitch:
         self.saved_id = 1
         self.pending: Tree | None = None
         self.confirm: _Confirm | None = None
+        self.faults = FaultReader(state_dir, self.name)  # `fabtune lab inject SWITCH ...`
+        self._written: dict | None = None
         self._write_fabric_json()
 
     # ----- state -------------------------------------------------------------------------
@@ -115,17 +118,19 @@ class NvueSwitch:
 
     def fabric_state(self) -> dict:
         """The applied state in the lab contract's ``switches/<name>.fabric.json`` shape."""
-        mtus = {p: self.applied.get("interface", {}).get(p, {}).get("link", {}).get("mtu", 9216)
+        oper = self.faults().oper_mtu
+        mtus = {p: oper.get(p, self.applied.get("interface", {}).get(p, {}).get("link", {}).get("mtu", 9216))
                 for p, info in self.ports.items() if info["type"] == "swp"}
         return {"ports": {p: {"mtu": m} for p, m in mtus.items()}, "roce": effective_roce(self.applied).as_json()}
 
     def _write_fabric_json(self) -> None:
         if self.state_dir is None:
             return
+        self._written = self.fabric_state()
         path = Path(self.state_dir) / "switches" / f"{self.name}.fabric.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}")
-        tmp.write_text(json.dumps(self.fabric_state(), indent=2, sort_keys=True) + "\n")
+        tmp.write_text(json.dumps(self._written, indent=2, sort_keys=True) + "\n")
         os.replace(tmp, path)
 
     # ----- dispatch ----------------------------------------------------------------------
@@ -142,14 +147,21 @@ class NvueSwitch:
         if not words or words[0] != "nv":
             return Reply(stderr=f"-bash: {words[0] if words else ''}: command not found\n", rc=127)
         with self._lock:
-            return self._dispatch(words[1:], ask or (lambda _prompt: ""))
+            faults = self.faults()
+            if faults.nvued_down:
+                progress = PROGRESS_WORD if words[1:3] == ["config", "apply"] else ""
+                return Reply(progress + NVUED_DOWN, rc=1)
+            reply = self._dispatch(words[1:], ask or (lambda _prompt: ""))
+            if self.fabric_state() != self._written:  # an injected fault changed the operational state
+                self._write_fabric_json()
+            return reply
 
     def _dispatch(self, words: list[str], ask: Ask) -> Reply:
         head = words[:2]
         if head[:1] in (["set"], ["unset"]):
             return self._set(words)
         table: dict[str, Callable[[list[str], Ask], Reply]] = {
-            "config apply": self._apply, "config diff": lambda w, a: Reply(self._diff()),
+            "config apply": self._faulty_apply, "config diff": lambda w, a: Reply(self._diff()),
             "config detach": self._detach, "config save": self._save,
             "config show": self._show_config, "config revision": self._revision,
             "show interface": self._show_interface, "show qos": self._show_qos,
@@ -158,6 +170,19 @@ class NvueSwitch:
         if handler is None:
             return _invalid(words)
         return handler(words, ask)
+
+    def _faulty_apply(self, words: list[str], ask: Ask) -> Reply:
+        """``nv config apply`` under the injected faults: slow-apply waits, apply-fails refuses."""
+        if "--confirm-status" in words:
+            return self._apply(words, ask)
+        faults = self.faults()
+        if faults.slow_apply_s:
+            time.sleep(faults.slow_apply_s)  # holding the switch, as a busy nvued does
+        changes = any(not w.startswith("-") and not re.fullmatch(r"\d+[smhd]", w) for w in words[2:]) or \
+            bool(self._diff())
+        if faults.apply_fails and changes:
+            return Reply(FAILED_TO_PREPARE, rc=1)
+        return self._apply(words, ask)
 
     def _set(self, words: list[str]) -> Reply:
         try:
@@ -197,6 +222,7 @@ class NvueSwitch:
         ports = {}
         for name, info in self.ports.items():
             mtu = self.applied.get("interface", {}).get(name, {}).get("link", {}).get("mtu", info["mtu"])
+            mtu = self.faults().oper_mtu.get(name, mtu)  # operational, as the summary shows it
             ports[name] = {**info, "mtu": mtu}
         return Reply(show_interface(ports))
 

@@ -1,0 +1,140 @@
+"""Switch faults of the lab (``fabtune lab inject SWITCH KIND [VALUE]``) and how the NVUE
+simulator (:mod:`tuning.lab.nvue`) plays them.
+
+Kinds, persisted like the link faults in ``<state_dir>/fabric.json`` under ``injections``
+(one entry per target, the latest wins; ``clear`` removes it):
+
+- ``SWITCH apply-fails``: every ``nv config apply`` that would change the configuration
+  (a new apply, ``<rev> --confirm-yes|--confirm-no``, ``<rev>`` rollback) prints the real
+  failure of shared/cases/cli/nvue_config_apply__failed_to_prepare_internal_error.txt and
+  changes nothing; the pending diff stays.
+- ``SWITCH nvued-down``: every ``nv`` command prints the real text of
+  nvue_config_apply__nvued_down_progress_word_concat.txt (``apply`` with its progress word
+  ``reloading`` run into ``Error: Could not connect to nvued.``; other commands without it).
+- ``SWITCH slow-apply SECONDS``: every ``nv config apply`` waits SECONDS (holding the switch,
+  as nvued does) before it acts and answers.
+- ``SWITCH:PORT oper-mtu N``: the port's operational MTU is N whatever the applied one is
+  (``nv show interface`` and ``switches/<name>.fabric.json`` show N), as in
+  nvue_show_interface_link__op_applied_pending_mtu_mismatch.txt.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tuning.errors import InputError
+from tuning.lab.fabric import Fabric
+
+#: the switch fault kinds (``clear`` is shared with the link faults)
+SWITCH_KINDS = ("apply-fails", "nvued-down", "slow-apply", "oper-mtu")
+
+#: ``nv config apply`` failing in nvued (networkop/cx#6, CL 5.0): reason indented 2 spaces
+FAILED_TO_PREPARE = "Failed to prepare to apply\n  Unrecoverable internal error\n"
+#: apply's progress word, printed without a newline (networkop/cx#9)
+PROGRESS_WORD = "reloading"
+#: what every ``nv`` command prints while nvued is down (networkop/cx#9, CL 5.3)
+NVUED_DOWN = ("Error: Could not connect to nvued.\nTo start nvued, use\n\n    sudo systemctl start nvued\n\n"
+              "To check the status of nvued, use\n\n    sudo systemctl status nvued\n\n"
+              "To configure nvued to start when the system boots, use\n\n    sudo systemctl enable nvued\n")
+MAX_SLOW_APPLY_S = 3600
+
+
+@dataclass(frozen=True)
+class Faults:
+    """The faults in force on one switch.
+
+    Attributes:
+        apply_fails / nvued_down: the kinds above.  slow_apply_s: seconds every apply waits.
+        oper_mtu: port -> operational MTU (bytes) that differs from the applied one.
+    """
+
+    apply_fails: bool = False
+    nvued_down: bool = False
+    slow_apply_s: float = 0.0
+    oper_mtu: dict[str, int] = field(default_factory=dict)
+
+
+def faults_of(injections: list[dict], switch: str) -> Faults:
+    """The :class:`Faults` of ``switch`` in a ``fabric.json`` ``injections`` list."""
+    kinds = {i.get("kind"): i for i in injections if i.get("target") == switch}
+    oper = {i["target"].split(":", 1)[1]: int(i["value"]) for i in injections
+            if i.get("kind") == "oper-mtu" and str(i.get("target", "")).startswith(f"{switch}:")}
+    slow = kinds.get("slow-apply", {}).get("value", 0)
+    return Faults("apply-fails" in kinds, "nvued-down" in kinds, float(slow or 0), oper)
+
+
+class FaultReader:
+    """Reads a switch's faults from ``<state_dir>/fabric.json`` when the file changed.
+
+    ``fabtune lab inject`` rewrites that file from another process; a half-written file
+    keeps the last faults read.
+    """
+
+    def __init__(self, state_dir: Path | None, switch: str) -> None:
+        self.path = None if state_dir is None else Path(state_dir) / "fabric.json"
+        self.switch = switch
+        self._stamp: tuple[int, int] | None = None
+        self._faults = Faults()
+
+    def __call__(self) -> Faults:
+        """The faults in force now."""
+        if self.path is None:
+            return self._faults
+        try:
+            st = self.path.stat()
+            stamp = (st.st_mtime_ns, st.st_size)
+            if stamp != self._stamp:
+                self._faults = faults_of(json.loads(self.path.read_text()).get("injections", []), self.switch)
+                self._stamp = stamp
+        except (OSError, ValueError):
+            pass
+        return self._faults
+
+
+def handles(fabric: Fabric, target: str, kind: str) -> bool:
+    """True when ``(target, kind)`` is a switch fault (or clears one) for :func:`inject_switch`."""
+    return kind in SWITCH_KINDS or (kind == "clear" and target in {s.name for s in fabric.switches})
+
+
+def inject_switch(path: Path, fabric: Fabric, target: str, kind: str, value: str | None) -> list[dict]:
+    """Record a switch fault in ``fabric.json`` (``path``) and return the injections in force.
+
+    Args:
+        path: ``<state_dir>/fabric.json``.  fabric: its content.
+        target: ``SWITCH`` (apply-fails, nvued-down, slow-apply, clear) or ``SWITCH:PORT`` (oper-mtu).
+        kind: one of :data:`SWITCH_KINDS` or ``clear``.  value: SECONDS (slow-apply) or MTU (oper-mtu).
+
+    Raises:
+        InputError: unknown switch or port, a missing, extra or out-of-range value.
+    """
+    entry: dict = {"target": target, "kind": kind}
+    switches = {s.name: s for s in fabric.switches}
+    if kind == "oper-mtu":
+        sw, _, port = target.partition(":")
+        if sw not in switches or port not in switches[sw].ports:
+            raise InputError("TARGET", "target", f"{target!r} is not a switch port of the lab; allowed: "
+                             + "; ".join(f"{s.name}:{','.join(s.ports)}" for s in fabric.switches))
+        entry["value"] = _number(value, kind, 68, 9216)
+    else:
+        if target not in switches:
+            raise InputError("TARGET", "target", f"{target!r} is not a switch of the lab; allowed: "
+                             f"{', '.join(switches)}")
+        if kind == "slow-apply":
+            entry["value"] = _number(value, kind, 1, MAX_SLOW_APPLY_S)
+        elif value is not None:
+            raise InputError("VALUE", "value", f"{kind} takes no value (got {value!r})")
+    fabric.injections = [i for i in fabric.injections if i.get("target") != target]
+    if kind != "clear":
+        fabric.injections.append(entry)
+    fabric.save(path)
+    return list(fabric.injections)
+
+
+def _number(value: str | None, kind: str, lo: int, hi: int) -> int:
+    what = "SECONDS" if kind == "slow-apply" else "MTU"
+    if value is None or not re.fullmatch(r"[0-9]{1,7}", str(value)) or not lo <= int(value) <= hi:
+        raise InputError("VALUE", "value", f"{kind} needs {what} as an integer in {lo}..{hi} (got {value!r})")
+    return int(value)
