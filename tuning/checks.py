@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuning.errors import InputError
+from tuning.model.layout import VARS_EXTENSIONS
 from tuning.model.settings import expand_ports
 
 if TYPE_CHECKING:
@@ -17,13 +18,19 @@ if TYPE_CHECKING:
 
 
 def check_vars_files(inv: Path, groups: set[str], hosts: set[str]) -> None:
-    """A ``group_vars``/``host_vars`` file whose name matches no group/host is a typo that would
-    silently drop its settings (``gpu-nodes.yml`` for ``gpu_nodes``): refuse it."""
+    """A ``group_vars``/``host_vars`` entry (``NAME``, ``NAME/``, ``NAME.yml``, ``.yaml``, ``.json``, the
+    names Ansible reads) that matches no group/host is a typo that would silently drop its settings
+    (``gpu-nodes.yml`` for ``gpu_nodes``): refuse it. Hidden and ``~`` files are skipped, as Ansible does."""
     for folder, names, what in (("group_vars", groups, "group"), ("host_vars", hosts, "host")):
-        for path in sorted((inv / folder).glob("*")):
-            if path.suffix not in (".yml", ".yaml") or path.stem in names:
+        if not (inv / folder).is_dir():
+            continue
+        for path in sorted((inv / folder).iterdir()):
+            if path.name.startswith(".") or path.name.endswith("~"):
                 continue
-            raise InputError(str(path), "-", f"no {what} called {path.stem!r} in hosts.yaml; "
+            stem = path.stem if path.suffix in VARS_EXTENSIONS else path.name
+            if path.suffix and path.suffix not in VARS_EXTENSIONS or stem in names:
+                continue
+            raise InputError(str(path), "-", f"no {what} called {stem!r} in hosts.yaml; "
                                               f"{what}s: {', '.join(sorted(names))}")
 
 
@@ -49,14 +56,89 @@ def check_cabling(devices: dict[str, Device], hosts_file: Path) -> None:
                                  f"cabled to {other}; one NIC per port")
 
 
-def check_port(vars_: dict, sources: dict, host: str) -> int:
-    """``ansible_port`` as an int in 1..65535 (default 22)."""
-    raw = vars_.get("ansible_port", 22)
-    try:
-        port = int(raw)
-    except (TypeError, ValueError):
-        port = -1
-    if not 1 <= port <= 65535:
-        raise InputError(sources.get("ansible_port", "inventory"), "ansible_port",
-                         f"{raw!r} is not a TCP port; allowed: 1..65535 (host {host})")
-    return port
+def check_addresses(devices: dict[str, Device], hosts_file: Path) -> None:
+    """No two devices share one SSH endpoint (address:port), no two NICs one IPv4 address."""
+    endpoints: dict[tuple[str, int], str] = {}
+    addresses: dict[str, str] = {}
+    for dev in devices.values():
+        c = dev.connection
+        other = endpoints.setdefault((c.hostname, c.port), dev.name)
+        if other != dev.name:
+            raise InputError(dev.sources.get("ansible_port", dev.sources.get("ansible_host", str(hosts_file))),
+                             "ansible_host", f"{dev.name} and {other} both use {c.hostname}:{c.port}; "
+                             "allowed: one device per address and port")
+        if dev.role != "node":
+            continue
+        for i, nic in enumerate(dev.spec.nics):
+            ip = str(nic.ipv4.ip)
+            other = addresses.setdefault(ip, f"{dev.name}:{nic.netdev}")
+            if other != f"{dev.name}:{nic.netdev}":
+                raise InputError(dev.sources.get("nics", str(hosts_file)), f"nics.{i}.ipv4",
+                                 f"{dev.name}:{nic.netdev} and {other} both have {ip}; allowed: one NIC per address")
+
+
+#: bytes a switch port needs above a node's netdev MTU: Ethernet header 14 + one 802.1Q tag 4 +
+#: FCS 4 (IEEE 802.3 clause 3, IEEE 802.1Q). The node MTU counts the IP packet only; a switch
+#: port whose MTU leaves no room for the frame around it drops the node's largest packets. NVIDIA's
+#: RoCE guides keep the switch at 9216 over the host's 9000 for this reason.
+MTU_HEADER_BYTES = 22
+
+
+def _src(dev: Device, key: str, fallback: Device) -> str:
+    """The file that set ``key`` on ``dev`` (or on ``fallback``, when ``dev`` uses the default)."""
+    return dev.sources.get(key) or fallback.sources.get("roce") or "inventory"
+
+
+def _node_rules(dev: Device) -> None:
+    q = dev.spec.nic_qos
+    src = dev.sources.get("nic_qos", "inventory")
+    if q.roce_dscp == q.cnp_dscp:
+        raise InputError(src, "nic_qos.cnp_dscp", f"{dev.name}: roce_dscp and cnp_dscp are both {q.roce_dscp}; "
+                         "rule: CNPs need their own DSCP (allowed: cnp_dscp != roce_dscp)")
+    if q.pfc_priority == q.cnp_priority:
+        raise InputError(src, "nic_qos.cnp_priority", f"{dev.name}: pfc_priority and cnp_priority are both "
+                         f"{q.pfc_priority}; rule: CNPs travel outside the lossless priority "
+                         "(allowed: cnp_priority != pfc_priority)")
+
+
+def _pair_rules(node: Device, sw: Device, port: str) -> None:
+    q, r = node.spec.nic_qos, sw.spec.roce
+    pair = f"{node.name} and {sw.name}"
+    if r is not None:
+        if q.pfc_priority != r.pfc_priority:
+            raise InputError(_src(node, "nic_qos", sw), "nic_qos.pfc_priority", f"{pair}: node PFC priority "
+                             f"{q.pfc_priority}, switch roce.pfc_priority {r.pfc_priority}; rule: one lossless priority")
+        if q.trust != r.trust:
+            raise InputError(_src(node, "nic_qos", sw), "nic_qos.trust", f"{pair}: node trust {q.trust}, "
+                             f"switch roce.trust {r.trust}; rule: both trust the same field")
+        got = r.dscp_to_switch_priority.get(q.roce_dscp)
+        if got != r.pfc_priority:
+            raise InputError(sw.sources.get("roce", "inventory"), "roce.dscp_to_switch_priority", f"{pair}: "
+                             f"{sw.name} maps the RoCE DSCP {q.roce_dscp} of {node.name} to priority {got}; "
+                             f"rule: the RoCE DSCP maps to the lossless priority {r.pfc_priority}")
+    port_mtu = sw.spec.port_mtu_overrides.get(port, sw.spec.port_mtu)
+    if port_mtu < node.spec.mtu + MTU_HEADER_BYTES:
+        key = "port_mtu_overrides" if port in sw.spec.port_mtu_overrides else "port_mtu"
+        raise InputError(sw.sources.get(key, "inventory"), key, f"{pair}: {sw.name}:{port} MTU {port_mtu} < node "
+                         f"MTU {node.spec.mtu} + {MTU_HEADER_BYTES} header bytes; rule: the port carries the "
+                         f"node's largest frame (allowed: >= {node.spec.mtu + MTU_HEADER_BYTES})")
+
+
+def check_qos(devices: dict[str, Device]) -> None:
+    """QoS that must agree across devices before anything is pushed (the first rules of a fabric lint).
+
+    Per node: RoCE DSCP != CNP DSCP, PFC priority != CNP priority. Per node and the switch at the
+    other end of each NIC: one PFC priority, one trust mode, the switch maps the node's RoCE DSCP to
+    the lossless priority, and the port MTU >= node MTU + :data:`MTU_HEADER_BYTES`.
+
+    Raises:
+        InputError: naming the file, the key, both devices and the rule.
+    """
+    for dev in devices.values():
+        if dev.role != "node":
+            continue
+        _node_rules(dev)
+        for nic in dev.spec.nics:
+            sw = devices.get(nic.switch)
+            if sw is not None and sw.role == "switch":
+                _pair_rules(dev, sw, nic.switch_port)

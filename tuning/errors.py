@@ -37,6 +37,12 @@ class TuningError(Exception):
         return f"{prefix}{self.message}"
 
 
+def _one_line(text: str) -> str:
+    """``text`` with control characters (a newline in an inventory key) shown escaped, as ``repr`` does."""
+    text = str(text)
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class InputError(TuningError):
     """Bad input: an inventory file, a profile, a CLI flag. Nothing was pushed.
 
@@ -49,9 +55,10 @@ class InputError(TuningError):
     exit_code = 2
 
     def __init__(self, file: str, key: str, problem: str, *, host: str | None = None):
-        self.file = file
-        self.key = key
-        self.problem = problem
+        self.file = _one_line(file)
+        self.key = _one_line(key)
+        self.problem = _one_line(problem)
+        file, key, problem = self.file, self.key, self.problem
         super().__init__(f"{file}: {key}: {problem}", host=None, phase="validate")
         self.host = host
 

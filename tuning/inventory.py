@@ -1,36 +1,41 @@
 """One loader for the Ansible-format YAML inventory, used by both front ends.
 
-Layout (as Ansible reads it): ``INV/hosts.yaml`` (``all`` -> ``children`` -> groups -> ``hosts``),
-``INV/group_vars/<group>.yml`` and ``INV/host_vars/<host>.yml``. Variables layer as in Ansible:
-``all`` < parent group < child group < host vars < inline host vars.
+It sees exactly the variables ``ansible-inventory --list`` gives (``tuning.model.layout``):
+``hosts.yaml`` groups with inline ``vars:``, ``group_vars/<group>.yml`` or ``group_vars/<group>/*.yml``,
+``host_vars/<host>.yml`` (or a folder), in Ansible's precedence. Each file is read by
+``tuning.model.yamlfile`` (UTF-8, no duplicate keys, bounded nesting, no recursive aliases).
 
 Every host must belong (directly or through a child group) to exactly one role group:
 ``gpu_nodes`` (a :class:`~tuning.model.NodeSpec`) or ``switches`` (a :class:`~tuning.model.SwitchSpec`).
-Keys other than the model's, the ``ansible_*`` connection keys and the ``fabtune_*`` keys below are
-refused, naming the file that holds them. Paths in ``fabtune_*_file`` keys are relative to INV.
+fabtune's own keys (the models' fields, ``fabtune_*``) are validated strictly (no coercion, a
+grammar for every string that reaches a shell or a file, bounded ranges); a key of the other role is
+refused unless it is set for a group holding both roles (``all``); an unknown key close to a known
+one is refused ("did you mean nic_qos.pfc_priority?"); other keys (``ntp_servers``, other
+``ansible_*``) are left alone. Paths in ``fabtune_*_file`` keys are relative to INV. Cross-host
+checks (cabling, endpoints, QoS) run last (:mod:`tuning.checks`).
 
-Raises :class:`tuning.errors.InputError` (exit 2) with file, key and allowed values.
+Raises :class:`tuning.errors.InputError` (exit 2) with file, key and allowed values, in one line.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
-from tuning.checks import check_cabling, check_port, check_vars_files
+from tuning.checks import check_addresses, check_cabling, check_qos, check_vars_files
 from tuning.errors import InputError
-from tuning.model import NodeSpec, SwitchSpec
+from tuning.model import NicQos, NodeSpec, SwitchRoce, SwitchSpec
+from tuning.model.layout import Tree, VarsCache, host_vars, parse_tree
 from tuning.model.messages import validation_error
+from tuning.model.settings import ConnectionVars
+from tuning.transport import become as _become
 
 ROLE_GROUPS = {"gpu_nodes": NodeSpec, "switches": SwitchSpec}
-CONNECTION_KEYS = {
-    "ansible_host", "ansible_port", "ansible_user", "ansible_connection",
-    "ansible_python_interpreter", "ansible_network_os",
-}
+#: the Ansible variables fabtune reads (validated); other ``ansible_*`` keys are Ansible's business
+CONNECTION_KEYS = {"ansible_host", "ansible_port", "ansible_user", *_become.KEYS}
 FABTUNE_KEYS = {"fabtune_sysroot", "fabtune_ssh_key_file", "fabtune_known_hosts_file"}
 #: fabtune_* keys that mean something for each role (a switch has no sysroot)
 ROLE_FABTUNE_KEYS = {"node": FABTUNE_KEYS, "switch": FABTUNE_KEYS - {"fabtune_sysroot"}}
@@ -46,6 +51,9 @@ class Connection:
     key_file: str | None
     known_hosts: str | None
     sysroot: str = "/"
+    become: bool = False  # run privileged commands through sudo (tuning.transport.become)
+    become_user: str = "root"
+    become_method: str = "sudo"
 
 
 @dataclass
@@ -98,123 +106,113 @@ class Inventory:
         return out
 
 
-def _read_yaml(path: Path) -> Any:
-    try:
-        return yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "yaml"
-        raise InputError(str(path), where, f"not valid YAML: {getattr(e, 'problem', e)}") from None
-    except OSError as e:
-        raise InputError(str(path), "-", f"cannot read: {e.strerror}") from None
-
-
-def _walk_groups(path: Path, name: str, node: dict, parents: list[str], out: dict[str, dict]) -> None:
-    """Collect host -> {groups: [...], inline: {...}} from the ``all`` tree (depth first)."""
-    if not isinstance(node, dict):
-        raise InputError(str(path), name, "a group must be a mapping with hosts/children/vars")
-    for key in node:
-        if key not in {"hosts", "children", "vars"}:
-            raise InputError(str(path), f"{name}.{key}", "unknown key; allowed: hosts, children, vars")
-    chain = parents + [name]
-    for host, inline in (node.get("hosts") or {}).items():
-        entry = out.setdefault(host, {"groups": [], "inline": {}})
-        entry["groups"] += [g for g in chain if g not in entry["groups"]]
-        entry["inline"].update(inline or {})
-    for child, sub in (node.get("children") or {}).items():
-        _walk_groups(path, child, sub or {}, chain, out)
-
-
-def _vars_file(inv: Path, folder: str, name: str) -> tuple[dict, str | None]:
-    """``INV/<folder>/<name>.yml`` (or ``.yaml``) and its path; ``({}, None)`` if absent."""
-    for ext in (".yml", ".yaml"):
-        p = inv / folder / f"{name}{ext}"
-        if p.exists():
-            return _read_yaml(p), str(p)
-    return {}, None
-
-
-def _layer(inv: Path, hosts_file: Path, host: str, groups: list[str], inline: dict) -> tuple[dict, dict]:
-    """Merge vars in Ansible precedence; return (vars, key -> file that set it)."""
-    merged: dict = {}
-    sources: dict = {}
-    layers = ([_vars_file(inv, "group_vars", g) for g in groups]
-              + [_vars_file(inv, "host_vars", host), (inline, str(hosts_file))])
-    for data, src in layers:
-        if not isinstance(data, dict):
-            raise InputError(str(src), "-", "must be a mapping of variables")
-        for k, v in data.items():
-            merged[k] = v
-            sources[k] = src
-    return merged, sources
-
-
 def _role_of(hosts_file: Path, host: str, groups: list[str]) -> type[NodeSpec] | type[SwitchSpec]:
     roles = {g for g in groups if g in ROLE_GROUPS}
     if len(roles) != 1:
-        have = ", ".join(g for g in groups if g != "all") or "no group"
+        have = ", ".join(g for g in groups if g not in ("all", "ungrouped")) or "no group"
         raise InputError(str(hosts_file), f"all.*.hosts.{host}",
                          f"host must be in exactly one of the groups {', '.join(ROLE_GROUPS)} (it is in {have})")
     return ROLE_GROUPS[roles.pop()]
 
 
-def _check_keys(model: type, vars_: dict, sources: dict, host: str) -> None:
-    role = model.model_fields["role"].default
-    allowed = (set(model.model_fields) - {"role"}) | ROLE_FABTUNE_KEYS[role]
+def _nested_keys(role: str) -> dict[str, str]:
+    """Distinctive nested setting names -> their dotted place (``pfc_priority`` -> ``nic_qos.pfc_priority``),
+    so a nested key written at the top level is caught; short common words (``mode``) are left out."""
+    out: dict[str, str] = {}
+    pairs = [("nic_qos", NicQos), ("roce", SwitchRoce)]
+    for parent, model in (pairs if role == "switch" else pairs[::-1]):  # the role's own wins
+        out.update({k: f"{parent}.{k}" for k in model.model_fields if "_" in k and len(k) >= 6})
+    return out
+
+
+def _own_keys(role: str) -> set[str]:
+    model = NodeSpec if role == "node" else SwitchSpec
+    return (set(model.model_fields) - {"role"}) | ROLE_FABTUNE_KEYS[role]
+
+
+def _check_keys(role: str, vars_: dict, where: tuple[dict, dict], host: str, mixed: set[str]) -> None:
+    """Refuse fabtune's own keys in the wrong place and near-misses of them; leave other keys alone.
+
+    ``mixed`` holds the groups whose hosts have both roles (``all``): a key of the other role set
+    there is meant for those hosts and is ignored here.
+    """
+    sources, scopes = where
+    own, other = _own_keys(role), _own_keys("switch" if role == "node" else "node")
+    nested = _nested_keys(role)
+    known = sorted(own | other | CONNECTION_KEYS | FABTUNE_KEYS | set(nested))
     for key in vars_:
-        if key in CONNECTION_KEYS or key.startswith("__"):
+        if key in own or key in CONNECTION_KEYS or key.startswith(("__", "ansible_")):
             continue
-        if key not in allowed:
-            if key in FABTUNE_KEYS and sources[key].endswith(("all.yml", "all.yaml")):
-                continue  # set for every host in group_vars/all; meaningless for this role, harmless
-            raise InputError(sources[key], key, f"unknown key for {role} {host}; allowed: {', '.join(sorted(allowed))}")
+        if key in other or key in FABTUNE_KEYS:
+            if scopes[key] in mixed:
+                continue
+            raise InputError(sources[key], key, f"not a {role} setting (host {host}); allowed for a {role}: "
+                                                f"{', '.join(sorted(own))}")
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+        if key.startswith("fabtune_") or close:
+            hint = f"did you mean {nested.get(close[0], close[0])}? " if close else ""
+            raise InputError(sources[key], key, f"unknown key (host {host}); {hint}allowed: {', '.join(sorted(own))}")
 
 
 def _connection(inv: Path, host: str, vars_: dict, sources: dict) -> Connection:
-    def rel(key: str) -> str | None:
-        v = vars_.get(key)
-        return None if v is None else str((inv / v) if not Path(v).is_absolute() else Path(v))
+    try:
+        cv = ConnectionVars.model_validate({k: v for k, v in vars_.items() if k in ConnectionVars.model_fields})
+    except ValidationError as e:
+        raise validation_error(e, ConnectionVars, sources, host) from None
 
-    return Connection(
-        hostname=str(vars_.get("ansible_host", host)),
-        port=check_port(vars_, sources, host),
-        username=str(vars_.get("ansible_user", "root")),
-        key_file=rel("fabtune_ssh_key_file"),
-        known_hosts=rel("fabtune_known_hosts_file"),
-        sysroot=str(vars_.get("fabtune_sysroot", "/")),
-    )
+    def rel(v: str | None) -> str | None:
+        return None if v is None else str(Path(v) if Path(v).is_absolute() else inv.absolute() / v)
+
+    become = _become.parse(vars_, sources, host)
+    return Connection(hostname=cv.ansible_host or host, port=cv.ansible_port, username=cv.ansible_user,
+                      key_file=rel(cv.fabtune_ssh_key_file), known_hosts=rel(cv.fabtune_known_hosts_file),
+                      sysroot=cv.fabtune_sysroot, become=become.enabled, become_user=become.user,
+                      become_method=become.method)
+
+
+def _hosts_file(path: str | Path) -> Path:
+    inv = Path(path)
+    hosts_file = inv if inv.is_file() else next(
+        (inv / n for n in ("hosts.yaml", "hosts.yml") if (inv / n).exists()), inv / "hosts.yaml")
+    if not hosts_file.exists():
+        raise InputError(str(hosts_file), "-", "inventory not found (expected hosts.yaml with an 'all' group)")
+    return hosts_file
+
+
+def _device(tree: Tree, cache: VarsCache, host: str, role_of: dict, mixed: set[str]) -> Device:
+    groups = tree.groups_of(host)
+    model = ROLE_GROUPS[role_of[host]]
+    vars_, sources, scopes = host_vars(tree, cache, host)
+    _check_keys(model.model_fields["role"].default, vars_, (sources, scopes), host, mixed)
+    fields = {k: v for k, v in vars_.items() if k in model.model_fields and k != "role"}
+    try:
+        spec = model.model_validate(fields)
+    except ValidationError as e:
+        raise validation_error(e, model, sources, host) from None
+    return Device(host, groups, _connection(cache.inv, host, vars_, sources), spec, sources)
 
 
 def load(path: str | Path) -> Inventory:
-    """Load and validate an inventory directory (or its ``hosts.yaml``).
+    """Load and validate an inventory directory (or its ``hosts.yaml``), as Ansible reads it.
 
     Returns:
         Inventory with one validated :class:`Device` per host.
 
     Raises:
-        InputError: missing file, bad YAML, unknown key, host without a role group, value out of range.
+        InputError: missing file, bad YAML, a duplicate or misplaced key, a value outside its
+            grammar or range, a host without a role group, inconsistent QoS across devices.
     """
-    inv = Path(path)
-    hosts_file = inv if inv.is_file() else next((inv / n for n in ("hosts.yaml", "hosts.yml") if (inv / n).exists()), inv / "hosts.yaml")
+    hosts_file = _hosts_file(path)
     inv = hosts_file.parent
-    if not hosts_file.exists():
-        raise InputError(str(hosts_file), "-", "inventory not found (expected hosts.yaml with an 'all' group)")
-    data = _read_yaml(hosts_file)
-    if not isinstance(data, dict) or set(data) != {"all"}:
-        raise InputError(str(hosts_file), "-", "top level must be exactly one key: all")
-    hosts: dict[str, dict] = {}
-    _walk_groups(hosts_file, "all", data["all"] or {}, [], hosts)
-    devices = {}
-    for host, entry in hosts.items():
-        model = _role_of(hosts_file, host, entry["groups"])
-        vars_, sources = _layer(inv, hosts_file, host, entry["groups"], entry["inline"])
-        _check_keys(model, vars_, sources, host)
-        fields = {k: v for k, v in vars_.items() if k in model.model_fields}
-        try:
-            spec = model.model_validate(fields)
-        except ValidationError as e:
-            raise validation_error(e, model, sources, host) from None
-        devices[host] = Device(host, entry["groups"], _connection(inv, host, vars_, sources), spec, sources)
-    check_vars_files(inv, {g for e in hosts.values() for g in e["groups"]}, set(hosts))
+    tree = parse_tree(hosts_file)
+    hosts = list(tree.inline)
+    role_of = {h: _role_of(hosts_file, h, tree.groups_of(h)) for h in hosts}
+    role_of = {h: next(g for g, m in ROLE_GROUPS.items() if m is model) for h, model in role_of.items()}
+    mixed = {g for g in tree.groups if len({role_of[h] for h in hosts if g in tree.groups_of(h)}) > 1}
+    check_vars_files(inv, set(tree.groups) | {"ungrouped"}, set(hosts))
+    cache = VarsCache(inv)
+    devices = {h: _device(tree, cache, h, role_of, mixed) for h in hosts}
     check_cabling(devices, hosts_file)
+    check_addresses(devices, hosts_file)
+    check_qos(devices)
     return Inventory(inv, devices)

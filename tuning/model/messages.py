@@ -11,6 +11,10 @@ from pydantic import BaseModel, ValidationError
 from tuning.errors import InputError
 
 _RANGE = {"less_than_equal", "greater_than_equal", "less_than", "greater_than"}
+#: pydantic strict type errors -> what the key allows (no coercion: ``true`` is not 1, ``22.5`` not 22)
+_TYPES = {"int_type": "an integer", "int_from_float": "an integer", "bool_type": "true or false",
+          "string_type": "a string", "dict_type": "a mapping", "list_type": "a list",
+          "model_type": "a mapping", "model_attributes_type": "a mapping"}
 
 
 def _submodel(ann: Any) -> type[BaseModel] | None:
@@ -22,6 +26,7 @@ def _submodel(ann: Any) -> type[BaseModel] | None:
 def field_at(model: type[BaseModel], loc: list[str]) -> tuple[type[BaseModel] | None, Any]:
     """Walk a validation location: (the model that holds the last part, its FieldInfo or None)."""
     cls: type[BaseModel] | None = model
+    loc = [p for p in loc if not p.isdigit()]  # list indices (nics.0.rail)
     for i, part in enumerate(loc):
         if cls is None or part not in cls.model_fields:
             return cls, None
@@ -48,6 +53,9 @@ def _message(first: dict, model: type[BaseModel], loc: list[str], host: str) -> 
         return f"required for {host} but set nowhere (host_vars/{host}.yml missing?)"
     if kind in _RANGE and info is not None and _range(info):
         return f"{got!r} is outside {_range(info)}"
+    if kind in _TYPES:
+        rng = f" in {_range(info)}" if info is not None and _range(info) else ""
+        return f"{got!r} is a {type(got).__name__}; allowed: {_TYPES[kind]}{rng}"
     if kind == "too_short":
         return f"needs at least {first.get('ctx', {}).get('min_length', 1)} entry (got none)"
     msg = first["msg"].removeprefix("Value error, ")
@@ -58,7 +66,7 @@ def _message(first: dict, model: type[BaseModel], loc: list[str], host: str) -> 
 def validation_error(err: ValidationError, model: type[BaseModel], sources: dict[str, str], host: str) -> InputError:
     """The first error of ``err`` as an InputError naming file, key and the allowed values."""
     first = err.errors()[0]
-    loc = [str(p) for p in first["loc"]]
+    loc = [str(p) for p in first["loc"] if p != "[key]"]
     src = sources.get(loc[0], "inventory") if loc else "inventory"
     if first["type"] == "missing" and loc:
         src = f"host_vars/{host}.yml"

@@ -11,13 +11,33 @@ leaves room for headers (node 9000 under switch 9216; RoCE then runs at 4096).
 from __future__ import annotations
 
 from ipaddress import IPv4Interface
-from typing import Literal, Union
+from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from tuning.cpulist import parse_cpulist
+from tuning.model import grammar
 
-_STRICT = ConfigDict(extra="forbid", frozen=True)
+#: strict types: a YAML ``true`` is not the priority 1, ``22.5`` is not the port 22
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _ipv4(value: object) -> IPv4Interface:
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a string; allowed: an IPv4 address with prefix like 10.0.0.1/24")
+    try:
+        return IPv4Interface(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not an IPv4 address with prefix like 10.0.0.1/24") from None
+
+
+Netdev = Annotated[str, BeforeValidator(grammar.check_netdev)]
+RdmaDevice = Annotated[str, BeforeValidator(grammar.check_rdma_device)]
+PortName = Annotated[str, BeforeValidator(grammar.check_port_name)]
+HostName = Annotated[str, BeforeValidator(grammar.check_host_name)]
+SysctlName = Annotated[str, BeforeValidator(grammar.check_sysctl_name)]
+SysctlValue = Annotated[Union[str, int], BeforeValidator(grammar.check_sysctl_value)]
+CpuList = Annotated[str, BeforeValidator(grammar.check_cpulist)]
+Ipv4 = Annotated[IPv4Interface, BeforeValidator(_ipv4)]
 
 
 class NicQos(BaseModel):
@@ -29,6 +49,8 @@ class NicQos(BaseModel):
         ecn: ECN reaction and notification point (DCQCN RP/NP) on ``pfc_priority``.
         roce_dscp: DSCP of RoCE data (0..63); written as ToS ``dscp << 2 | 2`` (ECT(0)): 26 -> 106.
         cnp_dscp / cnp_priority: DSCP (0..63) and priority (0..7) of congestion notification packets.
+        dcbx: who owns the NIC's DCB settings: ``os`` (OS controlled, fabtune's values hold) or
+            ``fw`` (firmware DCBX agent: the switch's TLVs put PFC back); ``mlnx_qos --dcbx``.
     """
 
     model_config = _STRICT
@@ -38,6 +60,7 @@ class NicQos(BaseModel):
     roce_dscp: int = Field(26, ge=0, le=63)
     cnp_dscp: int = Field(48, ge=0, le=63)
     cnp_priority: int = Field(6, ge=0, le=7)
+    dcbx: Literal["os", "fw"] = "os"
 
     @property
     def roce_tos(self) -> int:
@@ -55,12 +78,12 @@ class NicSpec(BaseModel):
     """
 
     model_config = _STRICT
-    netdev: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,15}$")
-    rdma_device: str = Field(pattern=r"^[A-Za-z0-9_]+$")
+    netdev: Netdev
+    rdma_device: RdmaDevice
     rail: int = Field(ge=0, le=31)
-    ipv4: IPv4Interface
-    switch: str
-    switch_port: str = Field(pattern=r"^swp\d+(s\d+)?$")
+    ipv4: Ipv4
+    switch: HostName
+    switch_port: PortName
 
 
 class NodeSpec(BaseModel):
@@ -73,6 +96,8 @@ class NodeSpec(BaseModel):
             with whitespace collapsed.
         irq_affinity: ``numa-local`` spreads each NIC's completion IRQs over the CPUs of the NIC's
             own NUMA node (``local_cpulist``); ``off`` leaves IRQs alone.
+        irqbalance: what to do with a running irqbalance, which moves IRQs back (node domain
+            ``services``): ``stop`` it (``systemctl stop irqbalance.service``) or ``leave`` it.
         irq_cpus: optional CPU list (``0-15,64-79``) to use instead of the NIC's local CPUs;
             checked against the node's online CPUs before anything is pushed.
         nics: the RDMA NICs (at least one; usually in ``host_vars/<node>.yml``).
@@ -82,27 +107,20 @@ class NodeSpec(BaseModel):
     role: Literal["node"] = "node"
     mtu: int = Field(9000, ge=68, le=9216)
     nic_qos: NicQos = NicQos()
-    sysctl: dict[str, Union[str, int]] = Field(default_factory=dict)
+    sysctl: dict[SysctlName, SysctlValue] = Field(default_factory=dict)
     irq_affinity: Literal["numa-local", "off"] = "numa-local"
-    irq_cpus: str | None = None
+    irqbalance: Literal["stop", "leave"] = "stop"
+    irq_cpus: Optional[CpuList] = None
     nics: list[NicSpec] = Field(min_length=1)
 
-    @field_validator("irq_cpus")
+    @field_validator("nics")
     @classmethod
-    def _cpulist(cls, v: str | None) -> str | None:
-        if v is not None:
-            try:
-                parse_cpulist(v)
-            except ValueError as e:
-                raise ValueError(f"{v!r} is not a CPU list like 0-15,64-79 ({e})") from None
-        return v
-
-    @field_validator("sysctl")
-    @classmethod
-    def _sysctl_keys(cls, v: dict) -> dict:
-        for key in v:
-            if not key or "/" in key or key.startswith(".") or ".." in key:
-                raise ValueError(f"{key!r} is not a sysctl name like net.core.rmem_max")
+    def _unique_nics(cls, v: list[NicSpec]) -> list[NicSpec]:
+        for attr in ("netdev", "rdma_device"):
+            names = [getattr(n, attr) for n in v]
+            dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+            if dup is not None:
+                raise ValueError(f"two NICs have {attr} {dup!r}; allowed: each {attr} once per node")
         return v
 
 
@@ -153,7 +171,7 @@ class SwitchPort(BaseModel):
     """One switch port: ``swp1`` and its MTU in bytes (NVUE range 552..9216)."""
 
     model_config = _STRICT
-    name: str
+    name: PortName
     mtu: int = Field(ge=552, le=9216)
     description: str = ""
 
@@ -175,7 +193,7 @@ class SwitchSpec(BaseModel):
     platform: Literal["nvue"] = "nvue"
     port_mtu: int = Field(9216, ge=552, le=9216)
     ports: list[str] = Field(default_factory=list)
-    port_mtu_overrides: dict[str, int] = Field(default_factory=dict)
+    port_mtu_overrides: dict[PortName, int] = Field(default_factory=dict)
     roce: SwitchRoce | None = SwitchRoce()
 
     @field_validator("ports")
@@ -222,3 +240,31 @@ def expand_ports(specs: list[str]) -> list[str]:
                 raise ValueError(f"{part!r} is not a port like swp1, swp1s0 or a range like swp1-16")
             out += [n for n in names if n not in out]
     return out
+
+
+def _port(value: object) -> int:
+    """``ansible_port``: an int, or digits as Ansible casts them; never a bool or a float."""
+    if isinstance(value, str) and value.isdigit() and len(value) <= 5:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        raise ValueError(f"{value!r} is not a TCP port; allowed: 1..65535")
+    return value
+
+
+class ConnectionVars(BaseModel):
+    """The connection variables fabtune reads (Ansible's names), strictly typed.
+
+    Attributes:
+        ansible_host: DNS name or address (default: the inventory name).  ansible_port: SSH port.
+        ansible_user: login user (default ``root``). (``ansible_become*``: :mod:`tuning.transport.become`.)
+        fabtune_sysroot: prefix of every node file path (``/``; the lab uses ``sysroot``).
+        fabtune_ssh_key_file / fabtune_known_hosts_file: paths, relative to the inventory folder.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
+    ansible_host: Annotated[str, BeforeValidator(grammar.check_address)] = ""
+    ansible_port: Annotated[int, BeforeValidator(_port)] = 22
+    ansible_user: Annotated[str, BeforeValidator(grammar.check_user)] = "root"
+    fabtune_sysroot: Annotated[str, BeforeValidator(lambda v: grammar.check_path(v, parent_ok=False))] = "/"
+    fabtune_ssh_key_file: Optional[Annotated[str, BeforeValidator(grammar.check_path)]] = None
+    fabtune_known_hosts_file: Optional[Annotated[str, BeforeValidator(grammar.check_path)]] = None

@@ -1,0 +1,144 @@
+"""Grammars of every inventory string that can reach a shell, a device CLI or a file name.
+
+A value is checked at load, before any device is contacted; the domains quote it as well
+(defence in depth). Each ``check_*`` returns the value unchanged or raises ``ValueError`` with
+a message that says what is allowed; pydantic turns that into a one-line InputError.
+
+Sources of the limits:
+    - netdev names: kernel ``dev_valid_name()`` (``net/core/dev.c``): 1..15 bytes (IFNAMSIZ 16
+      with the NUL), not ``.``/``..``, no ``/``, ``:`` or whitespace. We allow the portable subset
+      ``[A-Za-z0-9_.-]`` and refuse a leading ``-`` (it would read as an option to ``ip``).
+    - RDMA device names: ``IB_DEVICE_NAME_MAX`` 64 (``include/rdma/ib_verbs.h``), ``mlx5_0``.
+    - sysctl names: ``/proc/sys`` path components joined by dots (``sysctl(8)``); the first
+      component is a lowercase kernel table name (``net``, ``kernel``, ``vm``), later ones may hold
+      an interface name (``net.ipv4.conf.enp12s0np0.rp_filter``). ``/`` (sysctl(8)'s VLAN notation)
+      is refused.
+    - sysctl values: integers or integer vectors separated by single spaces (``proc_dointvec``,
+      ``tcp_rmem = 4096 87380 6291456``), or one word for the string sysctls
+      (``tcp_congestion_control = bbr``).
+    - CPU lists: the kernel's ``cpulist`` format (``bitmap_parselist``) with CPU numbers below
+      :data:`MAX_CPUS` (``NR_CPUS`` is at most 8192, ``arch/x86/Kconfig``), checked before any list
+      is built, so ``0-99999999`` costs nothing.
+    - host and user names: a subset of RFC 1123 host names / POSIX portable user names; a host
+      name is also a file name under ``render -o``, so ``/``, ``..`` and a leading ``.`` are refused.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: the most CPUs a CPU list may name (kernel NR_CPUS maximum, arch/x86/Kconfig: 8192)
+MAX_CPUS = 8192
+
+_NETDEV = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,14}")
+_RDMA_DEV = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]{0,63}")
+_SYSCTL_NAME = re.compile(r"[a-z0-9_]+(\.[A-Za-z0-9_-]+)+")
+_SYSCTL_INTS = re.compile(r"-?[0-9]{1,20}( -?[0-9]{1,20}){0,15}")
+_SYSCTL_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+-]{0,63}")
+_CPULIST = re.compile(r"[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?)*")
+_PORT = re.compile(r"swp[0-9]{1,4}(s[0-9]{1,2})?")
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+_ADDRESS = re.compile(r"[A-Za-z0-9_.:-]{1,253}")
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}")
+_PATH = re.compile(r"[A-Za-z0-9_./~+-]{1,4096}")
+
+
+def _need_str(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a string; allowed: {what}")
+    return value
+
+
+def check_netdev(value: object) -> str:
+    """A kernel interface name (``enp12s0np0``)."""
+    v = _need_str(value, "a kernel interface name")
+    if not _NETDEV.fullmatch(v) or v in (".", ".."):
+        raise ValueError(f"{v!r} is not an interface name; allowed: 1..15 of [A-Za-z0-9_.-], not starting with -")
+    return v
+
+
+def check_rdma_device(value: object) -> str:
+    """An RDMA device name (``mlx5_0``)."""
+    v = _need_str(value, "an RDMA device name like mlx5_0")
+    if not _RDMA_DEV.fullmatch(v):
+        raise ValueError(f"{v!r} is not an RDMA device name; allowed: 1..64 of [A-Za-z0-9_] like mlx5_0")
+    return v
+
+
+def check_sysctl_name(value: object) -> str:
+    """A kernel parameter name (``net.core.rmem_max``)."""
+    v = _need_str(value, "a sysctl name like net.core.rmem_max")
+    if len(v) > 255 or not _SYSCTL_NAME.fullmatch(v):
+        raise ValueError(f"{v!r} is not a sysctl name; allowed: dotted names like net.core.rmem_max "
+                         "([a-z0-9_] then .[A-Za-z0-9_-] parts)")
+    return v
+
+
+def check_sysctl_value(value: object) -> str | int:
+    """A kernel parameter value: an int, space-separated ints, or one word (``bbr``)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    v = _need_str(value, "an integer, integers separated by spaces, or one word")
+    if not (_SYSCTL_INTS.fullmatch(v) or _SYSCTL_WORD.fullmatch(v)):
+        raise ValueError(f"{v!r} is not a sysctl value; allowed: an integer, up to 16 integers separated by "
+                         "single spaces, or one word of [A-Za-z0-9_.:+-]")
+    return v
+
+
+def check_cpulist(value: object) -> str:
+    """A CPU list (``0-15,64-79``) whose CPUs are all below :data:`MAX_CPUS`; nothing is expanded."""
+    v = _need_str(value, "a CPU list like 0-15,64-79")
+    if len(v) > 4096 or not _CPULIST.fullmatch(v):
+        raise ValueError(f"{v!r} is not a CPU list; allowed: like 0-15,64-79")
+    for part in v.split(","):
+        lo, _, hi = part.partition("-")
+        if int(hi or lo) >= MAX_CPUS or int(hi or lo) < int(lo):
+            raise ValueError(f"{part!r} in {v!r} is not a range of CPUs within 0..{MAX_CPUS - 1}")
+    return v
+
+
+def check_port_name(value: object) -> str:
+    """One switch port (``swp1``, ``swp1s0``)."""
+    v = _need_str(value, "a port like swp1 or swp1s0")
+    if not _PORT.fullmatch(v):
+        raise ValueError(f"{v!r} is not a port like swp1 or swp1s0")
+    return v
+
+
+def check_host_name(value: object) -> str:
+    """An inventory host or group name: also a file name under ``render -o``."""
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a string; quote it (allowed: a host name like node01)")
+    if not _HOST.fullmatch(value) or ".." in value:
+        raise ValueError(f"{value!r} is not a host name; allowed: 1..63 of [A-Za-z0-9_.-], starting with a "
+                         "letter or digit, no '..' or '/'")
+    return value
+
+
+def check_address(value: object) -> str:
+    """``ansible_host``: a DNS name, IPv4 or IPv6 address."""
+    v = _need_str(value, "a host name or an IP address")
+    if not _ADDRESS.fullmatch(v) or v.startswith("-"):
+        raise ValueError(f"{v!r} is not a host name or IP address; allowed: [A-Za-z0-9_.:-], not starting with -")
+    return v
+
+
+def check_user(value: object) -> str:
+    """``ansible_user`` / ``ansible_become_user``: a POSIX portable user name."""
+    v = _need_str(value, "a user name")
+    if not _USER.fullmatch(v):
+        raise ValueError(f"{v!r} is not a user name; allowed: 1..32 of [A-Za-z0-9_.-], not starting with - or .")
+    return v
+
+
+def check_path(value: object, *, parent_ok: bool = True) -> str:
+    """A file path from the inventory (key file, known_hosts, sysroot): no spaces, quotes or newlines.
+
+    Args:
+        value: the inventory value.  parent_ok: whether ``..`` components are allowed (not in a sysroot).
+    """
+    v = _need_str(value, "a path")
+    if not _PATH.fullmatch(v) or (not parent_ok and ".." in v.split("/")):
+        extra = "" if parent_ok else " without '..' components"
+        raise ValueError(f"{v!r} is not a usable path; allowed: [A-Za-z0-9_./~+-]{extra}")
+    return v

@@ -1,0 +1,229 @@
+"""The Ansible inventory layout, read the way ``ansible-inventory --list`` reads it.
+
+- ``hosts.yaml`` (Ansible's ``yaml`` inventory plugin): every top-level key is a group (``all``
+  is the root); a group holds ``hosts``, ``children`` and ``vars`` mappings (a plain string is one
+  name, as Ansible allows). A host may sit in several groups; its inline variables merge in file
+  order. Anything Ansible would only warn about (a list where a mapping belongs, an unknown
+  section, a child cycle) is refused here.
+- vars files (``host_group_vars`` plugin, ``DataLoader.find_vars_files``): for a group or host
+  NAME, the first of ``NAME`` (a file or a folder), ``NAME.yml``, ``NAME.yaml``, ``NAME.json`` that
+  exists; a folder gives every file in it (recursively, sorted, skipping hidden and ``~`` files)
+  with one of those extensions or none. Ansible silently ignores the later candidates, so two of
+  them for one name is refused here.
+- precedence (Ansible "Variable precedence", items 3-10): ``all``'s inline vars < ``group_vars/all``
+  < other groups' inline vars < their ``group_vars`` files < inline host vars < ``host_vars`` files;
+  groups in order of (depth, ``ansible_group_priority``, name), later ones winning; top-level keys
+  replace (``hash_behaviour = replace``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tuning.errors import InputError
+from tuning.model import grammar
+from tuning.model.yamlfile import read_yaml
+
+SECTIONS = ("hosts", "children", "vars")
+VARS_EXTENSIONS = (".yml", ".yaml", ".json")
+
+
+@dataclass
+class Group:
+    """One group: inline vars, children, direct hosts and depth below ``all``."""
+
+    name: str
+    vars: dict = field(default_factory=dict)
+    children: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    depth: int = 0
+
+
+@dataclass
+class Tree:
+    """Groups and hosts of one ``hosts.yaml``; ``inline`` holds each host's inline vars."""
+
+    path: Path
+    groups: dict[str, Group] = field(default_factory=dict)
+    inline: dict[str, dict] = field(default_factory=dict)
+
+    def groups_of(self, host: str) -> list[str]:
+        """Every group holding ``host`` (directly or through children), Ansible's order."""
+        direct = [g.name for g in self.groups.values() if host in g.hosts and g.name != "all"] or ["ungrouped"]
+        out = {"all"}
+        stack = list(direct)
+        while stack:
+            name = stack.pop()
+            if name not in out:
+                out.add(name)
+                stack += [p.name for p in self.groups.values() if name in p.children]
+        return sorted(out, key=self._order)
+
+    def _order(self, name: str) -> tuple[int, int, str]:
+        group = self.groups.get(name, Group(name, depth=1))
+        prio = group.vars.get("ansible_group_priority", 1)
+        return (group.depth, prio if isinstance(prio, int) and not isinstance(prio, bool) else 1, name)
+
+
+def _mapping(tree: Tree, where: str, value: Any, what: str) -> dict:
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        return {value: None}
+    if not isinstance(value, dict):
+        raise InputError(str(tree.path), where, f"{what} is a {type(value).__name__}; allowed: a mapping "
+                                                "(name: ...), as Ansible's YAML inventory requires")
+    return value
+
+
+def _name(tree: Tree, where: str, value: Any, kind: str) -> str:
+    if isinstance(value, str) and ("[" in value or ":" in value):
+        raise InputError(str(tree.path), where, f"{value!r}: host patterns and host:port are not supported; "
+                                                f"allowed: one {kind} name per key (and ansible_port)")
+    try:
+        return grammar.check_host_name(value)
+    except ValueError as e:
+        raise InputError(str(tree.path), where, f"bad {kind} name: {e}") from None
+
+
+def _var_names(path: str, where: str, data: dict) -> dict:
+    for key in data:
+        if not isinstance(key, str):
+            raise InputError(path, f"{where}{key!r}", "a variable name must be a string; quote it")
+    return data
+
+
+def _parse_group(tree: Tree, name: str, body: Any, where: str) -> None:
+    if not isinstance(body, (dict, type(None))):
+        raise InputError(str(tree.path), where, f"group {name} is a {type(body).__name__}; "
+                                                "allowed: a mapping with hosts, children, vars")
+    group = tree.groups.setdefault(name, Group(name))
+    body = body or {}
+    for key in body:
+        if key not in SECTIONS:
+            raise InputError(str(tree.path), f"{where}.{key}", f"unknown key; allowed: {', '.join(SECTIONS)}")
+    group.vars.update(_var_names(str(tree.path), f"{where}.vars.",
+                                 _mapping(tree, f"{where}.vars", body.get("vars"), "vars")))
+    for raw, hvars in _mapping(tree, f"{where}.hosts", body.get("hosts"), "hosts").items():
+        host = _name(tree, f"{where}.hosts.{raw}", raw, "host")
+        if not isinstance(hvars, (dict, type(None))):
+            raise InputError(str(tree.path), f"{where}.hosts.{host}", f"host variables are a "
+                                                                      f"{type(hvars).__name__}; allowed: a mapping")
+        tree.inline.setdefault(host, {}).update(_var_names(str(tree.path), f"{where}.hosts.{host}.", hvars or {}))
+        if host not in group.hosts:
+            group.hosts.append(host)
+    for raw, sub in _mapping(tree, f"{where}.children", body.get("children"), "children").items():
+        child = _name(tree, f"{where}.children.{raw}", raw, "group")
+        if child == "all":
+            raise InputError(str(tree.path), f"{where}.children.all", "all cannot be a child group")
+        if child not in group.children:
+            group.children.append(child)
+        _parse_group(tree, child, sub, f"{where}.children.{child}")
+
+
+def _set_depths(tree: Tree) -> None:
+    """Depth below ``all`` (the longest parent chain), refusing a child cycle as Ansible does."""
+    def visit(name: str, depth: int, chain: list[str]) -> None:
+        group = tree.groups[name]
+        group.depth = max(group.depth, depth)
+        for child in group.children:
+            if child in chain:
+                raise InputError(str(tree.path), f"{name}.children.{child}", f"group {child} contains itself "
+                                 f"({' > '.join(chain + [child])}); allowed: a tree of groups")
+            visit(child, depth + 1, chain + [child])
+
+    tops = [g for g in tree.groups if g != "all" and not any(g in p.children for p in tree.groups.values())]
+    tree.groups["all"].children += [g for g in tops if g not in tree.groups["all"].children]
+    visit("all", 0, ["all"])
+
+
+def parse_tree(path: Path) -> Tree:
+    """Read ``hosts.yaml`` into groups and hosts.
+
+    Raises:
+        InputError: not a mapping of groups, a list where a mapping belongs, a bad name, a cycle.
+    """
+    data = read_yaml(path)
+    tree = Tree(path)
+    if not isinstance(data, dict) or not data:
+        raise InputError(str(path), "-", "top level must be a mapping of groups (all: {children: ...})")
+    tree.groups["all"] = Group("all")
+    for raw, body in data.items():
+        name = "all" if raw == "all" else _name(tree, str(raw), raw, "group")
+        _parse_group(tree, name, body, name)
+    _set_depths(tree)
+    return tree
+
+
+def vars_files(inv: Path, folder: str, name: str) -> list[Path]:
+    """The vars files Ansible reads for one group or host (see the module docstring).
+
+    Raises:
+        InputError: two candidates exist for one name (Ansible would ignore all but the first).
+    """
+    base = inv / folder
+    found = [base / (name + ext) for ext in ("",) + VARS_EXTENSIONS if (base / (name + ext)).exists()]
+    if len(found) > 1:
+        raise InputError(str(found[1]), "-", f"{folder}/ has {', '.join(p.name for p in found)} for {name}; Ansible "
+                                             f"reads only {found[0].name} and ignores the rest: merge them into one")
+    if found and found[0].is_dir():
+        return _dir_files(found[0])
+    return found
+
+
+def _dir_files(folder: Path) -> list[Path]:
+    out: list[Path] = []
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        if entry.name.startswith(".") or entry.name.endswith("~"):
+            continue
+        if entry.is_dir() and not entry.suffix:
+            out += _dir_files(entry)
+        elif entry.is_file() and (not entry.suffix or entry.suffix in VARS_EXTENSIONS):
+            out.append(entry)
+    return out
+
+
+class VarsCache:
+    """Each vars file read once per load: path -> its mapping."""
+
+    def __init__(self, inv: Path):
+        self.inv = inv
+        self._data: dict[Path, dict] = {}
+
+    def layers(self, folder: str, name: str) -> list[tuple[dict, str]]:
+        """(mapping, file) for each vars file of one group or host, in Ansible's order."""
+        out = []
+        for path in vars_files(self.inv, folder, name):
+            if path not in self._data:
+                data = read_yaml(path)
+                if not isinstance(data, dict):
+                    raise InputError(str(path), "-", f"is a {type(data).__name__}; allowed: a mapping of variables")
+                self._data[path] = _var_names(str(path), "", data)
+            out.append((self._data[path], str(path)))
+        return out
+
+
+def host_vars(tree: Tree, cache: VarsCache, host: str) -> tuple[dict, dict[str, str], dict[str, str | None]]:
+    """A host's variables in Ansible precedence.
+
+    Returns:
+        (vars, key -> file that set it, key -> group that set it or None for the host itself).
+    """
+    groups = tree.groups_of(host)
+    layers: list[tuple[dict, str, str | None]] = []
+    layers.append((tree.groups["all"].vars, str(tree.path), "all"))
+    layers += [(d, f, "all") for d, f in cache.layers("group_vars", "all")]
+    others = [g for g in groups if g != "all"]
+    layers += [(tree.groups[g].vars, str(tree.path), g) for g in others if g in tree.groups]
+    layers += [(d, f, g) for g in others for d, f in cache.layers("group_vars", g)]
+    layers.append((tree.inline.get(host, {}), str(tree.path), None))
+    layers += [(d, f, None) for d, f in cache.layers("host_vars", host)]
+    merged: dict = {}
+    sources: dict[str, str] = {}
+    scopes: dict[str, str | None] = {}
+    for data, src, scope in layers:
+        for key, value in data.items():
+            merged[key], sources[key], scopes[key] = value, src, scope
+    return merged, sources, scopes

@@ -1,0 +1,113 @@
+"""Read one inventory YAML file safely: UTF-8 only, no duplicate keys, bounded nesting, no
+recursive aliases, a bounded expanded size. Every problem is one InputError naming the file and
+the key (or line), never a traceback.
+
+Ansible reads the same files with its own loader, which keeps the last of two duplicate keys and
+only warns (``DUPLICATE_YAML_DICT_KEY``); fabtune refuses them, since the kept value is a guess.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tuning.errors import InputError
+
+#: nesting deeper than this is refused (an inventory needs about 6; Python's stack needs bounds)
+MAX_DEPTH = 64
+#: the most nodes a file may expand to once aliases are followed ("billion laughs")
+MAX_NODES = 200_000
+
+_BASE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, line: int):
+        super().__init__(key)
+        self.key, self.line = key, line
+
+
+class _Loader(_BASE):  # type: ignore[misc,valid-type]
+    """PyYAML's safe loader (C parser when present) that refuses a key given twice in one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                dup = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: SafeConstructor names it below
+                continue
+            if dup:
+                raise _DuplicateKey(str(key), key_node.start_mark.line + 1)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _check_graph(root: yaml.Node, path: Path) -> None:
+    """Refuse recursive aliases, nesting deeper than MAX_DEPTH and more than MAX_NODES expanded nodes."""
+    depth: dict[int, int] = {}
+    size: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        kids = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else (
+            node.value if isinstance(node, yaml.SequenceNode) else [])
+        if done:
+            on_path.discard(id(node))
+            depth[id(node)] = 1 + max((depth[id(k)] for k in kids), default=0)
+            size[id(node)] = 1 + sum(size[id(k)] for k in kids)
+            if depth[id(node)] > MAX_DEPTH:
+                raise InputError(str(path), f"line {node.start_mark.line + 1}",
+                                 f"nested deeper than {MAX_DEPTH} levels; allowed: a plain inventory")
+            if size[id(node)] > MAX_NODES:
+                raise InputError(str(path), f"line {node.start_mark.line + 1}",
+                                 f"expands to more than {MAX_NODES} values through aliases")
+            continue
+        if id(node) in depth:
+            continue
+        on_path.add(id(node))
+        stack.append((node, True))
+        for kid in kids:
+            if id(kid) in on_path:
+                raise InputError(str(path), f"line {kid.start_mark.line + 1}",
+                                 "a YAML alias includes itself (recursive anchor); allowed: plain values")
+            if id(kid) not in depth:
+                stack.append((kid, False))
+
+
+def read_yaml(path: Path) -> Any:
+    """The data of one YAML (or JSON) file; an empty file is ``{}``.
+
+    Raises:
+        InputError: unreadable, not UTF-8, not YAML, a duplicate key, too deep, recursive.
+    """
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(str(path), f"byte {e.start}", "not UTF-8 text; allowed: a UTF-8 YAML file") from None
+    except OSError as e:
+        raise InputError(str(path), "-", f"cannot read: {e.strerror}") from None
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return {}
+        _check_graph(node, path)
+        return loader.construct_document(node)
+    except _DuplicateKey as e:
+        raise InputError(str(path), e.key, f"key given twice (line {e.line}); allowed: each key once") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "yaml"
+        problem = " ".join(str(getattr(e, "problem", None) or e).split())
+        raise InputError(str(path), where, f"not valid YAML: {problem}") from None
+    except RecursionError:
+        raise InputError(str(path), "yaml", f"nested too deeply; allowed: up to {MAX_DEPTH} levels") from None
+    finally:
+        loader.dispose()
