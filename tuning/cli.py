@@ -52,7 +52,8 @@ def _emit(report, as_json: bool, title: str, diff: bool = False) -> None:
     if report.verify_before:
         out.print(verify_table(report.verify_before, "verification before"))
     if report.changes:
-        out.print(changes_table(report.changes, title, offline=report.mode == "offline-plan"))
+        heads = ("now", "restored to") if report.mode == "rollback" else ("before", "after")
+        out.print(changes_table(report.changes, title, offline=report.mode == "offline-plan", headings=heads))
         if diff:
             out.print(file_diffs(report.changes), markup=False, end="")
     if report.verify_after:
@@ -135,7 +136,9 @@ def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opt
 
 @app.command()
 def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: bool = JSON,
-            journal_dir: Path = JDIR, confirm_s: int = typer.Option(600, "--confirm-s", help="Switch commit-confirm window, seconds."),
+            journal_dir: Path = JDIR, confirm_s: Optional[int] = typer.Option(
+                None, "--confirm-s", help="Switch commit-confirm window, seconds (default: derived from the "
+                "expected verification time, at least 600; a shorter window than verification needs is refused)."),
             min_bw: float = typer.Option(300.0, "--min-bw", min=0, help="Pass mark per pair, Gb/s."),
             max_lat: float = typer.Option(10.0, "--max-lat", min=0, help="Pass mark per pair, typical latency us."),
             rail: Optional[list[int]] = RAIL) -> None:
@@ -179,16 +182,22 @@ def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR
 
 
 @app.command()
-def rollback(run_id: str = typer.Argument(..., help="Run id printed by apply/rollout (see --journal-dir)."),
-             inventory: Path = INV, journal_dir: Path = JDIR, as_json: bool = JSON) -> None:
-    """Restore every device a run touched, from the on-disk journal.
+def rollback(run_id: str = typer.Argument(..., help="Run id printed by apply/rollout (see `fabtune runs`)."),
+             inventory: Optional[Path] = typer.Option(
+                 None, "-i", "--inventory", help="Optional: must be the run's own inventory (the journal names it)."),
+             journal_dir: Path = JDIR, as_json: bool = JSON,
+             force: bool = typer.Option(False, "--force", help="Roll back even where later runs changed the same "
+                                        "settings (their changes to those settings are undone too).")) -> None:
+    """Restore every device a run touched, from the on-disk journal alone (connection facts and
+    restore commands are journaled; today's inventory is not read). Refused when a later run
+    changed the same settings and was not rolled back (the list is printed; --force overrides).
 
-    Example: fabtune rollback 20261130T101500-1a2b3c -i inventory/lab
+    Example: fabtune rollback 20261130T101500-1a2b3c
     """
-    from tuning.rollout.engine import rollback_run
+    from tuning.rollout.rollback import rollback_run
 
-    report = rollback_run(_load(inventory), journal_dir, run_id, _progress)
-    _emit(report, as_json, "rollback")
+    report = rollback_run(journal_dir, run_id, inventory, force, _progress)
+    _emit(report, as_json, "rollback: now -> restored to")
 
 
 def _parse_context(pairs: list[str], named: dict[str, Optional[str]]) -> dict[str, str]:
@@ -205,7 +214,7 @@ def _parse_context(pairs: list[str], named: dict[str, Optional[str]]) -> dict[st
 
 @app.command()
 def runs(journal_dir: Path = JDIR, as_json: bool = JSON,
-         last: int = typer.Option(20, "--last", help="How many of the newest runs.")) -> None:
+         last: int = typer.Option(20, "--last", help="How many of the newest runs (1 or more).")) -> None:
     """List journaled runs (newest last): id, mode, outcome and the devices each touched.
 
     Example: fabtune runs --last 5
@@ -214,6 +223,8 @@ def runs(journal_dir: Path = JDIR, as_json: bool = JSON,
 
     from tuning.rollout.journal import list_runs
 
+    if last < 1:
+        raise InputError("--last", str(last), "must be 1 or more")
     rows = list_runs(journal_dir, last) if journal_dir.exists() else []
     if as_json:
         print(json.dumps(rows, indent=2))

@@ -25,7 +25,8 @@ def _short(v: str | None, absent: str = "(absent)") -> str:
     return v if len(v) <= MAX_CELL else v[: MAX_CELL - 3] + "..."
 
 
-def changes_table(changes: dict[str, list[dict]], title: str, offline: bool = False) -> Table:
+def changes_table(changes: dict[str, list[dict]], title: str, offline: bool = False,
+                  headings: tuple[str, str] = ("before", "after")) -> Table:
     """One row per setting (device, domain, key, before -> after); one row per NIC for its IRQs.
 
     Args:
@@ -33,12 +34,13 @@ def changes_table(changes: dict[str, list[dict]], title: str, offline: bool = Fa
             :attr:`tuning.rollout.engine.RunReport.changes`.
         offline: the devices were not read (a render without connecting): a missing ``before``
             prints ``(not read)`` rather than ``(absent)``.
+        headings: the two value columns (a rollback shows ``now`` -> ``restored to``).
 
     ``--json`` keeps every IRQ as its own change (keys ``irq/<netdev>/<N>``).
     """
     absent = "(not read)" if offline else "(absent)"
     t = Table(title=title, title_justify="left")
-    for col in ("device", "domain", "setting", "before", "after"):
+    for col in ("device", "domain", "setting", *headings):
         t.add_column(col, overflow="fold")
     for dev, items in changes.items():
         for c in items:

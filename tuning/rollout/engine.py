@@ -8,32 +8,39 @@ the run says so. Switch commits use commit-confirm and are confirmed only after 
 
 from __future__ import annotations
 
+import math
+import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from tuning import node as node_mod
-from tuning.errors import RollbackError, TuningError
+from tuning.errors import InputError, TuningError
 from tuning.inventory import Device, Inventory
 from tuning.rollout import switch_ops
 from tuning.rollout.fanout import fan_out, nornir_for, outcomes
-from tuning.rollout.journal import DEFAULT_DIR, TOUCHED, Journal, save_baseline
+from tuning.rollout.journal import (DEFAULT_DIR, Journal, connection_record, new_run_id,
+                                    save_baseline)
+from tuning.rollout.lock import RunLock, lock_path
+from tuning.rollout.rollback import restore_touched, rollback_run, touched_devices  # noqa: F401 (API)
 from tuning.transport.ssh import SshHost
-from tuning.verify.pairs import select_pairs
-from tuning.verify.runner import PairResult, Thresholds, as_baseline, verify
+from tuning.verify.pairs import Pair, node_rails, schedule_waves, select_pairs
+from tuning.verify.runner import PairResult, Thresholds, as_baseline, expected_seconds, verify
 
 Progress = Callable[[str], None]
 
 
 @dataclass
 class Options:
-    """How to run. ``mode``: plan | apply | rollout. ``confirm_s``: switch commit-confirm window (s)."""
+    """How to run. ``mode``: plan | apply | rollout. ``confirm_s``: switch commit-confirm window (s),
+    at least :func:`confirm_window`'s minimum; None takes the derived default."""
 
     mode: str = "plan"
     limit: list[str] | None = None
     journal_dir: Path = DEFAULT_DIR
-    confirm_s: int = 600
+    confirm_s: int | None = None  # None: derived from the expected verification time (confirm_window)
     verify: bool = True
     thresholds: Thresholds = field(default_factory=Thresholds)
     workers: int = 20
@@ -78,6 +85,7 @@ class Session:
         self.nodes: dict[str, SshHost] = {}
         self.switches: dict[str, object] = {}
         self.readers: dict[str, SshHost] = {}  # nodes outside the selection, opened for verification
+        self.states: dict[str, object] = {}  # device -> state as collected
 
     def node_hosts(self, names: set[str]) -> dict[str, SshHost]:
         """SSH hosts of ``names``: the selection's own, else opened once (read-only use) and kept."""
@@ -126,79 +134,113 @@ def _plan(s: Session, states: dict, domains: set[str] | None = None) -> dict[str
     return out
 
 
-def _apply(s: Session, states: dict, plans: dict, j: Journal, confirm_s: int | None) -> dict[str, BaseException]:
+def pause_for_test(stage: str, run_id: str | None = None) -> None:
+    """Test hook: ``FABTUNE_TEST_PAUSE_AT=STAGE[:SECONDS]`` makes the run block on entering STAGE
+    (``collect``, ``apply-node``, ``apply-switch``, ``verify``, ``confirm``): for SECONDS, else until
+    killed. It says ``fabtune: test pause at STAGE`` on stderr first. Used only by the fault matrix
+    tests (a controller killed at a known point); unset, it costs one environment lookup."""
+    want = os.environ.get("FABTUNE_TEST_PAUSE_AT", "")
+    name, _, secs = want.partition(":")
+    if name != stage:
+        return
+    print(f"fabtune: test pause at {stage} (run {run_id})", file=sys.stderr, flush=True)
+    time.sleep(float(secs) if secs else 600.0)
+
+
+def _apply(s: Session, plans: dict, j: Journal, confirm_s: int | None) -> dict[str, BaseException]:
     """Push every device's plan in parallel. Each device is journaled as ``pushing`` BEFORE its
     first write, so a controller killed mid-push still leaves a journal that can be rolled back."""
     def push(dev: Device):
-        rec = j.device(dev.name)
         j.update(dev.name, state="pushing")
         if dev.role == "node":
             try:
-                applied = node_mod.apply(s.nodes[dev.name], dev, states[dev.name], plans[dev.name])
+                applied = node_mod.apply(s.nodes[dev.name], dev, plans[dev.name])
             except TuningError as e:
                 j.update(dev.name, state="failed", applied=[c.as_dict() for c in getattr(e, "applied", [])])
                 raise
+            pause_for_test("apply-node", j.run_id)
             j.update(dev.name, state="applied", applied=[c.as_dict() for c in applied])
             return True
         try:
             rev = switch_ops.apply(s.switches[dev.name], dev, plans[dev.name], confirm_s,
-                                   switch_ops.revision(states[dev.name]))
+                                   switch_ops.revision(s.states[dev.name]))
         except TuningError:
             j.update(dev.name, state="failed")
             raise
         j.update(dev.name, state="applied" if rev else "unchanged", revision=rev,
                  applied=[c.as_dict() for c in plans[dev.name]] if rev else [])
-        return rec
+        pause_for_test("apply-switch", j.run_id)
+        return True
 
     todo = {name for name, ch in plans.items() if ch}
     _, failed = outcomes(fan_out(s.nr, push, "apply", only=todo))
     return failed
 
 
-def touched_devices(j: Journal) -> list[str]:
-    """Devices a run may have changed and has not restored yet."""
-    return sorted(n for n, rec in j.data["devices"].items()
-                  if rec.get("state") in TOUCHED and not rec.get("restored"))
+def verify_pairs(inv: Inventory, rails: tuple[int, ...] | None) -> list[Pair]:
+    """The pairs that verify ``inv`` (whole inventory, every rail or ``rails``), each with the
+    RoCE MTU its hops allow.
 
-
-def _restore(s: Session, states: dict, j: Journal, report: RunReport, progress: Progress) -> None:
-    """Restore every device the journal says may have changed. Raises RollbackError if one fails.
-
-    A node caught mid-push (state ``pushing``) gets every planned change's ``before`` value
-    back: writing a value that was never changed is harmless, missing one is not.
+    Raises:
+        InputError: a rail no node has, or no pair at all (a check that would run nothing).
     """
-    def undo(dev: Device):
-        rec = j.device(dev.name)
-        if dev.role == "node":
-            done = rec.get("applied") if rec.get("state") != "pushing" else rec.get("changes")
-            node_mod.restore(s.nodes[dev.name], dev, states[dev.name], [node_mod.Change(**c) for c in done or []])
-        else:
-            switch_ops.restore(s.switches[dev.name], dev, rec)
-        j.update(dev.name, restored=True)
-        return True
-
-    touched = set(touched_devices(j))
-    if not touched:
-        return
-    progress(f"restoring {len(touched)} device(s): {', '.join(sorted(touched))}")
-    ok, failed = outcomes(fan_out(s.nr, undo, "restore", only=touched))
-    report.restored = sorted(ok)
-    if failed:
-        name, err = next(iter(failed.items()))
-        raise RollbackError(f"restore failed on {', '.join(sorted(failed))}: {err}; run "
-                            f"`fabtune rollback {j.run_id}` after fixing it", host=name, phase="restore") from err
+    have = node_rails(inv.nodes)
+    missing = sorted(set(rails or ()) - set(have))
+    if missing:
+        raise InputError("--rail", ",".join(map(str, missing)), f"no node has a NIC on rail(s) "
+                         f"{', '.join(map(str, missing))}; the inventory's rails: {', '.join(map(str, have)) or 'none'}")
+    pairs = select_pairs(inv.nodes, rails=rails, switches=inv.switches)
+    if not pairs:
+        raise InputError(str(inv.path), "gpu_nodes", "no node pairs to verify with (fewer than 2 nodes with NICs "
+                         "on the verified rails): a verification that runs nothing cannot prove a change")
+    return pairs
 
 
-def verify_fabric(s: Session, opts: Options, baseline: dict | None, progress: Progress):
+#: seconds the confirm window must hold beyond verification and apply: the confirm round trips,
+#: a slow SSH session
+CONFIRM_MARGIN_S = 15
+#: seconds one device's push may take (one script per node, one commit per switch); devices are
+#: pushed ``workers`` at a time, and a switch's window starts at its commit, before the others end
+APPLY_S = 3
+#: the default window is at least this long (NVUE's own default for ``--confirm``, 10 minutes)
+DEFAULT_CONFIRM_S = 600
+
+
+def confirm_window(opts: Options, pairs: list[Pair], n_devices: int, workers: int = 4) -> int:
+    """The switch commit-confirm window of a rollout (seconds), derived from what it must outlast:
+    minimum = expected verification time (:func:`tuning.verify.runner.expected_seconds` of
+    ``pairs``, ``workers`` at a time) + pushing ``n_devices`` (:data:`APPLY_S` per batch of
+    ``opts.workers``) + :data:`CONFIRM_MARGIN_S`; default = max(600, 2 x minimum). The lab's
+    18 pairs and 7 devices: minimum 45 + 3 + 15 = 63 s, default 600 s.
+
+    Raises:
+        InputError: ``opts.confirm_s`` is not a positive whole number of seconds, or shorter than the
+            minimum (names it): the switches would revert while verification still runs.
+    """
+    pushes = math.ceil(n_devices / max(1, opts.workers)) * APPLY_S
+    need = math.ceil(expected_seconds(pairs, workers)) + pushes + CONFIRM_MARGIN_S
+    if opts.confirm_s is None:
+        return max(DEFAULT_CONFIRM_S, 2 * need)
+    if isinstance(opts.confirm_s, bool) or not isinstance(opts.confirm_s, int) or opts.confirm_s <= 0:
+        raise InputError("--confirm-s", str(opts.confirm_s), "must be a whole number of seconds above 0")
+    if opts.confirm_s < need:
+        raise InputError("--confirm-s", str(opts.confirm_s), f"shorter than the verification it must outlast: "
+                         f"at least {need} s for {len(pairs)} pair(s) in {len(schedule_waves(pairs))} wave(s)")
+    return opts.confirm_s
+
+
+def verify_fabric(s: Session, opts: Options, baseline: dict | None, progress: Progress,
+                  pairs: list[Pair] | None = None):
     """Verify with node pairs of the WHOLE inventory: a change limited to one leaf is proven
     by the nodes behind it. Nodes outside the selection are opened once, read-only.
 
     Returns:
         ``(ok, [PairResult, ...])`` as :func:`tuning.verify.runner.verify`.
+
+    Raises:
+        InputError: no pair to verify with (see :func:`verify_pairs`).
     """
-    pairs = select_pairs(s.inv.nodes, rails=opts.rails)
-    if not pairs:
-        progress("no node pairs to verify with (fewer than 2 nodes with NICs on the verified rails)")
+    pairs = pairs if pairs is not None else verify_pairs(s.inv, opts.rails)
     hosts = s.node_hosts({p.client for p in pairs} | {p.server for p in pairs})
     return verify(pairs, hosts, opts.thresholds, baseline, progress)
 
@@ -206,51 +248,84 @@ def verify_fabric(s: Session, opts: Options, baseline: dict | None, progress: Pr
 def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) -> RunReport:
     """Plan, apply or roll out ``inv`` (see the module docstring for the stages).
 
+    apply and rollout hold the inventory's lock (:mod:`tuning.rollout.lock`) from before the first
+    read to the end of the run.
+
     Raises:
-        InputError: the inventory asks for what a device cannot take (nothing pushed).
+        InputError: the inventory asks for what a device cannot take, no pair would verify, a
+            confirm window too short (nothing pushed).
+        LockError: another run holds the inventory (nothing read or pushed).
         ConnectError: a device is unreachable (nothing pushed).
         RollbackError: restoring after a failure failed (a human must look).
     """
     t0 = time.monotonic()
     devices = inv.select(opts.limit)
+    pairs, window = None, None
+    if opts.mode == "rollout" and opts.verify:
+        pairs = verify_pairs(inv, opts.rails)
+        window = confirm_window(opts, pairs, len(devices))
+    run_id = new_run_id()
+    lock = None
+    if opts.mode != "plan":
+        lock = RunLock(lock_path(inv.path), run_id, opts.mode, opts.journal_dir / f"{run_id}.json").acquire()
     s = Session(inv, devices, opts.workers)
-    progress(f"connecting to {len(devices)} device(s)")
-    s.open()
     try:
+        progress(f"connecting to {len(devices)} device(s)")
+        s.open()
+        pause_for_test("collect", run_id)
         progress("collecting state (one round trip per device)")
-        states = _collect(s, opts.domains)
+        states = s.states = _collect(s, opts.domains)
         plans = _plan(s, states, opts.domains)
         report = RunReport(None, opts.mode)
         report.changes = {n: [c.as_dict() for c in ch] for n, ch in plans.items() if ch}
         if opts.mode == "plan":
             report.outcome = "planned"
             return report
-        _execute(s, inv, opts, states, plans, report, progress)
+        _execute(s, inv, opts, states, plans, report, progress, Run(run_id, pairs, window))
         return report
     finally:
         s.close()
+        if lock is not None:
+            lock.release()
         if "report" in locals():
             report.seconds = round(time.monotonic() - t0, 2)
 
 
+@dataclass
+class Run:
+    """What a run fixed before connecting: its id, its verification pairs and confirm window (s)."""
+
+    run_id: str
+    pairs: list[Pair] | None
+    confirm_s: int | None
+
+
+def _snapshot(s: Session, inv: Inventory, opts: Options, states: dict, plans: dict, run_id: str) -> Journal:
+    """Journal everything a restore needs, before the first write (contract: docs/architecture.md)."""
+    j = Journal.create(opts.journal_dir, str(inv.path), opts.mode, run_id)
+    for dev in s.devices:
+        rec = j.device(dev.name)
+        rec.update({"role": dev.role, "platform": getattr(dev.spec, "platform", "linux"),
+                    "connection": connection_record(dev), "changes": [c.as_dict() for c in plans[dev.name]]})
+        if dev.role == "switch":
+            rec["revision_before"] = switch_ops.revision(states[dev.name])
+    j.stage("snapshot")
+    return j
+
+
 def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dict,
-             report: RunReport, progress: Progress) -> None:
+             report: RunReport, progress: Progress, r: Run) -> None:
     rollout = opts.mode == "rollout"
     if not report.changes and not rollout:
         report.outcome = "no-change"
         return
-    j = Journal.create(opts.journal_dir, str(inv.path), opts.mode)
+    j = _snapshot(s, inv, opts, states, plans, r.run_id)
     report.run_id = j.run_id
-    for dev in s.devices:
-        j.device(dev.name).update({"role": dev.role, "changes": [c.as_dict() for c in plans[dev.name]]})
-        if dev.role == "switch":
-            j.device(dev.name)["revision_before"] = switch_ops.revision(states[dev.name])
-    j.stage("snapshot")
     baseline, ok = None, True
     if rollout and opts.verify:
         j.stage("baseline")
-        ok, before = verify_fabric(s, opts, None, progress)
-        report.verify_before = [r.__dict__ for r in before]
+        ok, before = verify_fabric(s, opts, None, progress, r.pairs)
+        report.verify_before = [x.__dict__ for x in before]
         baseline = as_baseline(before)
         j.data["verify"]["before"] = report.verify_before
     if not report.changes:
@@ -260,88 +335,61 @@ def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dic
         j.stage("done")
         return
     try:
-        _transact(s, opts, states, plans, report, progress, j, baseline)
+        _transact(s, opts, plans, report, progress, j, baseline, r)
     except TuningError as e:  # a lost session, an expired or refused confirm: restore and report
         if j.data["outcome"] is not None:
             raise
         report.errors[e.host or "run"] = str(e)
-        _fail(s, states, j, report, progress, f"{type(e).__name__}: {e}")
+        _fail(s, j, report, progress, f"{type(e).__name__}: {e}")
     except BaseException as e:  # Ctrl-C or a bug mid-change: restore, say so, re-raise
         if j.data["outcome"] is None:
             report.errors["run"] = f"{type(e).__name__}: {e}"
-            _fail(s, states, j, report, progress, f"stopped by {type(e).__name__}")
+            _fail(s, j, report, progress, f"stopped by {type(e).__name__}")
         raise
 
 
-def _transact(s: Session, opts: Options, states: dict, plans: dict, report: RunReport,
-              progress: Progress, j: Journal, baseline: dict | None) -> None:
+def _transact(s: Session, opts: Options, plans: dict, report: RunReport,
+              progress: Progress, j: Journal, baseline: dict | None, r: Run) -> None:
     """APPLY -> VERIFY -> CONFIRM, or RESTORE when apply fails or verification fails."""
     rollout = opts.mode == "rollout"
     j.stage("apply")
-    progress(f"applying {report.n_changes} change(s) on {len(report.changes)} device(s)")
-    failed = _apply(s, states, plans, j, opts.confirm_s if rollout and opts.verify else None)
+    progress(f"applying {report.n_changes} change(s) on {len(report.changes)} device(s)"
+             + (f"; switch confirm window {r.confirm_s} s" if r.confirm_s else ""))
+    failed = _apply(s, plans, j, r.confirm_s if rollout and opts.verify else None)
     if failed:
         report.errors = {n: str(e) for n, e in failed.items()}
-        _fail(s, states, j, report, progress, "apply failed")
+        _fail(s, j, report, progress, "apply failed")
         return
     if rollout and opts.verify:
         j.stage("verify")
-        ok, after = verify_fabric(s, opts, baseline, progress)
-        report.verify_after = [r.__dict__ for r in after]
+        pause_for_test("verify", j.run_id)
+        ok, after = verify_fabric(s, opts, baseline, progress, r.pairs)
+        report.verify_after = [x.__dict__ for x in after]
         report.verify_ok = ok
         j.data["verify"]["after"] = report.verify_after
         if not ok:
-            _fail(s, states, j, report, progress, "verification failed or regressed")
+            _fail(s, j, report, progress, "verification failed or regressed")
             return
     j.stage("confirm")
+    pause_for_test("confirm", j.run_id)
     for name, drv in s.switches.items():
-        if j.device(name).get("revision"):
-            switch_ops.confirm(drv)
+        rev = j.device(name).get("revision")
+        if rev:
+            switch_ops.confirm(drv, rev)  # proves ``rev`` is still the applied one, else CommitConfirmError
+            j.update(name, confirmed=True)
     if report.verify_after:
-        save_baseline(opts.journal_dir, as_baseline([PairResult(**r) for r in report.verify_after]))
+        save_baseline(opts.journal_dir, s.inv.path, as_baseline([PairResult(**x) for x in report.verify_after]),
+                      {p.name for p in verify_pairs(s.inv, None)})
     report.outcome = "kept" if rollout else "applied"
     j.data["outcome"] = report.outcome
     j.stage("done")
 
 
-def _fail(s: Session, states: dict, j: Journal, report: RunReport, progress: Progress, why: str) -> None:
+def _fail(s: Session, j: Journal, report: RunReport, progress: Progress, why: str) -> None:
     progress(f"{why}: restoring the snapshot")
     j.stage("restore", why)
-    _restore(s, states, j, report, progress)
+    conns = {**s.nodes, **s.switches}
+    report.restored = restore_touched(j, conns, progress)
     report.outcome = "rolled-back"
     j.data["outcome"] = "rolled-back"
     j.stage("done", why)
-
-
-def rollback_run(inv: Inventory, journal_dir: Path, run_id: str, progress: Progress = lambda m: None) -> RunReport:
-    """Restore every device a journaled run touched and did not already restore.
-
-    Returns:
-        A report whose ``outcome`` is ``rolled-back``, or ``no-change`` when the run touched
-        nothing or was already rolled back (``errors["run"]`` says which).
-
-    Raises:
-        InputError: unknown RUN_ID.  RollbackError: a restore failed.
-    """
-    t0 = time.monotonic()
-    j = Journal.load(journal_dir, run_id)
-    names = touched_devices(j)
-    report = RunReport(run_id, "rollback", outcome="no-change")
-    if not names:
-        done = [n for n, rec in j.data["devices"].items() if rec.get("restored")]
-        report.errors["run"] = (f"already rolled back ({', '.join(sorted(done))})" if done
-                                else "the run changed nothing")
-        return report
-    report.changes = {n: j.device(n).get("applied") or j.device(n).get("changes") or [] for n in names}
-    s = Session(inv, inv.select(names), 20)
-    s.open()
-    try:
-        states = _collect(s)
-        _restore(s, states, j, report, progress)
-        report.outcome = "rolled-back"
-        j.data["outcome"] = "rolled-back (fabtune rollback)"
-        j.stage("done", "fabtune rollback")
-    finally:
-        s.close()
-        report.seconds = round(time.monotonic() - t0, 2)
-    return report

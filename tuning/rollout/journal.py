@@ -2,11 +2,17 @@
 
 Written before the first write to any device and after every stage (atomic replace), so
 ``fabtune rollback RUN_ID`` can finish what a crashed controller left. One JSON file per run:
-``<journal_dir>/<run_id>.json``. Holds settings values only, never credentials.
+``<journal_dir>/<run_id>.json``. It holds everything a restore needs and nothing else: per device
+its role, platform, connection facts (:func:`connection_record`: host, port, user, key file and
+known_hosts as absolute paths, sysroot, become settings; never a password), the planned and
+applied change dicts (each with its ``restore_cmd``) and, for switches, ``revision_before`` and
+the committed ``revision``. Baselines live in ``<journal_dir>/baselines/``, one per inventory.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -45,9 +51,10 @@ class Journal:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
-    def create(cls, journal_dir: Path, inventory: str, mode: str) -> "Journal":
-        """Start a new journal (written at once)."""
-        run_id = new_run_id()
+    def create(cls, journal_dir: Path, inventory: str, mode: str, run_id: str | None = None) -> "Journal":
+        """Start a new journal (written at once). ``inventory`` is stored as an absolute path."""
+        run_id = run_id or new_run_id()
+        inventory = str(Path(inventory).resolve())
         j = cls(journal_dir / f"{run_id}.json", {
             "run_id": run_id, "inventory": inventory, "mode": mode, "stage": "validate",
             "outcome": None, "started": time.time(), "devices": {}, "verify": {}, "events": []})
@@ -63,7 +70,10 @@ class Journal:
         if not path.exists():
             runs = sorted(p.stem for p in journal_dir.glob("*.json") if p.stem != "baseline")[-5:]
             raise InputError("RUN_ID", run_id, f"no journal {path}; recent runs: {', '.join(runs) or 'none'}")
-        return cls(path, json.loads(path.read_text()))
+        doc, why = read_doc(path)
+        if doc is None:
+            raise InputError(str(path), run_id, f"journal unreadable: {why}; nothing can be restored from it")
+        return cls(path, doc)
 
     @property
     def run_id(self) -> str:
@@ -95,32 +105,118 @@ class Journal:
             os.replace(tmp, self.path)
 
 
-def baseline_path(journal_dir: Path) -> Path:
-    """Where the last kept rollout's verification results live."""
-    return journal_dir / "baseline.json"
+def read_doc(path: Path) -> tuple[dict | None, str]:
+    """A journal file's document, or ``(None, why)`` for an empty, truncated, ``null`` or foreign file."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        return None, f"cannot read {path}: {e.strerror}"
+    if not text.strip():
+        return None, f"{path} is empty"
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        return None, f"{path} is not complete JSON (truncated?): {e.msg} at line {e.lineno}"
+    if not isinstance(doc, dict) or not isinstance(doc.get("run_id"), str) or not isinstance(doc.get("devices"), dict):
+        return None, f"{path} is not a run journal (top level is {type(doc).__name__}, no run_id/devices)"
+    return doc, ""
 
 
-def load_baseline(journal_dir: Path) -> dict | None:
-    """The recorded baseline (pair name -> result dict), or None."""
-    p = baseline_path(journal_dir)
-    return json.loads(p.read_text()) if p.exists() else None
+def connection_record(dev: object) -> dict:
+    """The connection facts of an inventory Device for the journal: every field of its
+    :class:`~tuning.inventory.Connection` (key file and known_hosts made absolute) except secrets."""
+    conn = dev.connection  # type: ignore[attr-defined]
+    out = {k: v for k, v in dataclasses.asdict(conn).items() if "pass" not in k.lower() and "secret" not in k.lower()}
+    for k in ("key_file", "known_hosts"):
+        if out.get(k):
+            out[k] = str(Path(out[k]).resolve())
+    return out
 
 
-def save_baseline(journal_dir: Path, results: dict) -> None:
-    """Record verification results as the new baseline."""
-    journal_dir.mkdir(parents=True, exist_ok=True)
-    baseline_path(journal_dir).write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+def inventory_slug(inventory: str | Path) -> str:
+    """``lab-1a2b3c4d5e`` for an inventory directory: its name plus a hash of its absolute path."""
+    p = Path(inventory).resolve()
+    return f"{p.name}-{hashlib.sha256(str(p).encode()).hexdigest()[:10]}"
+
+
+def baseline_path(journal_dir: Path, inventory: str | Path) -> Path:
+    """Where the verification baseline of ``inventory`` lives (one file per inventory)."""
+    return journal_dir / "baselines" / f"{inventory_slug(inventory)}.json"
+
+
+def load_baseline(journal_dir: Path, inventory: str | Path) -> dict | None:
+    """The recorded baseline of ``inventory`` (pair name -> result dict), or None (none, or unreadable)."""
+    p = baseline_path(journal_dir, inventory)
+    try:
+        doc = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def save_baseline(journal_dir: Path, inventory: str | Path, results: dict, pairs: set[str] | None = None) -> dict:
+    """MERGE ``results`` into the baseline of ``inventory``: measured pairs replace their entries,
+    pairs not measured this time keep theirs (a run verified on some rails, or limited to one
+    leaf, never drops the others), pairs no longer in ``pairs`` (the inventory's whole pair set,
+    when given) are dropped. Written atomically.
+
+    Returns:
+        The baseline as saved.
+    """
+    merged = {**(load_baseline(journal_dir, inventory) or {}), **results}
+    if pairs is not None:
+        merged = {k: v for k, v in merged.items() if k in pairs}
+    p = baseline_path(journal_dir, inventory)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(".tmp")
+    tmp.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, p)
+    return merged
 
 
 def list_runs(journal_dir: Path, last: int = 20) -> list[dict]:
-    """The newest ``last`` journals, oldest first: run_id, mode, stage, outcome, touched devices."""
+    """The newest ``last`` journals, oldest first: run_id, mode, stage, outcome, touched devices.
+
+    An unreadable journal (empty, truncated, ``null``) is listed as a row whose ``stage`` is
+    ``unreadable`` and whose ``outcome`` says why; it never hides the other runs.
+    """
+    if last < 1:
+        raise InputError("--last", str(last), "must be 1 or more")
     out = []
-    for path in sorted(journal_dir.glob("*.json"))[-last - 1:]:
-        if path.stem == "baseline":
+    for path in sorted(p for p in journal_dir.glob("*.json") if p.stem != "baseline")[-last:]:
+        d, why = read_doc(path)
+        if d is None:
+            out.append({"run_id": path.stem, "mode": None, "stage": "unreadable", "outcome": why,
+                        "touched": [], "inventory": None})
             continue
-        d = json.loads(path.read_text())
-        touched = sorted(n for n, rec in d.get("devices", {}).items()
-                         if rec.get("state") in TOUCHED)
+        touched = sorted(n for n, rec in d["devices"].items() if isinstance(rec, dict) and rec.get("state") in TOUCHED)
         out.append({"run_id": d["run_id"], "mode": d.get("mode"), "stage": d.get("stage"),
                     "outcome": d.get("outcome"), "touched": touched, "inventory": d.get("inventory")})
-    return out[-last:]
+    return out
+
+
+def undone_keys(doc: dict) -> dict[str, set[str]]:
+    """device -> keys a run changed and did not restore (applied, else planned when caught mid-push)."""
+    out: dict[str, set[str]] = {}
+    for name, rec in doc.get("devices", {}).items():
+        if not isinstance(rec, dict) or rec.get("state") not in TOUCHED or rec.get("restored"):
+            continue
+        changes = rec.get("changes") if rec.get("state") == "pushing" else rec.get("applied")
+        out[name] = {c.get("key") for c in changes or [] if isinstance(c, dict)}
+    return out
+
+
+def later_conflicts(journal_dir: Path, j: "Journal") -> list[str]:
+    """Settings of ``j``'s unrestored changes that a LATER run on the same inventory changed too
+    and did not restore: ``["node01 mtu/enp12s0np0 (run 20261130T1020...)", ...]``."""
+    mine = undone_keys(j.data)
+    out = []
+    for path in sorted(journal_dir.glob("*.json")):
+        doc, _ = read_doc(path) if path.stem != j.run_id else (None, "")
+        if doc is None or doc.get("inventory") != j.data.get("inventory"):
+            continue
+        if (doc.get("started") or 0, doc["run_id"]) <= (j.data.get("started") or 0, j.run_id):
+            continue
+        for dev, keys in undone_keys(doc).items():
+            out += [f"{dev} {k} (run {doc['run_id']})" for k in sorted(keys & mine.get(dev, set()))]
+    return out

@@ -29,6 +29,7 @@ def offline_plan(inv: Inventory, limit: list[str] | None, domains_: set[str] | N
             facts = NodeFacts(raw=raw)
             items = [Change(dev.name, d.name, k, None, v) for d in domains() for k, v in d.desired(dev.spec, facts).items()]
         else:
+            # the rendered candidate's lines, in the keys the online plan reads from the switch's diff
             items = [Change(dev.name, "switch", k, None, v) for k, v in switch_ops.desired(dev).items()]
         report.changes[dev.name] = [c.as_dict() for c in items if domains_ is None or c.domain in domains_]
     return report
@@ -40,7 +41,7 @@ def verify_only(inv: Inventory, journal_dir: Path, th: Thresholds, progress,
     s = Session(inv, [], 1)  # no device is changed: the nodes are opened as the pairs need them
     try:
         ok, results = verify_fabric(s, Options(mode="verify", thresholds=th, rails=rails),
-                                    load_baseline(journal_dir), progress)
+                                    load_baseline(journal_dir, inv.path), progress)
     finally:
         s.close()
     return ok, [r.__dict__ for r in results]

@@ -1,20 +1,33 @@
-"""The engine's use of switch drivers: open, read state, per-setting plan, commit-confirm,
-confirm, restore. Settings are flat keys so switch and node plans read alike:
-``port/<swp>/mtu``, ``roce/enabled``, ``roce/mode``, ``roce/pfc_priority``, ``roce/trust``,
-``roce/ecn_tcs``, ``roce/ecn_min_bytes``, ``roce/ecn_max_bytes``, ``roce/dscp/<dscp>``.
+"""The engine's use of switch drivers: open, collect, plan, commit-confirm, confirm, restore.
 
-Apply stages the whole rendered ``nv set`` document and lets the switch compute the diff
-(``nv config diff``), so an already-tuned switch gets no commit at all.
+One source per setting (DESIGN.md): the plan is the device's own diff of the very candidate
+that apply pushes. :func:`collect` renders the candidate, stages it, takes the switch's diff
+(``nv config diff``) and discards it (nornir_napalm's ``dry_run``); :func:`plan` turns that
+diff into per-key Changes (:mod:`tuning.switch.nvue_keys`: ``port/swp1/mtu``,
+``roce/tc/3/probability``, ``roce/pfc_tx``, ``roce/tc/6/scheduler`` ...; every line the
+template pushes), with ``before`` from the applied ``nv set`` lines (None: not configured).
+A port whose operational MTU differs from the wanted one while its configuration already
+holds it adds ``port/<swp>/oper_mtu`` (before: the operational MTU): a commit cannot fix it,
+so apply's read back fails the device.
+
+:func:`apply` stages the candidate again, refuses when the switch's diff is no longer the
+planned one, commits, and reads back: every candidate line must be in ``nv config show -o
+commands`` and every port's operational MTU must be the wanted one.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from tuning.errors import CandidateError, CommitError, TuningError
 from tuning.inventory import Device
-from tuning.model.settings import expand_ports
 from tuning.node.base import Change
 from tuning.render import render_switch
 from tuning.switch import DRIVERS
 from tuning.switch.base import SwitchDriver, SwitchState
+from tuning.switch.nvue_keys import changes_of_diff, command_leaves, flat_key
+
+OPER_MTU = "oper_mtu"
 
 
 def open_driver(dev: Device) -> SwitchDriver:
@@ -27,66 +40,46 @@ def open_driver(dev: Device) -> SwitchDriver:
 
 
 def desired(dev: Device) -> dict[str, str]:
-    """The flat settings the inventory asks of one switch."""
-    spec = dev.spec
-    out = {f"port/{p}/mtu": str(spec.port_mtu_overrides.get(p, spec.port_mtu)) for p in expand_ports(spec.ports)}
-    if spec.roce:
-        r = spec.roce
-        out.update({"roce/enabled": "true", "roce/mode": r.mode, "roce/pfc_priority": str(r.pfc_priority),
-                    "roce/trust": r.trust, "roce/ecn_tcs": str(r.lossless_tc),
-                    "roce/ecn_min_bytes": str(r.ecn_min_bytes), "roce/ecn_max_bytes": str(r.ecn_max_bytes)})
-        out.update({f"roce/dscp/{d}": str(p) for d, p in r.dscp_to_switch_priority.items()})
-    return out
-
-
-def current(state: SwitchState, keys: dict[str, str]) -> dict[str, str | None]:
-    """The same flat keys read from a switch's state (None where the switch has no value)."""
-    r = state.roce
-    vals: dict[str, str | None] = {
-        "roce/enabled": "true" if r.enabled else "false",
-        "roce/mode": r.mode if r.enabled else None,
-        "roce/pfc_priority": None if r.pfc_priority is None else str(r.pfc_priority),
-        "roce/trust": r.trust,
-        "roce/ecn_tcs": ",".join(str(t) for t in sorted(r.ecn_tcs)) or None,
-        "roce/ecn_min_bytes": None if r.ecn_min_bytes is None else str(r.ecn_min_bytes),
-        "roce/ecn_max_bytes": None if r.ecn_max_bytes is None else str(r.ecn_max_bytes),
-    }
-    out = {}
-    for key in keys:
-        if key.startswith("port/"):
-            mtu = state.ports.get(key.split("/")[1])
-            out[key] = None if mtu is None else str(mtu)
-        elif key.startswith("roce/dscp/"):
-            p = r.dscp_to_switch_priority.get(int(key.split("/")[2]))
-            out[key] = None if p is None else str(p)
-        else:
-            out[key] = vals.get(key)
-    return out
-
-
-def _same(key: str, have: str | None, want: str) -> bool:
-    if have is None:
-        return False
-    if key == "roce/trust":  # NVUE trusts "pcp,dscp" under RoCE: dscp is honoured
-        return want in have.split(",")
-    if key == "roce/ecn_tcs":
-        return want in have.split(",")
-    if key in ("roce/ecn_min_bytes", "roce/ecn_max_bytes"):
-        # NVUE shows thresholds rounded in KB/MB (150000 B reads back as 146.48 KB = 149996 B)
-        return abs(int(have) - int(want)) <= max(16, int(want) // 500)
-    return have == want
+    """The flat settings of the rendered candidate (the lines apply pushes), in template order."""
+    return {flat_key(p): v for p, v in command_leaves(render_switch(dev)).items()}
 
 
 def collect(drv: SwitchDriver, dev: Device) -> SwitchState:
-    """Read the switch's applied state (ports, RoCE, revision)."""
-    return drv.get_state()
+    """Read the switch (ports, RoCE, revision) and its own diff of the rendered candidate.
+
+    A staged candidate left behind (a push cut short) is discarded first, so the diff is of
+    this candidate alone; the candidate is discarded again afterwards (nothing is committed).
+    """
+    state = drv.get_state()
+    candidate = render_switch(dev)
+    drv.discard()
+    drv.load_candidate(candidate)
+    try:
+        diff = drv.compare()
+    finally:
+        drv.discard()
+    return replace(state, diff=diff, running=drv.running_config(), candidate=candidate)
 
 
 def plan(dev: Device, state: SwitchState) -> list[Change]:
-    """Pure per-setting diff of desired vs the switch's applied state."""
-    want = desired(dev)
-    have = current(state, want)
-    return [Change(dev.name, "switch", k, have[k], v) for k, v in want.items() if not _same(k, have[k], v)]
+    """Pure: the switch's diff as Changes, plus operational MTU drift the diff cannot show."""
+    if state.diff is None or state.running is None:
+        raise CandidateError("no diff collected for this switch (collect() stages the candidate)",
+                             host=dev.name, phase="plan")
+    found = changes_of_diff(state.diff, state.running)
+    changes = [Change(dev.name, "switch", k, before, after) for k, (before, after) in found.items()]
+    for key, want in desired(dev).items():
+        port, oper = _port_of(key), None
+        if port is not None:
+            oper = state.ports.get(port)
+        if port is not None and key not in found and oper is not None and str(oper) != want:
+            changes.append(Change(dev.name, "switch", f"port/{port}/{OPER_MTU}", str(oper), want))
+    return changes
+
+
+def _port_of(key: str) -> str | None:
+    parts = key.split("/")
+    return parts[1] if len(parts) == 3 and parts[0] == "port" and parts[2] == "mtu" else None
 
 
 def revision(state: SwitchState) -> str:
@@ -96,28 +89,81 @@ def revision(state: SwitchState) -> str:
 
 def apply(drv: SwitchDriver, dev: Device, changes: list[Change], confirm_s: int | None,
           revision_before: str) -> str | None:
-    """Stage the rendered config, commit (with a confirm window when ``confirm_s``).
-
-    The driver's commit compares on the box itself and returns the applied revision unchanged
-    when there is nothing to commit; that is how "nothing to change" is told here.
+    """Stage the rendered candidate, check it is still the planned diff, commit (with a confirm
+    window when ``confirm_s``) and read back.
 
     Returns:
-        The committed revision id, or None when the switch found nothing to change.
+        The committed revision id, or None when the switch found nothing to commit.
+
+    Raises:
+        CandidateError: the switch's diff is not the planned one (nothing committed).
+        CommitError: the commit failed, or the read back found a value the switch does not hold;
+            after a commit the error carries ``revision`` (the committed id) and the commit has
+            been rolled back already when that was possible.
     """
     if not changes:
         return None
-    drv.load_candidate(render_switch(dev))
+    candidate = render_switch(dev)
+    drv.load_candidate(candidate)
+    now = changes_of_diff(drv.compare(), drv.running_config())
+    planned = {c.key: (c.before, c.after) for c in changes if not c.key.endswith(f"/{OPER_MTU}")}
+    if now != planned:
+        drv.discard()
+        moved = sorted(k for k in set(now) | set(planned) if now.get(k) != planned.get(k))
+        raise CandidateError(f"the switch's diff is no longer the planned one ({', '.join(moved[:8])}); "
+                             "plan again", host=dev.name, phase="apply")
     rev = drv.commit(confirm_within_s=confirm_s, message="fabtune")
     if rev == revision_before:
         drv.discard()
-        return None
+        rev = None
+    try:
+        read_back(drv, dev, candidate)
+    except CommitError as err:
+        err.revision = rev  # type: ignore[attr-defined]
+        if rev is not None:
+            try:
+                drv.rollback()
+                err.message += f"; revision {rev} rolled back to {revision_before}"
+            except TuningError as undo:
+                err.message += f"; rolling revision {rev} back failed: {undo}"
+        raise
     return rev
 
 
-def confirm(drv: SwitchDriver) -> None:
-    """Keep a commit-confirm revision (after verification passed)."""
-    if drv.has_pending_commit():
-        drv.confirm()
+def read_back(drv: SwitchDriver, dev: Device, candidate: str) -> None:
+    """Every candidate line is in the applied configuration and every port runs the wanted MTU.
+
+    Raises:
+        CommitError: naming each key, the wanted and the read value.
+    """
+    held = command_leaves(drv.running_config())
+    bad = [f"{flat_key(p)} wanted {v!r}, holds {held.get(p)!r}"
+           for p, v in command_leaves(candidate).items() if held.get(p) != v]
+    ports = drv.get_state().ports
+    for key, want in desired(dev).items():
+        port = _port_of(key)
+        if port is not None and str(ports.get(port)) != want:
+            bad.append(f"port/{port}/{OPER_MTU} wanted {want!r}, runs {ports.get(port)!r}")
+    if bad:
+        more = f" (+{len(bad) - 6} more)" if len(bad) > 6 else ""
+        raise CommitError("read back after commit: " + "; ".join(bad[:6]) + more, host=dev.name, phase="apply")
+
+
+def confirm(drv: SwitchDriver, committed_revision: str | None = None) -> None:
+    """Keep this run's commit after verification passed, and prove it is still applied.
+
+    Args:
+        committed_revision: the journaled revision of this run; None: the driver's own commit of
+            this session, or nothing to confirm when the session committed nothing.
+
+    Raises:
+        CommitConfirmError: the revision is not the applied one after confirming (the confirm
+            window ran out, or the switch went back), naming both revisions.
+    """
+    rev = committed_revision or getattr(drv, "committed_revision", None)
+    if rev is None and not drv.has_pending_commit():
+        return
+    drv.confirm(rev)
 
 
 def restore(drv: SwitchDriver, dev: Device, rec: dict) -> None:

@@ -9,7 +9,7 @@ no NIC: one NIC runs one perftest at a time, pairs of one wave run concurrently.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tuning.inventory import Device
 
@@ -21,6 +21,8 @@ class Pair:
     Attributes:
         client, server: node names.  client_nic, server_nic: NicSpec of each end.
         path: ``leaf`` (same switch) or ``spine`` (through the spine).
+        mtu_allowed: the RoCE active MTU (bytes) every hop of the inventory allows (both netdev
+            MTUs and both leaf ports, see :func:`allowed_roce_mtu`); None when not known.
     """
 
     client: str
@@ -28,6 +30,7 @@ class Pair:
     server: str
     server_nic: object
     path: str
+    mtu_allowed: int | None = None
 
     @property
     def name(self) -> str:
@@ -38,6 +41,39 @@ class Pair:
     def nics(self) -> tuple[str, str]:
         """Both ends as ``node:rdma_device`` (``("node01:mlx5_0", "node02:mlx5_0")``)."""
         return f"{self.client}:{self.client_nic.rdma_device}", f"{self.server}:{self.server_nic.rdma_device}"
+
+
+#: RoCE path MTUs, largest first (the IB MTU enum perftest's ``Mtu`` line prints)
+ROCE_MTUS = (4096, 2048, 1024, 512, 256)
+#: netdev MTU minus this is the largest RoCE MTU the kernel allows: ``iboe_get_mtu()`` in
+#: linux include/rdma/ib_addr.h subtracts GRH 40 + UDP 8 + BTH 12 + XRC 4 + AtomicETH 28 + ICRC 4
+#: (older kernels omit UDP: 88; we take the larger, so we never expect more than a kernel gives)
+IBOE_OVERHEAD_BYTES = 96
+#: a RoCEv2 frame is the RoCE MTU plus Eth 14 + IPv4 20 + UDP 8 + BTH 12 + RETH 16 + ICRC 4 + FCS 4
+ROCE_FRAME_BYTES = 78
+
+
+def allowed_roce_mtu(netdev_mtus: list[int], port_mtus: list[int]) -> int:
+    """The largest RoCE MTU that every hop allows: at most ``min(netdev MTU) - 96`` (bytes), and
+    every switch port's MTU at least that plus the 78-byte RoCEv2 frame.
+
+    Returns:
+        4096 for netdev 9000 and ports 9216; 1024 for netdev 1500; 256 at the least.
+    """
+    for m in ROCE_MTUS:
+        if m <= min(netdev_mtus) - IBOE_OVERHEAD_BYTES and all(p >= m + ROCE_FRAME_BYTES for p in port_mtus):
+            return m
+    return ROCE_MTUS[-1]
+
+
+def _port_mtu(switches: dict[str, Device], nic) -> list[int]:
+    """The inventory's MTU of the leaf port ``nic`` is cabled to ([] when the inventory has none)."""
+    from tuning.model.settings import expand_ports
+
+    sw = switches.get(nic.switch)
+    if sw is None or nic.switch_port not in expand_ports(sw.spec.ports):
+        return []
+    return [sw.spec.port_mtu_overrides.get(nic.switch_port, sw.spec.port_mtu)]
 
 
 def _nic(dev: Device, rail: int):
@@ -82,9 +118,13 @@ def spine_pairs_for(nodes: list[Device], rails: tuple[int, ...], count: int) -> 
     return out
 
 
-def select_pairs(nodes: list[Device], rails: tuple[int, ...] | None = None, spine_pairs: int = 2) -> list[Pair]:
+def select_pairs(nodes: list[Device], rails: tuple[int, ...] | None = None, spine_pairs: int = 2,
+                 switches: list[Device] | None = None) -> list[Pair]:
     """Same-rail pairs on every rail in ``rails`` (None: every rail the nodes have, see
     :func:`rail_pairs`), then up to ``spine_pairs`` cross-rail pairs (see :func:`spine_pairs_for`).
+
+    Args:
+        switches: the inventory's switches; with them each pair carries ``mtu_allowed``.
 
     Returns:
         Pairs in a stable order (rail by rail, then the spine pairs); empty with fewer than 2
@@ -92,7 +132,12 @@ def select_pairs(nodes: list[Device], rails: tuple[int, ...] | None = None, spin
     """
     rails = node_rails(nodes) if rails is None else tuple(rails)
     out = [p for rail in rails for p in rail_pairs(nodes, rail)]
-    return out + spine_pairs_for(nodes, rails, spine_pairs)
+    out += spine_pairs_for(nodes, rails, spine_pairs)
+    if switches is None:
+        return out
+    sws, mtu = {s.name: s for s in switches}, {d.name: d.spec.mtu for d in nodes}
+    return [replace(p, mtu_allowed=allowed_roce_mtu(
+        [mtu[p.client], mtu[p.server]], _port_mtu(sws, p.client_nic) + _port_mtu(sws, p.server_nic))) for p in out]
 
 
 def schedule_waves(pairs: list[Pair]) -> list[list[int]]:

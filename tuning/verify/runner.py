@@ -8,7 +8,9 @@ reads the real samples in ``shared/cases``. GID indexes are resolved per NIC fro
 Pairs that share no NIC run at the same time (:func:`verify`: waves from
 :func:`tuning.verify.pairs.schedule_waves`, a thread pool, one perftest TCP port pair per pair).
 
-Verdict (:func:`judge`): a pair fails if its test failed, bandwidth is below ``min_bw_gbps``,
+Verdict (:func:`judge`): a pair fails if its test failed, its RoCE active MTU (perftest's ``Mtu``
+line) is below what every hop of the inventory allows (``Pair.mtu_allowed``: 1024 where 4096 is
+allowed means an end runs at netdev MTU ~1500), bandwidth is below ``min_bw_gbps``,
 typical latency is above ``max_lat_us``, or it regressed against the baseline by more than
 ``bw_drop_pct`` (bandwidth) or ``lat_rise_pct`` (latency). :func:`summarise` says it in one line
 and names what every failing pair has in common (a NIC, a switch port, a switch).
@@ -60,6 +62,7 @@ class PairResult:
     lat_p99_us: float | None = None
     gid_index: int | None = None
     mtu_bytes: int | None = None
+    mtu_allowed: int | None = None
     error: str | None = None
     verdict: str = "pass"
     reasons: list[str] = field(default_factory=list)
@@ -68,7 +71,8 @@ class PairResult:
     def of(cls, pair: Pair) -> "PairResult":
         """An empty result naming ``pair``'s ends and the leaf ports they are cabled to."""
         c, s = pair.client_nic, pair.server_nic
-        return cls(pair.name, pair.path, *pair.nics, f"{c.switch}:{c.switch_port}", f"{s.switch}:{s.switch_port}")
+        return cls(pair.name, pair.path, *pair.nics, f"{c.switch}:{c.switch_port}", f"{s.switch}:{s.switch_port}",
+                   mtu_allowed=pair.mtu_allowed)
 
 
 def _run_one(server: Host, client: Host, tool: str, args: str, s_gid: int, c_gid: int,
@@ -184,6 +188,11 @@ def judge(results: list[PairResult], th: Thresholds, baseline: dict[str, dict] |
         if r.error:
             r.reasons.append(r.error)
         else:
+            if r.mtu_allowed and r.mtu_bytes is None:
+                r.reasons.append("perftest printed no Mtu line: the RoCE active MTU is unknown")
+            elif r.mtu_allowed and r.mtu_bytes < r.mtu_allowed:
+                r.reasons.append(f"RoCE active MTU {r.mtu_bytes} B where every hop allows {r.mtu_allowed} B "
+                                 f"(an end's netdev MTU is lower than the inventory's)")
             if r.bw_gbps is not None and r.bw_gbps < th.min_bw_gbps:
                 r.reasons.append(f"bandwidth {r.bw_gbps:.1f} Gb/s below {th.min_bw_gbps:.0f}")
             if r.lat_us is not None and r.lat_us > th.max_lat_us:
@@ -265,6 +274,24 @@ def verify(pairs: list[Pair], hosts: dict[str, Host], th: Thresholds, baseline: 
             list(ex.map(run, wave))  # a wave ends before the next starts: its NICs are free again
     done = [r for r in results if r is not None]
     return judge(done, th, baseline), done
+
+
+#: seconds one pair takes: ib_write_bw ``-D 2`` (2 s of traffic + ~2 s connection setup) and
+#: ib_read_lat ``-n 1000`` (~2 s with setup), measured on the lab with some margin
+PAIR_S = 8.0
+#: seconds to resolve the GID tables (one round trip per node, in parallel)
+GID_S = 5.0
+
+
+def expected_seconds(pairs: list[Pair], workers: int = 4) -> float:
+    """How long :func:`verify` should take for ``pairs``: GID resolution plus, for each wave of
+    NIC-disjoint pairs, ``ceil(len(wave) / workers)`` rounds of :data:`PAIR_S` (seconds).
+
+    Returns:
+        5 + 8 x 5 = 45.0 for the lab's 18 pairs (waves of 16 and 2, 4 workers).
+    """
+    rounds = sum(-(-len(w) // max(1, workers)) for w in schedule_waves(pairs))
+    return GID_S + PAIR_S * rounds
 
 
 def as_baseline(results: list[PairResult]) -> dict[str, dict]:

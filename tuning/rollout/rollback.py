@@ -1,0 +1,234 @@
+"""Restore from the journal alone: the engine's restore after a failure and ``fabtune rollback``.
+
+Everything a restore needs is in the run's journal (:mod:`tuning.rollout.journal`): per device
+its connection facts, its role and platform, the change dicts (each node change with its
+``restore_cmd``) and, for a switch, ``revision_before`` and the committed ``revision``. Today's
+inventory is never read, so a run stays restorable after the inventory changed.
+
+A run restores only its own commits: a switch whose pending commit-confirm (the applied
+revision while a confirm is pending) is not the journaled ``revision`` is left alone and named.
+Rolling back an older run whose settings a later, unrestored run changed again is refused with
+the list of those settings (``force`` overrides).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+from tuning import node as node_mod
+from tuning.errors import InputError, RollbackError, TuningError
+from tuning.inventory import Connection
+from tuning.node.base import Change
+from tuning.rollout.journal import TOUCHED, Journal, later_conflicts
+from tuning.rollout.lock import RunLock, lock_path
+
+Progress = Callable[[str], None]
+
+
+def touched_devices(j: Journal) -> list[str]:
+    """Devices a run may have changed and has not restored yet."""
+    return sorted(n for n, rec in j.data["devices"].items()
+                  if rec.get("state") in TOUCHED and not rec.get("restored"))
+
+
+def _changes(rec: dict) -> list[Change]:
+    """The changes to undo: every planned one for a device caught mid-push (``pushing``: writing a
+    value that was never changed is harmless, missing one is not), else the applied ones."""
+    done = rec.get("changes") if rec.get("state") == "pushing" else rec.get("applied")
+    fields = {f.name for f in dataclasses.fields(Change)}
+    return [Change(**{k: v for k, v in c.items() if k in fields}) for c in done or []]
+
+
+def restore_switch(drv, name: str, rec: dict) -> None:
+    """Put one switch back to ``revision_before``, touching only this run's own commit.
+
+    - our commit pending (applied revision == journaled ``revision``, a confirm pending): reject it;
+    - our commit applied for good: re-apply ``revision_before`` (the whole config of that revision);
+    - applied revision already ``revision_before`` (the confirm window ran out): nothing to do;
+    - another commit pending, or applied on top of ours: refuse, naming both revisions.
+
+    Raises:
+        RollbackError: the switch holds a commit that is not this run's, or a command failed.
+    """
+    ours, before = rec.get("revision"), rec.get("revision_before")
+    pending, now = drv.has_pending_commit(), drv.current_revision()
+    if ours and now == str(ours):
+        if pending:
+            drv.rollback()  # rejects the pending confirm: the switch goes back to revision_before
+        else:
+            drv.rollback_to(str(before))
+        return
+    if now == str(before) and not pending:
+        drv.discard()  # a push cut short may have left staged `nv set` lines behind
+        return
+    what = "a commit-confirm" if pending else "a commit"
+    raise RollbackError(f"{what} of another run or person is applied (revision {now}; this run's: "
+                        f"{ours or 'none journaled'}, before it: {before}); not touching it",
+                        host=name, phase="restore")
+
+
+def _undo(j: Journal, conns: dict, name: str) -> None:
+    rec = j.device(name)
+    if rec.get("role") == "node":
+        node_mod.restore(conns[name], name, _changes(rec))
+    else:
+        restore_switch(conns[name], name, rec)
+    j.update(name, restored=True)
+
+
+def restore_touched(j: Journal, conns: dict, progress: Progress, workers: int = 20) -> list[str]:
+    """Restore every device the journal says may have changed, in parallel, with ``conns``
+    (name -> open SshHost or switch driver).
+
+    Returns:
+        The devices restored.
+
+    Raises:
+        RollbackError: a restore failed (names every failed device and ``fabtune rollback RUN_ID``).
+    """
+    names = touched_devices(j)
+    if not names:
+        return []
+    progress(f"restoring {len(names)} device(s): {', '.join(names)}")
+
+    def one(name: str) -> BaseException | None:
+        try:
+            _undo(j, conns, name)
+        except Exception as e:  # noqa: BLE001 - every device's failure is reported below
+            return e
+        return None
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(names)))) as ex:
+        errors = dict(zip(names, ex.map(one, names)))
+    failed = {n: e for n, e in errors.items() if e is not None}
+    if failed:
+        name, err = next(iter(failed.items()))
+        raise RollbackError(f"restore failed on {', '.join(sorted(failed))}: {err}; run "
+                            f"`fabtune rollback {j.run_id}` after fixing it", host=name, phase="restore") from err
+    return names
+
+
+def connect(name: str, rec: dict):
+    """Open ``name`` from its journal record alone (an SshHost, or the platform's switch driver).
+
+    Raises:
+        RollbackError: the journal lacks the connection facts (written by an older fabtune).
+        ConnectError: unreachable.
+    """
+    facts = rec.get("connection")
+    if not isinstance(facts, dict):
+        raise RollbackError("the journal holds no connection facts for this device (journal of an older "
+                            "fabtune): restore it by hand", host=name, phase="restore")
+    known = {f.name for f in dataclasses.fields(Connection)}
+    conn = Connection(**{k: v for k, v in facts.items() if k in known})
+    if rec.get("role") == "node":
+        from tuning.transport.ssh import SshHost
+
+        return SshHost(name, conn)
+    from tuning.switch import DRIVERS
+
+    drv = DRIVERS[rec.get("platform", "nvue")](conn.hostname, port=conn.port, username=conn.username,
+                                                 key_file=conn.key_file, known_hosts=conn.known_hosts, name=name)
+    drv.open()
+    return drv
+
+
+def _connect_all(j: Journal, names: list[str], workers: int = 20) -> dict:
+    """Open every device in ``names`` from the journal, in parallel. Raises the first error
+    (after closing what did open)."""
+    def one(n: str):
+        try:
+            return connect(n, j.device(n))
+        except TuningError as e:
+            return e
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(names)))) as ex:
+        got = dict(zip(names, ex.map(one, names)))
+    errors = [e for e in got.values() if isinstance(e, TuningError)]
+    if errors:
+        for c in got.values():
+            if not isinstance(c, TuningError):
+                c.close()
+        raise errors[0]
+    return got
+
+
+def _check_inventory(j: Journal, inventory: Path | None) -> None:
+    if inventory is None:
+        return
+    mine = Path(j.data.get("inventory") or "").resolve()
+    given = Path(inventory)
+    given = (given.parent if given.is_file() else given).resolve()
+    if given != mine:
+        raise InputError("--inventory", str(inventory), f"run {j.run_id} was made with {mine}; rollback uses "
+                         f"the journaled inventory only (drop -i, or give that one)")
+
+
+def _now_and_restored(j: Journal, names: list[str]) -> dict[str, list[dict]]:
+    """Per device the settings being put back, as ``now`` (what the run wrote) and ``restored_to``."""
+    out = {}
+    for n in names:
+        out[n] = [{"domain": c.domain, "key": c.key, "before": c.after, "after": c.before}
+                  for c in _changes(j.device(n))]
+    return out
+
+
+def rollback_run(journal_dir: Path, run_id: str, inventory: Path | None = None, force: bool = False,
+                 progress: Progress = lambda m: None):
+    """Restore every device a journaled run touched and did not already restore, from the
+    journal alone (no inventory read). Holds the inventory's lock meanwhile (taking over the
+    stale lock of this very run, left by a killed controller).
+
+    Args:
+        inventory: if given, must be the journaled inventory (else InputError).
+        force: roll back even where a later unrestored run changed the same settings.
+
+    Returns:
+        A RunReport whose ``outcome`` is ``rolled-back``, or ``no-change`` when the run touched
+        nothing or was already rolled back (``errors["run"]`` says which). Its ``changes`` list
+        per setting ``before`` = the value now, ``after`` = the value restored to.
+
+    Raises:
+        InputError: unknown or unreadable RUN_ID, another inventory, later runs changed the same
+            settings (names them).  LockError: another run holds the inventory.
+        RollbackError: a restore failed.
+    """
+    from tuning.rollout.engine import RunReport
+
+    t0 = time.monotonic()
+    j = Journal.load(journal_dir, run_id)
+    _check_inventory(j, inventory)
+    names = touched_devices(j)
+    report = RunReport(run_id, "rollback", outcome="no-change")
+    if not names:
+        done = [n for n, rec in j.data["devices"].items() if rec.get("restored")]
+        report.errors["run"] = (f"already rolled back ({', '.join(sorted(done))})" if done
+                                else "the run changed nothing")
+        return report
+    clash = later_conflicts(journal_dir, j)
+    if clash and not force:
+        shown = "; ".join(clash[:8]) + (f" (+{len(clash) - 8} more)" if len(clash) > 8 else "")
+        raise InputError("RUN_ID", run_id, f"later runs changed the same settings and were not rolled back: "
+                         f"{shown}; roll those back first, or use --force")
+    report.changes = _now_and_restored(j, names)
+    inv_dir = Path(j.data.get("inventory") or ".")
+    with RunLock(lock_path(inv_dir), f"rollback-{run_id}", "rollback", j.path, take_over_run=run_id):
+        conns: dict = {}
+        try:
+            conns.update(_connect_all(j, names))
+            report.restored = restore_touched(j, conns, progress)
+        finally:
+            for c in conns.values():
+                try:
+                    c.close()
+                except Exception:  # noqa: BLE001 - closing must not mask the restore's own error
+                    pass
+        report.outcome = "rolled-back"
+        j.data["outcome"] = "rolled-back (fabtune rollback)" + (" --force" if clash else "")
+        j.stage("done", "fabtune rollback")
+    report.seconds = round(time.monotonic() - t0, 2)
+    return report
