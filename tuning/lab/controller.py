@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from tuning.errors import TuningError
-from tuning.lab import keys
+from tuning.lab import keys, privileges
 from tuning.lab.fabric import Fabric, default_fabric
 from tuning.lab.sysroot import build_sysroot
 from tuning.lab.tools import TOOLS
@@ -50,7 +50,51 @@ def write_wrappers(bin_dir: Path) -> list[Path]:
         path.write_text(WRAPPER.format(python=sys.executable, flags=flags, root=_package_parent(), tool=tool))
         path.chmod(0o755)
         paths.append(path)
-    return paths
+    sudo = bin_dir / "sudo"
+    sudo.write_text(SUDO_WRAPPER.format(python=sys.executable, root=_package_parent()))
+    sudo.chmod(0o755)
+    return paths + [sudo]
+
+
+SUDO_WRAPPER = """#!{python} -S
+import sys
+sys.path.insert(0, {root!r})
+from tuning.lab.sudo import main
+main()
+"""
+
+
+def _protect(state_dir: Path, fabric: Fabric) -> None:
+    """Permissions as a real node has them, for the unprivileged node shells.
+
+    ``run/`` (perftest rendezvous, written by unprivileged servers and sudo'ed clients) is
+    world-writable; debugfs is root-only (0700, as the kernel mounts it). When the daemon is
+    root, the lab user gets search permission on the folders above the state folder, the
+    package and the interpreter, so it can reach them.
+    """
+    for folder in (state_dir / "run", state_dir / "run" / "perftest"):
+        folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(0o777)
+    for node in fabric.nodes:
+        debug = state_dir / "nodes" / node.name / "sysroot" / "sys" / "kernel" / "debug"
+        if debug.is_dir():
+            debug.chmod(0o700)
+    user = privileges.lab_user()
+    if user is not None:
+        for path in (state_dir, Path(_package_parent()), Path(sys.executable).resolve().parent):
+            privileges.grant_search(path, *user)
+
+
+def _daemon_argv(state_dir: Path) -> tuple[list[str], dict[str, str]]:
+    """The daemon's command line: as is when root, else inside a user namespace (uid 0 there)."""
+    argv = [sys.executable, "-m", "tuning.lab.daemon", str(state_dir)]
+    if os.geteuid() == 0:
+        return argv, {}
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        raise TuningError("the lab needs root or user namespaces (`unshare` from util-linux) to give its "
+                          "node shells an unprivileged user and a sudo", phase="lab")
+    return [unshare, "--user", "--map-root-user", "--", *argv], {privileges.USERNS_ENV: "1"}
 
 
 def endpoints(fabric: Fabric) -> list[tuple[str, str, int]]:
@@ -76,6 +120,7 @@ def prepare(state_dir: Path, fabric: Fabric) -> None:
     (state_dir / "run").mkdir()
     write_wrappers(state_dir / "bin")
     fabric.save(state_dir / "fabric.json")
+    _protect(state_dir, fabric)
 
 
 def _discard(folders: list[Path]) -> None:
@@ -118,11 +163,12 @@ def up(state_dir: Path, fabric: Fabric | None = None) -> None:
     if busy:
         raise TuningError(f"lab ports already in use ({', '.join(busy[:3])}{'...' if len(busy) > 3 else ''}): "
                           "another lab is running; stop it with `fabtune lab down -i <its inventory>`", phase="lab")
+    argv, extra_env = _daemon_argv(state_dir)
     prepare(state_dir, fabric)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    env = {**os.environ, **extra_env, "PYTHONPATH": os.pathsep.join(
         p for p in (_package_parent(), os.environ.get("PYTHONPATH")) if p)}
     with open(state_dir / "lab.log", "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "tuning.lab.daemon", str(state_dir)],
+        proc = subprocess.Popen(argv,
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 cwd=state_dir, env=env, start_new_session=True)
     (state_dir / "lab.pid").write_text(f"{proc.pid}\n")

@@ -8,6 +8,10 @@ real subprocess in ``<state>/nodes/<node>/`` with the lab environment (PATH with
 status, exactly what OpenSSH's sshd does for ``ssh host 'command'``. A shell request
 runs ``bash`` reading commands from the channel; SFTP is served chrooted to the
 node's login folder.
+
+Shells run unprivileged (:mod:`tuning.lab.privileges`): as the lab user when the daemon
+is root, without capabilities otherwise. ``sudo`` on their PATH reaches the node's sudo
+socket, served here too.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 
 import asyncssh
 
+from tuning.lab import privileges
 from tuning.lab.fabric import Fabric, Node
 from tuning.lab.sysroot import sync_derived
 
@@ -86,9 +91,12 @@ async def _run(process: asyncssh.SSHServerProcess, state_dir: Path, node: str) -
     """Serve one exec/shell request: a real ``bash`` subprocess, streams and exit status."""
     env = node_env(state_dir, node)
     env["PS1"] = f"{LAB_USER}@{node}:~$ "
+    creds = privileges.shell_credentials()
+    if "user" in creds:  # pytest may have reset a 0700 ancestor since the last command
+        privileges.grant_search(state_dir, creds["user"], creds["group"])
     proc = await asyncio.create_subprocess_exec(
         *_argv(process), cwd=state_dir / "nodes" / node, env=env, start_new_session=True,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, **creds)
     feeder = asyncio.ensure_future(_pump_in(process.stdin, proc))
     try:
         await asyncio.gather(_pump_out(proc.stdout, process.stdout), _pump_out(proc.stderr, process.stderr))
@@ -134,9 +142,14 @@ async def start_node(state_dir: Path, node: Node) -> asyncssh.SSHAcceptor:
 
 async def serve_nodes(state_dir: Path, fabric: Fabric, stop: asyncio.Event) -> None:
     """Serve every node of ``fabric`` until ``stop`` is set, then close the listeners."""
+    sudo = privileges.start_sudo(state_dir, [n.name for n in fabric.nodes], lambda n: node_env(state_dir, n),
+                                 lambda n: state_dir / "nodes" / n)
     acceptors = [await start_node(state_dir, node) for node in fabric.nodes]
-    log.info("nodes up: %s", ", ".join(f"{n.name}:{n.port}" for n in fabric.nodes))
+    log.info("nodes up: %s (shells %s)", ", ".join(f"{n.name}:{n.port}" for n in fabric.nodes),
+             privileges.describe())
     await stop.wait()
+    for server in sudo:
+        server.close()
     for acceptor in acceptors:
         acceptor.close()
         await acceptor.wait_closed()

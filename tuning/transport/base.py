@@ -44,14 +44,19 @@ class Host(Protocol):
 
     Attributes:
         name: inventory name.  sysroot: prefix for file paths (``/`` on a real host).
+
+    ``privileged``: whether the command needs root. A host reached with become
+    (``ansible_become``) runs privileged commands through sudo; ``run`` is privileged by
+    default (reads of debugfs and writes of /proc/sys need root), ``start`` (background
+    perftest servers) is not.
     """
 
     name: str
     sysroot: str
 
-    def run(self, command: str, *, timeout: float = 60.0) -> CommandResult: ...
+    def run(self, command: str, *, timeout: float = 60.0, privileged: bool = True) -> CommandResult: ...
 
-    def start(self, command: str) -> Running: ...
+    def start(self, command: str, *, privileged: bool = False) -> Running: ...
 
     def close(self) -> None: ...
 

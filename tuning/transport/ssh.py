@@ -3,6 +3,10 @@
 One connection per host, reused for every command of a run. Host keys come from the
 inventory's ``fabtune_known_hosts_file`` (or ``~/.ssh/known_hosts``); an unknown or
 changed key is refused (``RejectPolicy``). Only key authentication is used.
+
+With ``become`` (``ansible_become: true``) every privileged command is wrapped in sudo
+(:mod:`tuning.transport.become`); :meth:`SshHost.run` is privileged unless told otherwise,
+:meth:`SshHost.start` (background perftest servers, which need no root) is not.
 """
 
 from __future__ import annotations
@@ -14,15 +18,17 @@ import paramiko
 
 from tuning.errors import ConnectError
 from tuning.inventory import Connection
+from tuning.transport import become
 from tuning.transport.base import CommandResult
 
 
 class SshRunning:
     """A command running on an open SSH channel (see :meth:`SshHost.start`)."""
 
-    def __init__(self, host: str, command: str, channel: paramiko.Channel):
+    def __init__(self, host: str, command: str, channel: paramiko.Channel, secret: str | None = None):
         self._host, self._command, self._chan = host, command, channel
         self._out, self._err = bytearray(), bytearray()
+        self._secret = secret  # scrubbed from the output, should a command ever echo its stdin
 
     def _drain(self) -> None:
         while self._chan.recv_ready():
@@ -61,7 +67,11 @@ class SshRunning:
             time.sleep(0.005)
         rc = chan.recv_exit_status()
         chan.close()
-        return CommandResult(self._command, rc, self._out.decode(errors="replace"), self._err.decode(errors="replace"))
+        return CommandResult(self._command, rc, self._text(self._out), self._text(self._err))
+
+    def _text(self, data: bytearray) -> str:
+        text = data.decode(errors="replace")
+        return text.replace(self._secret, "********") if self._secret else text
 
 
 class SshHost:
@@ -77,6 +87,8 @@ class SshHost:
     def __init__(self, name: str, conn: Connection, *, connect_timeout: float = 10.0):
         self.name = name
         self.sysroot = conn.sysroot
+        self._become_user = conn.become_user if conn.become else None
+        self._password = become.password_from_env() if conn.become else None
         client = paramiko.SSHClient()
         try:
             if conn.known_hosts:
@@ -101,18 +113,31 @@ class SshHost:
             transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._client = client
 
-    def start(self, command: str) -> SshRunning:
-        """Start ``command`` and return at once; ``.wait()`` collects its result."""
+    def start(self, command: str, *, privileged: bool = False) -> SshRunning:
+        """Start ``command`` and return at once; ``.wait()`` collects its result.
+
+        Args:
+            command: the shell command.
+            privileged: run it through sudo when the host has ``become`` (a perftest
+                server needs no root, hence False by default).
+        """
         transport = self._client.get_transport()
         if transport is None or not transport.is_active():
             raise ConnectError("SSH session closed", host=self.name)
+        line, secret = command, None
+        if privileged and self._become_user is not None:
+            secret = self._password
+            line = become.wrap(command, self._become_user, with_password=secret is not None)
         chan = transport.open_session()
-        chan.exec_command(command)
-        return SshRunning(self.name, command, chan)
+        chan.exec_command(line)
+        if secret is not None:  # sudo -S reads it from stdin: never on a command line
+            chan.sendall(f"{secret}\n".encode())
+            chan.shutdown_write()
+        return SshRunning(self.name, line, chan, secret)
 
-    def run(self, command: str, *, timeout: float = 60.0) -> CommandResult:
-        """Run one command and wait for it (one round trip)."""
-        return self.start(command).wait(timeout)
+    def run(self, command: str, *, timeout: float = 60.0, privileged: bool = True) -> CommandResult:
+        """Run one command and wait for it (one round trip); through sudo when the host has ``become``."""
+        return self.start(command, privileged=privileged).wait(timeout)
 
     def close(self) -> None:
         """Close the SSH session."""

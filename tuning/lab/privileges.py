@@ -1,0 +1,266 @@
+"""Who the lab's node shells run as, and the lab's sudo (daemon side).
+
+A real node is reached as an unprivileged user who runs what needs root through sudo; the
+lab is never more lenient. Two modes, chosen by who runs the daemon:
+
+- **root daemon** (CI): every node shell runs with the uid/gid of the lab user (the system
+  user ``fabtune`` if one exists, else ``nobody``), so the kernel itself refuses a write to a
+  root-owned sysroot file (``bash: ...: Permission denied``) and the stand-ins see a
+  non-root caller. The state folder's ancestors get search permission (``o+x``, never read)
+  so that uid can reach its sysroot (pytest's tmp folders are 0700).
+- **unprivileged daemon** (a developer): the controller starts the daemon in a user
+  namespace (``unshare --user --map-root-user``); node shells drop every capability (empty
+  bounding set, ``no_new_privs``). The stand-ins refuse without privileges as above, but the
+  sysroot files are the developer's own, so a bare shell redirect is not refused in this
+  mode (documented in docs/lab.md).
+
+``sudo`` on a node's PATH is the stand-in :mod:`tuning.lab.sudo`. It connects to the node's
+unix socket ``<state>/run/sudo/<node>.sock`` served here, passes its stdin/stdout/stderr
+(SCM_RIGHTS) and the command; the daemon checks that the caller descends from the daemon
+(a node shell), checks the lab's sudo policy (``<state>/sudoers.json``: NOPASSWD unless a
+password hash is set) and runs the command with full privileges in the node's environment.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import logging
+import os
+import pwd
+import select
+import signal
+import socket
+import stat
+import subprocess
+import threading
+from pathlib import Path
+
+log = logging.getLogger("fabtune.lab.sudo")
+#: the daemon runs in a user namespace (set by the controller for an unprivileged daemon)
+USERNS_ENV = "FABTUNE_LAB_USERNS"
+LAB_USERS = ("fabtune", "nobody")
+PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 24, 38
+MAX_REQUEST = 1 << 20
+
+
+def lab_user() -> tuple[int, int] | None:
+    """(uid, gid) node shells drop to when the daemon is real root; None otherwise."""
+    if os.geteuid() != 0 or os.environ.get(USERNS_ENV):
+        return None
+    for name in LAB_USERS:
+        try:
+            entry = pwd.getpwnam(name)
+            return entry.pw_uid, entry.pw_gid
+        except KeyError:
+            continue
+    return 65534, 65534
+
+
+def describe() -> str:
+    """How node shells are made unprivileged, for lab.log."""
+    user = lab_user()
+    return f"as uid {user[0]}" if user else "without capabilities (user namespace)"
+
+
+def grant_search(path: Path, uid: int, gid: int) -> list[str]:
+    """Give ``uid`` search permission on every ancestor of ``path`` (``o+x``); returns the folders changed."""
+    changed = []
+    for folder in [*reversed(Path(path).resolve().parents), Path(path).resolve()]:
+        st = folder.stat()
+        if st.st_uid == uid and st.st_mode & stat.S_IXUSR or st.st_gid == gid and st.st_mode & stat.S_IXGRP:
+            continue
+        if not st.st_mode & stat.S_IXOTH:
+            os.chmod(folder, stat.S_IMODE(st.st_mode) | stat.S_IXOTH)
+            changed.append(str(folder))
+    return changed
+
+
+_LIBC: list = []
+
+
+def drop_capabilities() -> None:
+    """In a forked child: empty the capability bounding set and set no_new_privs.
+
+    After ``exec`` the process holds no capability even as uid 0 of a user namespace.
+    libc is loaded by :func:`shell_credentials` in the parent (nothing is imported after fork).
+    """
+    libc = _LIBC[0]
+    for cap in range(64):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:
+            break  # EINVAL: past the last capability this kernel knows
+    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+
+def shell_credentials() -> dict:
+    """Keyword arguments for ``create_subprocess_exec`` that make a node shell unprivileged."""
+    user = lab_user()
+    if user is not None:
+        return {"user": user[0], "group": user[1], "extra_groups": []}
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return {"preexec_fn": drop_capabilities}
+
+
+# ---- the sudo policy ------------------------------------------------------------------------
+
+def policy_path(state_dir: Path) -> Path:
+    """``<state>/sudoers.json``: ``{}`` (NOPASSWD) or ``{"password_sha256": HEX}``."""
+    return Path(state_dir) / "sudoers.json"
+
+
+def require_password(state_dir: Path, password: str | None) -> None:
+    """Make the lab's sudo ask for ``password`` (None: passwordless again). Only a hash is stored."""
+    data = {} if password is None else {"password_sha256": hashlib.sha256(password.encode()).hexdigest()}
+    path = policy_path(state_dir)
+    path.write_text(json.dumps(data) + "\n")
+    path.chmod(0o600)
+
+
+def _password_hash(state_dir: Path) -> str | None:
+    try:
+        return json.loads(policy_path(state_dir).read_text()).get("password_sha256")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+# ---- the sudo server ------------------------------------------------------------------------
+
+def socket_path(state_dir: Path, node: str) -> Path:
+    """The node's sudo socket: ``<state>/run/sudo/<node>.sock``."""
+    return Path(state_dir) / "run" / "sudo" / f"{node}.sock"
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    for _ in range(64):
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return False
+        pid = int(status.split("PPid:", 1)[1].split()[0])
+    return False
+
+
+def _recv_request(conn: socket.socket) -> tuple[dict, list[int]]:
+    data, fds, _flags, _addr = socket.recv_fds(conn, MAX_REQUEST, 3)
+    while not data.endswith(b"\n") and len(data) < MAX_REQUEST:
+        more = conn.recv(MAX_REQUEST)
+        if not more:
+            break
+        data += more
+    return json.loads(data), fds
+
+
+def _reply(conn: socket.socket, message: dict) -> None:
+    try:
+        conn.sendall(json.dumps(message).encode() + b"\n")
+    except OSError:
+        pass
+
+
+class SudoServer:
+    """One node's sudo socket, served by a thread of the daemon (a thread per request)."""
+
+    def __init__(self, state_dir: Path, node: str, env: dict[str, str], cwd: Path):
+        self.state_dir, self.node, self.env, self.cwd = Path(state_dir), node, env, cwd
+        path = socket_path(state_dir, node)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.chmod(0o755)
+        path.unlink(missing_ok=True)
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.bind(str(path))
+        path.chmod(0o666)  # anyone may connect; _serve_one admits only the node shells' descendants
+        self._sock.listen(64)
+        self._stop = False
+        threading.Thread(target=self._accept, name=f"sudo-{node}", daemon=True).start()
+
+    def close(self) -> None:
+        """Stop accepting; running commands finish."""
+        self._stop = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+
+    def _accept(self) -> None:
+        while not self._stop:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        fds: list[int] = []
+        try:
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+            pid = int.from_bytes(creds[:4], "little")
+            if not _descends_from(pid, os.getpid()):
+                _reply(conn, {"rc": 1, "error": "sudo: this lab socket serves only the node's own shells"})
+                return
+            request, fds = _recv_request(conn)
+            self._serve_one(conn, request, fds)
+        except (OSError, ValueError, KeyError) as exc:
+            _reply(conn, {"rc": 1, "error": f"sudo: lab daemon: {exc}"})
+        finally:
+            for fd in fds:
+                os.close(fd)
+            conn.close()
+
+    def _serve_one(self, conn: socket.socket, request: dict, fds: list[int]) -> None:
+        if request.get("op") == "policy":
+            _reply(conn, {"password": _password_hash(self.state_dir) is not None})
+            return
+        want = _password_hash(self.state_dir)
+        given = request.get("password")
+        if want is not None and (given is None or hashlib.sha256(given.encode()).hexdigest() != want):
+            _reply(conn, {"rc": 1, "denied": True})
+            return
+        if len(fds) != 3 or not request.get("argv"):
+            _reply(conn, {"rc": 1, "error": "sudo: lab daemon: bad request"})
+            return
+        _reply(conn, {"rc": self._run(conn, request, fds)})
+
+    def _run(self, conn: socket.socket, request: dict, fds: list[int]) -> int:
+        """Run the command as root with the caller's stdio; kill it if the caller goes away."""
+        cwd = request.get("cwd") or str(self.cwd)
+        env = {**self.env, "USER": "root", "LOGNAME": "root", "SUDO_USER": self.env.get("USER", "fabtune"),
+               "SUDO_COMMAND": " ".join(request["argv"])[:4096]}
+        try:
+            proc = subprocess.Popen(request["argv"], cwd=cwd if os.path.isdir(cwd) else self.cwd, env=env,
+                                    stdin=fds[0], stdout=fds[1], stderr=fds[2], start_new_session=True)
+        except OSError as exc:
+            why = "command not found" if isinstance(exc, FileNotFoundError) else exc.strerror
+            os.write(fds[2], f"sudo: {request['argv'][0]}: {why}\n".encode())
+            return 1
+        while True:
+            try:
+                return _status(proc.wait(timeout=0.05))
+            except subprocess.TimeoutExpired:
+                pass
+            ready, _, _ = select.select([conn], [], [], 0)
+            if ready and not conn.recv(1):  # the sudo stand-in died (its SSH channel closed)
+                _killpg(proc.pid)
+                return _status(proc.wait())
+
+
+def _status(rc: int) -> int:
+    return rc if rc >= 0 else 128 - rc
+
+
+def _killpg(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def start_sudo(state_dir: Path, nodes: list[str], env_of, cwd_of) -> list[SudoServer]:
+    """Serve the sudo socket of every node; ``env_of(node)`` / ``cwd_of(node)`` give its shell's env and cwd."""
+    return [SudoServer(state_dir, node, env_of(node), cwd_of(node)) for node in nodes]

@@ -1,0 +1,164 @@
+"""The lab's ``sudo`` stand-in (node side) and the stand-ins' privilege test. Stdlib only.
+
+``sudo [-n] [-S] [-p PROMPT] [-u USER] [--] COMMAND [ARG...]``: asks the lab daemon over the
+node's unix socket (:mod:`tuning.lab.privileges`) to run COMMAND as root with this process's
+stdin/stdout/stderr, and exits with its status. The policy is the daemon's
+(``<state>/sudoers.json``): passwordless unless a password is set. Texts are sudo 1.9's:
+
+- ``-n`` and a password needed: ``sudo: a password is required`` (exit 1)
+- no ``-S`` and no terminal: ``sudo: a terminal is required to read the password; either use
+  the -S option to read from standard input or configure an askpass helper``, then the above
+- ``-S``: one password line per try from stdin; a wrong one prints ``Sorry, try again.``;
+  stdin ending first: ``sudo: no password was provided``; then ``sudo: N incorrect password
+  attempt(s)`` (exit 1). Three tries at most.
+- a target user other than root: ``sudo: unknown user NAME`` (exit 1)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+
+CAP_NET_ADMIN = 12
+USAGE = "usage: sudo [-nS] [-p prompt] [-u user] [--] command [arg ...]"
+TRIES = 3
+TERMINAL = ("sudo: a terminal is required to read the password; either use the -S option to read "
+            "from standard input or configure an askpass helper")
+
+
+def is_privileged() -> bool:
+    """Whether this process holds CAP_NET_ADMIN (root, or root of the lab's user namespace).
+
+    The stand-ins use it where the real tool needs root (netlink DCB sets, configfs, ``ip link set``).
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> CAP_NET_ADMIN & 1)
+    except OSError:
+        pass
+    return os.geteuid() == 0
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def _parse(argv: list[str]) -> tuple[dict, list[str]] | None:
+    opts: dict = {"n": False, "S": False, "u": "root"}
+    args = list(argv)
+    while args and args[0].startswith("-") and args[0] != "-":
+        arg = args.pop(0)
+        if arg == "--":
+            break
+        if arg[:2] in ("-p", "-u"):
+            value = arg[2:] or (args.pop(0) if args else None)
+            if value is None:
+                return None
+            opts[arg[1]] = value
+            continue
+        for flag in arg[1:]:
+            if flag not in "nS":
+                _err(f"sudo: invalid option -- '{flag}'")
+                return None
+            opts[flag] = True
+    return (opts, args) if args else None
+
+
+def _ask(sock_path: str, request: dict, pass_fds: bool) -> dict:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(sock_path)
+        data = json.dumps(request).encode() + b"\n"
+        if pass_fds:
+            socket.send_fds(s, [data], [0, 1, 2])
+        else:
+            s.sendall(data)
+        reply = b""
+        while not reply.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    return json.loads(reply) if reply else {"rc": 1, "error": "sudo: the lab daemon went away"}
+
+
+def _read_line() -> str | None:
+    """One line from fd 0, byte by byte (the rest of stdin stays for the command)."""
+    out = bytearray()
+    while True:
+        b = os.read(0, 1)
+        if not b:
+            return out.decode(errors="replace") if out else None
+        if b == b"\n":
+            return out.decode(errors="replace")
+        out += b
+
+
+def _run_with_password(sock: str, request: dict, opts: dict) -> int:
+    if opts["n"]:
+        _err("sudo: a password is required")
+        return 1
+    if not opts["S"] and not os.isatty(0):
+        _err(TERMINAL)
+        _err("sudo: a password is required")
+        return 1
+    wrong = 0
+    for _ in range(TRIES):
+        if opts.get("p"):
+            sys.stderr.write(opts["p"])
+            sys.stderr.flush()
+        line = _read_line()
+        if line is None:
+            _err("sudo: no password was provided")
+            break
+        reply = _ask(sock, {**request, "password": line}, True)
+        if not reply.get("denied"):
+            return _finish(reply)
+        wrong += 1
+        _err("Sorry, try again.")
+    if wrong:
+        _err(f"sudo: {wrong} incorrect password attempt{'s' if wrong > 1 else ''}")
+    return 1
+
+
+def _finish(reply: dict) -> int:
+    if reply.get("error"):
+        _err(reply["error"])
+    return int(reply.get("rc", 1))
+
+
+def sudo(argv: list[str]) -> int:
+    """The ``sudo`` stand-in; returns the command's exit status (1 for sudo's own refusals)."""
+    parsed = _parse(argv)
+    if parsed is None:
+        _err(USAGE)
+        return 1
+    opts, command = parsed
+    if opts["u"] != "root":
+        _err(f"sudo: unknown user {opts['u']}")
+        return 1
+    lab, node = os.environ.get("FABTUNE_LAB_DIR"), os.environ.get("FABTUNE_LAB_NODE")
+    if not lab or not node:
+        _err("sudo (lab): FABTUNE_LAB_DIR and FABTUNE_LAB_NODE must be set")
+        return 1
+    sock = os.path.join(lab, "run", "sudo", f"{node}.sock")
+    request = {"argv": command, "cwd": os.getcwd()}
+    try:
+        if _ask(sock, {"op": "policy"}, False).get("password"):
+            return _run_with_password(sock, request, opts)
+        return _finish(_ask(sock, request, True))
+    except (OSError, ValueError) as exc:
+        _err(f"sudo (lab): cannot reach the lab daemon: {exc}")
+        return 1
+
+
+def main() -> None:
+    """Entry point of the ``bin/sudo`` wrapper."""
+    try:
+        sys.exit(sudo(sys.argv[1:]))
+    except BrokenPipeError:
+        sys.exit(141)

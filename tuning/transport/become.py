@@ -1,0 +1,101 @@
+"""Privilege escalation on nodes, as Ansible's ``become`` (``ansible_become*`` inventory keys).
+
+Real nodes are reached as an unprivileged user who runs what needs root through ``sudo``.
+Domains never write ``sudo``: the transport wraps each privileged command as
+
+    sudo -n -u root -- /bin/bash -c '<command>'           (passwordless sudo, NOPASSWD)
+    sudo -S -p '' -u root -- /bin/bash -c '<command>'     (a become password, fed on stdin)
+
+A become password is read only from the environment (``FABTUNE_BECOME_PASSWORD``) at connect
+time; it is never stored in a :class:`~tuning.inventory.Connection`, never put on a command line
+and never logged, journaled or reported. An inventory that holds one in clear text is refused.
+
+Source: ``sudo(8)`` (``-n`` non-interactive, ``-S`` read the password from stdin, ``-p`` prompt,
+``-u`` target user, ``--`` end of options); Ansible ``become`` keys
+(``ansible_become``, ``ansible_become_method``, ``ansible_become_user``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass
+
+from tuning.errors import InputError
+
+#: the only become method fabtune drives (Ansible's default)
+METHODS = ("sudo",)
+#: a POSIX user name as useradd's default NAME_REGEX allows it
+USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")
+#: the environment variable that may hold the become password
+PASSWORD_ENV = "FABTUNE_BECOME_PASSWORD"
+#: inventory keys that would hold a become password (Ansible's names)
+PASSWORD_KEYS = ("ansible_become_password", "ansible_become_pass")
+#: inventory keys this module reads
+KEYS = ("ansible_become", "ansible_become_method", "ansible_become_user") + PASSWORD_KEYS
+
+
+@dataclass(frozen=True)
+class Become:
+    """Become settings of one host: ``enabled``, ``user`` (default root), ``method`` (sudo)."""
+
+    enabled: bool = False
+    user: str = "root"
+    method: str = "sudo"
+
+
+def parse(vars_: dict, sources: dict, host: str) -> Become:
+    """Read and check the ``ansible_become*`` keys of one host's merged variables.
+
+    Args:
+        vars_: the host's variables (Ansible precedence already applied).
+        sources: key -> file that set it (for the error message).
+        host: inventory name.
+
+    Raises:
+        InputError: a non-boolean ``ansible_become``, a method other than sudo, a user name
+            outside the POSIX grammar, or a become password written in clear text.
+    """
+    def where(key: str) -> str:
+        return sources.get(key, "inventory")
+
+    enabled = vars_.get("ansible_become", False)
+    if not isinstance(enabled, bool):
+        raise InputError(where("ansible_become"), "ansible_become",
+                         f"{enabled!r} is not a boolean; allowed: true, false (host {host})")
+    method = vars_.get("ansible_become_method", "sudo")
+    if method not in METHODS:
+        raise InputError(where("ansible_become_method"), "ansible_become_method",
+                         f"{method!r} is not supported; allowed: {', '.join(METHODS)} (host {host})")
+    user = vars_.get("ansible_become_user", "root")
+    if not isinstance(user, str) or not USER_RE.match(user):
+        raise InputError(where("ansible_become_user"), "ansible_become_user",
+                         f"{user!r} is not a user name; allowed: [a-z_][a-z0-9_-]{{0,31}} (host {host})")
+    for key in PASSWORD_KEYS:
+        if key in vars_:
+            raise InputError(where(key), key, "a become password is never read from the inventory in "
+                             f"clear text; set {PASSWORD_ENV} in the environment (host {host})")
+    return Become(enabled, user, method)
+
+
+def password_from_env() -> str | None:
+    """The become password from ``FABTUNE_BECOME_PASSWORD``, or None when unset or empty."""
+    value = os.environ.get(PASSWORD_ENV)
+    return value or None
+
+
+def wrap(command: str, user: str, *, with_password: bool) -> str:
+    """The command line that runs ``command`` as ``user`` through sudo.
+
+    Args:
+        command: the shell command a domain built (inventory strings already quoted).
+        user: the target user (checked against :data:`USER_RE` at load).
+        with_password: True when a password will be written on stdin (``-S -p ''``);
+            False for passwordless sudo (``-n``: fail at once instead of prompting).
+
+    Returns:
+        e.g. ``sudo -n -u root -- /bin/bash -c 'sysctl -w net.core.rmem_max=1'``.
+    """
+    opts = "-S -p ''" if with_password else "-n"
+    return f"sudo {opts} -u {shlex.quote(user)} -- /bin/bash -c {shlex.quote(command)}"
