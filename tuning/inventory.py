@@ -216,3 +216,16 @@ def load(path: str | Path) -> Inventory:
     check_addresses(devices, hosts_file)
     check_qos(devices)
     return Inventory(inv, devices)
+
+
+def resolved_vars(path: str | Path) -> dict[str, dict]:
+    """Each host's variables as Ansible resolves them (``ansible-inventory --list``'s
+    ``_meta.hostvars``), before fabtune validates them; :func:`load` builds devices from the same.
+
+    Raises:
+        InputError: the files cannot be read as an Ansible inventory.
+    """
+    hosts_file = _hosts_file(path)
+    tree = parse_tree(hosts_file)
+    cache = VarsCache(hosts_file.parent)
+    return {host: host_vars(tree, cache, host)[0] for host in tree.inline}
