@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from tuning.lab.sudo import is_privileged
 from tuning.lab.sysroot import dcb_path, rdma_cm_path, read_json, sysctl_path, write_json
 
 MLX5_MIN_MTU, MLX5_MAX_MTU = 68, 9978
@@ -84,6 +85,8 @@ def _ip_link_set(root: Path, args: list[str]) -> int:
     net = root / "sys/class/net" / ifname
     if not net.is_dir():
         return _fail(f'Cannot find device "{ifname}"', 1)
+    if not is_privileged():  # RTM_NEWLINK needs CAP_NET_ADMIN; iproute2 prints the errno
+        return _fail("RTNETLINK answers: Operation not permitted", 2)
     if mtu is not None and mtu > MLX5_MAX_MTU:
         return _fail("Error: mtu greater than device maximum.", 2)
     if mtu is not None and mtu < MLX5_MIN_MTU:
@@ -200,6 +203,9 @@ def mlnx_qos(argv: list[str]) -> int:
     root = _sysroot()
     if not (root / "sys/class/net" / opts["intf"]).is_dir():
         return _fail(f"Interface {opts['intf']} doesn't exist", 1, sys.stdout)
+    denied = _qos_denied(root, opts)
+    if denied:
+        return _fail(denied, 1, sys.stdout)
     state = read_json(dcb_path(root, opts["intf"]))
     error = _qos_update(state, opts)
     if error:
@@ -210,6 +216,22 @@ def mlnx_qos(argv: list[str]) -> int:
         trust_file.write_text(state["trust"] + "\n")
     print(_qos_table(state), end="")
     return 0
+
+
+def _qos_denied(root: Path, opts: dict[str, str]) -> str:
+    """What mlnx_qos prints when a set is refused for lack of root, or ``""``.
+
+    Sets go through DCB netlink (RTM_SETDCB needs CAP_NET_ADMIN: ``check_privilege`` prints
+    the netlink OSError), in the tool's order pfc, dscp2prio, trust; a trust set on a node
+    with ``qos/trust`` in sysfs fails to open the file (EACCES), which the tool reports as
+    ``Priority trust state is not supported on your system`` (Mellanox/mlnx-tools python/mlnx_qos).
+    """
+    if is_privileged() or not ({"pfc", "dscp2prio", "trust"} & set(opts)):
+        return ""
+    if "trust" in opts and not ({"pfc", "dscp2prio"} & set(opts)) \
+            and (root / "sys/class/net" / opts["intf"] / "qos/trust").exists():
+        return "Priority trust state is not supported on your system"
+    return "Netlink error: Operation not permitted (1)"
 
 
 def _long_opts(argv: list[str], names: dict[str, str]) -> dict[str, str] | None:
@@ -286,6 +308,8 @@ def cma_roce_tos(argv: list[str]) -> int:
         opts[flag[:2]] = flag[2:] or args.pop(0)
     if "-d" not in opts:
         return _fail("Usage: cma_roce_tos -d <ib_device> [-p <port>] [-t <tos>]", 1, sys.stdout)
+    if not is_privileged():  # the script's `id -u` check, before it touches configfs
+        return _fail("You must be root to run this", 1, sys.stdout)
     root, dev, port = _sysroot(), opts["-d"], opts["-p"]
     group = root / "sys/kernel/config/rdma_cm" / dev
     created = not group.is_dir()
