@@ -1,0 +1,167 @@
+"""Issue 6 (Trust), engine side, without a lab: the run lock, unreadable journals, later-run
+conflicts, merged per-inventory baselines, the RoCE MTU verdict, zero pairs and the confirm
+window (each would fail on the code before issue 6)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tuning import inventory
+from tuning.errors import InputError
+from tuning.rollout.engine import Options, confirm_window, verify_pairs
+from tuning.rollout.journal import Journal, later_conflicts, list_runs, load_baseline, save_baseline
+from tuning.rollout.lock import LockError, RunLock, lock_path
+from tuning.verify.pairs import allowed_roce_mtu
+from tuning.verify.runner import PairResult, Thresholds, judge
+
+LAB = REPO / "inventory" / "lab"
+
+
+def _fabtune(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tuning", *args], capture_output=True, text=True, timeout=60,
+                          cwd=cwd or REPO)
+
+
+# ---- item 6: one run per inventory ---------------------------------------------------------------
+def test_second_run_is_refused_naming_the_holder(tmp_path: Path):
+    inv = tmp_path / "inv"
+    inv.mkdir()
+    first = RunLock(lock_path(inv), "20261130T101500-aaaaaa", "rollout", tmp_path / "j" / "a.json").acquire()
+    try:
+        with pytest.raises(LockError) as err:
+            RunLock(lock_path(inv), "20261130T101501-bbbbbb", "apply", tmp_path / "j" / "b.json").acquire()
+        msg = str(err.value)
+        assert "another run holds this inventory: run 20261130T101500-aaaaaa (rollout, pid" in msg
+        assert f"pid {os.getpid()} on " in msg and err.value.exit_code == 2
+    finally:
+        first.release()
+    assert not lock_path(inv).exists()
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _stale_lock(inv: Path, run_id: str, journal: Path) -> None:
+    import socket
+
+    lock_path(inv).write_text(json.dumps({"run_id": run_id, "pid": _dead_pid(), "host": socket.gethostname(),
+                                          "mode": "rollout", "started": 0, "journal": str(journal)}))
+
+
+def test_stale_lock_is_named_and_only_its_own_rollback_takes_it_over(tmp_path: Path):
+    inv, jdir = tmp_path / "inv", tmp_path / "j"
+    inv.mkdir()
+    j = Journal.create(jdir, str(inv), "rollout", "20261130T101500-dead00")
+    j.update("node01", role="node", state="pushing", changes=[])
+    _stale_lock(inv, j.run_id, j.path)
+    with pytest.raises(LockError, match=r"stale lock .*run 20261130T101500-dead00 .*died \(pid gone\) and left "
+                                        r"node01 changed; run `fabtune rollback 20261130T101500-dead00` first"):
+        RunLock(lock_path(inv), "20261130T101600-cccccc", "apply", jdir / "c.json").acquire()
+    taker = RunLock(lock_path(inv), "rollback-x", "rollback", j.path, take_over_run=j.run_id).acquire()
+    assert json.loads(lock_path(inv).read_text())["pid"] == os.getpid()
+    taker.release()
+
+
+def test_stale_lock_of_a_run_that_changed_nothing_is_taken_over(tmp_path: Path):
+    inv = tmp_path / "inv"
+    inv.mkdir()
+    _stale_lock(inv, "20261130T101500-dead01", tmp_path / "j" / "never-written.json")  # killed at collect
+    with RunLock(lock_path(inv), "20261130T101700-dddddd", "apply", tmp_path / "j" / "d.json") as lk:
+        assert lk.held and json.loads(lock_path(inv).read_text())["run_id"] == "20261130T101700-dddddd"
+
+
+# ---- item 4: journals ------------------------------------------------------------------------------
+def test_unreadable_journals_get_one_line_and_never_hide_the_other_runs(tmp_path: Path):
+    jdir = tmp_path / "j"
+    good = Journal.create(jdir, str(LAB), "apply", "20261130T101500-000ok0")
+    (jdir / "20261130T101501-empty0.json").write_text("")
+    (jdir / "20261130T101502-trunc0.json").write_text(good.path.read_text()[:40])
+    (jdir / "20261130T101503-null00.json").write_text("null\n")
+    rows = {r["run_id"]: r for r in list_runs(jdir, 20)}
+    assert len(rows) == 4 and rows[good.run_id]["stage"] == "validate"
+    assert rows["20261130T101501-empty0"]["stage"] == "unreadable" and "is empty" in rows["20261130T101501-empty0"]["outcome"]
+    assert "truncated" in rows["20261130T101502-trunc0"]["outcome"]
+    assert "not a run journal" in rows["20261130T101503-null00"]["outcome"]
+    res = _fabtune("runs", "--journal-dir", str(jdir), "--json")
+    assert res.returncode == 0 and len(json.loads(res.stdout)) == 4
+    for rid in ("20261130T101501-empty0", "20261130T101502-trunc0", "20261130T101503-null00"):
+        res = _fabtune("rollback", rid, "--journal-dir", str(jdir))
+        errors = [line for line in res.stderr.splitlines() if not line.startswith("...")]
+        assert res.returncode == 2 and len(errors) == 1 and "journal unreadable" in errors[0], res.stderr
+
+
+def test_runs_last_below_one_is_refused(tmp_path: Path):
+    for bad in ("-1", "0"):
+        res = _fabtune("runs", "--last", bad, "--journal-dir", str(tmp_path))
+        assert res.returncode == 2 and res.stderr.strip() == f"fabtune: error: --last: {bad}: must be 1 or more"
+
+
+def test_later_runs_on_the_same_keys_are_listed(tmp_path: Path):
+    jdir = tmp_path / "j"
+    old = Journal.create(jdir, str(LAB), "apply", "20261130T101500-old000")
+    old.update("node01", role="node", state="applied", applied=[{"key": "mtu/enp12s0np0"}, {"key": "sysctl/a"}])
+    new = Journal.create(jdir, str(LAB), "apply", "20261130T101600-new000")
+    new.update("node01", role="node", state="applied", applied=[{"key": "mtu/enp12s0np0"}])
+    other = Journal.create(jdir, str(tmp_path), "apply", "20261130T101700-other0")  # another inventory
+    other.update("node01", role="node", state="applied", applied=[{"key": "sysctl/a"}])
+    assert later_conflicts(jdir, old) == ["node01 mtu/enp12s0np0 (run 20261130T101600-new000)"]
+    new.update("node01", restored=True)
+    assert later_conflicts(jdir, old) == []
+
+
+# ---- item 5: baselines, MTU, zero pairs ----------------------------------------------------------
+def test_baseline_merges_per_inventory(tmp_path: Path):
+    jdir = tmp_path / "j"
+    save_baseline(jdir, LAB, {"a": {"bw_gbps": 1.0}, "b": {"bw_gbps": 2.0}})
+    save_baseline(jdir, LAB, {"b": {"bw_gbps": 3.0}}, pairs={"a", "b"})  # a run measuring one pair
+    assert load_baseline(jdir, LAB) == {"a": {"bw_gbps": 1.0}, "b": {"bw_gbps": 3.0}}
+    assert load_baseline(jdir, tmp_path) is None  # another inventory has its own
+    save_baseline(jdir, LAB, {}, pairs={"b"})
+    assert load_baseline(jdir, LAB) == {"b": {"bw_gbps": 3.0}}
+
+
+def test_roce_mtu_below_what_every_hop_allows_fails_the_pair():
+    assert allowed_roce_mtu([9000, 9000], [9216, 9216]) == 4096
+    assert allowed_roce_mtu([9000, 1500], [9216, 9216]) == 1024
+    assert allowed_roce_mtu([9000, 9000], [1500]) == 1024
+    assert allowed_roce_mtu([4192, 9000], []) == 4096 and allowed_roce_mtu([4191, 9000], []) == 2048
+    low = PairResult("a->b", "leaf", bw_gbps=390.0, lat_us=2.0, mtu_bytes=1024, mtu_allowed=4096)
+    ok = PairResult("c->d", "leaf", bw_gbps=390.0, lat_us=2.0, mtu_bytes=4096, mtu_allowed=4096)
+    assert judge([low, ok], Thresholds()) is False
+    assert low.verdict == "fail" and ok.verdict == "pass"
+    assert low.reasons == ["RoCE active MTU 1024 B where every hop allows 4096 B "
+                           "(an end's netdev MTU is lower than the inventory's)"]
+    pairs = verify_pairs(inventory.load(LAB), None)
+    assert len(pairs) == 18 and {p.mtu_allowed for p in pairs} == {4096}
+
+
+def test_zero_pairs_and_unknown_rails_are_refused():
+    inv = inventory.load(LAB)
+    with pytest.raises(InputError, match=r"--rail: 9: no node has a NIC on rail\(s\) 9; the inventory's rails: 0, 1"):
+        verify_pairs(inv, (9,))
+    one = inventory.Inventory(inv.path, {n: d for n, d in inv.devices.items() if n in ("node01", "leaf01")})
+    with pytest.raises(InputError, match="a verification that runs nothing cannot prove a change"):
+        verify_pairs(one, None)
+
+
+def test_confirm_window_is_derived_and_impossible_values_refused():
+    pairs = verify_pairs(inventory.load(LAB), None)
+    assert confirm_window(Options(mode="rollout"), pairs, 7) == 600
+    assert confirm_window(Options(mode="rollout", confirm_s=63), pairs, 7) == 63
+    for bad, why in ((62, "at least 63 s for 18 pair(s) in 2 wave(s)"), (0, "above 0"), (-5, "above 0"),
+                     (True, "above 0")):
+        with pytest.raises(InputError) as err:
+            confirm_window(Options(mode="rollout", confirm_s=bad), pairs, 7)
+        assert why in str(err.value)
+    big = confirm_window(Options(mode="rollout"), pairs * 40, 7)  # 720 pairs: a long verification
+    assert big > 600
