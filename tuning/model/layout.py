@@ -10,10 +10,11 @@
   exists; a folder gives every file in it (recursively, sorted, skipping hidden and ``~`` files)
   with one of those extensions or none. Ansible silently ignores the later candidates, so two of
   them for one name is refused here.
-- precedence (Ansible "Variable precedence", items 3-10): ``all``'s inline vars < ``group_vars/all``
-  < other groups' inline vars < their ``group_vars`` files < inline host vars < ``host_vars`` files;
-  groups in order of (depth, ``ansible_group_priority``, name), later ones winning; top-level keys
-  replace (``hash_behaviour = replace``).
+- precedence (Ansible "Variable precedence", items 3-10): every group's inline vars (``all``
+  first) < ``group_vars/all`` < the other groups' ``group_vars`` files < inline host vars <
+  ``host_vars`` files; groups in order of (depth, ``ansible_group_priority``, name), later ones
+  winning; top-level keys replace (``hash_behaviour = replace``). Checked against
+  ``ansible-inventory --list`` by ``tests/input/test_ansible_parity.py``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Group:
     children: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
     depth: int = 0
+    priority: int = 1  # ansible_group_priority: Ansible keeps it out of the group's vars
 
 
 @dataclass
@@ -63,8 +65,7 @@ class Tree:
 
     def _order(self, name: str) -> tuple[int, int, str]:
         group = self.groups.get(name, Group(name, depth=1))
-        prio = group.vars.get("ansible_group_priority", 1)
-        return (group.depth, prio if isinstance(prio, int) and not isinstance(prio, bool) else 1, name)
+        return (group.depth, group.priority, name)
 
 
 def _mapping(tree: Tree, where: str, value: Any, what: str) -> dict:
@@ -106,6 +107,11 @@ def _parse_group(tree: Tree, name: str, body: Any, where: str) -> None:
             raise InputError(str(tree.path), f"{where}.{key}", f"unknown key; allowed: {', '.join(SECTIONS)}")
     group.vars.update(_var_names(str(tree.path), f"{where}.vars.",
                                  _mapping(tree, f"{where}.vars", body.get("vars"), "vars")))
+    if "ansible_group_priority" in group.vars:
+        prio = group.vars.pop("ansible_group_priority")
+        if isinstance(prio, bool) or not isinstance(prio, int):
+            raise InputError(str(tree.path), f"{where}.vars.ansible_group_priority", f"{prio!r} is not an integer")
+        group.priority = prio
     for raw, hvars in _mapping(tree, f"{where}.hosts", body.get("hosts"), "hosts").items():
         host = _name(tree, f"{where}.hosts.{raw}", raw, "host")
         if not isinstance(hvars, (dict, type(None))):
@@ -213,11 +219,8 @@ def host_vars(tree: Tree, cache: VarsCache, host: str) -> tuple[dict, dict[str, 
     """
     groups = tree.groups_of(host)
     layers: list[tuple[dict, str, str | None]] = []
-    layers.append((tree.groups["all"].vars, str(tree.path), "all"))
-    layers += [(d, f, "all") for d, f in cache.layers("group_vars", "all")]
-    others = [g for g in groups if g != "all"]
-    layers += [(tree.groups[g].vars, str(tree.path), g) for g in others if g in tree.groups]
-    layers += [(d, f, g) for g in others for d, f in cache.layers("group_vars", g)]
+    layers += [(tree.groups[g].vars, str(tree.path), g) for g in groups if g in tree.groups]
+    layers += [(d, f, g) for g in groups for d, f in cache.layers("group_vars", g)]
     layers.append((tree.inline.get(host, {}), str(tree.path), None))
     layers += [(d, f, None) for d, f in cache.layers("host_vars", host)]
     merged: dict = {}
