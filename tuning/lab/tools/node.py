@@ -210,10 +210,11 @@ def mlnx_qos(argv: list[str]) -> int:
     error = _qos_update(state, opts)
     if error:
         return _fail(error, 1, sys.stdout)
-    write_json(dcb_path(root, opts["intf"]), state)
-    trust_file = root / "sys/class/net" / opts["intf"] / "qos/trust"
-    if trust_file.exists():
-        trust_file.write_text(state["trust"] + "\n")
+    if {"trust", "pfc", "dscp2prio"} & set(opts):  # a bare query writes nothing (non-root may query)
+        write_json(dcb_path(root, opts["intf"]), state)
+        trust_file = root / "sys/class/net" / opts["intf"] / "qos/trust"
+        if trust_file.exists():
+            trust_file.write_text(state["trust"] + "\n")
     print(_qos_table(state), end="")
     return 0
 
