@@ -12,7 +12,7 @@ Typical use (the engine's switch transaction)::
         if dev.compare():                     # "" means nothing to change
             rev = dev.commit(confirm_within_s=300)
             ... verify ...
-            dev.confirm()                     # or dev.rollback()
+            dev.confirm(rev)                  # proves rev is still applied; or dev.rollback()
 """
 
 from __future__ import annotations
@@ -66,12 +66,18 @@ class SwitchState:
     """What ``get_state()`` returns, e.g. ``SwitchState(revision="4", ports={"swp1": 9216}, roce=RoceState(...))``.
 
     Attributes:
-        revision: the applied revision id.  ports: switch port name -> MTU (bytes).  roce: RoCE QoS.
+        revision: the applied revision id.  ports: switch port name -> operational MTU (bytes).
+        roce: RoCE QoS.  diff / running / candidate: filled by the engine's collect
+        (:func:`tuning.rollout.switch_ops.collect`): the device's diff of ``candidate`` (the
+        rendered configuration) and the applied configuration as the device prints it.
     """
 
     revision: str
     ports: dict[str, int]
     roce: RoceState
+    diff: str | None = None
+    running: str | None = None
+    candidate: str | None = None
 
 
 class SwitchDriver(ABC):
@@ -125,8 +131,14 @@ class SwitchDriver(ABC):
         """
 
     @abstractmethod
-    def confirm(self) -> None:
-        """Keep the pending commit-confirm. Raises CommitConfirmError if none is pending."""
+    def confirm(self, revision: str | None = None) -> None:
+        """Keep ``revision`` (default: this session's commit, else the pending commit-confirm) and
+        prove it: afterwards it is the applied revision and waits for no confirm.
+
+        Raises:
+            CommitConfirmError: nothing to confirm, the device's failure text, or the revision is
+                no longer applied (the confirm window ran out), naming both revisions.
+        """
 
     @abstractmethod
     def has_pending_commit(self) -> bool:
