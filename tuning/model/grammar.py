@@ -77,6 +77,8 @@ def check_sysctl_name(value: object) -> str:
 def check_sysctl_value(value: object) -> str | int:
     """A kernel parameter value: an int, space-separated ints, or one word (``bbr``)."""
     if isinstance(value, int) and not isinstance(value, bool):
+        if not -2**63 <= value < 2**64:
+            raise ValueError(f"{value} is outside the kernel's integer range -2**63..2**64-1")
         return value
     v = _need_str(value, "an integer, integers separated by spaces, or one word")
     if not (_SYSCTL_INTS.fullmatch(v) or _SYSCTL_WORD.fullmatch(v)):

@@ -48,20 +48,32 @@ class _Loader(_BASE):  # type: ignore[misc,valid-type]
         return super().construct_mapping(node, deep=deep)
 
 
+def _kids(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair if not isinstance(n, yaml.ScalarNode)]
+    if isinstance(node, yaml.SequenceNode):
+        return [n for n in node.value if not isinstance(n, yaml.ScalarNode)]
+    return []
+
+
 def _check_graph(root: yaml.Node, path: Path) -> None:
-    """Refuse recursive aliases, nesting deeper than MAX_DEPTH and more than MAX_NODES expanded nodes."""
+    """Refuse recursive aliases, nesting deeper than MAX_DEPTH and more than MAX_NODES expanded nodes.
+
+    One pass over the node graph (each node once, aliases shared), iterative so that depth
+    cannot exhaust Python's stack; scalars count as leaves of depth 1 and size 1.
+    """
     depth: dict[int, int] = {}
     size: dict[int, int] = {}
     on_path: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
         node, done = stack.pop()
-        kids = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else (
-            node.value if isinstance(node, yaml.SequenceNode) else [])
+        kids = _kids(node)
         if done:
             on_path.discard(id(node))
-            depth[id(node)] = 1 + max((depth[id(k)] for k in kids), default=0)
-            size[id(node)] = 1 + sum(size[id(k)] for k in kids)
+            depth[id(node)] = 1 + max((depth[id(k)] for k in kids), default=1)
+            size[id(node)] = 1 + len(node.value) * (2 if isinstance(node, yaml.MappingNode) else 1) - len(kids) \
+                + sum(size[id(k)] for k in kids)
             if depth[id(node)] > MAX_DEPTH:
                 raise InputError(str(path), f"line {node.start_mark.line + 1}",
                                  f"nested deeper than {MAX_DEPTH} levels; allowed: a plain inventory")
