@@ -327,7 +327,8 @@ def _lab_status(sd: Path, as_json: bool = False) -> bool:
 
 @lab_app.command("inject")
 def lab_inject(target: str = typer.Argument(..., help="node01:mlx5_0 or leaf01:swp1"),
-               kind: str = typer.Argument("degrade", help="degrade | down | clear; switch: apply-fails | "
+               kind: str = typer.Argument("degrade", help="degrade | down | clear; node: irqbalance | dcbx; "
+                                          "switch: apply-fails | "
                                           "nvued-down | slow-apply SECONDS | (SWITCH:PORT) oper-mtu N"),
                value: Optional[str] = typer.Argument(None, help="SECONDS (slow-apply) or MTU (oper-mtu)"),
                inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
@@ -340,6 +341,23 @@ def lab_inject(target: str = typer.Argument(..., help="node01:mlx5_0 or leaf01:s
 
     inject(_state_dir(inventory, state_dir), target, kind, value)
     out.print(f"{kind}{'' if value is None else ' ' + value} on {target}")
+
+
+@lab_app.command("reboot")
+def lab_reboot(node: str = typer.Argument(..., help="a lab node, e.g. node01"),
+               inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
+    """Power-cycle a lab node: live values drop back to power-on, then boot runs what is persisted
+    (sysctl.d, and the ENABLED systemd units' ExecStart) as root over the node's SSH endpoint.
+
+    Example: fabtune lab reboot node01
+    """
+    from tuning.lab.boot import reboot
+
+    dev = inv_mod.load(inventory).devices.get(node)
+    if dev is None or dev.role != "node":
+        raise InputError("NODE", "node", f"{node!r} is not a node of {inventory}")
+    cmds = reboot(_state_dir(inventory, state_dir), node, dev.connection)
+    out.print(f"{node} rebooted; boot ran: {'; '.join(cmds)}")
 
 
 @lab_app.command("down")

@@ -4,6 +4,8 @@ Switches: ``templates/nvue/switch.j2`` -> ``nv set`` lines (Cumulus Linux 5.x NV
 Nodes: ``templates/node/*.j2`` -> files laid on the host so settings survive a reboot:
 ``/etc/sysctl.d/90-fabtune.conf``, ``/usr/local/sbin/fabtune-nic-setup`` and the systemd unit
 ``/etc/systemd/system/fabtune-nic.service`` that runs it at boot (MTU, NIC QoS, ECN, IRQ affinity).
+The node files are filled from the computed plan values and the very commands apply runs
+(:func:`tuning.node.files.boot_settings`); templates only lay them out, they compute nothing.
 Rendering is pure: the same inventory gives the same bytes.
 """
 
@@ -16,7 +18,6 @@ from pathlib import Path
 import jinja2
 
 from tuning.inventory import Device, Inventory
-from tuning.model import NodeSpec
 from tuning.model.settings import expand_ports
 
 #: device path -> template of the files laid on every node
@@ -60,16 +61,38 @@ def render_switch(dev: Device) -> str:
     return render_template("nvue/switch.j2", switch=switch_context(dev))
 
 
-def node_files_for_spec(spec: NodeSpec, name: str = "this node") -> dict[str, str]:
-    """Device path -> content of every boot-persistence file for a node spec."""
-    ctx = {"name": name, "spec": spec, "nics": spec.nics, "qos": spec.nic_qos,
-           "pfc": ",".join("1" if i == spec.nic_qos.pfc_priority else "0" for i in range(8))}
+def node_files_from_plan(commands: list[str], sysctls: dict[str, str]) -> dict[str, str]:
+    """Device path -> content of every boot-persistence file, from the plan's values.
+
+    Args:
+        commands: the setup script's commands (the apply commands of the MTU, NIC QoS and IRQ
+            values, addressing files relative to ``/``).
+        sysctls: kernel parameter -> value for the sysctl.d drop-in.
+
+    Raises:
+        ValueError: a command or value holding a new line (it would add a line to a file).
+    """
+    for text in [*commands, *sysctls, *sysctls.values()]:
+        if "\n" in text or "\r" in text:
+            raise ValueError(f"{text!r}: a new line cannot go into a node file")
+    ctx = {"commands": commands, "sysctls": sysctls}
     return {path: render_template(tpl, **ctx) for path, tpl in NODE_FILES.items()}
 
 
 def node_files(dev: Device) -> dict[str, str]:
-    """Device path -> content of every boot-persistence file of one node."""
-    return node_files_for_spec(dev.spec)
+    """Device path -> content of every boot-persistence file of one node, without contacting it.
+
+    Settings that need discovery (IRQ numbers, the ECN files of the NIC's driver) are left out:
+    the files a rollout lays are computed from the node's own facts.
+    """
+    from tuning.node import domains
+    from tuning.node.base import NodeFacts
+    from tuning.node.files import FilesDomain, boot_settings
+
+    spec = dev.spec
+    raw = {f"sysctl/{k}": "?" for k in spec.sysctl} | {f"mtu/{n.netdev}": "?" for n in spec.nics}
+    settings = [d for d in domains() if not isinstance(d, FilesDomain) and d.name != "services"]
+    return node_files_from_plan(*boot_settings(settings, spec, NodeFacts(raw=raw)))
 
 
 def render_node(dev: Device) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuning import inventory
-from tuning.render import render_inventory
+from tuning.render import render_inventory, render_node
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,6 +27,35 @@ def test_render_lab_twice_identical_and_real_lines(tmp_path: Path):
     node = (tmp_path / "a" / "node01.files").read_text()
     assert "### /etc/sysctl.d/90-fabtune.conf\n" in node
     assert "net.core.rmem_max = 268435456\n" in node
-    assert "mlnx_qos -i enp12s0np0 --trust dscp --pfc 0,0,0,1,0,0,0,0 >/dev/null\n" in node
+    assert "mlnx_qos -i enp12s0np0 --trust dscp >/dev/null\n" in node
+    assert "mlnx_qos -i enp12s0np0 --pfc 0,0,0,1,0,0,0,0 >/dev/null\n" in node
+    assert "mlnx_qos -i enp12s0np0 --dscp2prio set,26,3 >/dev/null\n" in node
     assert "cma_roce_tos -d mlx5_0 -t 106 >/dev/null\n" in node
     assert "ExecStart=/usr/local/sbin/fabtune-nic-setup\n" in node
+    assert "WorkingDirectory=/\n" in node
+
+
+def test_boot_script_is_the_plan_commands_not_a_reimplementation():
+    """The offline render holds exactly the commands the plan would push (no IRQ spread in Jinja)."""
+    from tuning.node import domains
+    from tuning.node.base import NodeFacts
+
+    inv = inventory.load(REPO / "inventory" / "lab")
+    dev = inv.devices["node01"]
+    script = render_node(dev).split("### /usr/local/sbin/fabtune-nic-setup\n")[1].split("### ")[0]
+    body = [l for l in script.splitlines() if l and not l.startswith("#") and l != "set -eu"]
+    raw = {f"sysctl/{k}": "?" for k in dev.spec.sysctl} | {f"mtu/{n.netdev}": "?" for n in dev.spec.nics}
+    facts = NodeFacts(raw=raw)
+    want = [d.command(k, v, dev.spec, facts, ".") for d in domains() if d.name in ("mtu", "nic_qos", "irq")
+            for k, v in d.desired(dev.spec, facts).items()]
+    assert body == want
+    assert "spread" not in script and "awk" not in script
+
+
+def test_a_new_line_cannot_reach_a_node_file():
+    import pytest
+
+    from tuning.render import node_files_from_plan
+
+    with pytest.raises(ValueError, match="new line"):
+        node_files_from_plan([], {"kernel.numa_balancing": "0\nkernel.pwned = 1"})

@@ -22,7 +22,7 @@ from tuning.errors import TuningError
 from tuning.lab import keys, privileges
 from tuning.lab.fabric import Fabric, default_fabric
 from tuning.lab.sysroot import build_sysroot
-from tuning.lab.tools import TOOLS
+from tuning.lab.tools import SHELL_TOOLS, TOOLS
 
 UP_TIMEOUT_S = 30.0
 DOWN_TIMEOUT_S = 5.0
@@ -48,6 +48,11 @@ def write_wrappers(bin_dir: Path) -> list[Path]:
         path = bin_dir / tool
         flags = "" if tool in NEEDS_SITE else " -S"  # -S saves ~15 ms per call
         path.write_text(WRAPPER.format(python=sys.executable, flags=flags, root=_package_parent(), tool=tool))
+        path.chmod(0o755)
+        paths.append(path)
+    for tool, script in SHELL_TOOLS.items():  # stand-ins in bash: called once per sysfs write
+        path = bin_dir / tool
+        path.write_text(script.read_text())
         path.chmod(0o755)
         paths.append(path)
     sudo = bin_dir / "sudo"

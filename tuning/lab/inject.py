@@ -6,6 +6,11 @@ as ``{"target": "leaf01:swp1", "kind": "degrade"}`` (one entry per target, the l
 wins) and read by the fabric model (:mod:`tuning.lab.model`) on every test:
 ``degrade`` halves bandwidth and adds about 5 us, ``down`` makes the client fail to
 connect. ``clear`` removes the target's fault.
+
+A node as a whole (``node01``) takes an agent that undoes tuning (:mod:`tuning.lab.agents`):
+``irqbalance`` puts IRQ affinities back within 0.1 s while ``systemctl is-active irqbalance``
+says ``active``; ``dcbx`` makes every NIC firmware-DCBX controlled with an agent that resets PFC.
+``clear`` on the node stops its agents (they exit by themselves).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuning.errors import InputError
-from tuning.lab import nvue_faults
+from tuning.lab import agents, nvue_faults
 from tuning.lab.fabric import Fabric
 
 KINDS = ("degrade", "down", "clear")
@@ -49,6 +54,8 @@ def inject(state_dir: Path | str, target: str, kind: str, value: str | None = No
     fabric = Fabric.load(path)
     if nvue_faults.handles(fabric, target, kind):  # switch faults: tuning.lab.nvue_faults
         return nvue_faults.inject_switch(path, fabric, target, kind, value)
+    if target in {n.name for n in fabric.nodes}:
+        return _inject_node(path, fabric, target, kind)
     if kind not in KINDS:
         raise InputError("KIND", "kind", f"{kind!r} is not one of {', '.join(KINDS)}")
     if target not in _targets(fabric):
@@ -58,6 +65,21 @@ def inject(state_dir: Path | str, target: str, kind: str, value: str | None = No
     if kind != "clear":
         fabric.injections.append({"target": target, "kind": kind})
     fabric.save(path)
+    return list(fabric.injections)
+
+
+def _inject_node(path: Path, fabric: Fabric, node: str, kind: str) -> list[dict]:
+    """Start (``irqbalance`` / ``dcbx``) or stop (``clear``) the agents of a whole node."""
+    if kind not in (*agents.KINDS, "clear"):
+        raise InputError("KIND", "kind", f"{kind!r} is not one of {', '.join((*agents.KINDS, 'clear'))} "
+                         f"(a whole node {node} takes agents; NIC faults target {node}:mlx5_N)")
+    fabric.injections = [i for i in fabric.injections
+                         if i.get("target") != node or (kind != "clear" and i.get("kind") != kind)]
+    if kind != "clear":
+        fabric.injections.append({"target": node, "kind": kind})
+    fabric.save(path)
+    if kind != "clear":
+        agents.arm(path.parent, node, kind)
     return list(fabric.injections)
 
 

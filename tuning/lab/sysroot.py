@@ -82,6 +82,25 @@ def dcb_path(sysroot: Path, ifname: str) -> Path:
     return sysroot / "run" / "lab" / "dcb" / f"{ifname}.json"
 
 
+class dcb_lock:  # noqa: N801 - used as a context manager, like open()
+    """Exclusive lock on a node's DCB state (``flock`` on the ``run/lab/dcb`` folder), held by
+    ``mlnx_qos`` and the lab's DCBX agent around each read-modify-write, so neither loses the
+    other's update. No file is created (the folder itself is locked)."""
+
+    def __init__(self, sysroot: Path):
+        self._dir = sysroot / "run" / "lab" / "dcb"
+
+    def __enter__(self) -> "dcb_lock":
+        import fcntl
+
+        self._fd = os.open(self._dir, os.O_RDONLY)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self._fd)  # closing releases the lock
+
+
 def rdma_cm_path(sysroot: Path, dev: str) -> Path:
     """Where the RDMA-CM defaults live while configfs has no ``rdma_cm/<dev>`` group."""
     return sysroot / "run" / "lab" / "rdma_cm" / f"{dev}.json"

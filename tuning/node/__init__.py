@@ -1,14 +1,17 @@
 """Node tuning: collect (one SSH round trip), plan (pure), apply and restore (one round trip each).
 
-Domains, in apply order: mtu, sysctl, nic_qos, irq, files. Restore runs the applied changes'
-``before`` values in reverse order.
+Domains, in apply order: mtu, sysctl, nic_qos, irq, files. A planned :class:`Change` carries
+the exact commands that write its ``after`` value, write its ``before`` value back and read it
+(contract 1): the plan IS what is pushed, every write is read back, and restore needs nothing
+but the journaled change dicts and a :class:`~tuning.transport.base.Host`.
 """
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 
-from tuning.errors import CommandError, InputError
+from tuning.errors import CommandError, InputError, ParseError, VerifyError
 from tuning.inventory import Device
 from tuning.node import facts as facts_mod
 from tuning.node.base import ABSENT, READ_EPILOGUE, READ_PRELUDE, Change, Domain, NodeFacts, Unfit
@@ -16,23 +19,30 @@ from tuning.node.files import FilesDomain
 from tuning.node.irq import IrqDomain
 from tuning.node.mtu import MtuDomain
 from tuning.node.nic_qos import NicQosDomain
+from tuning.node.services import ServicesDomain
 from tuning.node.sysctl import SysctlDomain
 from tuning.transport.base import Host
+
+#: seconds between the last write and the read-back: longer than the lab's rewriters (0.1 s), so an
+#: agent that puts a value back (irqbalance, a DCBX agent) is caught before the device counts as
+#: changed. A real irqbalance rebalances every 10 s; plan reports it running (domain ``services``).
+READBACK_SETTLE_S = 0.3
 
 
 def domains() -> list[Domain]:
     """A fresh list of every node domain, in apply order (instance-level, STYLE.md section 7)."""
-    from tuning.render import node_files_for_spec
-
-    return [MtuDomain(), SysctlDomain(), NicQosDomain(), IrqDomain(), FilesDomain(node_files_for_spec)]
+    settings: list[Domain] = [MtuDomain(), SysctlDomain(), NicQosDomain(), IrqDomain()]
+    return [ServicesDomain(), *settings, FilesDomain(settings)]
 
 
 @dataclass
 class NodeState:
-    """A node as read: discovery facts and each domain's current settings (``domain -> key -> value``)."""
+    """A node as read: discovery facts, each domain's current settings (``domain -> key -> value``)
+    and the sysroot the commands address."""
 
     facts: NodeFacts
     current: dict[str, dict[str, str]] = field(default_factory=dict)
+    sysroot: str = "/"
 
     def flat(self) -> dict[str, str]:
         """Every setting of every domain in one dict (keys are unique across domains)."""
@@ -54,6 +64,7 @@ def collect(host: Host, dev: Device, only: set[str] | None = None) -> NodeState:
 
     Raises:
         CommandError: the read script itself failed.
+        ParseError: a tool printed something that cannot be read (never journaled as absent).
     """
     spec, sysroot = dev.spec, host.sysroot
     doms = [d for d in domains() if only is None or d.name in only]
@@ -62,11 +73,17 @@ def collect(host: Host, dev: Device, only: set[str] | None = None) -> NodeState:
         lines += d.read_script(spec, sysroot)
     res = host.run("\n".join(lines + [READ_EPILOGUE])).check(dev.name, "collect")
     facts = facts_mod.from_raw(spec, _parse_lines(res.stdout))
-    return NodeState(facts, {d.name: d.current(spec, facts) for d in doms})
+    try:
+        current = {d.name: d.current(spec, facts) for d in doms}
+    except ParseError as e:
+        raise CommandError("collect", 0, f"{e}: refusing to plan on a value that cannot be read",
+                           host=dev.name, phase="collect") from e
+    return NodeState(facts, current, sysroot)
 
 
 def plan(dev: Device, state: NodeState) -> list[Change]:
-    """Pure diff of desired vs current for every domain that was collected.
+    """Pure diff of desired vs current for every domain that was collected; each Change carries
+    its apply, restore and read commands.
 
     Raises:
         InputError: the inventory asks for something this node cannot take (names the file and key).
@@ -80,7 +97,7 @@ def plan(dev: Device, state: NodeState) -> list[Change]:
         except Unfit as e:
             top = e.key.split(".")[0]
             raise InputError(dev.sources.get(top, "inventory"), e.key, f"{e.problem} (host {dev.name})") from None
-        out += d.plan(dev.name, want, state.current.get(d.name, {}))
+        out += d.plan(dev.name, want, state.current.get(d.name, {}), (dev.spec, state.facts, state.sysroot))
     return out
 
 
@@ -90,20 +107,80 @@ def _script(cmds: list[str]) -> str:
     return "\n".join(body) + "\n"
 
 
-def _commands(dev: Device, state: NodeState, changes: list[Change], host: Host, use_before: bool) -> list[str]:
+def _readback_script(cmds: list[str]) -> str:
+    """Run each distinct read command once; print ``@@rb\\t<i>\\t<rc>\\t<base64 of stdout>``.
+
+    ``cat`` reads run in line; slower tools (mlnx_qos, cma_roce_tos: Python scripts) run in
+    the background, all NICs at once, as the collect script does.
+    """
+    lines = ['T=$(mktemp -d)', "rb_() { o=$(eval \"$2\" 2>/dev/null); printf '@@rb\\t%s\\t%s\\t%s\\n' \"$1\" $? "
+             "\"$(printf '%s' \"$o\" | base64 -w0)\"; }"]
+    for i, c in enumerate(cmds):
+        quoted = "'" + c.replace("'", "'\\''") + "'"
+        lines.append(f"rb_ {i} {quoted}" if c.startswith(("cat ", "test ", "base64 "))
+                     else f"rb_ {i} {quoted} > \"$T/{i}\" &")
+    lines.append('wait; cat "$T"/* 2>/dev/null; rm -rf "$T"')
+    return "\n".join(lines) + "\n"
+
+
+def _read_back(out: str, reads: list[str]) -> dict[str, str]:
+    """``read command -> its stdout`` (ABSENT where it failed) from :func:`_readback_script` output."""
+    got = {}
+    for line in out.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 4 and parts[0] == "@@rb":
+            text = base64.b64decode(parts[3]).decode(errors="replace")
+            got[reads[int(parts[1])]] = text if parts[2] == "0" else ABSENT
+    return got
+
+
+def _mismatches(changes: list[Change], outputs: dict[str, str], use_before: bool) -> list[str]:
+    """``key: wanted X, read Y`` for every change whose live value is not the written one."""
     by_name = {d.name: d for d in domains()}
-    out = []
+    bad = []
     for ch in changes:
-        value = ch.before if use_before else ch.after
-        if value is None and ch.domain != "files":
-            continue  # a setting that did not exist before cannot be put back; only files can be removed
-        out.append(by_name[ch.domain].command(ch.key, ABSENT if value is None else value,
-                                              dev.spec, state.facts, host.sysroot))
-    return out
+        want = ch.before if use_before else ch.after
+        if ch.read_cmd is None or (want is None and ch.domain != "files" and not ch.key.startswith("unit/")):
+            continue  # nothing definite was written (a setting that had no value before)
+        raw = outputs.get(ch.read_cmd, ABSENT)
+        dom = by_name[ch.domain]
+        have = ABSENT if raw == ABSENT else dom.parse_read(ch.key, raw)
+        if not dom.same(have, ABSENT if want is None else want):
+            shown = "absent" if have == ABSENT else repr(have)
+            bad.append(f"{ch.key}: wanted {'absent' if want is None else repr(want)}, read {shown}")
+    return bad
 
 
-def apply(host: Host, dev: Device, state: NodeState, changes: list[Change]) -> list[Change]:
-    """Push ``changes`` in one round trip.
+def _push(host: Host, name: str, changes: list[Change], use_before: bool, phase: str) -> None:
+    """Run the changes' apply (or restore) commands in order, wait, read every written key back.
+
+    Raises:
+        CommandError: a command failed (``err.applied``: the changes that went through).
+        VerifyError: a key read back differs from what was written (``err.applied``: all).
+    """
+    todo = [c for c in changes if (c.restore_cmd if use_before else c.apply_cmd)]
+    cmds = [(c.restore_cmd if use_before else c.apply_cmd) or "" for c in todo]
+    reads = list(dict.fromkeys(c.read_cmd for c in todo if c.read_cmd))
+    script = _script(cmds) + f"sleep {READBACK_SETTLE_S}\n" + _readback_script(reads)
+    res = host.run(script)
+    if res.rc != 0:
+        failed = next((int(l.split()[1]) for l in res.stderr.splitlines() if l.startswith("@@failed")), 0)
+        err = CommandError(cmds[failed], res.rc, res.stderr.replace(f"@@failed {failed}", "").strip(),
+                           host=name, phase=phase)
+        err.applied = todo[:failed]  # type: ignore[attr-defined]
+        raise err
+    bad = _mismatches(todo, _read_back(res.stdout, reads), use_before)
+    if bad:
+        err2 = VerifyError(f"read back after {phase} differs on {len(bad)} key(s): " + "; ".join(bad[:8])
+                           + ("; ..." if len(bad) > 8 else ""), host=name, phase=phase)
+        err2.applied = list(todo)  # type: ignore[attr-defined]
+        err2.mismatches = bad  # type: ignore[attr-defined]
+        raise err2
+
+
+def apply(host: Host, dev: Device, changes: list[Change]) -> list[Change]:
+    """Push ``changes`` (their ``apply_cmd``, in order) in one round trip and read every written
+    key back.
 
     Returns:
         The changes applied (all of them on success).
@@ -111,26 +188,29 @@ def apply(host: Host, dev: Device, state: NodeState, changes: list[Change]) -> l
     Raises:
         CommandError: a command failed; ``err.applied`` lists the changes that did go through
             (the engine restores exactly those).
+        VerifyError: a key read back is not the value written (an agent put it back); names the
+            key, the wanted and the read value; ``err.applied`` lists every change.
     """
     if not changes:
         return []
-    res = host.run(_script(_commands(dev, state, changes, host, use_before=False)))
-    if res.rc != 0:
-        failed = next((int(l.split()[1]) for l in res.stderr.splitlines() if l.startswith("@@failed")), 0)
-        err = CommandError(_commands(dev, state, [changes[failed]], host, False)[0], res.rc,
-                           res.stderr.replace(f"@@failed {failed}", "").strip(), host=dev.name, phase="apply")
-        err.applied = changes[:failed]  # type: ignore[attr-defined]
-        raise err
+    missing = [c.key for c in changes if c.apply_cmd is None]
+    if missing:
+        raise CommandError("apply", 1, f"changes without an apply command: {', '.join(missing[:5])}",
+                           host=dev.name, phase="apply")
+    _push(host, dev.name, list(changes), use_before=False, phase="apply")
     return list(changes)
 
 
-def restore(host: Host, dev: Device, state: NodeState, applied: list[Change]) -> None:
-    """Put back the ``before`` value of every applied change, in reverse order (one round trip).
+def restore(host: Host, name: str, changes: list[Change | dict]) -> None:
+    """Write every change's ``before`` back with its journaled ``restore_cmd``, in reverse order
+    (one round trip), and read each restored key back. Needs nothing but the journal and a Host.
 
     Raises:
-        CommandError: a restore command failed (the engine raises RollbackError: page a human).
+        CommandError / VerifyError: a restore command failed or a key did not come back (the
+            engine raises RollbackError: page a human).
     """
-    if not applied:
+    items = [c if isinstance(c, Change) else Change(**c) for c in changes]
+    if not items:
         return
-    cmds = _commands(dev, state, list(reversed(applied)), host, use_before=True)
-    host.run(_script(cmds)).check(dev.name, "restore")
+    _push(host, name, list(reversed(items)), use_before=True, phase="restore")
+

@@ -49,6 +49,12 @@ class Change:
         device: inventory name.  domain: ``mtu``, ``sysctl``, ``nic_qos``, ``irq``, ``files``, ``switch``.
         key: the setting (``mtu/enp12s0np0``).  before / after: values as strings (None = absent).
         reversible: False for changes an automatic rollback cannot undo (firmware).
+        apply_cmd: the exact shell command that writes ``after`` (sysroot applied, every
+            inventory string quoted); the plan IS what is pushed.
+        restore_cmd: the command that writes ``before`` back (``rm -f`` for a file absent
+            before); None for a key that cannot be put back (a setting absent before).
+        read_cmd: the command whose output holds the key's live value (read back after every
+            write; the domain's ``parse_read`` turns the output into the value).
     """
 
     device: str
@@ -57,6 +63,9 @@ class Change:
     before: str | None
     after: str | None
     reversible: bool = True
+    apply_cmd: str | None = None
+    restore_cmd: str | None = None
+    read_cmd: str | None = None
 
     def as_dict(self) -> dict:
         """Plain data for JSON reports and the journal."""
@@ -108,16 +117,43 @@ class Domain(ABC):
         """The settings ``spec`` asks for. Raises InputError for a value the node cannot take."""
 
     @abstractmethod
-    def command(self, key: str, value: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str:
-        """The shell command that sets ``key`` to ``value`` (``value`` ABSENT: remove it)."""
+    def command(self, key: str, value: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str | None:
+        """The shell command that sets ``key`` to ``value`` (``value`` ABSENT: remove it, or None
+        where the key cannot be removed)."""
 
-    def plan(self, device: str, desired: dict[str, str], current: dict[str, str]) -> list[Change]:
-        """Pure diff: one Change per key whose normalised value differs. No I/O."""
+    @abstractmethod
+    def read_cmd(self, key: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str:
+        """The shell command whose stdout holds ``key``'s live value (see :meth:`parse_read`)."""
+
+    def same(self, have: str, want: str) -> bool:
+        """Whether a read value equals a wanted one (whitespace collapsed, as the kernel prints)."""
+        return normalise(have) == normalise(want)
+
+    def parse_read(self, key: str, output: str) -> str:
+        """The value of ``key`` from its :meth:`read_cmd` output (default: the first line)."""
+        return output.splitlines()[0] if output.strip() else ""
+
+    def plan(self, device: str, desired: dict[str, str], current: dict[str, str],
+             ctx: tuple[NodeSpec, NodeFacts, str] | None = None) -> list[Change]:
+        """Pure diff: one Change per key whose normalised value differs. No I/O.
+
+        With ``ctx`` (spec, facts, sysroot) each Change carries its apply, restore and read
+        commands, so the journaled plan alone can push, read back and restore it.
+        """
         out = []
         for key, want in desired.items():
             have = current.get(key, ABSENT)
-            if normalise(have) != normalise(want):
-                out.append(Change(device, self.name, key, None if have == ABSENT else have, want))
+            if not self.same(have, want):
+                before = None if have == ABSENT else have
+                if ctx is None:
+                    out.append(Change(device, self.name, key, before, want))
+                    continue
+                spec, facts, sysroot = ctx
+                out.append(Change(device, self.name, key, before, want,
+                                  apply_cmd=self.command(key, want, spec, facts, sysroot),
+                                  restore_cmd=self.command(key, ABSENT if before is None else before,
+                                                           spec, facts, sysroot),
+                                  read_cmd=self.read_cmd(key, spec, facts, sysroot)))
         return out
 
 
@@ -127,8 +163,20 @@ def normalise(value: str) -> str:
 
 
 def write_file_cmd(sysroot: str, path: str, value: str) -> str:
-    """``echo VALUE > SYSROOT/PATH`` (sysfs / procfs writes are one value, silent on success)."""
-    return f"echo {q(value)} > {q(sysroot_path(sysroot, path))}"
+    """``printf '%s\\n' VALUE | tee SYSROOT/PATH >/dev/null``: one sysfs / procfs value.
+
+    Written through ``tee`` (coreutils, on every host; the idiom of ``echo 1 | sudo tee
+    /sys/class/net/IF/ecn/roce_rp/enable/3`` in NVIDIA's RoCE scripts) rather than a shell
+    redirect, so a kernel refusal reaches us as tee's text and exit status 1
+    (``tee: /proc/irq/151/smp_affinity_list: Numerical result out of range``), and the lab can
+    stand in for the kernel's checks with the same texts.
+    """
+    return f"printf '%s\\n' {q(value)} | tee {q(sysroot_path(sysroot, path))} >/dev/null"
+
+
+def cat_cmd(sysroot: str, path: str) -> str:
+    """``cat SYSROOT/PATH``: the read command of a file-backed key."""
+    return f"cat {q(sysroot_path(sysroot, path))}"
 
 
 def decode(value: str) -> str:

@@ -1,11 +1,17 @@
-"""Boot persistence: the files :func:`tuning.render.node_files` renders, laid on the node
-(sysctl.d drop-in, the NIC setup script and its systemd unit). A file absent before a
-rollout is removed again on restore.
+"""Boot persistence: the files :func:`tuning.render.node_files` renders from the COMPUTED plan
+values (the very IRQ -> CPU map, MTU and QoS values apply writes, as the same commands), laid on
+the node: the sysctl.d drop-in, the NIC setup script and its systemd unit, which is then enabled
+(``systemctl enable`` makes ``multi-user.target.wants/fabtune-nic.service``). A file absent
+before a rollout is removed again on restore; a unit enabled by the rollout is disabled.
+
+The setup script's commands address files relative to the root (``./proc/irq/151/...``): the
+unit runs it with ``WorkingDirectory=/``, and the lab's ``lab reboot`` runs it in the sysroot.
 """
 
 from __future__ import annotations
 
 import base64
+from typing import Sequence
 
 from tuning.model import NodeSpec
 from tuning.node.base import ABSENT, Domain, NodeFacts, decode
@@ -13,26 +19,68 @@ from tuning.transport.base import q, sysroot_path
 
 #: device path -> mode of the persisted files
 MODES = {"/usr/local/sbin/fabtune-nic-setup": "0755"}
+UNIT = "fabtune-nic.service"
+WANTS_LINK = f"/etc/systemd/system/multi-user.target.wants/{UNIT}"
+#: domains whose values the boot script re-applies (sysctl has its own drop-in)
+BOOT_DOMAINS = ("mtu", "nic_qos", "irq")
+
+
+def boot_settings(settings: Sequence[Domain], spec: NodeSpec, facts: NodeFacts) -> tuple[list[str], dict[str, str]]:
+    """The boot script's commands and the sysctl drop-in's values, from the domains' desired values.
+
+    Returns:
+        (commands relative to ``/``, ``{sysctl name: value}``).
+    """
+    cmds: list[str] = []
+    sysctls: dict[str, str] = {}
+    for d in settings:
+        want = d.desired(spec, facts)
+        if d.name == "sysctl":
+            sysctls = {k.split("/", 1)[1]: v for k, v in want.items()}
+        elif d.name in BOOT_DOMAINS:
+            cmds += [c for k, v in want.items() if (c := d.command(k, v, spec, facts, "."))]
+    return cmds, sysctls
 
 
 class FilesDomain(Domain):
-    """One key per file: ``file/<path>`` -> its whole content."""
+    """One key per file: ``file/<path>`` -> its whole content; ``unit/fabtune-nic.service`` ->
+    ``enabled`` | ``disabled``."""
 
     name = "files"
 
-    def __init__(self, render: "callable[[NodeSpec], dict[str, str]]"):
-        self._render = render
+    def __init__(self, settings: Sequence[Domain]):
+        self._settings = list(settings)
+
+    def _files(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
+        from tuning.render import node_files_from_plan
+
+        cmds, sysctls = boot_settings(self._settings, spec, facts)
+        return node_files_from_plan(cmds, sysctls)
 
     def read_script(self, spec: NodeSpec, sysroot: str) -> list[str]:
-        return [f"rb file{p} {q(sysroot_path(sysroot, p))}" for p in self._render(spec)]
+        from tuning.render import NODE_FILES
+
+        link = q(sysroot_path(sysroot, WANTS_LINK))
+        return [f"rb {q('file' + p)} {q(sysroot_path(sysroot, p))}" for p in NODE_FILES] + [
+            f"if [ -L {link} ]; then printf '%s\\tenabled\\n' {q('unit/' + UNIT)}; "
+            f"else printf '%s\\tdisabled\\n' {q('unit/' + UNIT)}; fi"]
 
     def current(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
-        return {f"file{p}": decode(facts.raw.get(f"file{p}", ABSENT)) for p in self._render(spec)}
+        from tuning.render import NODE_FILES
+
+        out = {f"file{p}": decode(facts.raw.get(f"file{p}", ABSENT)) for p in NODE_FILES}
+        out[f"unit/{UNIT}"] = facts.raw.get(f"unit/{UNIT}", "disabled")
+        return out
 
     def desired(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
-        return {f"file{p}": content for p, content in self._render(spec).items()}
+        out = {f"file{p}": content for p, content in self._files(spec, facts).items()}
+        out[f"unit/{UNIT}"] = "enabled"
+        return out
 
-    def command(self, key: str, value: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str:
+    def command(self, key: str, value: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str | None:
+        if key.startswith("unit/"):
+            verb = {"enabled": "enable", "disabled": "disable"}.get(value)
+            return f"systemctl{_root(sysroot)} {verb} {q(UNIT)}" if verb else None
         path = key[len("file"):]
         target = q(sysroot_path(sysroot, path))
         if value == ABSENT:
@@ -40,3 +88,22 @@ class FilesDomain(Domain):
         data = base64.b64encode(value.encode()).decode()
         mode = MODES.get(path, "0644")
         return f"printf %s {data} | base64 -d > {target} && chmod {mode} {target}"
+
+    def read_cmd(self, key: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str:
+        if key.startswith("unit/"):
+            return f"test -L {q(sysroot_path(sysroot, WANTS_LINK))} && echo enabled || echo disabled"
+        return f"base64 -w0 {q(sysroot_path(sysroot, key[len('file'):]))}"
+
+    def parse_read(self, key: str, output: str) -> str:
+        if key.startswith("unit/"):
+            return output.strip()
+        return base64.b64decode(output.strip()).decode(errors="replace")
+
+    def same(self, have: str, want: str) -> bool:
+        """Files compare byte for byte."""
+        return have == want
+
+
+def _root(sysroot: str) -> str:
+    """``systemctl``'s ``--root=SYSROOT`` (unit links made inside the sysroot), none on ``/``."""
+    return "" if sysroot in ("", "/") else f" --root={q(sysroot)}"

@@ -15,7 +15,7 @@ Example profile::
 from __future__ import annotations
 
 from tuning.model import NodeSpec
-from tuning.node.base import ABSENT, Domain, NodeFacts, Unfit, write_file_cmd
+from tuning.node.base import ABSENT, Domain, NodeFacts, Unfit, cat_cmd, write_file_cmd
 from tuning.cpulist import format_cpulist, parse_cpulist
 from tuning.transport.base import q, sysroot_path
 
@@ -83,8 +83,25 @@ class IrqDomain(Domain):
         cpus = irq_plan(spec, facts)
         return {f"irq/{nic}/{n}": str(cpus[n]) for nic, n in _nic_irqs(spec, facts) if n in cpus}
 
-    def command(self, key: str, value: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str:
-        return write_file_cmd(sysroot, f"/proc/irq/{int(key.rsplit('/', 1)[1])}/smp_affinity_list", value)
+    def command(self, key: str, value: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str | None:
+        if value == ABSENT:
+            return None
+        return write_file_cmd(sysroot, _path(key), value)
+
+    def read_cmd(self, key: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str:
+        return cat_cmd(sysroot, _path(key))
+
+    def same(self, have: str, want: str) -> bool:
+        """CPU lists compare as sets (``0-1`` == ``0,1``); unparsable text compares as text."""
+        try:
+            return parse_cpulist(have) == parse_cpulist(want)
+        except ValueError:
+            return super().same(have, want)
+
+
+def _path(key: str) -> str:
+    """``irq/<netdev>/<N>`` -> ``/proc/irq/<N>/smp_affinity_list``."""
+    return f"/proc/irq/{int(key.rsplit('/', 1)[1])}/smp_affinity_list"
 
 
 def _nic_irqs(spec: NodeSpec, facts: NodeFacts) -> list[tuple[str, int]]:

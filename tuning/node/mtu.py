@@ -10,8 +10,12 @@ Example profile::
 from __future__ import annotations
 
 from tuning.model import NodeSpec
-from tuning.node.base import ABSENT, Domain, NodeFacts, Unfit
+from tuning.node.base import ABSENT, Domain, NodeFacts, Unfit, cat_cmd
 from tuning.transport.base import q, sysroot_path
+
+
+def _path(netdev: str) -> str:
+    return f"/sys/class/net/{netdev}/mtu"
 
 
 class MtuDomain(Domain):
@@ -20,7 +24,7 @@ class MtuDomain(Domain):
     name = "mtu"
 
     def read_script(self, spec: NodeSpec, sysroot: str) -> list[str]:
-        return [f"r mtu/{n.netdev} {q(sysroot_path(sysroot, f'/sys/class/net/{n.netdev}/mtu'))}" for n in spec.nics]
+        return [f"r {q('mtu/' + n.netdev)} {q(sysroot_path(sysroot, _path(n.netdev)))}" for n in spec.nics]
 
     def current(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
         return {f"mtu/{n.netdev}": facts.raw.get(f"mtu/{n.netdev}", "") for n in spec.nics}
@@ -31,5 +35,10 @@ class MtuDomain(Domain):
                 raise Unfit(f"nics.{i}.netdev", f"the node has no netdev {n.netdev} (/sys/class/net/{n.netdev} is missing)")
         return {f"mtu/{n.netdev}": str(spec.mtu) for n in spec.nics}
 
-    def command(self, key: str, value: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str:
-        return f"ip link set dev {q(key.split('/', 1)[1])} mtu {int(value)}"
+    def command(self, key: str, value: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str | None:
+        if value == ABSENT:
+            return None
+        return f"ip link set dev {q(key.split('/', 1)[1])} mtu {q(value)}"
+
+    def read_cmd(self, key: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str:
+        return cat_cmd(sysroot, _path(key.split("/", 1)[1]))

@@ -1,5 +1,6 @@
-"""Kernel parameters: read ``/proc/sys/<key with dots as slashes>``, set with ``sysctl -w k=v``
-(procps-ng; echoes ``k = v``). Values compare with whitespace collapsed, as tuned does.
+"""Kernel parameters: read ``/proc/sys/<key with dots as slashes>``, set with ``sysctl -q -w k=v``
+(procps-ng; ``sysctl: setting key "k": Invalid argument`` and exit 1 for a value of the wrong
+type). Values compare with whitespace collapsed, as tuned does.
 
 Example profile::
 
@@ -11,7 +12,7 @@ Example profile::
 from __future__ import annotations
 
 from tuning.model import NodeSpec
-from tuning.node.base import ABSENT, Domain, NodeFacts, Unfit
+from tuning.node.base import ABSENT, Domain, NodeFacts, Unfit, cat_cmd
 from tuning.transport.base import q, sysroot_path
 
 
@@ -26,7 +27,7 @@ class SysctlDomain(Domain):
     name = "sysctl"
 
     def read_script(self, spec: NodeSpec, sysroot: str) -> list[str]:
-        return [f"r sysctl/{k} {q(sysroot_path(sysroot, proc_path(k)))}" for k in spec.sysctl]
+        return [f"r {q('sysctl/' + k)} {q(sysroot_path(sysroot, proc_path(k)))}" for k in spec.sysctl]
 
     def current(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
         return {f"sysctl/{k}": facts.raw.get(f"sysctl/{k}", ABSENT) for k in spec.sysctl}
@@ -37,5 +38,10 @@ class SysctlDomain(Domain):
                 raise Unfit(f"sysctl.{k}", f"the node has no kernel parameter {k} ({proc_path(k)} is missing)")
         return {f"sysctl/{k}": " ".join(str(v).split()) for k, v in spec.sysctl.items()}
 
-    def command(self, key: str, value: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str:
+    def command(self, key: str, value: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str | None:
+        if value == ABSENT:
+            return None  # a kernel parameter cannot be removed
         return f"sysctl -q -w {q(key.split('/', 1)[1] + '=' + value)}"
+
+    def read_cmd(self, key: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str:
+        return cat_cmd(sysroot, proc_path(key.split("/", 1)[1]))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 
 #: tool name -> "module:function"; the function takes argv (without the tool name) and returns the exit status.
 TOOLS: dict[str, str] = {
@@ -23,7 +24,12 @@ TOOLS: dict[str, str] = {
     "show_gids": "tuning.lab.tools.node:show_gids",
     "ib_write_bw": "tuning.lab.tools.perftest:ib_write_bw",
     "ib_read_lat": "tuning.lab.tools.perftest:ib_read_lat",
+    "systemctl": "tuning.lab.tools.services:systemctl",
 }
+
+#: stand-ins written in bash (no interpreter start-up: ``tee`` runs once per sysfs write):
+#: tool name -> script file, copied into ``bin/`` as is
+SHELL_TOOLS: dict[str, Path] = {"tee": Path(__file__).with_name("tee.sh")}
 
 
 def main(tool: str, argv: list[str]) -> int:

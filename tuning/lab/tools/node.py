@@ -11,11 +11,12 @@ procps-ng sysctl, Mellanox/mlnx-tools ``mlnx_qos``, ``cma_roce_tos``,
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
 from tuning.lab.sudo import is_privileged
-from tuning.lab.sysroot import dcb_path, rdma_cm_path, read_json, sysctl_path, write_json
+from tuning.lab.sysroot import dcb_lock, dcb_path, rdma_cm_path, read_json, sysctl_path, write_json
 
 MLX5_MIN_MTU, MLX5_MAX_MTU = 68, 9978
 IP_DETAILS = ("promiscuity 0 allmulti 0 minmtu 68 maxmtu 9978 addrgenmode eui64 numtxqueues 760 "
@@ -118,6 +119,9 @@ def _ip_link_show(root: Path, args: list[str], details: bool) -> int:
 
 # ---- sysctl (procps-ng) ---------------------------------------------------------------------
 
+#: what proc_dointvec / proc_doulongvec accept: whitespace-separated decimal numbers
+_NUMBERS = re.compile(r"-?[0-9]+(?:[ \t]+-?[0-9]+)*")
+
 def sysctl(argv: list[str]) -> int:
     """``sysctl [-n] [-q] [-e] [-w] KEY[=VALUE]...``, ``sysctl -p [FILE]``, ``sysctl --system``.
 
@@ -162,6 +166,8 @@ def _sysctl_one(root: Path, op: str, flags: set) -> int:
         return 0
     if not os.access(path, os.W_OK):
         return _fail(f"sysctl: permission denied on key '{key}'", 1)
+    if not _NUMBERS.fullmatch(value.strip()):  # every lab sysctl is an int or int vector (proc_dointvec)
+        return _fail(f'sysctl: setting key "{key}": Invalid argument', 1)
     path.write_text(value.strip() + "\n")
     if "q" not in flags:
         print(value.strip() if "n" in flags else f"{key} = {value.strip()}")
@@ -197,7 +203,8 @@ def mlnx_qos(argv: list[str]) -> int:
     stdout (the tool uses ``print``) and exit 1.
     """
     opts = _long_opts(argv, {"-i": "intf", "--interface": "intf", "--trust": "trust",
-                             "-f": "pfc", "--pfc": "pfc", "--dscp2prio": "dscp2prio"})
+                             "-f": "pfc", "--pfc": "pfc", "--dscp2prio": "dscp2prio", "-d": "dcbx",
+                             "--dcbx": "dcbx"})
     if opts is None or "intf" not in opts:
         return _fail("Usage: mlnx_qos -i <interface> [options]", 1, sys.stdout)
     root = _sysroot()
@@ -206,15 +213,16 @@ def mlnx_qos(argv: list[str]) -> int:
     denied = _qos_denied(root, opts)
     if denied:
         return _fail(denied, 1, sys.stdout)
-    state = read_json(dcb_path(root, opts["intf"]))
-    error = _qos_update(state, opts)
-    if error:
-        return _fail(error, 1, sys.stdout)
-    if {"trust", "pfc", "dscp2prio"} & set(opts):  # a bare query writes nothing (non-root may query)
-        write_json(dcb_path(root, opts["intf"]), state)
-        trust_file = root / "sys/class/net" / opts["intf"] / "qos/trust"
-        if trust_file.exists():
-            trust_file.write_text(state["trust"] + "\n")
+    with dcb_lock(root):  # the lab's DCBX agent writes this state too
+        state = read_json(dcb_path(root, opts["intf"]))
+        error = _qos_update(state, opts)
+        if error:
+            return _fail(error, 1, sys.stdout)
+        if {"trust", "pfc", "dscp2prio", "dcbx"} & set(opts):  # a bare query writes nothing (non-root may query)
+            write_json(dcb_path(root, opts["intf"]), state)
+            trust_file = root / "sys/class/net" / opts["intf"] / "qos/trust"
+            if trust_file.exists():
+                trust_file.write_text(state["trust"] + "\n")
     print(_qos_table(state), end="")
     return 0
 
@@ -227,7 +235,7 @@ def _qos_denied(root: Path, opts: dict[str, str]) -> str:
     with ``qos/trust`` in sysfs fails to open the file (EACCES), which the tool reports as
     ``Priority trust state is not supported on your system`` (Mellanox/mlnx-tools python/mlnx_qos).
     """
-    if is_privileged() or not ({"pfc", "dscp2prio", "trust"} & set(opts)):
+    if is_privileged() or not ({"pfc", "dscp2prio", "trust", "dcbx"} & set(opts)):
         return ""
     if "trust" in opts and not ({"pfc", "dscp2prio"} & set(opts)) \
             and (root / "sys/class/net" / opts["intf"] / "qos/trust").exists():
@@ -248,6 +256,10 @@ def _long_opts(argv: list[str], names: dict[str, str]) -> dict[str, str] | None:
 
 def _qos_update(state: dict, opts: dict[str, str]) -> str:
     """Apply the options to ``state`` (in place); returns an error text or ``""``."""
+    if "dcbx" in opts:
+        if opts["dcbx"] not in ("os", "fw"):
+            return "Invalid dcbx command. Refer to the help."
+        state["dcbx"] = opts["dcbx"]
     if "trust" in opts:
         if opts["trust"] not in ("pcp", "dscp"):
             return "Invalid trust state command. Refer to the help."
@@ -270,7 +282,8 @@ def _qos_update(state: dict, opts: dict[str, str]) -> str:
 
 
 def _qos_table(state: dict) -> str:
-    lines = ["DCBX mode: OS controlled", f"Priority trust state: {state['trust']}"]
+    mode = "Firmware controlled" if state.get("dcbx") == "fw" else "OS controlled"
+    lines = [f"DCBX mode: {mode}", f"Priority trust state: {state['trust']}"]
     if state["trust"] == "dscp":
         lines.append("dscp2prio mapping:")
         for prio in range(8):

@@ -1,0 +1,107 @@
+"""``fabtune lab reboot NODE``: a node's power cycle, as far as tuning can tell.
+
+1. Live state goes back to power-on values: a fresh sysroot is built for the node
+   (:func:`tuning.lab.sysroot.build_sysroot`) and only what a disk keeps is carried over
+   (:data:`PERSISTENT`: ``etc/``, ``usr/``). IRQ affinities, MTUs, sysctls, DCB, ECN and RDMA-CM
+   values are lost, as on a real reboot; agents started by injections are not restarted.
+2. Boot runs what is persisted, over the node's own SSH endpoint as root (sudo), the way
+   systemd would: ``sysctl --system`` (systemd-sysctl reads ``/etc/sysctl.d``), then the
+   ``ExecStart`` of every unit ENABLED in ``multi-user.target.wants`` (a unit file that is only
+   installed does not run), in its ``WorkingDirectory`` (``/`` is the sysroot).
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from pathlib import Path
+
+from tuning.errors import CommandError, InputError
+from tuning.lab.fabric import Fabric
+from tuning.lab.sysroot import build_sysroot
+
+#: sysroot folders a reboot keeps (the disk); everything else is rebuilt (procfs, sysfs, /run)
+PERSISTENT = ("etc", "usr")
+WANTS = "etc/systemd/system/multi-user.target.wants"
+
+
+def reset_volatile(sysroot: Path, node) -> None:
+    """Rebuild ``sysroot`` at power-on values, keeping the :data:`PERSISTENT` folders."""
+    fresh = sysroot.with_name(sysroot.name + ".boot")
+    if fresh.exists():
+        shutil.rmtree(fresh)
+    build_sysroot(fresh, node)
+    debug = fresh / "sys" / "kernel" / "debug"
+    if debug.is_dir():
+        debug.chmod(0o700)  # debugfs is root-only, as the lab lays it out (controller._protect)
+    for name in PERSISTENT:
+        if (sysroot / name).exists():
+            shutil.rmtree(fresh / name, ignore_errors=True)
+            (sysroot / name).rename(fresh / name)
+    old = sysroot.with_name(sysroot.name + ".old")
+    sysroot.rename(old)
+    fresh.rename(sysroot)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _unit_exec(unit_file: Path) -> tuple[str, str]:
+    """(ExecStart command, WorkingDirectory) of a unit file (``/`` when not set)."""
+    execs, workdir = "", "/"
+    for line in unit_file.read_text().splitlines():
+        key, _, value = line.strip().partition("=")
+        if key == "ExecStart":
+            execs = value.lstrip("-@")
+        elif key == "WorkingDirectory":
+            workdir = value
+    return execs, workdir
+
+
+def boot_commands(sysroot: Path) -> list[str]:
+    """The commands boot runs, relative to the node's login folder (sysroot ``sysroot``)."""
+    cmds = ["sysctl -q --system"]
+    wants = sysroot / WANTS
+    for link in sorted(wants.iterdir()) if wants.is_dir() else []:
+        unit = sysroot / "etc/systemd/system" / link.name  # links point at /etc/systemd/system/UNIT
+        if not link.is_symlink() or not unit.is_file():
+            continue
+        execs, workdir = _unit_exec(unit)
+        if execs:
+            program = "sysroot/" + execs.split()[0].lstrip("/")
+            cwd = "sysroot/" + workdir.lstrip("/")
+            cmds.append(f"(cd {shlex.quote(cwd)} && {shlex.quote('../' * (cwd.rstrip('/').count('/') + 1) + program)}"
+                        f" {' '.join(shlex.quote(a) for a in execs.split()[1:])})")
+    return cmds
+
+
+def reboot(state_dir: Path | str, name: str, connection) -> list[str]:
+    """Power-cycle lab node ``name`` and boot it from what it persisted.
+
+    Args:
+        state_dir: the lab state folder.  name: the node.
+        connection: a :class:`tuning.inventory.Connection` of the node (become: root via sudo).
+
+    Returns:
+        The boot commands that ran.
+
+    Raises:
+        InputError: not a node of the lab.  CommandError: a boot command failed (its text).
+    """
+    from tuning.transport.ssh import SshHost
+
+    state_dir = Path(state_dir)
+    fabric = Fabric.load(state_dir / "fabric.json")
+    nodes = {n.name: n for n in fabric.nodes}
+    if name not in nodes:
+        raise InputError("NODE", "node", f"{name!r} is not a lab node; allowed: {', '.join(nodes)}")
+    sysroot = state_dir / "nodes" / name / "sysroot"
+    reset_volatile(sysroot, nodes[name])
+    cmds = boot_commands(sysroot)
+    host = SshHost(name, connection)
+    try:
+        for cmd in cmds:
+            res = host.run(cmd)
+            if res.rc != 0:
+                raise CommandError(cmd, res.rc, res.stderr or res.stdout, host=name, phase="boot")
+    finally:
+        host.close()
+    return cmds
