@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import paramiko
@@ -223,6 +225,10 @@ class NvueDriver(SwitchDriver):
     def commit(self, *, confirm_within_s: int | None = None, message: str = "") -> str:
         """Apply the staged candidate; read back that the applied revision moved (and waits for a
         confirm when ``confirm_within_s``). Raises CommitError naming the device's text."""
+        with _as(CommitError, self.name, "apply"):
+            return self._commit(confirm_within_s)
+
+    def _commit(self, confirm_within_s: int | None) -> str:
         if self.has_pending_commit():
             raise CommitError("a commit-confirm is already pending", host=self.name, phase="apply")
         before = self.current_revision()
@@ -259,7 +265,10 @@ class NvueDriver(SwitchDriver):
             CommitConfirmError: nothing to confirm, the device's failure text, or the revision is
                 not the applied one (the confirm window ran out: the switch went back).
         """
-        rev = revision or self._tx["committed"]
+        with _as(CommitConfirmError, self.name, "confirm"):
+            self._confirm(revision or self._tx["committed"])
+
+    def _confirm(self, rev: str | None) -> None:
         states = self.revision_states()
         if rev is None:
             pending = [r for r, s in states.items() if s == "confirm"]
@@ -313,6 +322,15 @@ class NvueDriver(SwitchDriver):
         if now != str(revision):
             raise RollbackError(f"re-applying revision {revision}: the applied revision is {now}",
                                 host=self.name, phase="restore")
+
+
+@contextmanager
+def _as(error: type[TuningError], name: str, phase: str) -> Iterator[None]:
+    """Reading the device inside a transaction step fails as that step (``error``), naming the text."""
+    try:
+        yield
+    except (CommandError, ParseError) as exc:
+        raise error(f"reading the device failed: {exc}", host=name, phase=phase) from exc
 
 
 class _Timeout(ConnectError):
