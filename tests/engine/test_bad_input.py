@@ -44,8 +44,28 @@ CASES = {
                   ["switches.yml: roce:", "ecn_min_bytes 2000000 is above ecn_max_bytes 1500000"]),
     "cpu list": (lambda i: _edit(i / "host_vars/node02.yml", irq_cpus="0-15,200-207"),
                  ["host_vars/node02.yml: irq_cpus:", "CPUs 200-207 do not exist", "allowed: online CPUs 0-111"]),
-    "unknown key": (lambda i: _edit(i / "group_vars/gpu_nodes.yml", mtu_size=9000),
-                    ["gpu_nodes.yml: mtu_size: unknown key", "allowed:", "nic_qos"]),
+    "unknown key": (lambda i: _edit(i / "group_vars/gpu_nodes.yml", nic_qso={"pfc_priority": 3}),
+                    ["gpu_nodes.yml: nic_qso: unknown key", "did you mean nic_qos?", "allowed:", "nic_qos"]),
+    "bool as int": (lambda i: _edit(i / "group_vars/gpu_nodes.yml", nic_qos={"pfc_priority": True}),
+                    ["gpu_nodes.yml: nic_qos.pfc_priority:", "True is a bool; allowed: an integer in 0..7"]),
+    "sysctl injection": (lambda i: _edit(i / "group_vars/gpu_nodes.yml", sysctl={"kernel.x;touch pwned": 1}),
+                         ["gpu_nodes.yml: sysctl.kernel.x;touch pwned:", "is not a sysctl name"]),
+    "dscp clash": (lambda i: _edit(i / "group_vars/gpu_nodes.yml", nic_qos={"cnp_dscp": 26}),
+                   ["gpu_nodes.yml: nic_qos.cnp_dscp: node01: roce_dscp and cnp_dscp are both 26"]),
+    "priority clash": (lambda i: _edit(i / "group_vars/gpu_nodes.yml", nic_qos={"cnp_priority": 3}),
+                       ["gpu_nodes.yml: nic_qos.cnp_priority: node01: pfc_priority and cnp_priority are both 3"]),
+    "pfc mismatch": (lambda i: _edit(i / "group_vars/switches.yml", roce={"pfc_priority": 4,
+                                                                          "dscp_to_switch_priority": {26: 4, 48: 6}}),
+                     ["gpu_nodes.yml: nic_qos.pfc_priority: node01 and leaf01: node PFC priority 3, "
+                      "switch roce.pfc_priority 4; rule: one lossless priority"]),
+    "trust mismatch": (lambda i: _edit(i / "group_vars/gpu_nodes.yml", nic_qos={"trust": "pcp"}),
+                       ["nic_qos.trust: node01 and leaf01: node trust pcp, switch roce.trust dscp"]),
+    "dscp map": (lambda i: _edit(i / "group_vars/switches.yml", roce={"dscp_to_switch_priority": {26: 0, 48: 6}}),
+                 ["switches.yml: roce.dscp_to_switch_priority: node01 and leaf01: leaf01 maps the RoCE DSCP 26 "
+                  "of node01 to priority 0; rule: the RoCE DSCP maps to the lossless priority 3"]),
+    "port mtu": (lambda i: _edit(i / "host_vars/leaf01.yml", port_mtu_overrides={"swp2": 9000}),
+                 ["host_vars/leaf01.yml: port_mtu_overrides: node02 and leaf01: leaf01:swp2 MTU 9000 < node MTU "
+                  "9000 + 22 header bytes", "allowed: >= 9022"]),
     "no group": (_no_group, ["hosts.yaml: all.*.hosts.stray01:", "exactly one of the groups gpu_nodes, switches"]),
 }
 
