@@ -16,16 +16,16 @@ def read_script(spec: NodeSpec, sysroot: str) -> list[str]:
     lines = [f"r cpu/online {s('/sys/devices/system/cpu/online')}"]
     for nic in spec.nics:
         dev = f"/sys/class/net/{nic.netdev}"
-        k = f"nic/{nic.netdev}"
+        k = f"nic/{nic.netdev}"  # inventory text: every use below is quoted
         lines += [
             f'bdf=$(basename "$(readlink -f {s(dev + "/device")})" 2>/dev/null)',
-            f"printf '%s\\t%s\\n' {k}/bdf \"$bdf\"",
-            f"r {k}/numa_node {s(dev + '/device/numa_node')}",
-            f"r {k}/local_cpulist {s(dev + '/device/local_cpulist')}",
-            f"printf '%s\\t%s\\n' {k}/comp_irqs \"$(grep -E \"mlx5_comp[0-9]+@pci:$bdf\\$\" "
+            f"printf '%s\\t%s\\n' {q(k + '/bdf')} \"$bdf\"",
+            f"r {q(k + '/numa_node')} {s(dev + '/device/numa_node')}",
+            f"r {q(k + '/local_cpulist')} {s(dev + '/device/local_cpulist')}",
+            f"printf '%s\\t%s\\n' {q(k + '/comp_irqs')} \"$(grep -E \"mlx5_comp[0-9]+@pci:$bdf\\$\" "
             f"{s('/proc/interrupts')} 2>/dev/null | cut -d: -f1 | tr -d ' ' | tr '\\n' ' ')\"",
-            f"if [ -d {s(dev + '/ecn')} ]; then printf '%s\\tofed\\n' {k}/driver; "
-            f"else printf '%s\\tinbox\\n' {k}/driver; fi",
+            f"if [ -d {s(dev + '/ecn')} ]; then printf '%s\\tofed\\n' {q(k + '/driver')}; "
+            f"else printf '%s\\tinbox\\n' {q(k + '/driver')}; fi",
         ]
     return lines
 

@@ -1,0 +1,73 @@
+"""Fixtures of the node tests: one lab per test module (starting one costs seconds on 2 cores)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, TEST_BASE_PORT
+
+
+@pytest.fixture(scope="module")
+def node_lab(tmp_path_factory):
+    """A fresh lab for a copy of ``inventory/lab``, shared by the tests of one module; yields the inventory dir."""
+    from tuning.lab import controller
+    from tuning.lab.fabric import default_fabric, retarget_inventory
+
+    inv = tmp_path_factory.mktemp("nodelab") / "lab"
+    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state"))
+    fabric = default_fabric(base_port=TEST_BASE_PORT)
+    retarget_inventory(inv / "hosts.yaml", fabric)
+    controller.up(inv / ".state", fabric)
+    try:
+        yield inv
+    finally:
+        controller.down(inv / ".state")
+
+
+class Node:
+    """One lab node opened over SSH as the engine opens it (become: sudo)."""
+
+    def __init__(self, inv_dir: Path, name: str, spec_update: dict | None = None):
+        from tuning import inventory
+        from tuning.transport.ssh import SshHost
+
+        self.inv_dir, self.name = inv_dir, name
+        self.dev = inventory.load(inv_dir).devices[name]
+        if spec_update:
+            self.dev = with_spec(self.dev, spec_update)
+        self.host = SshHost(name, self.dev.connection)
+        self.sysroot = inv_dir / ".state" / "nodes" / name / "sysroot"
+
+    def plan(self):
+        from tuning import node
+
+        return node.plan(self.dev, node.collect(self.host, self.dev))
+
+    def close(self) -> None:
+        self.host.close()
+
+
+def with_spec(dev, update: dict):
+    """``dev`` with its NodeSpec updated (nested ``nic_qos`` dicts merged), revalidated."""
+    from dataclasses import replace
+
+    from tuning.model import NodeSpec
+
+    data = dev.spec.model_dump()
+    for key, value in update.items():
+        data[key] = {**data[key], **value} if isinstance(value, dict) and key == "nic_qos" else value
+    return replace(dev, spec=NodeSpec.model_validate(data))
+
+
+def node_files(sysroot: Path) -> dict[str, bytes]:
+    """Every regular file of a node sysroot (relative path -> bytes), and every symlink (-> its target)."""
+    out: dict[str, bytes] = {}
+    for f in sorted(sysroot.rglob("*")):
+        if f.is_symlink():
+            out[str(f.relative_to(sysroot))] = ("-> " + str(f.readlink())).encode()
+        elif f.is_file():
+            out[str(f.relative_to(sysroot))] = f.read_bytes()
+    return out
