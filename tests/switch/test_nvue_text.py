@@ -95,3 +95,15 @@ def test_faults_of_injections() -> None:
     f = faults_of(inj, "leaf01")
     assert (f.apply_fails, f.nvued_down, f.slow_apply_s, f.oper_mtu) == (False, False, 3.0, {"swp1": 9000})
     assert faults_of(inj, "leaf02").nvued_down
+
+
+@pytest.mark.parametrize("line", ["nv set interface swp1 description $(touch pwned)",
+                                  "nv set interface swp1 description a;reboot", "nv set system hostname `id`",
+                                  "nv config apply -y", "sudo reboot"])
+def test_candidate_lines_pass_a_grammar_before_any_send(line: str) -> None:
+    """The switch's login shell is bash: a candidate line with shell syntax never reaches it."""
+    from tuning.errors import CandidateError
+    from tuning.switch.nvue import NvueDriver
+
+    with pytest.raises(CandidateError, match="not an `nv set`/`nv unset` line"):
+        NvueDriver("192.0.2.1", username="fabtune").load_candidate(line + "\n")  # never opened: nothing sent
