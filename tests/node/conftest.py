@@ -56,7 +56,7 @@ def with_spec(dev, update: dict):
 
     from tuning.model import NodeSpec
 
-    data = dev.spec.model_dump()
+    data = dev.spec.model_dump(mode="json")
     for key, value in update.items():
         data[key] = {**data[key], **value} if isinstance(value, dict) and key == "nic_qos" else value
     return replace(dev, spec=NodeSpec.model_validate(data))
