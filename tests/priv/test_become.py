@@ -1,0 +1,107 @@
+"""Issue 6 item 9: Ansible's become keys, the sudo wrapping, and a become password that reaches
+sudo on stdin only: never in a command line, the journal, the report or the logs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tuning import inventory
+from tuning.errors import InputError
+from tuning.lab import privileges
+from tuning.transport import become
+
+REPO = Path(__file__).resolve().parents[2]
+CANARY = "canary-secret-5b1e9d"
+
+
+def test_wrap_is_the_command_line_sent_to_a_real_host():
+    cmd = "sysctl -w net.core.rmem_max=268435456 && echo 'a b' > /proc/sys/x"
+    assert become.wrap(cmd, "root", with_password=False) == \
+        "sudo -n -u root -- /bin/bash -c 'sysctl -w net.core.rmem_max=268435456 && echo '\"'\"'a b'\"'\"' > /proc/sys/x'"
+    assert become.wrap("true", "ops", with_password=True) == "sudo -S -p '' -u ops -- /bin/bash -c true"
+
+
+def _inventory_with(tmp_path: Path, **node_vars) -> Path:
+    inv = tmp_path / "lab"
+    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state"))
+    path = inv / "host_vars" / "node01.yml"
+    data = yaml.safe_load(path.read_text())
+    data.update(node_vars)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return inv
+
+
+def test_lab_inventory_uses_become_on_nodes_only():
+    inv = inventory.load(REPO / "inventory" / "lab")
+    assert {(d.connection.become, d.connection.become_user, d.connection.become_method) for d in inv.nodes} == \
+        {(True, "root", "sudo")}
+    assert {d.connection.become for d in inv.switches} == {False}
+
+
+@pytest.mark.parametrize("key, value, problem", [
+    ("ansible_become", "yes", "'yes' is not a boolean; allowed: true, false (host node01)"),
+    ("ansible_become_method", "su", "'su' is not supported; allowed: sudo (host node01)"),
+    ("ansible_become_user", "root;id", "'root;id' is not a user name; allowed: [a-z_][a-z0-9_-]{0,31} (host node01)"),
+    ("ansible_become_password", CANARY, "a become password is never read from the inventory in clear text; "
+                                        "set FABTUNE_BECOME_PASSWORD in the environment (host node01)"),
+    ("ansible_become_pass", CANARY, "a become password is never read from the inventory in clear text; "
+                                    "set FABTUNE_BECOME_PASSWORD in the environment (host node01)"),
+])
+def test_bad_become_keys_are_refused_naming_file_and_key(tmp_path, key, value, problem):
+    inv = _inventory_with(tmp_path, **{key: value})
+    with pytest.raises(InputError) as err:
+        inventory.load(inv)
+    assert (err.value.file, err.value.key, err.value.problem) == (str(inv / "host_vars" / "node01.yml"), key, problem)
+    assert CANARY not in str(err.value)
+
+
+def test_become_user_is_read(tmp_path):
+    inv = inventory.load(_inventory_with(tmp_path, ansible_become_user="ops"))
+    assert inv.devices["node01"].connection.become_user == "ops"
+    assert inv.devices["node02"].connection.become_user == "root"
+
+
+def _fabtune(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tuning", *args], capture_output=True, text=True, env=env,
+                          timeout=300, cwd=REPO)
+
+
+@pytest.mark.lab
+def test_become_password_from_env_applies_and_never_leaks(lab_inventory, tmp_path):
+    state, journal = lab_inventory / ".state", tmp_path / "journal"
+    privileges.require_password(state, CANARY)
+    rmem = state / "nodes" / "node01" / "sysroot" / "proc/sys/net/core/rmem_max"
+    before = rmem.read_text()
+    env = {**os.environ, "FABTUNE_BECOME_PASSWORD": CANARY}
+    applied = _fabtune("apply", "-i", str(lab_inventory), "--limit", "node01", "--domain", "sysctl",
+                       "--journal-dir", str(journal), "--json", env=env)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert rmem.read_text() == "268435456\n" != before
+    run_id = sorted(p.stem for p in journal.glob("*.json"))[-1]
+    rolled = _fabtune("rollback", run_id, "--journal-dir", str(journal), env=env)
+    assert rolled.returncode == 0, rolled.stdout + rolled.stderr
+    assert rmem.read_text() == before
+    seen = [applied.stdout, applied.stderr, rolled.stdout, rolled.stderr]
+    seen += [p.read_text(errors="replace") for p in journal.rglob("*") if p.is_file()]
+    seen += [p.read_text(errors="replace") for p in state.glob("*") if p.is_file()]  # lab.log, sudoers.json, ...
+    assert len(seen) > 6 and not [text for text in seen if CANARY in text]
+
+
+@pytest.mark.lab
+def test_without_become_a_write_fails_with_the_node_text_and_changes_nothing(tmp_path, lab_inventory):
+    hv = lab_inventory / "host_vars" / "node01.yml"
+    hv.write_text(hv.read_text() + "ansible_become: false\n")
+    rmem = lab_inventory / ".state" / "nodes" / "node01" / "sysroot" / "proc/sys/net/core/rmem_max"
+    before = rmem.read_text()
+    res = _fabtune("apply", "-i", str(lab_inventory), "--limit", "node01", "--domain", "sysctl",
+                   "--journal-dir", str(tmp_path / "journal"), env=dict(os.environ))
+    assert res.returncode != 0
+    assert "permission denied on key 'net" in res.stdout + res.stderr
+    assert rmem.read_text() == before
