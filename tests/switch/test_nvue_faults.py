@@ -125,16 +125,20 @@ def test_oper_mtu_drift_shows_in_plan_and_fails_the_read_back(sw) -> None:
     dev = leaf(inv_dir)
     state = switch_ops.collect(drv, dev)
     switch_ops.apply(drv, dev, switch_ops.plan(dev, state), None, state.revision)
+    fabric_json = inv_dir / ".state" / "switches" / "leaf01.fabric.json"
     lab_inject(inv_dir, "leaf01:swp1", "oper-mtu", "9000")
+    # what the fabric model reads for verification, before the switch ran any command
+    assert json.loads(fabric_json.read_text())["ports"]["swp1"]["mtu"] == 9000
     state = switch_ops.collect(drv, dev)
     drift = [c for c in switch_ops.plan(dev, state) if c.key == "port/swp1/oper_mtu"]
     assert [(c.before, c.after) for c in drift] == [("9000", "9216")]
     with pytest.raises(CommitError, match="port/swp1/oper_mtu wanted '9216', runs 9000"):
         switch_ops.apply(drv, dev, switch_ops.plan(dev, state), None, state.revision)
-    fabric = json.loads((inv_dir / ".state" / "switches" / "leaf01.fabric.json").read_text())
-    assert fabric["ports"]["swp1"]["mtu"] == 9000  # what the fabric model reads for verification
+    assert json.loads(fabric_json.read_text())["ports"]["swp1"]["mtu"] == 9000
     lab_inject(inv_dir, "leaf01:swp1", "clear")
+    assert json.loads(fabric_json.read_text())["ports"]["swp1"]["mtu"] == 9216
     assert switch_ops.plan(dev, switch_ops.collect(drv, dev)) == []
+    assert json.loads(fabric_json.read_text())["ports"]["swp1"]["mtu"] == 9216
 
 
 def test_inject_refuses_bad_switch_faults(module_lab: Path) -> None:

@@ -96,7 +96,10 @@ class FaultReader:
 
 def handles(fabric: Fabric, target: str, kind: str) -> bool:
     """True when ``(target, kind)`` is a switch fault (or clears one) for :func:`inject_switch`."""
-    return kind in SWITCH_KINDS or (kind == "clear" and target in {s.name for s in fabric.switches})
+    if kind in SWITCH_KINDS:
+        return True
+    oper = any(i.get("target") == target and i.get("kind") == "oper-mtu" for i in fabric.injections)
+    return kind == "clear" and (oper or target in {s.name for s in fabric.switches})
 
 
 def inject_switch(path: Path, fabric: Fabric, target: str, kind: str, value: str | None) -> list[dict]:
@@ -112,12 +115,13 @@ def inject_switch(path: Path, fabric: Fabric, target: str, kind: str, value: str
     """
     entry: dict = {"target": target, "kind": kind}
     switches = {s.name: s for s in fabric.switches}
-    if kind == "oper-mtu":
+    if kind == "oper-mtu" or ":" in target:
         sw, _, port = target.partition(":")
         if sw not in switches or port not in switches[sw].ports:
             raise InputError("TARGET", "target", f"{target!r} is not a switch port of the lab; allowed: "
                              + "; ".join(f"{s.name}:{','.join(s.ports)}" for s in fabric.switches))
-        entry["value"] = _number(value, kind, 68, 9216)
+        if kind == "oper-mtu":
+            entry["value"] = _number(value, kind, 68, 9216)
     else:
         if target not in switches:
             raise InputError("TARGET", "target", f"{target!r} is not a switch of the lab; allowed: "
@@ -126,11 +130,35 @@ def inject_switch(path: Path, fabric: Fabric, target: str, kind: str, value: str
             entry["value"] = _number(value, kind, 1, MAX_SLOW_APPLY_S)
         elif value is not None:
             raise InputError("VALUE", "value", f"{kind} takes no value (got {value!r})")
+    old = next((i for i in fabric.injections if i.get("target") == target), {})
+    if kind == "oper-mtu" or old.get("kind") == "oper-mtu":
+        # the switch rewrites its file at its next command; until then the fabric model reads this
+        was = _port_mtu(path.parent, target, entry["value"] if kind == "oper-mtu" else old.get("applied"))
+        if kind == "oper-mtu":
+            entry["applied"] = old.get("applied") if old.get("kind") == "oper-mtu" else was
     fabric.injections = [i for i in fabric.injections if i.get("target") != target]
     if kind != "clear":
         fabric.injections.append(entry)
     fabric.save(path)
     return list(fabric.injections)
+
+
+def _port_mtu(state_dir: Path, target: str, mtu: int | None) -> int | None:
+    """Set ``ports[PORT].mtu`` of ``switches/SWITCH.fabric.json`` to ``mtu`` (None: leave it);
+    returns the MTU it held (None: no file yet)."""
+    sw, _, port = target.partition(":")
+    path = state_dir / "switches" / f"{sw}.fabric.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    was = data.setdefault("ports", {}).setdefault(port, {}).get("mtu")
+    if mtu is not None:
+        data["ports"][port]["mtu"] = mtu
+        tmp = path.with_suffix(".inject.tmp")
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        tmp.replace(path)
+    return was
 
 
 def _number(value: str | None, kind: str, lo: int, hi: int) -> int:
