@@ -107,7 +107,7 @@ class ActionModule(ActionBase):
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         host = str(task_vars.get("inventory_hostname", ""))
         opts = engine.Options(mode="plan" if self._task.check_mode else "apply", limit=[host],
-                              domains=set(args["domains"]))
+                              domains=set(args["domains"]), lock_wait_s=600.0)  # hosts take the inventory lock in turn
         if args.get("journal_dir"):
             opts.journal_dir = Path(args["journal_dir"])
         try:

@@ -165,3 +165,14 @@ def test_confirm_window_is_derived_and_impossible_values_refused():
         assert why in str(err.value)
     big = confirm_window(Options(mode="rollout"), pairs * 40, 7)  # 720 pairs: a long verification
     assert big > 600
+
+
+def test_a_waiting_run_takes_the_lock_when_the_holder_ends(tmp_path: Path):
+    import threading
+
+    inv = tmp_path / "inv"
+    inv.mkdir()
+    first = RunLock(lock_path(inv), "20261130T101500-aaaaaa", "apply", tmp_path / "a.json").acquire()
+    threading.Timer(0.5, first.release).start()
+    with RunLock(lock_path(inv), "20261130T101501-bbbbbb", "apply", tmp_path / "b.json", wait_s=10) as second:
+        assert json.loads(lock_path(inv).read_text())["run_id"] == second.run_id

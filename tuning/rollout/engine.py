@@ -46,6 +46,7 @@ class Options:
     workers: int = 20
     domains: set[str] | None = None  # only these domains (mtu, sysctl, nic_qos, irq, files, switch)
     rails: tuple[int, ...] | None = None  # verify on these rails only (None: every rail)
+    lock_wait_s: float = 0.0  # wait this long for another run's lock (0: refuse at once)
 
 
 @dataclass
@@ -267,7 +268,8 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
     run_id = new_run_id()
     lock = None
     if opts.mode != "plan":
-        lock = RunLock(lock_path(inv.path), run_id, opts.mode, opts.journal_dir / f"{run_id}.json").acquire()
+        lock = RunLock(lock_path(inv.path), run_id, opts.mode, opts.journal_dir / f"{run_id}.json",
+                       wait_s=opts.lock_wait_s).acquire()
     s = Session(inv, devices, opts.workers)
     try:
         progress(f"connecting to {len(devices)} device(s)")

@@ -32,9 +32,13 @@ LOCK_NAME = ".fabtune.lock"
 
 
 class LockError(TuningError):
-    """Another run holds the inventory's lock (nothing was read or pushed). Exit 2."""
+    """Another run holds the inventory's lock (nothing was read or pushed). Exit 2.
+
+    ``live``: the holder is a running process (worth waiting for), not a stale lock.
+    """
 
     exit_code = 2
+    live = False
 
 
 def lock_path(inventory: Path) -> Path:
@@ -89,6 +93,7 @@ class RunLock:
     mode: str
     journal: Path
     take_over_run: str | None = None  # rollback RUN_ID may take over the stale lock of RUN_ID
+    wait_s: float = 0.0  # wait this long for a live holder to end (the Ansible front end's hosts)
     held: bool = False
 
     def describe(self, info: dict) -> str:
@@ -102,15 +107,24 @@ class RunLock:
         Raises:
             LockError: a live run holds it, or a dead run left devices changed (names it).
         """
-        for _ in range(3):
+        deadline, tries = time.monotonic() + self.wait_s, 0
+        while True:
             if self._create():
                 return self
             info = self._read()
             if info is None:
                 continue  # removed or half written between our tries
-            self._judge(info)
+            try:
+                self._judge(info)
+            except LockError as e:
+                if not e.live or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)
+                continue
+            tries += 1
+            if tries > 3:
+                raise LockError(f"could not take the lock {self.path}: it keeps changing hands")
             self.path.unlink(missing_ok=True)  # stale and safe: take it over
-        raise LockError(f"could not take the lock {self.path}: it keeps changing hands")
 
     def _create(self) -> bool:
         doc = {"run_id": self.run_id, "pid": os.getpid(), "host": socket.gethostname(), "mode": self.mode,
@@ -148,7 +162,9 @@ class RunLock:
             raise LockError(f"{self.path} is held by {who}, on another host: wait for it to end, or remove "
                             f"the file once you know that run is gone")
         if pid_alive(int(info.get("pid") or -1)):
-            raise LockError(f"another run holds this inventory: {who}; wait for it to end ({self.path})")
+            err = LockError(f"another run holds this inventory: {who}; wait for it to end ({self.path})")
+            err.live = True
+            raise err
         left = _unfinished(info.get("journal"))
         if left and info.get("run_id") != self.take_over_run:
             raise LockError(f"stale lock {self.path}: {who} died (pid gone) and left {', '.join(left)} changed; "
