@@ -5,8 +5,10 @@ It sees exactly the variables ``ansible-inventory --list`` gives (``tuning.model
 ``host_vars/<host>.yml`` (or a folder), in Ansible's precedence. Each file is read by
 ``tuning.model.yamlfile`` (UTF-8, no duplicate keys, bounded nesting, no recursive aliases).
 
-Every host must belong (directly or through a child group) to exactly one role group:
-``gpu_nodes`` (a :class:`~tuning.model.NodeSpec`) or ``switches`` (a :class:`~tuning.model.SwitchSpec`).
+fabtune's devices are the hosts of the role groups ``gpu_nodes`` (a :class:`~tuning.model.NodeSpec`)
+and ``switches`` (a :class:`~tuning.model.SwitchSpec`), one role each; hosts only in other groups
+(a site's login nodes) are left alone; a host in no group, or in a group named like a role group
+(``gpu-nodes``), is refused.
 fabtune's own keys (the models' fields, ``fabtune_*``) are validated strictly (no coercion, a
 grammar for every string that reaches a shell or a file, bounded ranges); a key of the other role is
 refused unless it is set for a group holding both roles (``all``); an unknown key close to a known
@@ -106,13 +108,25 @@ class Inventory:
         return out
 
 
-def _role_of(hosts_file: Path, host: str, groups: list[str]) -> type[NodeSpec] | type[SwitchSpec]:
-    roles = {g for g in groups if g in ROLE_GROUPS}
-    if len(roles) != 1:
-        have = ", ".join(g for g in groups if g not in ("all", "ungrouped")) or "no group"
-        raise InputError(str(hosts_file), f"all.*.hosts.{host}",
-                         f"host must be in exactly one of the groups {', '.join(ROLE_GROUPS)} (it is in {have})")
-    return ROLE_GROUPS[roles.pop()]
+def _role_of(hosts_file: Path, host: str, groups: list[str]) -> str | None:
+    """The role group of ``host`` (``gpu_nodes`` / ``switches``), or None for a site host that is in
+    other groups only (a login node: not fabtune's, left alone).
+
+    Raises:
+        InputError: in both role groups, in no group at all, or in a group whose name is close to a
+            role group's (``gpu-nodes``: a typo that would drop the host silently).
+    """
+    roles = [g for g in groups if g in ROLE_GROUPS]
+    others = [g for g in groups if g not in ("all", "ungrouped") and g not in ROLE_GROUPS]
+    close = next((m for g in others for m in difflib.get_close_matches(g, list(ROLE_GROUPS), 1, 0.75)), None)
+    if len(roles) == 1:
+        return roles[0]
+    if roles or not others or close:
+        have = ", ".join(roles + others) or "no group"
+        hint = f"; did you mean {close}?" if close and not roles else ""
+        raise InputError(str(hosts_file), f"all.*.hosts.{host}", f"host must be in exactly one of the groups "
+                         f"{', '.join(ROLE_GROUPS)} (it is in {have}){hint}")
+    return None
 
 
 def _nested_keys(role: str) -> dict[str, str]:
@@ -205,13 +219,12 @@ def load(path: str | Path) -> Inventory:
     hosts_file = _hosts_file(path)
     inv = hosts_file.parent
     tree = parse_tree(hosts_file)
-    hosts = list(tree.inline)
-    role_of = {h: _role_of(hosts_file, h, tree.groups_of(h)) for h in hosts}
-    role_of = {h: next(g for g, m in ROLE_GROUPS.items() if m is model) for h, model in role_of.items()}
-    mixed = {g for g in tree.groups if len({role_of[h] for h in hosts if g in tree.groups_of(h)}) > 1}
-    check_vars_files(inv, set(tree.groups) | {"ungrouped"}, set(hosts))
+    groups = {h: tree.groups_of(h) for h in tree.inline}
+    check_vars_files(inv, set(tree.groups) | {"ungrouped"}, set(groups))
+    role_of = {h: r for h, g in groups.items() if (r := _role_of(hosts_file, h, g)) is not None}
+    mixed = {g for g in tree.groups if len({role_of[h] for h in role_of if g in groups[h]}) > 1}
     cache = VarsCache(inv)
-    devices = {h: _device(tree, cache, h, role_of, mixed) for h in hosts}
+    devices = {h: _device(tree, cache, h, role_of, mixed) for h in role_of}
     check_cabling(devices, hosts_file)
     check_addresses(devices, hosts_file)
     check_qos(devices)

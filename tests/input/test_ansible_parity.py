@@ -148,3 +148,19 @@ def test_duplicate_key_is_refused_with_file_key_and_line(tmp_path: Path):
     with pytest.raises(InputError) as e:
         inventory.load(inv)
     assert str(e.value).startswith(f"{gv}: mtu: key given twice (line ")
+
+
+def test_site_hosts_outside_the_role_groups_are_left_alone(tmp_path: Path):
+    inv = tmp_path / "lab"
+    shutil.copytree(REPO / "inventory/lab", inv, ignore=shutil.ignore_patterns(".state"))
+    hosts = inv / "hosts.yaml"
+    base = hosts.read_text()
+    hosts.write_text(base + "    login:\n      hosts:\n        login01: {ansible_host: 10.9.9.9, ntp_servers: [a]}\n")
+    loaded = inventory.load(inv)
+    assert "login01" not in loaded.devices and len(loaded.devices) == 7
+    assert inventory.resolved_vars(inv)["login01"]["ntp_servers"] == ["a"]
+    hosts.write_text(base + "    gpu-nodes:\n      hosts:\n        node09: {}\n")
+    with pytest.raises(InputError) as e:
+        inventory.load(inv)
+    assert str(e.value) == (f"{hosts}: all.*.hosts.node09: host must be in exactly one of the groups gpu_nodes, "
+                            "switches (it is in gpu-nodes); did you mean gpu_nodes?")
