@@ -113,9 +113,10 @@ def _pair_rules(node: Device, sw: Device, port: str) -> None:
                              f"switch roce.trust {r.trust}; rule: both trust the same field")
         got = r.dscp_to_switch_priority.get(q.roce_dscp)
         if got != r.pfc_priority:
+            to = f"maps the RoCE DSCP {q.roce_dscp} of {node.name} to priority {got}" if got is not None else \
+                f"leaves the RoCE DSCP {q.roce_dscp} of {node.name} unmapped"
             raise InputError(sw.sources.get("roce", "inventory"), "roce.dscp_to_switch_priority", f"{pair}: "
-                             f"{sw.name} maps the RoCE DSCP {q.roce_dscp} of {node.name} to priority {got}; "
-                             f"rule: the RoCE DSCP maps to the lossless priority {r.pfc_priority}")
+                             f"{sw.name} {to}; rule: the RoCE DSCP maps to the lossless priority {r.pfc_priority}")
     port_mtu = sw.spec.port_mtu_overrides.get(port, sw.spec.port_mtu)
     if port_mtu < node.spec.mtu + MTU_HEADER_BYTES:
         key = "port_mtu_overrides" if port in sw.spec.port_mtu_overrides else "port_mtu"

@@ -38,6 +38,9 @@ from tuning.transport import become as _become
 ROLE_GROUPS = {"gpu_nodes": NodeSpec, "switches": SwitchSpec}
 #: the Ansible variables fabtune reads (validated); other ``ansible_*`` keys are Ansible's business
 CONNECTION_KEYS = {"ansible_host", "ansible_port", "ansible_user", *_become.KEYS}
+#: Ansible's old aliases of the keys above: fabtune would not see them, so they are refused
+LEGACY_KEYS = {"ansible_ssh_host": "ansible_host", "ansible_ssh_port": "ansible_port",
+               "ansible_ssh_user": "ansible_user"}
 FABTUNE_KEYS = {"fabtune_sysroot", "fabtune_ssh_key_file", "fabtune_known_hosts_file"}
 #: fabtune_* keys that mean something for each role (a switch has no sysroot)
 ROLE_FABTUNE_KEYS = {"node": FABTUNE_KEYS, "switch": FABTUNE_KEYS - {"fabtune_sysroot"}}
@@ -155,6 +158,9 @@ def _check_keys(role: str, vars_: dict, where: tuple[dict, dict], host: str, mix
     nested = _nested_keys(role)
     known = sorted(own | other | CONNECTION_KEYS | FABTUNE_KEYS | set(nested))
     for key in vars_:
+        if key in LEGACY_KEYS:
+            raise InputError(sources[key], key, f"an old Ansible alias fabtune does not read (host {host}); "
+                                                f"allowed: {LEGACY_KEYS[key]}")
         if key in own or key in CONNECTION_KEYS or key.startswith(("__", "ansible_")):
             continue
         if key in other or key in FABTUNE_KEYS:
