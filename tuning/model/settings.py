@@ -128,7 +128,8 @@ class SwitchRoce(BaseModel):
     """RoCE lossless settings of an NVUE switch (``nv set qos roce`` and the PFC / mapping / ECN knobs).
 
     Attributes:
-        mode: ``lossless`` (PFC + ECN) as in the Cumulus RoCE doc.
+        mode: ``lossless`` (PFC + ECN) as in the Cumulus RoCE doc, or ``lossy`` (ECN only; ``nv set qos
+            roce mode lossy``, the other mode the same doc names).
         pfc_priority: switch priority with PFC (0..7), default 3.
         trust: ``dscp`` (L3 trust), the RoCE default.
         dscp_to_switch_priority: DSCP (0..63) -> switch priority (0..7); default 26->3, 48->6.
@@ -140,7 +141,7 @@ class SwitchRoce(BaseModel):
     """
 
     model_config = _STRICT
-    mode: Literal["lossless"] = "lossless"
+    mode: Literal["lossless", "lossy"] = "lossless"
     pfc_priority: int = Field(3, ge=0, le=7)
     trust: Literal["dscp", "pcp"] = "dscp"
     dscp_to_switch_priority: dict[int, int] = Field(default_factory=lambda: {26: 3, 48: 6})
