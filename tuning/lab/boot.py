@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 from pathlib import Path
@@ -38,10 +39,27 @@ def reset_volatile(sysroot: Path, node) -> None:
         if (sysroot / name).exists():
             shutil.rmtree(fresh / name, ignore_errors=True)
             (sysroot / name).rename(fresh / name)
+    if not sysroot.stat().st_mode & 0o200:  # the lab keeps sysroot trees read-only (user-namespace mode)
+        from tuning.lab import privileges
+
+        protect = getattr(privileges, "make_read_only", None)
+        if protect is not None:
+            protect(fresh)
     old = sysroot.with_name(sysroot.name + ".old")
     sysroot.rename(old)
     fresh.rename(sysroot)
-    shutil.rmtree(old, ignore_errors=True)
+    _remove(old)
+
+
+def _remove(tree: Path) -> None:
+    """Delete a tree, read-only folders included."""
+    for folder, dirs, _ in os.walk(tree):
+        for name in dirs:
+            path = Path(folder) / name
+            if not path.is_symlink():
+                path.chmod(0o755)
+    tree.chmod(0o755)
+    shutil.rmtree(tree, ignore_errors=True)
 
 
 def _unit_exec(unit_file: Path) -> tuple[str, str]:
