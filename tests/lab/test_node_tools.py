@@ -174,3 +174,87 @@ def test_show_gids_ipv4_at_index5_with_extra_link_local(tmp_path, cases_dir):
     assert out[7].split("\t")[4:] == ["10.0.0.3  ", "v2", "enp12s0np0"]
     all_devs = lab.run("show_gids").stdout.splitlines()
     assert all_devs[-1] == f"n_gids_found={6 + 7 * 4}"
+
+
+# ---- kernel refusals (issue 6): what fabtune sends to a real host, refused as the kernel refuses ----
+
+def tee_write(lab: Lab, value: str, path: str) -> subprocess.CompletedProcess:
+    """``printf '%s\\n' VALUE | tee PATH >/dev/null`` as fabtune writes a sysfs/procfs value, in the sysroot."""
+    env = {"PATH": f"{lab.bin}:/usr/bin:/bin", "FABTUNE_LAB_SYSROOT": str(lab.root)}
+    return subprocess.run(["bash", "-c", 'printf "%s\\n" "$1" | tee "$2" >/dev/null', "-", value, path],
+                          env=env, capture_output=True, text=True, cwd=lab.root.parent, timeout=30)
+
+
+@pytest.mark.parametrize("value, errno", [
+    ("abc", "Invalid argument"), ("3-1", "Invalid argument"), ("", "Invalid argument"),
+    ("112", "Numerical result out of range"), ("0-99999999", "Numerical result out of range"),
+    ("5;touch pwned", "Invalid argument")])
+def test_smp_affinity_list_refuses_like_the_kernel(lab, value, errno):
+    target = "sysroot/proc/irq/101/smp_affinity_list"  # node01 has CPUs 0-111
+    (lab.root / "proc/irq/101/smp_affinity_list").write_text("0-15\n")
+    res = tee_write(lab, value, target)
+    assert (res.returncode, res.stderr) == (1, f"tee: {target}: {errno}\n")
+    assert (lab.root / "proc/irq/101/smp_affinity_list").read_text() == "0-15\n"
+    assert not (lab.root.parent / "pwned").exists()
+    ok = tee_write(lab, "0-3,111", target)
+    assert (ok.returncode, ok.stderr) == (0, "")
+    assert (lab.root / "proc/irq/101/smp_affinity_list").read_text() == "0-3,111\n"
+
+
+@pytest.mark.parametrize("path, bad, good", [
+    ("sys/class/net/enp12s0np0/ecn/roce_np/enable/3", "2", "1"),
+    ("sys/class/net/enp12s0np0/ecn/roce_rp/enable/3", "yes", "0"),
+    ("sys/class/net/enp12s0np0/ecn/roce_np/cnp_dscp", "64", "63"),
+    ("sys/class/net/enp12s0np0/ecn/roce_np/cnp_802p_prio", "8", "7"),
+    ("proc/sys/kernel/numa_balancing", "1; touch pwned", "0"),
+])
+def test_sysfs_and_procfs_values_refused_like_the_kernel(lab, path, bad, good):
+    before = (lab.root / path).read_text()
+    res = tee_write(lab, bad, f"sysroot/{path}")
+    assert (res.returncode, res.stderr) == (1, f"tee: sysroot/{path}: Invalid argument\n")
+    assert (lab.root / path).read_text() == before
+    assert tee_write(lab, good, f"sysroot/{path}").returncode == 0
+    assert (lab.root / path).read_text() == f"{good}\n"
+
+
+def test_tee_cannot_create_files_the_kernel_does_not_have(lab):
+    res = tee_write(lab, "1", "sysroot/proc/irq/9999/smp_affinity_list")
+    assert (res.returncode, res.stderr) == (1, "tee: sysroot/proc/irq/9999/smp_affinity_list: No such file or directory\n")
+    assert not (lab.root / "proc/irq/9999").exists()
+
+
+def test_sysctl_value_of_the_wrong_type(lab):
+    before = (lab.root / "proc/sys/kernel/numa_balancing").read_text()
+    bad = lab.run("sysctl", "-q", "-w", "kernel.numa_balancing=1; touch pwned")
+    assert (bad.returncode, bad.stderr) == (1, 'sysctl: setting key "kernel.numa_balancing": Invalid argument\n')
+    assert (lab.root / "proc/sys/kernel/numa_balancing").read_text() == before
+    vec = lab.run("sysctl", "-q", "-w", "net.core.rmem_max=4096\t87380")
+    assert vec.returncode == 0
+
+
+def test_mlnx_qos_dcbx_mode_and_dscp2prio(lab):
+    out = lab.run("mlnx_qos", "-i", "enp76s0np0", "--dcbx", "fw").stdout
+    assert out.startswith("DCBX mode: Firmware controlled\nPriority trust state: pcp\n")
+    lab.run("mlnx_qos", "-i", "enp76s0np0", "--dcbx=os")
+    out = lab.run("mlnx_qos", "-i", "enp76s0np0", "--trust", "dscp", "--dscp2prio", "set,26,0").stdout
+    assert out.startswith("DCBX mode: OS controlled\n")
+    assert "\tprio:0 dscp:26,07,06,05,04,03,02,01,00,\n" in out
+    bad = lab.run("mlnx_qos", "-i", "enp76s0np0", "--dcbx", "auto")
+    assert (bad.returncode, bad.stdout) == (1, "Invalid dcbx command. Refer to the help.\n")
+
+
+def test_systemctl_enable_makes_the_wants_link(lab):
+    unit = lab.root / "etc/systemd/system/fabtune-nic.service"
+    unit.write_text("[Unit]\nDescription=x\n[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n")
+    res = lab.run("systemctl", "enable", "fabtune-nic.service")
+    link = lab.root / "etc/systemd/system/multi-user.target.wants/fabtune-nic.service"
+    assert res.returncode == 0
+    assert res.stderr == ("Created symlink /etc/systemd/system/multi-user.target.wants/fabtune-nic.service"
+                          " \u2192 /etc/systemd/system/fabtune-nic.service.\n")
+    assert os.readlink(link) == "/etc/systemd/system/fabtune-nic.service"
+    assert lab.run("systemctl", "disable", "fabtune-nic.service").returncode == 0
+    assert not link.is_symlink()
+    missing = lab.run("systemctl", "enable", "nosuch.service")
+    assert (missing.returncode, missing.stderr) == (1, "Failed to enable unit: Unit file nosuch.service does not exist.\n")
+    idle = lab.run("systemctl", "is-active", "irqbalance.service")
+    assert (idle.returncode, idle.stdout) == (3, "inactive\n")
