@@ -55,10 +55,11 @@ def test_unprivileged_shell_is_refused_with_the_real_texts(lab_inventory, node01
 def test_shell_is_not_root_and_debugfs_is_root_only(lab_inventory):
     host = SshHost("node04", inventory.load(lab_inventory).devices["node04"].connection)  # inbox driver: debugfs
     try:
-        res = host.run("id -u; ls sysroot/sys/kernel/debug/mlx5", privileged=False)
-        assert res.rc == 2 and res.stdout != "0\n"
+        res = host.run("grep CapEff /proc/self/status; ls sysroot/sys/kernel/debug/mlx5", privileged=False)
+        assert (res.rc, res.stdout) == (2, "CapEff:\t0000000000000000\n")  # no capability at all
         assert res.stderr == "ls: cannot access 'sysroot/sys/kernel/debug/mlx5': Permission denied\n"
-        assert host.run("id -u; ls sysroot/sys/kernel/debug/mlx5 | wc -l").stdout == "0\n8\n"
+        res = host.run("grep CapEff /proc/self/status; ls sysroot/sys/kernel/debug/mlx5 | wc -l")
+        assert res.stdout.endswith("\n8\n") and res.stdout != "CapEff:\t0000000000000000\n8\n"
     finally:
         host.close()
 
@@ -76,8 +77,8 @@ def test_become_runs_the_same_commands_as_root(lab_inventory, node01):
 
 
 def test_background_start_is_unprivileged_by_default(node01):
-    assert node01.start("id -u").wait().stdout != "0\n"
-    assert node01.start("id -u", privileged=True).wait().stdout == "0\n"
+    assert node01.start("grep CapEff /proc/self/status").wait().stdout == "CapEff:\t0000000000000000\n"
+    assert node01.start("grep CapEff /proc/self/status", privileged=True).wait().stdout != "CapEff:\t0000000000000000\n"
 
 
 def test_lab_sudo_refuses_a_process_that_is_not_a_node_shell(lab):

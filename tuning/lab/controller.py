@@ -88,10 +88,16 @@ def _protect(state_dir: Path, fabric: Fabric) -> None:
     if user is not None:
         for path in (state_dir, Path(_package_parent()), Path(sys.executable).resolve().parent):
             privileges.grant_search(path, *user)
+    elif os.geteuid() != 0 or privileges.in_user_namespace():  # the shells' uid owns the files
+        for node in fabric.nodes:
+            privileges.make_read_only(state_dir / "nodes" / node.name / "sysroot")
+            debug = state_dir / "nodes" / node.name / "sysroot" / "sys" / "kernel" / "debug"
+            if debug.is_dir():
+                debug.chmod(0)  # the owner may not read it either: only CAP_DAC_OVERRIDE (sudo) may
 
 
 def _daemon_argv(state_dir: Path) -> tuple[list[str], dict[str, str]]:
-    """The daemon's command line: as is when root, else inside a user namespace (uid 0 there)."""
+    """The daemon's command line: as is when root (or root of a user namespace), else in a user namespace."""
     argv = [sys.executable, "-m", "tuning.lab.daemon", str(state_dir)]
     if os.geteuid() == 0:
         return argv, {}
@@ -99,7 +105,7 @@ def _daemon_argv(state_dir: Path) -> tuple[list[str], dict[str, str]]:
     if unshare is None:
         raise TuningError("the lab needs root or user namespaces (`unshare` from util-linux) to give its "
                           "node shells an unprivileged user and a sudo", phase="lab")
-    return [unshare, "--user", "--map-root-user", "--", *argv], {privileges.USERNS_ENV: "1"}
+    return [unshare, "--user", "--map-root-user", "--", *argv], {}
 
 
 def endpoints(fabric: Fabric) -> list[tuple[str, str, int]]:
@@ -141,7 +147,7 @@ def _discard(folders: list[Path]) -> None:
     for folder in present:
         folder.rename(trash / folder.name)
     try:
-        subprocess.Popen(["rm", "-rf", str(trash)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        subprocess.Popen(["sh", "-c", 'chmod -R u+w "$1" 2>/dev/null; rm -rf "$1"', "sh", str(trash)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True)
     except OSError:
         shutil.rmtree(trash, ignore_errors=True)

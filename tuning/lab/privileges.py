@@ -8,11 +8,12 @@ lab is never more lenient. Two modes, chosen by who runs the daemon:
   root-owned sysroot file (``bash: ...: Permission denied``) and the stand-ins see a
   non-root caller. The state folder's ancestors get search permission (``o+x``, never read)
   so that uid can reach its sysroot (pytest's tmp folders are 0700).
-- **unprivileged daemon** (a developer): the controller starts the daemon in a user
-  namespace (``unshare --user --map-root-user``); node shells drop every capability (empty
-  bounding set, ``no_new_privs``). The stand-ins refuse without privileges as above, but the
-  sysroot files are the developer's own, so a bare shell redirect is not refused in this
-  mode (documented in docs/lab.md).
+- **user namespace** (a developer): the controller starts the daemon in a user namespace
+  (``unshare --user --map-root-user``; ``make test`` runs the whole suite in one) where only
+  the developer's uid is mapped, as 0. Node shells keep uid 0 there but drop every
+  capability (empty bounding set, ``no_new_privs``), and the sysroot trees are made
+  read-only (files 0444, folders 0555), so the kernel refuses their writes (EACCES) while
+  the daemon and sudo (uid 0 with CAP_DAC_OVERRIDE in the namespace) write as root does.
 
 ``sudo`` on a node's PATH is the stand-in :mod:`tuning.lab.sudo`. It connects to the node's
 unix socket ``<state>/run/sudo/<node>.sock`` served here, passes its stdin/stdout/stderr
@@ -38,16 +39,23 @@ import threading
 from pathlib import Path
 
 log = logging.getLogger("fabtune.lab.sudo")
-#: the daemon runs in a user namespace (set by the controller for an unprivileged daemon)
-USERNS_ENV = "FABTUNE_LAB_USERNS"
 LAB_USERS = ("fabtune", "nobody")
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 24, 38
 MAX_REQUEST = 1 << 20
 
 
+def in_user_namespace() -> bool:
+    """Whether this process runs in a user namespace that maps only some uids (not the initial one)."""
+    try:
+        maps = Path("/proc/self/uid_map").read_text().split()
+    except OSError:
+        return False
+    return maps != ["0", "0", "4294967295"]
+
+
 def lab_user() -> tuple[int, int] | None:
     """(uid, gid) node shells drop to when the daemon is real root; None otherwise."""
-    if os.geteuid() != 0 or os.environ.get(USERNS_ENV):
+    if os.geteuid() != 0 or in_user_namespace():
         return None
     for name in LAB_USERS:
         try:
@@ -62,6 +70,20 @@ def describe() -> str:
     """How node shells are made unprivileged, for lab.log."""
     user = lab_user()
     return f"as uid {user[0]}" if user else "without capabilities (user namespace)"
+
+
+def make_read_only(tree: Path) -> None:
+    """Files 0444 and folders 0555 under ``tree`` (user-namespace mode: the shells own them)."""
+    for parent, dirs, files in os.walk(tree):
+        for name in files:
+            path = os.path.join(parent, name)
+            if not os.path.islink(path):
+                os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) & 0o555)
+        for name in dirs:
+            path = os.path.join(parent, name)
+            if not os.path.islink(path):
+                os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) & 0o555)
+    os.chmod(tree, stat.S_IMODE(os.stat(tree).st_mode) & 0o555)
 
 
 def grant_search(path: Path, uid: int, gid: int) -> list[str]:
