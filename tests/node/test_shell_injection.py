@@ -64,3 +64,20 @@ def test_malicious_netdev_and_rdma_names_are_quoted_in_every_read(node_lab):
         assert _markers(node_lab) == []
     finally:
         n.close()
+
+
+@pytest.mark.parametrize("output, rc", [("garbage that is no status table\n", 0), ("", 1)])
+def test_unreadable_mlnx_qos_is_an_error_before_any_write_not_absent(node_lab, output, rc):
+    """Item 4 (node side): a QoS that cannot be read cannot be journaled as "absent" (nothing to restore)."""
+    tool = node_lab / ".state" / "bin" / "mlnx_qos"
+    real = tool.read_text()
+    n = Node(node_lab, "node02")
+    try:
+        tool.write_text(f"#!/bin/sh\nprintf '%s' '{output}'\nexit {rc}\n")
+        before = (n.sysroot / "sys/class/net/enp12s0np0/mtu").read_text()
+        with pytest.raises(TuningError, match="mlnx_qos"):
+            node.plan(n.dev, node.collect(n.host, n.dev))
+        assert (n.sysroot / "sys/class/net/enp12s0np0/mtu").read_text() == before
+    finally:
+        tool.write_text(real)
+        n.close()
