@@ -19,6 +19,8 @@ from tuning.transport import become
 
 REPO = Path(__file__).resolve().parents[2]
 CANARY = "canary-secret-5b1e9d"
+CLEAR_TEXT = ("a become password is never read from the inventory in clear text; set FABTUNE_BECOME_PASSWORD "
+              "in the environment or encrypt it with `ansible-vault encrypt_string` (host node01)")
 
 
 def test_wrap_is_the_command_line_sent_to_a_real_host():
@@ -49,10 +51,9 @@ def test_lab_inventory_uses_become_on_nodes_only():
     ("ansible_become", "yes", "'yes' is not a boolean; allowed: true, false (host node01)"),
     ("ansible_become_method", "su", "'su' is not supported; allowed: sudo (host node01)"),
     ("ansible_become_user", "root;id", "'root;id' is not a user name; allowed: [a-z_][a-z0-9_-]{0,31} (host node01)"),
-    ("ansible_become_password", CANARY, "a become password is never read from the inventory in clear text; "
-                                        "set FABTUNE_BECOME_PASSWORD in the environment (host node01)"),
-    ("ansible_become_pass", CANARY, "a become password is never read from the inventory in clear text; "
-                                    "set FABTUNE_BECOME_PASSWORD in the environment (host node01)"),
+    ("ansible_become_password", CANARY, CLEAR_TEXT),
+    ("ansible_become_pass", CANARY, CLEAR_TEXT),
+    ("ansible_become_pass", {"__ansible_vault": CANARY}, CLEAR_TEXT),  # not a vault ciphertext
 ])
 def test_bad_become_keys_are_refused_naming_file_and_key(tmp_path, key, value, problem):
     inv = _inventory_with(tmp_path, **{key: value})
@@ -105,3 +106,44 @@ def test_without_become_a_write_fails_with_the_node_text_and_changes_nothing(tmp
     assert res.returncode != 0
     assert "permission denied on key 'net" in res.stdout + res.stderr
     assert rmem.read_text() == before
+
+
+def _add_vault_password(inv: Path, vault_password: bytes) -> Path:
+    from ansible.parsing.vault import VaultLib, VaultSecret
+
+    cipher = VaultLib([("default", VaultSecret(vault_password))]).encrypt(CANARY.encode()).decode()
+    hv = inv / "host_vars" / "node01.yml"
+    block = "".join(f"  {line}\n" for line in cipher.splitlines())
+    hv.write_text(hv.read_text() + f"ansible_become_password: !vault |\n{block}")
+    return inv
+
+
+@pytest.mark.lab
+def test_become_password_from_ansible_vault(lab_inventory, tmp_path, monkeypatch):
+    from tuning.errors import ConnectError
+    from tuning.rollout.journal import connection_record
+    from tuning.transport.ssh import SshHost
+
+    privileges.require_password(lab_inventory / ".state", CANARY)
+    inv = _add_vault_password(lab_inventory, b"vault-pw")
+    dev = inventory.load(inv).devices["node01"]
+    assert dev.connection.become_password_vault.startswith("$ANSIBLE_VAULT;1.1;AES256")
+    assert CANARY not in repr(dev.connection) and CANARY not in str(connection_record(dev))
+    assert not [k for k in connection_record(dev) if "vault" in k or "pass" in k]
+    monkeypatch.delenv("FABTUNE_BECOME_PASSWORD", raising=False)
+    monkeypatch.delenv("ANSIBLE_VAULT_PASSWORD_FILE", raising=False)
+    with pytest.raises(ConnectError, match="vault-encrypted: set ANSIBLE_VAULT_PASSWORD_FILE"):
+        SshHost("node01", dev.connection)
+    (tmp_path / "wrong").write_text("not-it\n")
+    monkeypatch.setenv("ANSIBLE_VAULT_PASSWORD_FILE", str(tmp_path / "wrong"))
+    with pytest.raises(ConnectError, match="cannot decrypt ansible_become_password") as err:
+        SshHost("node01", dev.connection)
+    assert CANARY not in str(err.value)
+    (tmp_path / "right").write_text("vault-pw\n")
+    monkeypatch.setenv("ANSIBLE_VAULT_PASSWORD_FILE", str(tmp_path / "right"))
+    host = SshHost("node01", dev.connection)
+    try:
+        res = host.run("id -u >/dev/null && sysctl -n net.core.rmem_max")
+        assert (res.rc, res.stderr, res.command.startswith("sudo -S -p '' -u root -- ")) == (0, "", True)
+    finally:
+        host.close()

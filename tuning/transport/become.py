@@ -6,9 +6,12 @@ Domains never write ``sudo``: the transport wraps each privileged command as
     sudo -n -u root -- /bin/bash -c '<command>'           (passwordless sudo, NOPASSWD)
     sudo -S -p '' -u root -- /bin/bash -c '<command>'     (a become password, fed on stdin)
 
-A become password is read only from the environment (``FABTUNE_BECOME_PASSWORD``) at connect
-time; it is never stored in a :class:`~tuning.inventory.Connection`, never put on a command line
-and never logged, journaled or reported. An inventory that holds one in clear text is refused.
+A become password comes from the environment (``FABTUNE_BECOME_PASSWORD``) or from an
+Ansible-vault value in the inventory (``ansible_become_password: !vault |``, decrypted at connect
+time with the vault password in ``ANSIBLE_VAULT_PASSWORD_FILE``; the environment wins). The
+plain password is never stored in a :class:`~tuning.inventory.Connection` (only the ciphertext,
+under a key the journal leaves out), never put on a command line and never logged, journaled or
+reported. An inventory that holds one in clear text is refused.
 
 Source: ``sudo(8)`` (``-n`` non-interactive, ``-S`` read the password from stdin, ``-p`` prompt,
 ``-u`` target user, ``--`` end of options); Ansible ``become`` keys
@@ -20,9 +23,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from tuning.errors import InputError
+from pathlib import Path
+
+from tuning.errors import ConnectError, InputError
 
 #: the only become method fabtune drives (Ansible's default)
 METHODS = ("sudo",)
@@ -32,6 +37,10 @@ USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")
 PASSWORD_ENV = "FABTUNE_BECOME_PASSWORD"
 #: inventory keys that would hold a become password (Ansible's names)
 PASSWORD_KEYS = ("ansible_become_password", "ansible_become_pass")
+#: the environment variable naming the file that holds the vault password (Ansible's own)
+VAULT_FILE_ENV = "ANSIBLE_VAULT_PASSWORD_FILE"
+#: how the YAML loader hands over a ``!vault`` value (the form ``ansible-inventory --list`` prints)
+VAULT_KEY = "__ansible_vault"
 #: inventory keys this module reads
 KEYS = ("ansible_become", "ansible_become_method", "ansible_become_user") + PASSWORD_KEYS
 
@@ -43,6 +52,7 @@ class Become:
     enabled: bool = False
     user: str = "root"
     method: str = "sudo"
+    password_vault: str | None = field(default=None, repr=False)  # ciphertext, never the password
 
 
 def parse(vars_: dict, sources: dict, host: str) -> Become:
@@ -72,17 +82,51 @@ def parse(vars_: dict, sources: dict, host: str) -> Become:
     if not isinstance(user, str) or not USER_RE.match(user):
         raise InputError(where("ansible_become_user"), "ansible_become_user",
                          f"{user!r} is not a user name; allowed: [a-z_][a-z0-9_-]{{0,31}} (host {host})")
+    vault = None
     for key in PASSWORD_KEYS:
         if key in vars_:
-            raise InputError(where(key), key, "a become password is never read from the inventory in "
-                             f"clear text; set {PASSWORD_ENV} in the environment (host {host})")
-    return Become(enabled, user, method)
+            vault = _vault_text(vars_[key])
+            if vault is None:
+                raise InputError(where(key), key, "a become password is never read from the inventory in "
+                                 f"clear text; set {PASSWORD_ENV} in the environment or encrypt it with "
+                                 f"`ansible-vault encrypt_string` (host {host})")
+    return Become(enabled, user, method, vault)
 
 
-def password_from_env() -> str | None:
-    """The become password from ``FABTUNE_BECOME_PASSWORD``, or None when unset or empty."""
-    value = os.environ.get(PASSWORD_ENV)
-    return value or None
+def _vault_text(value: object) -> str | None:
+    """The ciphertext of a ``!vault`` value (``{"__ansible_vault": "$ANSIBLE_VAULT;..."}``), else None."""
+    text = value.get(VAULT_KEY) if isinstance(value, dict) and set(value) == {VAULT_KEY} else None
+    return text if isinstance(text, str) and text.lstrip().startswith("$ANSIBLE_VAULT;") else None
+
+
+def password(vault: str | None, host: str) -> str | None:
+    """The become password of a host: ``FABTUNE_BECOME_PASSWORD``, else the decrypted vault value, else None.
+
+    Raises:
+        ConnectError: a vault value without ``ANSIBLE_VAULT_PASSWORD_FILE``, an unreadable file, a wrong
+            vault password or no ansible-core to decrypt with (the message never holds a secret).
+    """
+    env = os.environ.get(PASSWORD_ENV)
+    if env or vault is None:
+        return env or None
+    path = os.environ.get(VAULT_FILE_ENV)
+    if not path:
+        raise ConnectError(f"ansible_become_password is vault-encrypted: set {VAULT_FILE_ENV} "
+                           f"(or {PASSWORD_ENV})", host=host, phase="connect")
+    try:
+        from ansible.parsing.vault import VaultLib, VaultSecret
+    except ImportError:
+        raise ConnectError("decrypting ansible_become_password needs ansible-core (pip install ansible-core)",
+                           host=host, phase="connect") from None
+    try:
+        secret = VaultSecret(Path(path).read_bytes().strip())
+    except OSError as e:
+        raise ConnectError(f"cannot read {VAULT_FILE_ENV} {path}: {e.strerror}", host=host, phase="connect") from None
+    try:
+        return VaultLib([("default", secret)]).decrypt(vault.encode()).decode()
+    except Exception:  # AnsibleVaultError and friends: their text may quote the data, never passed on
+        raise ConnectError(f"cannot decrypt ansible_become_password with the vault password in {path}",
+                           host=host, phase="connect") from None
 
 
 def wrap(command: str, user: str, *, with_password: bool) -> str:

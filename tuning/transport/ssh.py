@@ -88,7 +88,7 @@ class SshHost:
         self.name = name
         self.sysroot = conn.sysroot
         self._become_user = conn.become_user if conn.become else None
-        self._password = become.password_from_env() if conn.become else None
+        self._password = become.password(conn.become_password_vault, name) if conn.become else None
         client = paramiko.SSHClient()
         try:
             if conn.known_hosts:
