@@ -59,6 +59,8 @@ class Connection:
     become: bool = False  # run privileged commands through sudo (tuning.transport.become)
     become_user: str = "root"
     become_method: str = "sudo"
+    #: an Ansible-vault ciphertext of the become password (decrypted at connect; never journaled)
+    become_password_vault: str | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -187,7 +189,7 @@ def _connection(inv: Path, host: str, vars_: dict, sources: dict) -> Connection:
     return Connection(hostname=cv.ansible_host or host, port=cv.ansible_port, username=cv.ansible_user,
                       key_file=rel(cv.fabtune_ssh_key_file), known_hosts=rel(cv.fabtune_known_hosts_file),
                       sysroot=cv.fabtune_sysroot, become=become.enabled, become_user=become.user,
-                      become_method=become.method)
+                      become_method=become.method, become_password_vault=become.password_vault)
 
 
 def _hosts_file(path: str | Path) -> Path:
