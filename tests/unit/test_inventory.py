@@ -142,3 +142,12 @@ def test_bad_port_and_nested_unknown_key_and_huge_range(lab_copy: Path):
     gv.write_text(yaml.safe_dump(data))
     (lab_copy / "host_vars" / "leaf02.yml").write_text("ports: [swp1-99999999]\n")
     assert "spans more than 1024 ports" in _error(lab_copy)
+
+
+def test_connection_paths_are_absolute_for_the_journal(lab_copy: Path, monkeypatch):
+    """The journal stores connection facts so that rollback works from any folder (contract 2)."""
+    monkeypatch.chdir(lab_copy.parent)
+    conn = inventory.load(Path("lab")).devices["node01"].connection
+    assert conn.key_file == str(lab_copy / ".state/ssh/id_ed25519")
+    assert conn.known_hosts == str(lab_copy / ".state/ssh/known_hosts")
+    assert (conn.become, conn.become_user, conn.sysroot) == (False, "root", "sysroot")
