@@ -29,7 +29,7 @@ from typing import Callable
 from tuning.lab.fabric import Fabric, Switch
 from tuning.lab.nvue_faults import FAILED_TO_PREPARE, NVUED_DOWN, PROGRESS_WORD, FaultReader
 from tuning.lab.nvue_config import InvalidCommand, Tree, config_commands, config_diff, parse_path, set_path, unset_path
-from tuning.lab.nvue_show import effective_roce, revision_table, show_interface, show_qos_roce
+from tuning.lab.nvue_show import effective_roce, port_table, revision_table, show_interface, show_qos_roce
 
 #: Asks the operator a question (prompt text without newline) and returns the typed answer.
 Ask = Callable[[str], str]
@@ -93,7 +93,7 @@ class NvueSwitch:
     def __init__(self, switch: Switch, fabric: Fabric | None = None, state_dir: Path | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.name = switch.name
-        self.ports = _port_table(switch, fabric)
+        self.ports = port_table(switch, fabric)
         self.state_dir = state_dir
         self.clock = clock
         self._lock = threading.RLock()
@@ -381,24 +381,3 @@ class NvueSwitch:
 
 def _invalid(words: list[str]) -> Reply:
     return Reply(stderr=f"Invalid Command: {' '.join(words)}\n", rc=1)
-
-
-def _port_table(switch: Switch, fabric: Fabric | None) -> dict[str, dict]:
-    """Rows of ``nv show interface``: eth0, lo and each swp with its LLDP neighbour."""
-    neighbours: dict[str, tuple[str, str]] = {}
-    if fabric is not None:
-        for node in fabric.nodes:
-            for nic in node.nics:
-                if nic.switch == switch.name:
-                    neighbours[nic.switch_port] = (node.name, nic.netdev)
-        for link in fabric.links:
-            if link.a == switch.name:
-                neighbours[link.a_port] = (link.b, link.b_port)
-            if link.b == switch.name:
-                neighbours[link.b_port] = (link.a, link.a_port)
-    ports = {"eth0": {"mtu": 1500, "speed": "1G", "type": "eth", "summary": "IP Address: 192.168.200.11/24"},
-             "lo": {"mtu": 65536, "speed": "", "type": "loopback", "summary": "IP Address:       127.0.0.1/8"}}
-    for port in switch.ports:
-        host, rport = neighbours.get(port, ("", ""))
-        ports[port] = {"mtu": 9216, "speed": "400G", "type": "swp", "remote_host": host, "remote_port": rport}
-    return ports

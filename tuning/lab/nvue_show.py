@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tuning.lab.fabric import Fabric, Switch
 from tuning.lab.nvue_config import Tree, natural_key
 
 _TRUST = {"l2": "pcp", "l3": "dscp", "both": "pcp,dscp", "port": "port"}
@@ -194,3 +195,24 @@ def revision_table(rows: list[list[str]]) -> str:
     if rows:
         lines[-1] = lines[-1].rstrip()
     return "\n".join(lines) + "\n"
+
+
+def port_table(switch: Switch, fabric: Fabric | None) -> dict[str, dict]:
+    """Rows of ``nv show interface``: eth0, lo and each swp with its LLDP neighbour."""
+    neighbours: dict[str, tuple[str, str]] = {}
+    if fabric is not None:
+        for node in fabric.nodes:
+            for nic in node.nics:
+                if nic.switch == switch.name:
+                    neighbours[nic.switch_port] = (node.name, nic.netdev)
+        for link in fabric.links:
+            if link.a == switch.name:
+                neighbours[link.a_port] = (link.b, link.b_port)
+            if link.b == switch.name:
+                neighbours[link.b_port] = (link.a, link.a_port)
+    ports = {"eth0": {"mtu": 1500, "speed": "1G", "type": "eth", "summary": "IP Address: 192.168.200.11/24"},
+             "lo": {"mtu": 65536, "speed": "", "type": "loopback", "summary": "IP Address:       127.0.0.1/8"}}
+    for port in switch.ports:
+        host, rport = neighbours.get(port, ("", ""))
+        ports[port] = {"mtu": 9216, "speed": "400G", "type": "swp", "remote_host": host, "remote_port": rport}
+    return ports
