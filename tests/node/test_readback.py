@@ -110,3 +110,25 @@ def test_dscp_to_priority_map_is_planned_set_read_back_and_restored(node_lab):
         assert "\tprio:0 dscp:26,07,06,05,04,03,02,01,00,\n" in n.host.run("mlnx_qos -i enp12s0np0").stdout
     finally:
         n.close()
+
+
+def test_irqbalance_ban_keeps_it_running_away_from_the_tuned_irqs(node_lab):
+    inject(node_lab / ".state", "node02", "irqbalance")
+    n = Node(node_lab, "node02", {"irqbalance": "ban"})
+    env = n.sysroot / "etc/default/irqbalance"
+    try:
+        before = env.read_bytes()
+        changes = n.plan()
+        ban = [c for c in changes if c.domain == "services"]
+        assert [(c.key, c.before) for c in ban] == [("irqbalance/banirq", "")]
+        assert ban[0].after.startswith("101,102,103,") and "--banirq" not in ban[0].after
+        node.apply(n.host, n.dev, changes)  # the IRQ writes hold: the restarted irqbalance skips them
+        time.sleep(0.3)
+        assert n.plan() == []
+        assert "IRQBALANCE_ARGS='--banirq=101 --banirq=102 " in env.read_text()
+        assert n.host.run("systemctl is-active irqbalance.service").stdout == "active\n"
+        node.restore(n.host, "node02", [c.as_dict() for c in changes])
+        assert env.read_bytes() == before
+    finally:
+        inject(node_lab / ".state", "node02", "clear")
+        n.close()

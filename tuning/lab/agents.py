@@ -8,7 +8,10 @@ lab daemon has stopped:
 - ``irqbalance``: the IRQ affinities at injection time are "its" choice
   (``<sysroot>/run/lab/irqbalance.json``); whichever IRQ differs is put back within 0.1 s, both
   ``smp_affinity_list`` and ``smp_affinity``, as long as ``systemctl is-active irqbalance`` says
-  ``active`` (``<sysroot>/run/lab/services/irqbalance.service``).
+  ``active`` (``<sysroot>/run/lab/services/irqbalance.service``), except the IRQs banned with
+  ``--banirq=N`` in ``IRQBALANCE_ARGS`` of ``etc/sysconfig/irqbalance`` or
+  ``etc/default/irqbalance``, read at start as irqbalance does. Its pid is in
+  ``run/lab/services/irqbalance.pid`` (``systemctl stop|restart`` ends it).
 - ``dcbx``: every NIC's DCB state gets ``"dcbx": "fw"`` (``mlnx_qos`` prints ``DCBX mode:
   Firmware controlled``) and the PFC the switch's DCBX TLVs carry (``fw_pfc``, all off); while
   a NIC stays firmware controlled the agent puts that PFC back. ``mlnx_qos --dcbx os`` ends it.
@@ -50,6 +53,10 @@ def arm(state_dir: Path, node: str, kind: str) -> None:
         irqs = {p.parent.name: p.read_text().strip() for p in (sysroot / "proc/irq").glob("*/smp_affinity_list")}
         _write(sysroot / "run/lab/irqbalance.json", irqs)
         _put(service_file(sysroot, "irqbalance.service"), "active")
+        env = sysroot / "etc/default/irqbalance"
+        if not env.exists():  # as the Debian package installs it
+            _put(env, "# irqbalance is a daemon process that distributes interrupts across\n"
+                      "# CPUs on SMP systems.\n#IRQBALANCE_BANNED_CPULIST=\n#IRQBALANCE_ARGS=")
     else:
         with dcb_lock(sysroot):
             for path in (sysroot / "run/lab/dcb").glob("*.json"):
@@ -97,11 +104,42 @@ def _dcbx_pass(sysroot: Path) -> None:
                 write_json(path, state)
 
 
+def banned(sysroot: Path) -> set[str]:
+    """IRQs banned with ``--banirq=N`` in irqbalance's environment file (RHEL path first)."""
+    import shlex
+
+    for path in (sysroot / "etc/sysconfig/irqbalance", sysroot / "etc/default/irqbalance"):
+        if path.is_file():
+            for line in path.read_text().splitlines():
+                if line.strip().startswith("IRQBALANCE_ARGS="):
+                    words = " ".join(shlex.split(line.split("=", 1)[1])).split()
+                    return {w.split("=", 1)[1] for w in words if w.startswith("--banirq=")}
+            return set()
+    return set()
+
+
+def stop(sysroot: Path, unit: str) -> None:
+    """End the running agent of ``unit`` (its pid file), as systemd stops the service."""
+    import signal
+
+    pidfile = service_file(sysroot, unit).with_suffix(".pid")
+    try:
+        pid = int(pidfile.read_text())
+        if b"tuning.lab.agents" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            os.kill(pid, signal.SIGKILL)
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str]) -> None:
     """``STATE NODE KIND``: run one agent until its injection or its service ends."""
     state_dir, node, kind = Path(argv[0]), argv[1], argv[2]
     sysroot = state_dir / "nodes" / node / "sysroot"
-    wanted = read_json(sysroot / "run/lab/irqbalance.json") if kind == "irqbalance" else {}
+    wanted = {}
+    if kind == "irqbalance":
+        service_file(sysroot, "irqbalance.pid").write_text(f"{os.getpid()}\n")
+        skip = banned(sysroot)
+        wanted = {irq: cpus for irq, cpus in read_json(sysroot / "run/lab/irqbalance.json").items() if irq not in skip}
     ncpu = max(parse_cpulist((sysroot / "sys/devices/system/cpu/online").read_text())) + 1
     while _alive(state_dir, node, kind) and sysroot.is_dir():
         try:

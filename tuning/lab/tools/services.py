@@ -7,7 +7,9 @@ lab's agents stand for. Stdlib only.
   on stderr; ``disable`` removes it (``Removed "..."``). A missing unit file: ``Failed to enable
   unit: Unit file UNIT does not exist.``, exit 1.
 - ``is-active UNIT``: ``active`` (exit 0) or ``inactive`` (exit 3), also for an unknown unit.
-- ``start|stop UNIT``: the lab's agents (irqbalance); a start runs the agent again.
+- ``start|stop|restart|try-restart UNIT``: the lab's agents (irqbalance): stop ends the running
+  agent (its pid file), start/restart run it again (it rereads its environment file);
+  try-restart only if it is running.
 Without root, changes are refused as polkit refuses a non-interactive caller:
 ``Failed to <verb> <unit>: Interactive authentication required.`` (exit 1; M confidence).
 """
@@ -53,7 +55,7 @@ def _enable(root: Path, verb: str, unit: str) -> int:
 
 
 def _service(root: Path, verb: str, unit: str) -> int:
-    from tuning.lab.agents import service_file, spawn
+    from tuning.lab.agents import service_file, spawn, stop
 
     state = service_file(root, unit)
     if verb == "is-active":
@@ -61,11 +63,17 @@ def _service(root: Path, verb: str, unit: str) -> int:
         print("active" if active else "inactive")
         return 0 if active else 3
     if not state.is_file():
+        if verb == "try-restart":
+            return 0  # try-restart of a unit that is not there or not running does nothing
         print(f"Failed to {verb} {unit}: Unit {unit} not found.", file=sys.stderr)
         return 5
-    state.write_text(("active" if verb == "start" else "inactive") + "\n")
+    running = state.read_text().strip() == "active"
+    if verb == "try-restart" and not running:
+        return 0
+    stop(root, unit)
+    state.write_text(("inactive" if verb == "stop" else "active") + "\n")
     lab, node = os.environ.get("FABTUNE_LAB_DIR"), os.environ.get("FABTUNE_LAB_NODE")
-    if verb == "start" and lab and node:
+    if verb != "stop" and lab and node:
         spawn(Path(lab), node, unit.removesuffix(".service"))
     return 0
 
@@ -79,8 +87,9 @@ def systemctl(argv: list[str]) -> int:
             root = Path(arg.split("=", 1)[1])
         elif not arg.startswith("-"):
             args.append(arg)
-    if len(args) != 2 or args[0] not in ("enable", "disable", "is-active", "start", "stop"):
-        print("fabtune lab: systemctl supports enable|disable|is-active|start|stop UNIT", file=sys.stderr)
+    if len(args) != 2 or args[0] not in ("enable", "disable", "is-active", "start", "stop", "restart", "try-restart"):
+        print("fabtune lab: systemctl supports enable|disable|is-active|start|stop|restart|try-restart UNIT",
+              file=sys.stderr)
         return 1
     verb, unit = args
     if verb != "is-active" and not is_privileged():
