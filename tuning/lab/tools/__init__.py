@@ -18,7 +18,7 @@ from pathlib import Path
 TOOLS: dict[str, str] = {
     "ip": "tuning.lab.tools.node:ip",
     "sysctl": "tuning.lab.tools.node:sysctl",
-    "mlnx_qos": "tuning.lab.tools.node:mlnx_qos",
+    "mlnx_qos": "tuning.lab.tools.qos:mlnx_qos",
     "cma_roce_tos": "tuning.lab.tools.node:cma_roce_tos",
     "ibdev2netdev": "tuning.lab.tools.node:ibdev2netdev",
     "show_gids": "tuning.lab.tools.node:show_gids",
