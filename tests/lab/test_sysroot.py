@@ -151,3 +151,26 @@ def test_sync_derived_follows_the_newer_view(tmp_path, fabric):
     os.utime(irq / "smp_affinity_list", ns=(1, 1))
     sync_derived(tmp_path)
     assert cat(irq / "smp_affinity_list") == "4-7\n"
+
+
+def test_reboot_resets_live_values_keeps_the_disk_and_runs_only_enabled_units(fabric, tmp_path):
+    from tuning.lab.boot import boot_commands, reset_volatile
+
+    root = tmp_path / "sysroot"
+    build_sysroot(root, fabric.node("node01"))
+    (root / "proc/irq/101/smp_affinity_list").write_text("5\n")
+    (root / "sys/class/net/enp12s0np0/mtu").write_text("9000\n")
+    (root / "etc/sysctl.d/90-fabtune.conf").write_text("kernel.numa_balancing = 0\n")
+    units = root / "etc/systemd/system"
+    (units / "fabtune-nic.service").write_text("[Service]\nWorkingDirectory=/\nExecStart=/usr/local/sbin/setup\n"
+                                               "[Install]\nWantedBy=multi-user.target\n")
+    (units / "other.service").write_text("[Service]\nExecStart=/usr/local/sbin/other\n")
+    assert boot_commands(root) == ["sysctl -q --system"]  # installed, not enabled: nothing runs
+    (units / "multi-user.target.wants").mkdir()
+    (units / "multi-user.target.wants/fabtune-nic.service").symlink_to("/etc/systemd/system/fabtune-nic.service")
+    reset_volatile(root, fabric.node("node01"))
+    assert cat(root / "proc/irq/101/smp_affinity_list") == "0-15\n"
+    assert cat(root / "sys/class/net/enp12s0np0/mtu") == "1500\n"
+    assert cat(root / "etc/sysctl.d/90-fabtune.conf") == "kernel.numa_balancing = 0\n"
+    assert boot_commands(root) == ["sysctl -q --system", "(cd sysroot/ && ../sysroot/usr/local/sbin/setup )"]
+    assert not (tmp_path / "sysroot.old").exists() and not (tmp_path / "sysroot.boot").exists()
