@@ -76,6 +76,9 @@ FORMS = {
     "host_vars over inline": {"hosts.yaml": HOSTS, "host_vars/n1.yml": "irq_affinity: numa-local\nmtu: 9100\n",
                               "host_vars/n2.json": '{"ansible_port": 2200}\n'},
     "host_vars folder": {"hosts.yaml": HOSTS, "host_vars/n1/a.yml": "mtu: 7000\n", "host_vars/n1/b.yml": "mtu: 7100\n"},
+    "vault and unsafe values": {"hosts.yaml": HOSTS, "group_vars/gpu_nodes.yml": (
+        "site_secret: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6231336539\n  6134333665\n"
+        "template: !unsafe '{{ not templated }}'\n")},
     "group priority": {"hosts.yaml": HOSTS.replace("{site: alpha,", "{ansible_group_priority: 5, site: alpha,")},
 }
 
@@ -138,6 +141,19 @@ def test_site_keys_are_left_alone_and_near_misses_refused(tmp_path: Path):
     gv.write_text(base + "port_mtu: 9216\n")
     with pytest.raises(InputError, match="gpu_nodes.yml: port_mtu: not a node setting"):
         inventory.load(inv)
+
+
+def test_vault_values_are_left_alone_or_refused_in_fabtune_keys(tmp_path: Path):
+    inv = tmp_path / "lab"
+    shutil.copytree(REPO / "inventory/lab", inv, ignore=shutil.ignore_patterns(".state"))
+    gv = inv / "group_vars" / "gpu_nodes.yml"
+    base = gv.read_text()
+    gv.write_text(base + "site_secret: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6231336539\n")
+    assert inventory.load(inv).devices["node01"].spec.mtu == 9000
+    gv.write_text(base.replace("mtu: 9000", "mtu: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6231336539\n"))
+    with pytest.raises(InputError) as e:
+        inventory.load(inv)
+    assert str(e.value).startswith(f"{gv}: mtu: an Ansible !vault or !unsafe value; fabtune reads its own settings")
 
 
 def test_duplicate_key_is_refused_with_file_key_and_line(tmp_path: Path):

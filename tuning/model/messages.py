@@ -53,6 +53,8 @@ def _message(first: dict, model: type[BaseModel], loc: list[str], host: str) -> 
         return f"required for {host} but set nowhere (host_vars/{host}.yml missing?)"
     if kind in _RANGE and info is not None and _range(info):
         return f"{got!r} is outside {_range(info)}"
+    if isinstance(got, dict) and {"__ansible_vault", "__ansible_unsafe"} & set(got):
+        return "an Ansible !vault or !unsafe value; fabtune reads its own settings as plain values"
     if kind in _TYPES:
         rng = f" in {_range(info)}" if info is not None and _range(info) else ""
         return f"{got!r} is a {type(got).__name__}; allowed: {_TYPES[kind]}{rng}"

@@ -61,6 +61,19 @@ def _kids(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+def _tagged(key: str):
+    """Ansible's ``!vault`` / ``!unsafe`` scalars, kept as ``ansible-inventory --list`` prints them
+    (``{"__ansible_vault": ciphertext}``): a site's secrets do not stop the load, and a fabtune key
+    that holds one is refused by the model (not a plain value)."""
+    def construct(loader: yaml.BaseLoader, node: yaml.Node) -> dict:
+        return {key: loader.construct_scalar(node)}  # a non-scalar raises ConstructorError
+    return construct
+
+
+_Loader.add_constructor("!vault", _tagged("__ansible_vault"))
+_Loader.add_constructor("!unsafe", _tagged("__ansible_unsafe"))
+
+
 def _check_graph(root: yaml.Node, path: Path) -> None:
     """Refuse recursive aliases, nesting deeper than MAX_DEPTH and more than MAX_NODES expanded nodes.
 
