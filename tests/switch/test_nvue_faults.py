@@ -91,14 +91,15 @@ def test_nvued_down_progress_word_run_into_the_error(sw) -> None:
         drv.rollback_to("1")
 
 
-def test_slow_apply_reads_the_state_before_deciding(sw) -> None:
+@pytest.mark.parametrize("slow_s", [3, 5])  # 3: the prompt comes in the second wait; 5: after a new session
+def test_slow_apply_reads_the_state_before_deciding(sw, slow_s: int) -> None:
     inv_dir, drv = sw
     _stage(drv, 4400)
     before = drv.current_revision()
-    lab_inject(inv_dir, "leaf01", "slow-apply", "3")  # longer than the driver's 2 s apply timeout
+    lab_inject(inv_dir, "leaf01", "slow-apply", str(slow_s))  # the driver waits 2 s, 2 s more, then reopens
     t0 = time.monotonic()
     rev = drv.commit(confirm_within_s=60)
-    assert time.monotonic() - t0 >= 3 and int(rev) > int(before)
+    assert time.monotonic() - t0 >= slow_s and int(rev) > int(before)
     assert drv.revision_states()[rev] == "confirm"
     drv.confirm(rev)  # times out too; the device then shows it kept
     assert drv.revision_states()[rev] != "confirm" and drv.current_revision() == rev

@@ -48,8 +48,8 @@ class NvueDriver(SwitchDriver):
         key_file: private key for public-key login.  known_hosts: OpenSSH known_hosts to check the host key.
         name: inventory name used in errors (defaults to ``host``).
         apply_timeout_s: read timeout of ``nv config apply`` in all its forms (apply, confirm,
-            reject, rollback), seconds; after it runs out the session is reopened and the state
-            is read from the device before anything is decided.
+            reject, rollback), seconds; after it runs out the driver waits as long again for the
+            prompt, then reopens the session, and decides only on the state read from the device.
     """
 
     def __init__(self, host: str, *, port: int = 22, username: str, key_file: Path | str | None = None,
@@ -121,12 +121,26 @@ class NvueDriver(SwitchDriver):
             ``error`` naming the device's failure text.
         """
         try:
-            return self._send(command, phase=phase, read_timeout=self.apply_timeout_s)
+            out = self._send(command, phase=phase, read_timeout=self.apply_timeout_s)
         except CommandError as exc:
             raise error(f"`{command}` failed: {exc.stderr}", host=self.name, phase=phase) from exc
         except _Timeout:
-            self.close()
-            self.open()
+            out = self._late_output()
+            if out is None:  # still silent: a new session reads what the device now holds
+                self.close()
+                self.open()
+                return None
+        why = text.failure(out)
+        if why:
+            raise error(f"`{command}` failed: {why}", host=self.name, phase=phase)
+        return out
+
+    def _late_output(self) -> str | None:
+        """Wait once more (``apply_timeout_s``) on the same session for the prompt; None if it stays silent."""
+        try:
+            return self._conn.read_until_pattern(pattern=re.escape(self._conn.base_prompt) + r"[$#]",
+                                                 read_timeout=self.apply_timeout_s)
+        except (NetmikoBaseException, paramiko.SSHException, OSError):
             return None
 
     # ----- reading ---------------------------------------------------------------------------
