@@ -89,7 +89,14 @@ def test_each_layout_form_matches_ansible_inventory(name: str, tmp_path: Path):
     assert fabtune_hostvars(inv) == ansible_hostvars(inv)
 
 
-@pytest.mark.parametrize("rel", ["inventory/lab", "inventory/example-su"])
+REPO_INVENTORIES = sorted(str(p.parent.relative_to(REPO)) for p in REPO.glob("inventory/*/hosts.y*ml"))
+
+
+def test_every_repository_inventory_is_compared():
+    assert {"inventory/lab", "inventory/example-su"} <= set(REPO_INVENTORIES)
+
+
+@pytest.mark.parametrize("rel", REPO_INVENTORIES)
 def test_repository_inventories_match_ansible_inventory(rel: str, tmp_path: Path):
     inv = tmp_path / "inv"
     shutil.copytree(REPO / rel, inv, ignore=shutil.ignore_patterns(".state"))
