@@ -52,9 +52,20 @@ def test_apply_then_second_apply_changes_nothing(lab_inventory: Path, tmp_path: 
 
 
 def _wrong_variant(src: Path) -> Path:
-    from tuning.demo import wrong_variant
+    """``src`` copied to ``lab-wrong`` with leaf01's RoCE lossy (no PFC): every consistency rule of
+    the inventory holds (a port MTU under the node MTU is now refused at input, issue 6 item 13),
+    but every pair through leaf01 loses bandwidth. The lab state is shared by a symlink."""
+    import shutil
 
-    return wrong_variant(src, src.parent / "lab-wrong")
+    import yaml
+
+    dst = src.parent / "lab-wrong"
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
+    (dst / ".state").symlink_to((src / ".state").resolve())
+    roce = dict(yaml.safe_load((src / "group_vars" / "switches.yml").read_text())["roce"], mode="lossy")
+    hv = dst / "host_vars" / "leaf01.yml"
+    hv.write_text(yaml.safe_dump({**(yaml.safe_load(hv.read_text()) or {}), "roce": roce}, sort_keys=False))
+    return dst
 
 
 def test_rollout_keeps_good_then_restores_wrong_byte_for_byte(lab_inventory: Path, tmp_path: Path):

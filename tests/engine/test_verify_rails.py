@@ -1,9 +1,15 @@
-"""Verification covers every rail: a wrong MTU on a rail-2 leaf port (leaf01 swp5, node01's mlx5_2)
-is caught by the rail-2 pair and rolled back, over real SSH against the lab."""
+"""Verification covers every rail: a fault on a rail-2 leaf port (leaf01 swp5, node01's mlx5_2)
+that appears with a change to that port is caught by the rail-2 pair alone and the change rolled
+back, over real SSH against the lab. (A port MTU under the node MTU, the fault this test first
+used, is now refused at input: issue 6 item 13. The lab's link fault stands for it, injected
+while the run verifies.)"""
 
 from __future__ import annotations
 
+import json
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +28,7 @@ pytestmark = pytest.mark.lab
 def _port_mtu_variant(src: Path, dst: Path, switch: str, overrides: dict[str, int]) -> Path:
     """Copy ``src`` to ``dst`` with ``port_mtu_overrides`` on ``switch`` (lab state shared by a
     symlink, as tuning.demo.wrong_variant does)."""
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".state"))
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     (dst / ".state").symlink_to((src / ".state").resolve())
     hv = dst / "host_vars" / f"{switch}.yml"
     data = yaml.safe_load(hv.read_text()) or {}
@@ -31,18 +37,48 @@ def _port_mtu_variant(src: Path, dst: Path, switch: str, overrides: dict[str, in
     return dst
 
 
-def test_rail2_leaf_port_mtu_is_caught_and_rolled_back(lab_inventory: Path, tmp_path: Path):
+def _inject_when_verifying(journal: Path, state: Path, target: str) -> threading.Thread:
+    """Inject ``degrade`` on ``target`` as soon as a run's journal enters stage ``verify``."""
+    from tuning.lab.inject import inject
+
+    def watch() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for path in journal.glob("*.json"):
+                try:
+                    if json.loads(path.read_text()).get("stage") == "verify":
+                        inject(state, target, "degrade")
+                        return
+                except ValueError:
+                    pass
+            time.sleep(0.01)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    return t
+
+
+def test_rail2_leaf_port_fault_is_caught_and_rolled_back(lab_inventory: Path, tmp_path: Path, monkeypatch):
+    from tuning.lab.inject import inject
+
     journal = tmp_path / "j"
     tuned = engine.run(inventory.load(lab_inventory), Options(mode="apply", journal_dir=journal))
     assert tuned.outcome == "applied"
     before = snapshot_fabric(lab_inventory)
 
-    wrong = _port_mtu_variant(lab_inventory, tmp_path / "lab-rail2", "leaf01", {"swp5": 1500})
-    rep = engine.run(inventory.load(wrong), Options(mode="rollout", journal_dir=journal, limit=["leaf01"]))
+    wrong = _port_mtu_variant(lab_inventory, tmp_path / "lab-rail2", "leaf01", {"swp5": 9100})
+    monkeypatch.setenv("FABTUNE_TEST_PAUSE_AT", "verify:2")  # time for the watcher to inject
+    watcher = _inject_when_verifying(journal, lab_inventory / ".state", "leaf01:swp5")
+    try:
+        rep = engine.run(inventory.load(wrong), Options(mode="rollout", journal_dir=journal, limit=["leaf01"]))
+    finally:
+        watcher.join(timeout=5)
+        inject(lab_inventory / ".state", "leaf01:swp5", "clear")
 
     assert rep.changes == {"leaf01": [c for c in rep.changes["leaf01"] if c["key"].endswith("swp5/mtu")]}, rep.changes
     assert rep.outcome == "rolled-back" and rep.restored == ["leaf01"]
-    assert len(rep.verify_after) == 18 and all(r["verdict"] == "pass" for r in rep.verify_before)
+    assert len(rep.verify_after) == 18
+    assert [r["reasons"] for r in rep.verify_before if r["verdict"] != "pass"] == []
     failed = {r["pair"]: r for r in rep.verify_after if r["verdict"] == "fail"}
     assert list(failed) == ["node01:mlx5_2->node02:mlx5_2"], failed
     bad = failed["node01:mlx5_2->node02:mlx5_2"]
