@@ -50,18 +50,29 @@ class Tree:
     path: Path
     groups: dict[str, Group] = field(default_factory=dict)
     inline: dict[str, dict] = field(default_factory=dict)
+    _direct: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    _parents: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
     def groups_of(self, host: str) -> list[str]:
         """Every group holding ``host`` (directly or through children), Ansible's order."""
-        direct = [g.name for g in self.groups.values() if host in g.hosts and g.name != "all"] or ["ungrouped"]
+        if not self._direct and not self._parents:
+            self._index()
         out = {"all"}
-        stack = list(direct)
+        stack = list(self._direct.get(host) or ["ungrouped"])
         while stack:
             name = stack.pop()
             if name not in out:
                 out.add(name)
-                stack += [p.name for p in self.groups.values() if name in p.children]
+                stack += self._parents.get(name, [])
         return sorted(out, key=self._order)
+
+    def _index(self) -> None:
+        """host -> its direct groups, group -> its parents (built once: loads stay linear in hosts)."""
+        for g in self.groups.values():
+            for host in g.hosts if g.name != "all" else []:
+                self._direct.setdefault(host, []).append(g.name)
+            for child in g.children:
+                self._parents.setdefault(child, []).append(g.name)
 
     def _order(self, name: str) -> tuple[int, int, str]:
         group = self.groups.get(name, Group(name, depth=1))
