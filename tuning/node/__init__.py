@@ -1,6 +1,6 @@
 """Node tuning: collect (one SSH round trip), plan (pure), apply and restore (one round trip each).
 
-Domains, in apply order: mtu, sysctl, nic_qos, irq, files. A planned :class:`Change` carries
+Domains, in apply order: services, mtu, sysctl, nic_qos, irq, files. A planned :class:`Change` carries
 the exact commands that write its ``after`` value, write its ``before`` value back and read it
 (contract 1): the plan IS what is pushed, every write is read back, and restore needs nothing
 but the journaled change dicts and a :class:`~tuning.transport.base.Host`.
