@@ -81,6 +81,8 @@ def test_become_password_from_env_applies_and_never_leaks(lab_inventory, tmp_pat
     rmem = state / "nodes" / "node01" / "sysroot" / "proc/sys/net/core/rmem_max"
     before = rmem.read_text()
     env = {**os.environ, "FABTUNE_BECOME_PASSWORD": CANARY}
+    planned = _fabtune("plan", "-i", str(lab_inventory), "--limit", "node01", "--domain", "sysctl", "--json", env=env)
+    assert planned.returncode == 0 and "net.core.rmem_max" in planned.stdout, planned.stdout + planned.stderr
     applied = _fabtune("apply", "-i", str(lab_inventory), "--limit", "node01", "--domain", "sysctl",
                        "--journal-dir", str(journal), "--json", env=env)
     assert applied.returncode == 0, applied.stdout + applied.stderr
@@ -89,10 +91,10 @@ def test_become_password_from_env_applies_and_never_leaks(lab_inventory, tmp_pat
     rolled = _fabtune("rollback", run_id, "--journal-dir", str(journal), env=env)
     assert rolled.returncode == 0, rolled.stdout + rolled.stderr
     assert rmem.read_text() == before
-    seen = [applied.stdout, applied.stderr, rolled.stdout, rolled.stderr]
+    seen = [planned.stdout, planned.stderr, applied.stdout, applied.stderr, rolled.stdout, rolled.stderr]
     seen += [p.read_text(errors="replace") for p in journal.rglob("*") if p.is_file()]
     seen += [p.read_text(errors="replace") for p in state.glob("*") if p.is_file()]  # lab.log, sudoers.json, ...
-    assert len(seen) > 6 and not [text for text in seen if CANARY in text]
+    assert len(seen) > 8 and not [text for text in seen if CANARY in text]
 
 
 @pytest.mark.lab
