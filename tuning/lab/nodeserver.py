@@ -91,11 +91,11 @@ async def _run(process: asyncssh.SSHServerProcess, state_dir: Path, node: str) -
     """Serve one exec/shell request: a real ``bash`` subprocess, streams and exit status."""
     env = node_env(state_dir, node)
     env["PS1"] = f"{LAB_USER}@{node}:~$ "
-    creds = privileges.shell_credentials()
+    argv, creds = privileges.unprivileged(_argv(process))
     if "user" in creds:  # pytest may have reset a 0700 ancestor since the last command
         privileges.grant_search(state_dir, creds["user"], creds["group"])
     proc = await asyncio.create_subprocess_exec(
-        *_argv(process), cwd=state_dir / "nodes" / node, env=env, start_new_session=True,
+        *argv, cwd=state_dir / "nodes" / node, env=env, start_new_session=True,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, **creds)
     feeder = asyncio.ensure_future(_pump_in(process.stdin, proc))
     try:

@@ -11,7 +11,7 @@ lab is never more lenient. Two modes, chosen by who runs the daemon:
 - **user namespace** (a developer): the controller starts the daemon in a user namespace
   (``unshare --user --map-root-user``; ``make test`` runs the whole suite in one) where only
   the developer's uid is mapped, as 0. Node shells keep uid 0 there but drop every
-  capability (empty bounding set, ``no_new_privs``), and the sysroot trees are made
+  capability (``setpriv``: empty bounding set, ``no_new_privs``), and the sysroot trees are made
   read-only (files 0444, folders 0555), so the kernel refuses their writes (EACCES) while
   the daemon and sudo (uid 0 with CAP_DAC_OVERRIDE in the namespace) write as root does.
 
@@ -24,7 +24,6 @@ password hash is set) and runs the command with full privileges in the node's en
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 import logging
@@ -40,7 +39,6 @@ from pathlib import Path
 
 log = logging.getLogger("fabtune.lab.sudo")
 LAB_USERS = ("fabtune", "nobody")
-PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 24, 38
 MAX_REQUEST = 1 << 20
 
 
@@ -99,30 +97,18 @@ def grant_search(path: Path, uid: int, gid: int) -> list[str]:
     return changed
 
 
-_LIBC: list = []
+def unprivileged(argv: list[str]) -> tuple[list[str], dict]:
+    """The command line and ``create_subprocess_exec`` keyword arguments of an unprivileged node shell.
 
-
-def drop_capabilities() -> None:
-    """In a forked child: empty the capability bounding set and set no_new_privs.
-
-    After ``exec`` the process holds no capability even as uid 0 of a user namespace.
-    libc is loaded by :func:`shell_credentials` in the parent (nothing is imported after fork).
+    Real root: the lab user's uid/gid, no supplementary groups. User namespace: ``setpriv``
+    (util-linux) empties the capability bounding set and sets ``no_new_privs`` before ``exec``,
+    so the shell holds no capability although it is uid 0 there (no ``preexec_fn``: the daemon
+    has threads).
     """
-    libc = _LIBC[0]
-    for cap in range(64):
-        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:
-            break  # EINVAL: past the last capability this kernel knows
-    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-
-
-def shell_credentials() -> dict:
-    """Keyword arguments for ``create_subprocess_exec`` that make a node shell unprivileged."""
     user = lab_user()
     if user is not None:
-        return {"user": user[0], "group": user[1], "extra_groups": []}
-    if not _LIBC:
-        _LIBC.append(ctypes.CDLL(None, use_errno=True))
-    return {"preexec_fn": drop_capabilities}
+        return argv, {"user": user[0], "group": user[1], "extra_groups": []}
+    return ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--", *argv], {}
 
 
 # ---- the sudo policy ------------------------------------------------------------------------
@@ -224,6 +210,7 @@ class SudoServer:
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
             pid = int.from_bytes(creds[:4], "little")
             if not _descends_from(pid, os.getpid()):
+                log.warning("%s: sudo refused to pid %d (not a node shell's descendant)", self.node, pid)
                 _reply(conn, {"rc": 1, "error": "sudo: this lab socket serves only the node's own shells"})
                 return
             request, fds = _recv_request(conn)
