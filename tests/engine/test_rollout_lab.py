@@ -52,9 +52,10 @@ def test_apply_then_second_apply_changes_nothing(lab_inventory: Path, tmp_path: 
 
 
 def _wrong_variant(src: Path) -> Path:
-    """``src`` copied to ``lab-wrong`` with leaf01's RoCE lossy (no PFC): every consistency rule of
-    the inventory holds (a port MTU under the node MTU is now refused at input, issue 6 item 13),
-    but every pair through leaf01 loses bandwidth. The lab state is shared by a symlink."""
+    """``src`` copied to ``lab-wrong`` with leaf01's uplink to the spine (swp31) at MTU 1500: every
+    consistency rule of the inventory holds (a node-facing port under the node MTU is now refused
+    at input, issue 6 item 13), but the pairs through the spine that cross leaf01 drop their RoCE
+    frames. The lab state is shared by a symlink."""
     import shutil
 
     import yaml
@@ -62,9 +63,9 @@ def _wrong_variant(src: Path) -> Path:
     dst = src.parent / "lab-wrong"
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     (dst / ".state").symlink_to((src / ".state").resolve())
-    roce = dict(yaml.safe_load((src / "group_vars" / "switches.yml").read_text())["roce"], mode="lossy")
     hv = dst / "host_vars" / "leaf01.yml"
-    hv.write_text(yaml.safe_dump({**(yaml.safe_load(hv.read_text()) or {}), "roce": roce}, sort_keys=False))
+    hv.write_text(yaml.safe_dump({**(yaml.safe_load(hv.read_text()) or {}), "port_mtu_overrides": {"swp31": 1500}},
+                                 sort_keys=False))
     return dst
 
 
@@ -75,13 +76,16 @@ def test_rollout_keeps_good_then_restores_wrong_byte_for_byte(lab_inventory: Pat
     before_bw = {r["pair"]: r["bw_gbps"] for r in good.verify_before}
     after_bw = {r["pair"]: r["bw_gbps"] for r in good.verify_after}
     assert all(after_bw[p] > before_bw[p] for p in after_bw)
+    from tuning.rollout.journal import load_baseline
+
+    assert set(load_baseline(journal, lab_inventory)) == set(after_bw)  # the inventory's own baseline
     tuned = snapshot_fabric(lab_inventory)
 
     bad = engine.run(inventory.load(_wrong_variant(lab_inventory)), Options(mode="rollout", journal_dir=journal))
     assert bad.outcome == "rolled-back"
     assert "leaf01" in bad.restored
     failed = [r for r in bad.verify_after if r["verdict"] == "fail"]
-    assert failed and all(r["path"] for r in failed)
+    assert failed and all(r["path"] == "spine" for r in failed), failed
     restored = snapshot_fabric(lab_inventory)
     diff = sorted(k for k in set(tuned) | set(restored) if tuned.get(k) != restored.get(k) and not k.endswith(":revision"))
     assert diff == []
