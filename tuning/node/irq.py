@@ -14,10 +14,16 @@ Example profile::
 
 from __future__ import annotations
 
+import re
+
 from tuning.model import NodeSpec
 from tuning.node.base import ABSENT, Domain, NodeFacts, Unfit, cat_cmd, write_file_cmd
 from tuning.cpulist import format_cpulist, parse_cpulist
 from tuning.transport.base import q, sysroot_path
+
+
+#: the highest CPU number a read value is parsed for (the kernel's NR_CPUS is at most 8192)
+MAX_CPU = 8191
 
 
 def _cpus_for(spec: NodeSpec, facts: NodeFacts, netdev: str) -> list[int]:
@@ -92,7 +98,10 @@ class IrqDomain(Domain):
         return cat_cmd(sysroot, _path(key))
 
     def same(self, have: str, want: str) -> bool:
-        """CPU lists compare as sets (``0-1`` == ``0,1``); unparsable text compares as text."""
+        """CPU lists compare as sets (``0-1`` == ``0,1``); unparsable or implausible text (a CPU
+        number past :data:`MAX_CPU`, which no kernel prints) compares as text."""
+        if any(int(n) > MAX_CPU for n in re.findall(r"\d+", f"{have} {want}")):
+            return super().same(have, want)
         try:
             return parse_cpulist(have) == parse_cpulist(want)
         except ValueError:
