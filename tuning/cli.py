@@ -27,7 +27,7 @@ LIMIT = typer.Option(None, "--limit", "-l", help="Only these hosts or groups (re
 JSON = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
 JDIR = typer.Option(DEFAULT_DIR, "--journal-dir", help="Where run journals and the baseline live.")
 DOMAIN = typer.Option(None, "--domain", "-d", help="Only these domains (repeatable): mtu, sysctl, nic_qos, irq, files, switch.")
-DOMAINS = ("mtu", "sysctl", "nic_qos", "irq", "files", "switch")
+DOMAINS = ("services", "mtu", "sysctl", "nic_qos", "irq", "files", "switch")
 RAIL = typer.Option(None, "--rail", min=0, max=31, help="Verify on these rails only (repeatable; default: every rail).")
 
 
