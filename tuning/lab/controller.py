@@ -147,7 +147,8 @@ def _discard(folders: list[Path]) -> None:
     for folder in present:
         folder.rename(trash / folder.name)
     try:
-        subprocess.Popen(["sh", "-c", 'chmod -R u+w "$1" 2>/dev/null; rm -rf "$1"', "sh", str(trash)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        wipe = 'chmod -R u+rwX "$1" 2>/dev/null; rm -rf "$1"'  # read-only trees of user-namespace mode
+        subprocess.Popen(["sh", "-c", wipe, "sh", str(trash)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True)
     except OSError:
         shutil.rmtree(trash, ignore_errors=True)
