@@ -109,3 +109,24 @@ def test_sudo_with_a_password(lab_inventory, node01, monkeypatch):
         assert "canary" not in res.command
     finally:
         host.close()
+
+
+def test_sftp_reads_but_never_writes(lab_inventory):
+    import paramiko
+
+    state = lab_inventory / ".state"
+    port = inventory.load(lab_inventory).devices["node01"].connection.port
+    client = paramiko.SSHClient()
+    client.load_host_keys(str(state / "ssh" / "known_hosts"))
+    client.connect("127.0.0.1", port=port, username="fabtune", key_filename=str(state / "ssh" / "id_ed25519"),
+                   look_for_keys=False, allow_agent=False, timeout=10)
+    try:
+        sftp = client.open_sftp()
+        with sftp.open("/sysroot/proc/sys/net/core/rmem_max") as f:
+            assert f.read() == _sysroot(lab_inventory, "node01").joinpath("proc/sys/net/core/rmem_max").read_bytes()
+        for write in (lambda: sftp.open("/sysroot/proc/sys/net/core/rmem_max", "w"), lambda: sftp.mkdir("/x"),
+                      lambda: sftp.remove("/sysroot/proc/sys/net/core/rmem_max"), lambda: sftp.open("/new", "w")):
+            with pytest.raises(PermissionError):
+                write()
+    finally:
+        client.close()

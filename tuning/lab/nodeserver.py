@@ -6,8 +6,8 @@ Each node accepts user ``fabtune`` with the lab's client key only
 real subprocess in ``<state>/nodes/<node>/`` with the lab environment (PATH with
 ``<state>/bin`` first, ``FABTUNE_LAB_*``), streams stdout/stderr and passes the exit
 status, exactly what OpenSSH's sshd does for ``ssh host 'command'``. A shell request
-runs ``bash`` reading commands from the channel; SFTP is served chrooted to the
-node's login folder.
+runs ``bash`` reading commands from the channel; SFTP is served read-only, chrooted to
+the node's login folder.
 
 Shells run unprivileged (:mod:`tuning.lab.privileges`): as the lab user when the daemon
 is root, without capabilities otherwise. ``sudo`` on their PATH reaches the node's sudo
@@ -60,6 +60,28 @@ class _NodeAuth(asyncssh.SSHServer):
 
     def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
         return username == LAB_USER and key.public_data == self._client_key
+
+
+class _ReadOnlySftp(asyncssh.SFTPServer):
+    """SFTP, chrooted to the login folder, for reading only.
+
+    It runs inside the daemon (root in CI), not as the login user as a real ``sftp-server``
+    does, so every write is refused (``Permission denied``): it can never write what the
+    unprivileged user could not. fabtune itself never uses SFTP.
+    """
+
+    WRITE_FLAGS = asyncssh.FXF_WRITE | asyncssh.FXF_APPEND | asyncssh.FXF_CREAT | asyncssh.FXF_TRUNC
+
+    def open(self, path, pflags, attrs):  # noqa: D102 (asyncssh's signature)
+        if pflags & self.WRITE_FLAGS:
+            raise asyncssh.SFTPPermissionDenied("Permission denied")
+        return super().open(path, pflags, attrs)
+
+    def _denied(self, *args, **kwargs):
+        raise asyncssh.SFTPPermissionDenied("Permission denied")
+
+    open56 = remove = rename = posix_rename = mkdir = rmdir = _denied
+    setstat = lsetstat = fsetstat = symlink = link = _denied
 
 
 async def _pump_out(reader: asyncio.StreamReader, writer) -> None:
@@ -136,7 +158,7 @@ async def start_node(state_dir: Path, node: Node) -> asyncssh.SSHAcceptor:
         lambda: _NodeAuth(client_key), "127.0.0.1", node.port,
         server_host_keys=[str(state_dir / "ssh" / "hostkeys" / node.name)],
         process_factory=handle, encoding=None, allow_scp=False, reuse_address=True,
-        sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=str(home).encode()),
+        sftp_factory=lambda chan: _ReadOnlySftp(chan, chroot=str(home).encode()),
     )
 
 
