@@ -97,7 +97,9 @@ class NodeSpec(BaseModel):
         irq_affinity: ``numa-local`` spreads each NIC's completion IRQs over the CPUs of the NIC's
             own NUMA node (``local_cpulist``); ``off`` leaves IRQs alone.
         irqbalance: what to do with a running irqbalance, which moves IRQs back (node domain
-            ``services``): ``stop`` it (``systemctl stop irqbalance.service``) or ``leave`` it.
+            ``services``): ``stop`` it (``systemctl stop irqbalance.service``), ``ban`` the tuned IRQs
+            (``--banirq=N`` in ``IRQBALANCE_ARGS`` of /etc/default or /etc/sysconfig ``irqbalance``,
+            then ``systemctl try-restart``) or ``leave`` it.
         irq_cpus: optional CPU list (``0-15,64-79``) to use instead of the NIC's local CPUs;
             checked against the node's online CPUs before anything is pushed.
         nics: the RDMA NICs (at least one; usually in ``host_vars/<node>.yml``).
@@ -109,7 +111,7 @@ class NodeSpec(BaseModel):
     nic_qos: NicQos = NicQos()
     sysctl: dict[SysctlName, SysctlValue] = Field(default_factory=dict)
     irq_affinity: Literal["numa-local", "off"] = "numa-local"
-    irqbalance: Literal["stop", "leave"] = "stop"
+    irqbalance: Literal["stop", "ban", "leave"] = "stop"
     irq_cpus: Optional[CpuList] = None
     nics: list[NicSpec] = Field(min_length=1)
 
