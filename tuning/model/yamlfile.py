@@ -48,11 +48,6 @@ class _Loader(_BASE):  # type: ignore[misc,valid-type]
         return super().construct_mapping(node, deep=deep)
 
 
-# Ansible's `!vault |` values (a become password): kept encrypted, in the form `ansible-inventory --list`
-# prints them; tuning.transport.become decrypts at connect time.
-_Loader.add_constructor("!vault", lambda loader, node: {"__ansible_vault": loader.construct_scalar(node)})
-
-
 def _kids(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.MappingNode):
         return [n for pair in node.value for n in pair if not isinstance(n, yaml.ScalarNode)]
