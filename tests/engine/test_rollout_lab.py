@@ -118,7 +118,7 @@ def test_injected_degrade_fails_exactly_the_pairs_crossing_it(lab_inventory: Pat
 
     journal = tmp_path / "j"
     good = engine.run(inventory.load(lab_inventory), Options(mode="rollout", journal_dir=journal))
-    assert good.outcome == "kept"
+    assert good.outcome == "kept", (good.errors, [r["reasons"] for r in good.verify_after if r["reasons"]])
     run = lambda *a: subprocess.run([sys.executable, "-m", "tuning", *a, "-i", str(lab_inventory)],  # noqa: E731
                                     capture_output=True, text=True, timeout=120)
     assert run("lab", "inject", "node01:mlx5_0", "degrade").returncode == 0
@@ -178,10 +178,25 @@ def test_controller_killed_mid_push_is_rolled_back_from_the_journal(lab_inventor
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert run_id, "the journal never showed a device being pushed"
-    time.sleep(1.0)  # let commands already running on the nodes finish
+    _wait_until_nodes_quiet(lab_inventory)  # the killed run's scripts still running on the nodes finish first
     res = subprocess.run([sys.executable, "-m", "tuning", "rollback", run_id, "-i", str(lab_inventory),
                           "--journal-dir", str(journal)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     now = snapshot_fabric(lab_inventory)
     diff = sorted(k for k in set(untuned) | set(now) if untuned.get(k) != now.get(k) and not k.endswith(":revision"))
     assert diff == []
+
+
+def _wait_until_nodes_quiet(inv: Path, quiet_s: float = 2.0, timeout: float = 120.0) -> None:
+    """Wait until no file under any node's sysroot changed for ``quiet_s`` seconds: a controller
+    killed mid-push leaves its node scripts running (SSH does not stop them), and a restore must
+    come after them (docs/architecture.md)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        newest = max((f.stat().st_mtime for f in (inv / ".state" / "nodes").rglob("*") if f.is_file()), default=0)
+        if time.time() - newest > quiet_s:
+            return
+        time.sleep(0.5)
+    raise AssertionError("node files kept changing")

@@ -80,6 +80,9 @@ class FilesDomain(Domain):
     def command(self, key: str, value: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str | None:
         if key.startswith("unit/"):
             verb = {"enabled": "enable", "disabled": "disable"}.get(value)
+            if verb == "disable":  # a push cut short may never have installed the unit: then it is disabled
+                link = q(sysroot_path(sysroot, WANTS_LINK))
+                return f"{{ ! test -L {link} || systemctl{_root(sysroot)} disable {q(UNIT)}; }}"
             return f"systemctl{_root(sysroot)} {verb} {q(UNIT)}" if verb else None
         path = key[len("file"):]
         target = q(sysroot_path(sysroot, path))
