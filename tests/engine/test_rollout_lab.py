@@ -106,6 +106,8 @@ def test_rollback_run_id_restores_from_journal(lab_inventory: Path, tmp_path: Pa
     assert (_sysroot(lab_inventory, "node01") / "sys/class/net/enp12s0np0/mtu").read_text() == "9000\n"
     back = rollback_run(journal, rep.run_id)  # from the journal alone: no inventory given
     assert back.outcome == "rolled-back" and set(back.restored) == {"node01", "leaf02"}
+    mtu = next(c for c in back.changes["node01"] if c["key"] == "mtu/enp12s0np0")
+    assert (mtu["now"], mtu["restored_to"]) == ("9000", "1500")
     now = snapshot_fabric(lab_inventory)
     diff = sorted(k for k in set(untuned) | set(now) if untuned.get(k) != now.get(k) and not k.endswith(":revision"))
     assert diff == []

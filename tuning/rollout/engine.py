@@ -266,10 +266,8 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
         pairs = verify_pairs(inv, opts.rails)
         window = confirm_window(opts, pairs, len(devices))
     run_id = new_run_id()
-    lock = None
-    if opts.mode != "plan":
-        lock = RunLock(lock_path(inv.path), run_id, opts.mode, opts.journal_dir / f"{run_id}.json",
-                       wait_s=opts.lock_wait_s).acquire()
+    lock = None if opts.mode == "plan" else RunLock(lock_path(inv.path), run_id, opts.mode, opts.journal_dir /
+                                                    f"{run_id}.json", wait_s=opts.lock_wait_s).acquire()
     s = Session(inv, devices, opts.workers)
     try:
         progress(f"connecting to {len(devices)} device(s)")

@@ -169,12 +169,33 @@ def _check_inventory(j: Journal, inventory: Path | None) -> None:
 
 
 def _now_and_restored(j: Journal, names: list[str]) -> dict[str, list[dict]]:
-    """Per device the settings being put back, as ``now`` (what the run wrote) and ``restored_to``."""
+    """Per device the settings being put back: ``now`` (the value the run wrote) and ``restored_to``
+    (its snapshot value), also as ``before`` / ``after`` of the rollback for the changes table."""
     out = {}
     for n in names:
-        out[n] = [{"domain": c.domain, "key": c.key, "before": c.after, "after": c.before}
-                  for c in _changes(j.device(n))]
+        out[n] = [{"domain": c.domain, "key": c.key, "now": c.after, "restored_to": c.before,
+                   "before": c.after, "after": c.before} for c in _changes(j.device(n))]
     return out
+
+
+def _restore_locked(j: Journal, names: list[str], report, progress: Progress, forced: bool) -> None:
+    """Take the inventory's lock (or the stale lock of this very run), open the devices from the
+    journal, restore them, record the outcome."""
+    inv_dir = Path(j.data.get("inventory") or ".")
+    with RunLock(lock_path(inv_dir), f"rollback-{j.run_id}", "rollback", j.path, take_over_run=j.run_id):
+        conns: dict = {}
+        try:
+            conns.update(_connect_all(j, names))
+            report.restored = restore_touched(j, conns, progress)
+        finally:
+            for c in conns.values():
+                try:
+                    c.close()
+                except Exception:  # noqa: BLE001 - closing must not mask the restore's own error
+                    pass
+        report.outcome = "rolled-back"
+        j.data["outcome"] = "rolled-back (fabtune rollback" + (" --force)" if forced else ")")
+        j.stage("done", "fabtune rollback")
 
 
 def rollback_run(journal_dir: Path, run_id: str, inventory: Path | None = None, force: bool = False,
@@ -190,7 +211,7 @@ def rollback_run(journal_dir: Path, run_id: str, inventory: Path | None = None, 
     Returns:
         A RunReport whose ``outcome`` is ``rolled-back``, or ``no-change`` when the run touched
         nothing or was already rolled back (``errors["run"]`` says which). Its ``changes`` list
-        per setting ``before`` = the value now, ``after`` = the value restored to.
+        per setting ``now`` and ``restored_to`` (see :func:`_now_and_restored`).
 
     Raises:
         InputError: unknown or unreadable RUN_ID, another inventory, later runs changed the same
@@ -215,20 +236,6 @@ def rollback_run(journal_dir: Path, run_id: str, inventory: Path | None = None, 
         raise InputError("RUN_ID", run_id, f"later runs changed the same settings and were not rolled back: "
                          f"{shown}; roll those back first, or use --force")
     report.changes = _now_and_restored(j, names)
-    inv_dir = Path(j.data.get("inventory") or ".")
-    with RunLock(lock_path(inv_dir), f"rollback-{run_id}", "rollback", j.path, take_over_run=run_id):
-        conns: dict = {}
-        try:
-            conns.update(_connect_all(j, names))
-            report.restored = restore_touched(j, conns, progress)
-        finally:
-            for c in conns.values():
-                try:
-                    c.close()
-                except Exception:  # noqa: BLE001 - closing must not mask the restore's own error
-                    pass
-        report.outcome = "rolled-back"
-        j.data["outcome"] = "rolled-back (fabtune rollback)" + (" --force" if clash else "")
-        j.stage("done", "fabtune rollback")
+    _restore_locked(j, names, report, progress, bool(clash))
     report.seconds = round(time.monotonic() - t0, 2)
     return report
