@@ -176,3 +176,17 @@ def test_a_waiting_run_takes_the_lock_when_the_holder_ends(tmp_path: Path):
     threading.Timer(0.5, first.release).start()
     with RunLock(lock_path(inv), "20261130T101501-bbbbbb", "apply", tmp_path / "b.json", wait_s=10) as second:
         assert json.loads(lock_path(inv).read_text())["run_id"] == second.run_id
+
+
+def test_rollback_needs_only_the_journal_even_when_the_inventory_is_gone(tmp_path: Path):
+    """The journaled inventory folder no longer exists: rollback neither reads nor locks it and
+    goes straight to the journaled devices (here an address where nothing listens)."""
+    from tuning.errors import ConnectError
+    from tuning.rollout.rollback import rollback_run
+
+    j = Journal.create(tmp_path / "j", str(tmp_path / "gone"), "apply", "20261130T101500-gone00")
+    j.update("node01", role="node", platform="linux", state="applied", applied=[],
+             connection={"hostname": "127.0.0.1", "port": 1, "username": "fabtune", "key_file": None,
+                         "known_hosts": None, "sysroot": "/"})
+    with pytest.raises(ConnectError):
+        rollback_run(tmp_path / "j", j.run_id)

@@ -13,6 +13,7 @@ the list of those settings (``force`` overrides).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -182,7 +183,9 @@ def _restore_locked(j: Journal, names: list[str], report, progress: Progress, fo
     """Take the inventory's lock (or the stale lock of this very run), open the devices from the
     journal, restore them, record the outcome."""
     inv_dir = Path(j.data.get("inventory") or ".")
-    with RunLock(lock_path(inv_dir), f"rollback-{j.run_id}", "rollback", j.path, take_over_run=j.run_id):
+    lock = (RunLock(lock_path(inv_dir), f"rollback-{j.run_id}", "rollback", j.path, take_over_run=j.run_id)
+            if inv_dir.is_dir() else contextlib.nullcontext())  # inventory gone: no run can hold its lock
+    with lock:
         conns: dict = {}
         try:
             conns.update(_connect_all(j, names))
