@@ -18,8 +18,9 @@ def cases_dir() -> Path:
 
 
 REPO = Path(__file__).resolve().parents[1]
-#: the test labs' port range: away from inventory/lab's 42101-42203, different per pytest process
-TEST_BASE_PORT = 44000 + (os.getpid() % 40) * 250
+#: the test labs' port range: away from inventory/lab's 22101-22203, different per pytest process,
+#: below the kernel's ephemeral range (32768-60999) so a client socket never holds a lab port
+TEST_BASE_PORT = 23000 + (os.getpid() % 36) * 250
 
 
 @pytest.fixture()

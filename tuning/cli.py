@@ -284,14 +284,16 @@ STATE = typer.Option(None, "--state-dir", help="Lab state directory (default: IN
 
 @lab_app.command("up")
 def lab_up(inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
-    """Start the lab: 4 GPU nodes (SSH), 2 leaves and 1 spine (NVUE), untuned.
+    """Start the lab: 4 GPU nodes (SSH), 2 leaves and 1 spine (NVUE), untuned, listening on the
+    ports INVENTORY names (so two labs on two inventories run side by side).
 
-    Example: fabtune lab up
+    Example: fabtune lab up -i inventory/lab
     """
     from tuning.lab import controller
+    from tuning.lab.fabric import fabric_for_inventory
 
     sd = _state_dir(inventory, state_dir)
-    controller.up(sd)
+    controller.up(sd, fabric_for_inventory(inventory))
     _lab_status(sd)
 
 

@@ -157,7 +157,7 @@ STRUCTURE: list[tuple[str, str | bytes, str | None]] = [
     (H, "all:\n" + "".join("  " * (i + 1) + f"k{i}:\n" for i in range(80)), "line"),
     (H, "all:\n  children:\n  children:\n", "children"),
     (H, "all:\n\tchildren:\n", "line"),
-    (H, _hosts("    gpu_nodes:\n      hosts:\n        node01: {ansible_port: 42101, 1: x}\n"),
+    (H, _hosts("    gpu_nodes:\n      hosts:\n        node01: {ansible_port: 22101, 1: x}\n"),
      "all.children.gpu_nodes.hosts.node01.1"),
 ]
 for _rel in (G, S, A, N1, L1):
@@ -199,7 +199,7 @@ def cross_cases() -> Iterator[Case]:
     """Values each valid alone, refused together (duplicates across NICs or hosts, QoS rules)."""
     specs = [(N1, ("nics", 1, "netdev"), "enp12s0np0", "nics"), (N1, ("nics", 1, "rdma_device"), "mlx5_0", "nics"),
              (N1, ("nics", 1, "ipv4"), "10.0.0.2/24", "nics.0.ipv4"),
-             (H, ("all", "children", "gpu_nodes", "hosts", "node02", "ansible_port"), 42101, "ansible_host"),
+             (H, ("all", "children", "gpu_nodes", "hosts", "node02", "ansible_port"), 22101, "ansible_host"),
              (G, ("nic_qos", "cnp_dscp"), 26, "nic_qos.cnp_dscp"), (G, ("nic_qos", "cnp_priority"), 3, "nic_qos.cnp_priority"),
              (G, ("nic_qos", "pfc_priority"), 4, "nic_qos.pfc_priority"), (G, ("nic_qos", "trust"), "pcp", "nic_qos.trust"),
              (G, ("mtu",), 9216, "port_mtu"), (S, ("roce", "dscp_to_switch_priority"), {26: 0, 48: 6}, "roce"),

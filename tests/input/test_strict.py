@@ -116,8 +116,8 @@ def test_two_nics_with_one_netdev_or_rdma_device(inv: Path):
 
 
 def test_two_nodes_with_one_address_and_port(inv: Path):
-    hosts_entry(inv, "node02", ansible_port=42101)
-    assert "hosts.yaml: ansible_host: node02 and node01 both use 127.0.0.1:42101" in error(inv)
+    hosts_entry(inv, "node02", ansible_port=22101)
+    assert "hosts.yaml: ansible_host: node02 and node01 both use 127.0.0.1:22101" in error(inv)
 
 
 @pytest.mark.parametrize("name", ["../../x", "/abs", "a/b", ".hidden", "node 1"])

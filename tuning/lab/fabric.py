@@ -126,7 +126,13 @@ class Fabric:
         )
 
 
-def default_fabric(base_port: int = 42100, n_nodes: int = 4) -> Fabric:
+#: the embedded lab's ports: 22101-22104 (nodes) and 22201-22203 (switches), below the kernel's
+#: ephemeral port range (``net.ipv4.ip_local_port_range``, 32768-60999 by default), where a lab
+#: port could collide with a client socket's source port
+DEFAULT_BASE_PORT = 22100
+
+
+def default_fabric(base_port: int = DEFAULT_BASE_PORT, n_nodes: int = 4) -> Fabric:
     """The embedded default lab: ``n_nodes`` nodes, leaf01/leaf02, spine01.
 
     Ports: node k (1-based) listens on ``base_port + k``; leaf01, leaf02 and spine01
@@ -157,6 +163,27 @@ def default_fabric(base_port: int = 42100, n_nodes: int = 4) -> Fabric:
     ]
     links = [Link("leaf01", "swp31", "spine01", "swp1"), Link("leaf02", "swp31", "spine01", "swp2")]
     return Fabric(nodes=nodes, switches=switches, links=links)
+
+
+def fabric_for_inventory(inv_dir: Path) -> Fabric:
+    """The default fabric listening on the ports an inventory names (``fabtune lab up -i INV``),
+    so two labs run side by side, each on its own inventory's ports.
+
+    Raises:
+        InputError: the inventory is invalid, or names a host the default fabric does not have.
+    """
+    from tuning import inventory
+    from tuning.errors import InputError
+
+    fabric = default_fabric()
+    inv = inventory.load(inv_dir)
+    lab = {n.name: n for n in fabric.nodes} | {s.name: s for s in fabric.switches}
+    for name, dev in inv.devices.items():
+        if name not in lab:
+            raise InputError(str(inv_dir / "hosts.yaml"), name,
+                             f"not a lab device; the lab has {', '.join(sorted(lab))}")
+        lab[name].port = dev.connection.port
+    return fabric
 
 
 def retarget_inventory(hosts_yaml: Path, fabric: Fabric) -> None:

@@ -1,0 +1,42 @@
+"""`fabtune lab up -i INV` serves INV's ports; default and test ports avoid the ephemeral range."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, TEST_BASE_PORT
+from tuning.errors import InputError
+from tuning.lab.fabric import default_fabric, fabric_for_inventory, retarget_inventory
+
+EPHEMERAL_LOW = 32768  # Linux default net.ipv4.ip_local_port_range: 32768 60999
+
+
+def test_lab_serves_the_ports_its_inventory_names(tmp_path: Path):
+    inv = tmp_path / "lab"
+    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
+    retarget_inventory(inv / "hosts.yaml", default_fabric(base_port=TEST_BASE_PORT))
+    fabric = fabric_for_inventory(inv)
+    ports = {n.name: n.port for n in fabric.nodes} | {s.name: s.port for s in fabric.switches}
+    assert ports["node01"] == TEST_BASE_PORT + 1 and ports["spine01"] == TEST_BASE_PORT + 103
+    repo_ports = {n.name: n.port for n in fabric_for_inventory(REPO / "inventory" / "lab").nodes}
+    assert repo_ports["node01"] == 22101
+
+
+def test_every_lab_port_lies_below_the_ephemeral_range():
+    for fabric in (default_fabric(), default_fabric(base_port=TEST_BASE_PORT)):
+        top = max([n.port for n in fabric.nodes] + [s.port for s in fabric.switches])
+        assert top < EPHEMERAL_LOW
+    assert TEST_BASE_PORT + 223 < EPHEMERAL_LOW  # the switch tests' module lab sits at +120..+223
+
+
+def test_an_inventory_host_the_lab_lacks_is_refused(tmp_path: Path):
+    inv = tmp_path / "lab"
+    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
+    text = (inv / "hosts.yaml").read_text().replace("node04:", "node09:")
+    (inv / "hosts.yaml").write_text(text)
+    (inv / "host_vars" / "node04.yml").rename(inv / "host_vars" / "node09.yml")
+    with pytest.raises(InputError, match="node09"):
+        fabric_for_inventory(inv)
