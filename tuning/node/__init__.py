@@ -21,7 +21,7 @@ from tuning.node.mtu import MtuDomain
 from tuning.node.nic_qos import NicQosDomain
 from tuning.node.services import ServicesDomain
 from tuning.node.sysctl import SysctlDomain
-from tuning.transport.base import Host
+from tuning.transport.base import Host, q, sysroot_path
 
 #: seconds between the last write and the read-back: longer than the lab's rewriters (0.1 s), so an
 #: agent that puts a value back (irqbalance, a DCBX agent) is caught before the device counts as
@@ -101,6 +101,21 @@ def plan(dev: Device, state: NodeState) -> list[Change]:
     return out
 
 
+#: the node-side lock every apply and restore script holds: ``flock`` (util-linux) on the
+#: directory ``/run/lock`` itself (a lock on a directory fd leaves no file behind), so a rollback
+#: after a killed controller waits for the killed run's script instead of racing it
+NODE_LOCK = "/run/lock"
+#: how long a script waits for that lock (s); exit 75 (EX_TEMPFAIL) when it stays held
+NODE_LOCK_WAIT_S = 120
+
+
+def _lock_prelude(sysroot: str) -> str:
+    """Take :data:`NODE_LOCK` (under ``sysroot``) on fd 9 for the rest of the script, or exit 75."""
+    path = q(sysroot_path(sysroot, NODE_LOCK))
+    return (f"L={path}; mkdir -p \"$L\" && exec 9<\"$L\" && flock -w {NODE_LOCK_WAIT_S} 9 || "
+            f"{{ echo \"fabtune: another fabtune run holds $L on this node ({NODE_LOCK_WAIT_S} s)\" >&2; exit 75; }}\n")
+
+
 def _script(cmds: list[str]) -> str:
     """Run commands in order; on the first failure print ``@@failed <index>`` and exit with its status."""
     body = [f"{c} || {{ rc=$?; echo '@@failed {i}' >&2; exit $rc; }}" for i, c in enumerate(cmds)]
@@ -161,8 +176,9 @@ def _push(host: Host, name: str, changes: list[Change], use_before: bool, phase:
     todo = [c for c in changes if (c.restore_cmd if use_before else c.apply_cmd)]
     cmds = [(c.restore_cmd if use_before else c.apply_cmd) or "" for c in todo]
     reads = list(dict.fromkeys(c.read_cmd for c in todo if c.read_cmd))
-    script = _script(cmds) + f"sleep {READBACK_SETTLE_S}\n" + _readback_script(reads)
-    res = host.run(script)
+    script = (_lock_prelude(host.sysroot) + _script(cmds) + f"sleep {READBACK_SETTLE_S}\n"
+              + _readback_script(reads))
+    res = host.run(script, timeout=NODE_LOCK_WAIT_S + 60.0)
     if res.rc != 0:
         failed = next((int(l.split()[1]) for l in res.stderr.splitlines() if l.startswith("@@failed")), 0)
         err = CommandError(cmds[failed], res.rc, res.stderr.replace(f"@@failed {failed}", "").strip(),
