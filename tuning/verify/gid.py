@@ -47,7 +47,7 @@ def resolve_gid_index(host: Host, rdma_device: str, ipv4: str) -> int:
     Raises:
         VerifyError: no RoCE v2 entry carries ``ipv4`` (address missing, or RoCE v1 only).
     """
-    res = host.run(gid_table_command(host.sysroot, rdma_device)).check(host.name, "verify")
+    res = host.run(gid_table_command(host.sysroot, rdma_device), privileged=False).check(host.name, "verify")
     idx = pick_roce_v2_ipv4(res.stdout, ipv4)
     if idx is None:
         raise VerifyError(f"{rdma_device}: no RoCE v2 GID for {ipv4} in the GID table", host=host.name, phase="verify")
