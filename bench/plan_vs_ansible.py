@@ -42,7 +42,7 @@ def main() -> int:
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="fabtune-bench-"))
     inv_dir = tmp / "lab"
-    shutil.copytree(REPO / "inventory" / "lab", inv_dir, ignore=shutil.ignore_patterns(".state"))
+    shutil.copytree(REPO / "inventory" / "lab", inv_dir, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     fabric = default_fabric(base_port=45900)  # beside an operator's lab on inventory/lab's ports
     retarget_inventory(inv_dir / "hosts.yaml", fabric)
     controller.up(inv_dir / ".state", fabric)

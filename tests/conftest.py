@@ -36,7 +36,7 @@ def lab_inventory(tmp_path: Path):
     from tuning.lab.fabric import default_fabric, retarget_inventory
 
     inv = tmp_path / "lab"
-    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state"))
+    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     fabric = default_fabric(base_port=TEST_BASE_PORT)
     retarget_inventory(inv / "hosts.yaml", fabric)
     controller.up(inv / ".state", fabric)

@@ -28,7 +28,7 @@ LAB = Path("inventory/lab")
 
 def wrong_variant(src: Path, dst: Path) -> Path:
     """Copy ``src`` to ``dst`` with leaf01's RoCE lossy (the lab state is shared by a symlink)."""
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".state"))
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     (dst / ".state").symlink_to((src / ".state").resolve())
     hv = dst / "host_vars" / "leaf01.yml"
     data = yaml.safe_load(hv.read_text())

@@ -96,7 +96,7 @@ def test_syntax_check() -> None:
 def test_core_error_is_a_one_line_task_failure(tmp_path: Path) -> None:
     """A TuningError (here: the inventory's known_hosts file is missing, no lab) fails the task."""
     inv = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state"))
+    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     res = subprocess.run([str(PLAYBOOK_BIN), "-i", str(inv), "playbooks/tune.yml", "--check", "--limit", "node01"],
                          cwd=REPO, capture_output=True, text=True, timeout=60)
     assert res.returncode == 2

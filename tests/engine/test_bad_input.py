@@ -76,7 +76,7 @@ def test_each_bad_input_exits_2_with_one_line_and_pushes_nothing(lab_inventory: 
     before = snapshot_fabric(lab_inventory)
     for name, (mutate, expected) in CASES.items():
         inv = tmp_path / name.replace(" ", "_")
-        shutil.copytree(lab_inventory, inv, symlinks=True, ignore=shutil.ignore_patterns(".state"))
+        shutil.copytree(lab_inventory, inv, symlinks=True, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
         (inv / ".state").symlink_to(lab_inventory / ".state")
         mutate(inv)
         res = subprocess.run([sys.executable, "-m", "tuning", "apply", "-i", str(inv), "--journal-dir",

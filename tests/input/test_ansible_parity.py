@@ -99,7 +99,7 @@ def test_every_repository_inventory_is_compared():
 @pytest.mark.parametrize("rel", REPO_INVENTORIES)
 def test_repository_inventories_match_ansible_inventory(rel: str, tmp_path: Path):
     inv = tmp_path / "inv"
-    shutil.copytree(REPO / rel, inv, ignore=shutil.ignore_patterns(".state"))
+    shutil.copytree(REPO / rel, inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     want = ansible_hostvars(inv)
     assert fabtune_hostvars(inv) == want
     loaded = inventory.load(inv)  # and the devices are built from those very values
@@ -112,7 +112,7 @@ def test_repository_inventories_match_ansible_inventory(rel: str, tmp_path: Path
 def test_directory_form_reaches_the_model(tmp_path: Path):
     """The issue's case: a group_vars folder sets MTU 4200; fabtune planned 9000."""
     inv = tmp_path / "lab"
-    shutil.copytree(REPO / "inventory/lab", inv, ignore=shutil.ignore_patterns(".state"))
+    shutil.copytree(REPO / "inventory/lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     gv = inv / "group_vars"
     (gv / "gpu_nodes").mkdir()
     (gv / "gpu_nodes.yml").rename(gv / "gpu_nodes" / "main.yml")
@@ -133,7 +133,7 @@ def test_yml_and_yaml_for_one_host_is_refused_naming_what_ansible_reads(tmp_path
 
 def test_site_keys_are_left_alone_and_near_misses_refused(tmp_path: Path):
     inv = tmp_path / "lab"
-    shutil.copytree(REPO / "inventory/lab", inv, ignore=shutil.ignore_patterns(".state"))
+    shutil.copytree(REPO / "inventory/lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     gv = inv / "group_vars" / "gpu_nodes.yml"
     base = gv.read_text()
     gv.write_text(base + "ntp_servers: [ntp1.example.com]\nsyslog_host: log1\n")
@@ -152,7 +152,7 @@ def test_site_keys_are_left_alone_and_near_misses_refused(tmp_path: Path):
 
 def test_vault_values_are_left_alone_or_refused_in_fabtune_keys(tmp_path: Path):
     inv = tmp_path / "lab"
-    shutil.copytree(REPO / "inventory/lab", inv, ignore=shutil.ignore_patterns(".state"))
+    shutil.copytree(REPO / "inventory/lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     gv = inv / "group_vars" / "gpu_nodes.yml"
     base = gv.read_text()
     gv.write_text(base + "site_secret: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6231336539\n")
@@ -165,7 +165,7 @@ def test_vault_values_are_left_alone_or_refused_in_fabtune_keys(tmp_path: Path):
 
 def test_duplicate_key_is_refused_with_file_key_and_line(tmp_path: Path):
     inv = tmp_path / "lab"
-    shutil.copytree(REPO / "inventory/lab", inv, ignore=shutil.ignore_patterns(".state"))
+    shutil.copytree(REPO / "inventory/lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     gv = inv / "group_vars" / "gpu_nodes.yml"
     gv.write_text(gv.read_text() + "mtu: 4200\n")
     with pytest.raises(InputError) as e:
@@ -175,7 +175,7 @@ def test_duplicate_key_is_refused_with_file_key_and_line(tmp_path: Path):
 
 def test_site_hosts_outside_the_role_groups_are_left_alone(tmp_path: Path):
     inv = tmp_path / "lab"
-    shutil.copytree(REPO / "inventory/lab", inv, ignore=shutil.ignore_patterns(".state"))
+    shutil.copytree(REPO / "inventory/lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     hosts = inv / "hosts.yaml"
     base = hosts.read_text()
     hosts.write_text(base + "    login:\n      hosts:\n        login01: {ansible_host: 10.9.9.9, ntp_servers: [a]}\n")

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _load_with(tmp_path: Path, rel: str, **changes) -> str:
     inv = tmp_path / "lab"
-    shutil.copytree(REPO / "inventory/lab", inv, ignore=shutil.ignore_patterns(".state"))
+    shutil.copytree(REPO / "inventory/lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     data = yaml.safe_load((inv / rel).read_text())
     for key, value in changes.items():
         data[key] = {**data[key], **value} if isinstance(value, dict) and key in data else value
@@ -53,7 +53,7 @@ def test_each_rule_names_both_devices_and_the_rule(tmp_path: Path, rel, changes,
 
 def test_the_boundary_mtu_is_accepted(tmp_path: Path):
     inv = tmp_path / "lab"
-    shutil.copytree(REPO / "inventory/lab", inv, ignore=shutil.ignore_patterns(".state"))
+    shutil.copytree(REPO / "inventory/lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     (inv / S).write_text((inv / S).read_text().replace("port_mtu: 9216", f"port_mtu: {9000 + MTU_HEADER_BYTES}"))
     assert inventory.load(inv).devices["leaf01"].spec.port_mtu == 9022
 

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture()
 def inv(tmp_path: Path) -> Path:
     out = tmp_path / "lab"
-    shutil.copytree(REPO / "inventory" / "lab", out, ignore=shutil.ignore_patterns(".state"))
+    shutil.copytree(REPO / "inventory" / "lab", out, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     return out
 
 

@@ -32,7 +32,7 @@ def test_wrap_is_the_command_line_sent_to_a_real_host():
 
 def _inventory_with(tmp_path: Path, **node_vars) -> Path:
     inv = tmp_path / "lab"
-    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state"))
+    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     path = inv / "host_vars" / "node01.yml"
     data = yaml.safe_load(path.read_text())
     data.update(node_vars)

@@ -30,7 +30,7 @@ from tuning.transport.ssh import SshHost
 
 base, port, repo = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
 inv = base / "lab"
-shutil.copytree(repo / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state"))
+shutil.copytree(repo / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
 fabric = default_fabric(base_port=port)
 retarget_inventory(inv / "hosts.yaml", fabric)
 controller.up(inv / ".state", fabric)

@@ -41,7 +41,7 @@ def module_lab(tmp_path_factory: pytest.TempPathFactory):
     from tuning.lab.fabric import default_fabric, retarget_inventory
 
     inv = tmp_path_factory.mktemp("switch") / "lab"
-    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state"))
+    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     fabric = default_fabric(base_port=MODULE_LAB_PORT)
     retarget_inventory(inv / "hosts.yaml", fabric)
     controller.up(inv / ".state", fabric)

@@ -249,8 +249,8 @@ def verify_fabric(s: Session, opts: Options, baseline: dict | None, progress: Pr
 def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) -> RunReport:
     """Plan, apply or roll out ``inv`` (see the module docstring for the stages).
 
-    apply and rollout hold the inventory's lock (:mod:`tuning.rollout.lock`) from before the first
-    read to the end of the run.
+    plan, apply and rollout hold the inventory's lock (:mod:`tuning.rollout.lock`) from before the
+    first read to the end of the run (a switch plan stages and discards a candidate on the device).
 
     Raises:
         InputError: the inventory asks for what a device cannot take, no pair would verify, a
@@ -266,8 +266,10 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
         pairs = verify_pairs(inv, opts.rails)
         window = confirm_window(opts, pairs, len(devices))
     run_id = new_run_id()
-    lock = None if opts.mode == "plan" else RunLock(lock_path(inv.path), run_id, opts.mode, opts.journal_dir /
-                                                    f"{run_id}.json", wait_s=opts.lock_wait_s).acquire()
+    # plan locks too: collecting a switch stages and discards a candidate, which would move the
+    # diff under another run's push
+    lock = RunLock(lock_path(inv.path), run_id, opts.mode, opts.journal_dir / f"{run_id}.json",
+                   wait_s=opts.lock_wait_s).acquire()
     s = Session(inv, devices, opts.workers)
     try:
         progress(f"connecting to {len(devices)} device(s)")
