@@ -35,7 +35,7 @@ def test_lab_inventory_layers_group_and_host_vars(lab_copy: Path):
     assert inv.devices["node02"].sources["mtu"].endswith("host_vars/node02.yml")
     assert inv.devices["node01"].spec.nic_qos.roce_tos == 106
     conn = inv.devices["leaf01"].connection
-    assert (conn.hostname, conn.port, conn.username) == ("127.0.0.1", 42201, "fabtune")
+    assert (conn.hostname, conn.port, conn.username) == ("127.0.0.1", 22201, "fabtune")
     assert conn.known_hosts == str(lab_copy / ".state/ssh/known_hosts")
     assert inv.devices["node03"].connection.sysroot == "sysroot"
     assert inv.devices["spine01"].groups == ["all", "switches", "spines"]
@@ -129,8 +129,8 @@ def test_nic_on_unlisted_port_and_shared_port(lab_copy: Path):
 def test_bad_port_and_nested_unknown_key_and_huge_range(lab_copy: Path):
     hosts = lab_copy / "hosts.yaml"
     text = hosts.read_text()
-    hosts.write_text(text.replace("ansible_port: 42102", "ansible_port: x42102"))
-    assert "hosts.yaml: ansible_port: 'x42102' is not a TCP port; allowed: 1..65535 (host node02)" in _error(lab_copy)
+    hosts.write_text(text.replace("ansible_port: 22102", "ansible_port: x22102"))
+    assert "hosts.yaml: ansible_port: 'x22102' is not a TCP port; allowed: 1..65535 (host node02)" in _error(lab_copy)
     hosts.write_text(text)
     gv = lab_copy / "group_vars" / "switches.yml"
     data = yaml.safe_load(gv.read_text())
