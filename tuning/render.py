@@ -92,7 +92,13 @@ def node_files(dev: Device) -> dict[str, str]:
     spec = dev.spec
     raw = {f"sysctl/{k}": "?" for k in spec.sysctl} | {f"mtu/{n.netdev}": "?" for n in spec.nics}
     settings = [d for d in domains() if not isinstance(d, FilesDomain) and d.name != "services"]
-    return node_files_from_plan(*boot_settings(settings, spec, NodeFacts(raw=raw)))
+    commands, sysctls = boot_settings(settings, spec, NodeFacts(raw=raw))
+    return node_files_from_plan([OFFLINE_NOTE, *commands], sysctls)
+
+
+#: the first line of an offline-rendered setup script: what it cannot hold without the node
+OFFLINE_NOTE = ("# rendered offline: IRQ affinity (IRQ numbers) and ECN/DCQCN (the NIC driver's files) "
+                "need the node's facts; `fabtune apply` lays the complete file")
 
 
 def render_node(dev: Device) -> str:

@@ -56,6 +56,17 @@ def test_plan_is_refused_while_another_run_holds_the_inventory(tmp_path: Path):
     assert "another run holds this inventory: run 20261130T101500-aaaaaa (rollout" in res.stdout + res.stderr
 
 
+def test_verify_is_refused_while_another_run_holds_the_inventory(tmp_path: Path):
+    import shutil
+
+    inv = tmp_path / "lab"
+    shutil.copytree(LAB, inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
+    with RunLock(lock_path(inv), "20261130T101500-aaaaaa", "rollout", tmp_path / "j" / "a.json"):
+        res = _fabtune("verify", "-i", str(inv), "--journal-dir", str(tmp_path / "j"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "another run holds this inventory: run 20261130T101500-aaaaaa (rollout" in res.stdout + res.stderr
+
+
 def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()

@@ -59,3 +59,16 @@ def test_a_new_line_cannot_reach_a_node_file():
 
     with pytest.raises(ValueError, match="new line"):
         node_files_from_plan([], {"kernel.numa_balancing": "0\nkernel.pwned = 1"})
+
+
+def test_offline_render_says_what_it_cannot_hold():
+    """An offline render has no IRQ numbers or NIC driver: its setup script says so on its first
+    command line instead of looking complete (the inventory asks for IRQ affinity and ECN)."""
+    from tuning import inventory
+    from tuning.render import OFFLINE_NOTE, node_files
+
+    dev = inventory.load(REPO / "inventory" / "example-su").devices["gpu-su1-n01"]
+    assert dev.spec.nic_qos.ecn and dev.spec.irq_affinity == "numa-local"
+    script = node_files(dev)["/usr/local/sbin/fabtune-nic-setup"]
+    assert script.splitlines()[5] == OFFLINE_NOTE
+    assert "smp_affinity" not in script

@@ -11,7 +11,8 @@ from tuning.node import domains
 from tuning.node.base import Change, NodeFacts
 from tuning.rollout import switch_ops
 from tuning.rollout.engine import Options, RunReport, Session, verify_fabric
-from tuning.rollout.journal import load_baseline
+from tuning.rollout.journal import load_baseline, new_run_id
+from tuning.rollout.lock import RunLock, lock_path
 from tuning.verify.runner import Thresholds
 
 
@@ -37,11 +38,20 @@ def offline_plan(inv: Inventory, limit: list[str] | None, domains_: set[str] | N
 
 def verify_only(inv: Inventory, journal_dir: Path, th: Thresholds, progress,
                 rails: tuple[int, ...] | None = None) -> tuple[bool, list[dict]]:
-    """Measure every pair and judge against ``th`` and the recorded baseline (if any)."""
-    s = Session(inv, [], 1)  # no device is changed: the nodes are opened as the pairs need them
-    try:
-        ok, results = verify_fabric(s, Options(mode="verify", thresholds=th, rails=rails),
-                                    load_baseline(journal_dir, inv.path), progress)
-    finally:
-        s.close()
+    """Measure every pair and judge against ``th`` and the recorded baseline (if any).
+
+    Holds the inventory's lock like a run: RDMA tests beside another run's would load the same
+    links and spoil both runs' measurements.
+
+    Raises:
+        LockError: another run holds the inventory (nothing measured).
+    """
+    run_id = new_run_id()
+    with RunLock(lock_path(inv.path), run_id, "verify", journal_dir / f"{run_id}.json"):
+        s = Session(inv, [], 1)  # no device is changed: the nodes are opened as the pairs need them
+        try:
+            ok, results = verify_fabric(s, Options(mode="verify", thresholds=th, rails=rails),
+                                        load_baseline(journal_dir, inv.path), progress)
+        finally:
+            s.close()
     return ok, [r.__dict__ for r in results]
