@@ -38,8 +38,27 @@ def boot_settings(settings: Sequence[Domain], spec: NodeSpec, facts: NodeFacts) 
         if d.name == "sysctl":
             sysctls = {k.split("/", 1)[1]: v for k, v in want.items()}
         elif d.name in BOOT_DOMAINS:
-            cmds += [c for k, v in want.items() if (c := d.command(k, v, spec, facts, "."))]
+            cmds += [_boot_guard(d.name, k, c, facts) for k, v in want.items()
+                     if (c := d.command(k, v, spec, facts, "."))]
     return cmds, sysctls
+
+
+def _boot_guard(domain: str, key: str, cmd: str, facts: NodeFacts) -> str:
+    """An IRQ line of the boot script pins IRQ N only while N is still this NIC's completion IRQ.
+
+    IRQ numbers can change between boots (driver load order, a new device): without the guard the
+    script would pin another device's IRQ, or stop at a missing one under ``set -e`` and skip every
+    later line. The check reads ``/proc/interrupts`` (its line for N ends ``mlx5_comp<k>@pci:<BDF>``,
+    shared/cases INDEX.md) and says on stderr what it skipped.
+    """
+    if domain != "irq":
+        return cmd
+    _, netdev, irq = key.split("/")
+    bdf = facts.nics.get(netdev, {}).get("bdf", "")
+    pattern = q(f"^ *{int(irq)}:.*mlx5_comp[0-9]+@pci:{bdf}$")
+    why = q(f"fabtune-nic-setup: IRQ {int(irq)} is no longer a completion IRQ of {netdev} ({bdf}); "
+            "not pinned: run fabtune apply")
+    return f"if grep -Eqs {pattern} proc/interrupts; then {cmd}; else echo {why} >&2; fi"
 
 
 class FilesDomain(Domain):
