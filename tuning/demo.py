@@ -65,6 +65,8 @@ def main() -> int:
         again = engine.run(inventory.load(LAB), engine.Options(mode="plan"), progress)
         out.print(f"3. after the rollback, plan of inventory/lab: {again.n_changes} change(s) (expected 0)")
         ok &= again.n_changes == 0
+        out.print(f"journals of these runs: {journal} (`fabtune runs --journal-dir {journal}`; the lab "
+                  "they ran on is stopped now)", markup=False)
     finally:
         controller.down(state)
     out.print("[green]demo OK[/green]" if ok else "[red]demo FAILED[/red]")
