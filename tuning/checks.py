@@ -1,6 +1,7 @@
 """Checks across an inventory that no single host's model can make: every vars file belongs
 to a group or host, every NIC is cabled to a port its switch lists, no port carries two NICs,
-and connection values are usable. Each raises :class:`tuning.errors.InputError` naming the
+connection values are usable, and QoS agrees between each node, its leaf and every other switch
+(:func:`check_qos`). Each raises :class:`tuning.errors.InputError` naming the
 file and key, before any device is contacted.
 """
 
@@ -125,6 +126,53 @@ def _pair_rules(node: Device, sw: Device, port: str) -> None:
                          f"node's largest frame (allowed: >= {node.spec.mtu + MTU_HEADER_BYTES})")
 
 
+def _fabric_rules(node: Device, sw: Device) -> None:
+    """``node`` and a switch anywhere on its paths: PFC on the same priority in lossless mode, the
+    same trust, the node's RoCE DSCP to the lossless priority and its CNP DSCP to its CNP priority.
+    The switch's file is named: each node already agrees with its own leaf (:func:`_pair_rules`)."""
+    q, r = node.spec.nic_qos, sw.spec.roce
+    pair, src = f"{node.name} and {sw.name}", sw.sources.get("roce", "inventory")
+    if r is None:
+        raise InputError(src, "roce", f"{pair}: {sw.name} has roce: null (QoS left alone) while {node.name} runs "
+                         f"PFC on priority {q.pfc_priority}; rule: every switch between the nodes is lossless on "
+                         "the nodes' priority (allowed: a roce mapping; a switch fabtune must not manage stays "
+                         "out of the switches group)")
+    wrong = [(f"roce.{k}", have, want, why) for k, have, want, why in (
+        ("mode", r.mode, "lossless", "PFC needs every hop lossless"),
+        ("pfc_priority", r.pfc_priority, q.pfc_priority, "one lossless priority"),
+        ("trust", r.trust, q.trust, "both trust the same field"),
+        ("cnp_priority", r.cnp_priority, q.cnp_priority, "one CNP priority")) if have != want]
+    for dscp, want, what in ((q.roce_dscp, q.pfc_priority, "nic_qos.roce_dscp"),
+                             (q.cnp_dscp, q.cnp_priority, "nic_qos.cnp_dscp")):
+        got = r.dscp_to_switch_priority.get(dscp)
+        if got != want:
+            prio = "pfc_priority" if what.endswith("roce_dscp") else "cnp_priority"
+            have = f"{dscp} -> {got}" if got is not None else f"leaves {dscp} unmapped,"
+            wrong.append(("roce.dscp_to_switch_priority", have, f"{dscp} -> {want}",
+                          f"{node.name}'s {what} {dscp} maps to its nic_qos.{prio} {want}"))
+    if wrong:
+        key, have, want, why = wrong[0]
+        raise InputError(src, key, f"{pair}: {sw.name} {key} {have}, {node.name} needs {want}; rule: {why} "
+                         f"(allowed: {want})")
+
+
+def _spine_mtu(nodes: list[Device], sw: Device, cabled: set[str]) -> None:
+    """A switch no NIC is cabled to (a spine) carries every node's frames: its ``port_mtu`` (even
+    with no ports listed yet) and each override must hold the largest node frame."""
+    if cabled or not nodes:
+        return
+    big = max(nodes, key=lambda d: d.spec.mtu)
+    need = big.spec.mtu + MTU_HEADER_BYTES
+    mtus = [("port_mtu", f"{sw.name} ports", sw.spec.port_mtu)]
+    mtus += [("port_mtu_overrides", f"{sw.name}:{port}", mtu)
+             for port, mtu in sorted(sw.spec.port_mtu_overrides.items())]
+    for key, port, mtu in mtus:
+        if mtu < need:
+            raise InputError(sw.sources.get(key, "inventory"), key, f"{big.name} and {sw.name}: {port} MTU {mtu}"
+                             f" < node MTU {big.spec.mtu} + {MTU_HEADER_BYTES} header bytes; rule: a spine "
+                             f"port carries the nodes' largest frame (allowed: >= {need})")
+
+
 def check_qos(devices: dict[str, Device]) -> None:
     """QoS that must agree across devices before anything is pushed (the first rules of a fabric lint).
 
@@ -132,14 +180,25 @@ def check_qos(devices: dict[str, Device]) -> None:
     other end of each NIC: one PFC priority, one trust mode, the switch maps the node's RoCE DSCP to
     the lossless priority, and the port MTU >= node MTU + :data:`MTU_HEADER_BYTES`.
 
+    Then per node and every switch of the inventory (the inventory does not model leaf-spine
+    uplinks, so any switch may be on a path between two nodes): ``roce`` set (``roce: null``,
+    "leave QoS alone", is refused once there are nodes, since their PFC needs every hop
+    lossless), ``mode: lossless``, the same PFC priority, trust and CNP priority, and the DSCP map
+    sending the RoCE DSCP to the PFC priority and the CNP DSCP to the CNP priority. Every port of a
+    switch no NIC is cabled to (a spine) is >= the largest node MTU + :data:`MTU_HEADER_BYTES`; a
+    leaf port no NIC is cabled to is not known to be an uplink and is not checked.
+
     Raises:
         InputError: naming the file, the key, both devices and the rule.
     """
-    for dev in devices.values():
-        if dev.role != "node":
-            continue
+    nodes = [d for d in devices.values() if d.role == "node"]
+    for dev in nodes:
         _node_rules(dev)
         for nic in dev.spec.nics:
             sw = devices.get(nic.switch)
             if sw is not None and sw.role == "switch":
                 _pair_rules(dev, sw, nic.switch_port)
+    for sw in (d for d in devices.values() if d.role == "switch"):
+        for dev in nodes:
+            _fabric_rules(dev, sw)
+        _spine_mtu(nodes, sw, {n.switch_port for d in nodes for n in d.spec.nics if n.switch == sw.name})

@@ -3,7 +3,9 @@
 It sees exactly the variables ``ansible-inventory --list`` gives (``tuning.model.layout``):
 ``hosts.yaml`` groups with inline ``vars:``, ``group_vars/<group>.yml`` or ``group_vars/<group>/*.yml``,
 ``host_vars/<host>.yml`` (or a folder), in Ansible's precedence. Each file is read by
-``tuning.model.yamlfile`` (UTF-8, no duplicate keys, bounded nesting, no recursive aliases).
+``tuning.model.yamlfile`` (a regular file, UTF-8, no duplicate keys, bounded nesting, no recursive
+aliases). An inventory folder holds no other file Ansible would read as an inventory source
+(``tuning.model.sources``).
 
 fabtune's devices are the hosts of the role groups ``gpu_nodes`` (a :class:`~tuning.model.NodeSpec`)
 and ``switches`` (a :class:`~tuning.model.SwitchSpec`), one role each; hosts only in other groups
@@ -33,6 +35,7 @@ from tuning.model import NicQos, NodeSpec, SwitchRoce, SwitchSpec
 from tuning.model.layout import Tree, VarsCache, host_vars, parse_tree
 from tuning.model.messages import validation_error
 from tuning.model.settings import ConnectionVars
+from tuning.model.sources import check_single_source
 from tuning.transport import become as _become
 
 ROLE_GROUPS = {"gpu_nodes": NodeSpec, "switches": SwitchSpec}
@@ -193,11 +196,20 @@ def _connection(inv: Path, host: str, vars_: dict, sources: dict) -> Connection:
 
 
 def _hosts_file(path: str | Path) -> Path:
+    """The inventory file: ``path`` itself, or a folder's ``hosts.yaml`` (``hosts.yml``), the only
+    inventory source in it (:mod:`tuning.model.sources`).
+
+    Raises:
+        InputError: no inventory file, or a folder holding another file Ansible would read as one.
+    """
     inv = Path(path)
-    hosts_file = inv if inv.is_file() else next(
+    given_file = inv.exists() and not inv.is_dir()  # a FIFO given as -i is refused when read
+    hosts_file = inv if given_file else next(
         (inv / n for n in ("hosts.yaml", "hosts.yml") if (inv / n).exists()), inv / "hosts.yaml")
     if not hosts_file.exists():
         raise InputError(str(hosts_file), "-", "inventory not found (expected hosts.yaml with an 'all' group)")
+    if not given_file:
+        check_single_source(inv, hosts_file)
     return hosts_file
 
 

@@ -197,7 +197,7 @@ def _dir_files(folder: Path) -> list[Path]:
             continue
         if entry.is_dir() and not entry.suffix:
             out += _dir_files(entry)
-        elif entry.is_file() and (not entry.suffix or entry.suffix in VARS_EXTENSIONS):
+        elif not entry.is_dir() and (not entry.suffix or entry.suffix in VARS_EXTENSIONS):  # a FIFO: refused on read
             out.append(entry)
     return out
 

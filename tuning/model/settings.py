@@ -21,13 +21,27 @@ from tuning.model import grammar
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+#: what a NIC's ``ipv4`` may be, as error messages say it
+IPV4_ALLOWED = ("a host address with its prefix length like 10.0.0.1/24 (not the network or broadcast "
+                "address of its subnet; /31 and /32 have neither)")
+
+
 def _ipv4(value: object) -> IPv4Interface:
+    """A NIC address: ``A.B.C.D/N``, the prefix written out (a bare address would be a /32, no
+    on-link peers) and not the subnet's network or broadcast address (for prefixes up to /30)."""
     if not isinstance(value, str):
-        raise ValueError(f"{value!r} is not a string; allowed: an IPv4 address with prefix like 10.0.0.1/24")
+        raise ValueError(f"{value!r} is not a string; allowed: {IPV4_ALLOWED}")
     try:
-        return IPv4Interface(value)
+        iface = IPv4Interface(value)
     except ValueError:
-        raise ValueError(f"{value!r} is not an IPv4 address with prefix like 10.0.0.1/24") from None
+        raise ValueError(f"{value!r} is not an IPv4 address; allowed: {IPV4_ALLOWED}") from None
+    if "/" not in value:
+        raise ValueError(f"{value!r} has no prefix length; allowed: {IPV4_ALLOWED}")
+    net = iface.network
+    if net.prefixlen <= 30 and iface.ip in (net.network_address, net.broadcast_address):
+        what = "network" if iface.ip == net.network_address else "broadcast"
+        raise ValueError(f"{value!r} is the {what} address of {net}; allowed: {IPV4_ALLOWED}")
+    return iface
 
 
 Netdev = Annotated[str, BeforeValidator(grammar.check_netdev)]
@@ -188,7 +202,9 @@ class SwitchSpec(BaseModel):
             swp1 link mtu ?`` prints ``(integer:552 - 9216)``).
         ports: port names or ranges (``swp1-16``, ``swp31``).
         port_mtu_overrides: per-port MTU where it differs from ``port_mtu``.
-        roce: RoCE lossless settings, or None to leave QoS alone.
+        roce: RoCE lossless settings, or None to leave QoS alone ("unmanaged"; refused by
+            :func:`tuning.checks.check_qos` when the inventory has nodes, whose PFC needs every hop
+            lossless).
     """
 
     model_config = _STRICT

@@ -8,6 +8,8 @@ only warns (``DUPLICATE_YAML_DICT_KEY``); fabtune refuses them, since the kept v
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -106,18 +108,44 @@ def _check_graph(root: yaml.Node, path: Path) -> None:
                 stack.append((kid, False))
 
 
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is (None for a regular file)."""
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    return None if stat.S_ISREG(mode) else next((w for f, w in kinds if f(mode)), "not a regular file")
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of a regular file (symlinks followed), never blocking: a FIFO, socket or device
+    is refused before it is opened (a FIFO would wait for a writer forever), and again on the
+    opened descriptor (``O_NONBLOCK``) in case the path changed in between.
+
+    Raises:
+        InputError: not a regular file, or unreadable.
+    """
+    try:
+        kind = _kind(os.stat(path).st_mode)
+        if kind is None:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+            with os.fdopen(fd, "rb") as f:
+                kind = _kind(os.fstat(f.fileno()).st_mode)
+                if kind is None:
+                    return f.read()
+    except OSError as e:
+        raise InputError(str(path), "-", f"cannot read: {e.strerror}") from None
+    raise InputError(str(path), "-", f"is {kind}; allowed: a regular YAML file")
+
+
 def read_yaml(path: Path) -> Any:
     """The data of one YAML (or JSON) file; an empty file is ``{}``.
 
     Raises:
-        InputError: unreadable, not UTF-8, not YAML, a duplicate key, too deep, recursive.
+        InputError: unreadable, not a regular file, not UTF-8, not YAML, a duplicate key, too deep, recursive.
     """
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_bytes(path).decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(str(path), f"byte {e.start}", "not UTF-8 text; allowed: a UTF-8 YAML file") from None
-    except OSError as e:
-        raise InputError(str(path), "-", f"cannot read: {e.strerror}") from None
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
