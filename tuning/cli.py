@@ -12,6 +12,8 @@ from typing import Optional
 import typer
 
 from tuning import inventory as inv_mod
+from tuning.cli_args import (MAX_CONFIRM_S, click, finite, integer, journal_dir_arg, out_dir_arg,
+                             usage_line)
 from tuning.errors import ConnectError, InputError, TuningError
 from tuning.report import changes_table, console, file_diffs, verify_table
 from tuning.rollout.journal import DEFAULT_DIR
@@ -25,10 +27,15 @@ app.add_typer(lab_app, name="lab")
 INV = typer.Option(Path("inventory/lab"), "-i", "--inventory", help="Ansible-format inventory directory.")
 LIMIT = typer.Option(None, "--limit", "-l", help="Only these hosts or groups (repeatable).")
 JSON = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
-JDIR = typer.Option(DEFAULT_DIR, "--journal-dir", help="Where run journals and the baseline live.")
+JDIR = typer.Option(DEFAULT_DIR, "--journal-dir", parser=journal_dir_arg,
+                    help="Where run journals and the baseline live (yours, not group/world-writable).")
 DOMAIN = typer.Option(None, "--domain", "-d", help="Only these domains (repeatable): mtu, sysctl, nic_qos, irq, files, switch.")
 DOMAINS = ("services", "mtu", "sysctl", "nic_qos", "irq", "files", "switch")
-RAIL = typer.Option(None, "--rail", min=0, max=31, help="Verify on these rails only (repeatable; default: every rail).")
+RAIL = typer.Option(None, "--rail", parser=integer(0, 31, "a rail"), metavar="0..31",
+                    help="Verify on these rails only (an integer 0..31, repeatable; default: every rail).")
+MIN_BW = typer.Option(300.0, "--min-bw", callback=finite, help="Pass mark per pair, Gb/s (finite, >= 0).")
+MAX_LAT = typer.Option(10.0, "--max-lat", callback=finite,
+                       help="Pass mark per pair, typical latency us (finite, >= 0).")
 
 
 def _domains(values: Optional[list[str]]) -> set[str] | None:
@@ -70,7 +77,9 @@ def _emit(report, as_json: bool, title: str, diff: bool = False) -> None:
              "rolled-back": f"{n} change(s) ROLLED BACK", "failed": "FAILED"}
     run = f" (run {report.run_id})" if report.run_id else ""
     if report.mode == "offline-plan":
-        words["planned"] = f"{n} setting(s) wanted; offline: current state not read, nothing contacted"
+        words["planned"] = (f"{n} setting(s) wanted; offline: current state not read, nothing contacted; "
+                            "IRQ affinity and ECN/DCQCN need each node's facts (IRQ numbers, NIC driver) "
+                            "and are not listed")
     if report.mode == "rollback":
         words["rolled-back"] = f"{n} change(s) rolled back on {len(report.restored)} device(s)"
         words["no-change"] = f"nothing to roll back: {report.errors.get('run', 'the run changed nothing')}"
@@ -85,7 +94,8 @@ def _load(path: Path):
 
 
 @app.command()
-def render(inventory: Path = INV, output: Path = typer.Option(..., "-o", "--output", help="Output directory.")) -> None:
+def render(inventory: Path = INV, output: Path = typer.Option(..., "-o", "--output", parser=out_dir_arg,
+                                                              help="Output directory.")) -> None:
     """Render every device's configuration into files, one per device (changes nothing).
 
     Example: fabtune render -i inventory/example-su -o /tmp/su-render
@@ -137,11 +147,10 @@ def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opt
 @app.command()
 def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: bool = JSON,
             journal_dir: Path = JDIR, confirm_s: Optional[int] = typer.Option(
-                None, "--confirm-s", help="Switch commit-confirm window, seconds (default: derived from the "
-                "expected verification time, at least 600; a shorter window than verification needs is refused)."),
-            min_bw: float = typer.Option(300.0, "--min-bw", min=0, help="Pass mark per pair, Gb/s."),
-            max_lat: float = typer.Option(10.0, "--max-lat", min=0, help="Pass mark per pair, typical latency us."),
-            rail: Optional[list[int]] = RAIL) -> None:
+                None, "--confirm-s", parser=integer(None, MAX_CONFIRM_S, "a window in seconds"), metavar="SECONDS", help="Switch commit-confirm window, seconds, at most "
+                f"{MAX_CONFIRM_S} (default: derived from the expected verification time, at least 600; a shorter "
+                "window than verification needs is refused)."),
+            min_bw: float = MIN_BW, max_lat: float = MAX_LAT, rail: Optional[list[int]] = RAIL) -> None:
     """Snapshot, apply, verify with RDMA tests, then keep, or restore every touched device.
 
     Exit 0 kept (or nothing to do), 1 rolled back, 3 rollback failed.
@@ -160,9 +169,7 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: 
 
 @app.command()
 def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR,
-           min_bw: float = typer.Option(300.0, "--min-bw", min=0, help="Pass mark per pair, Gb/s."),
-           max_lat: float = typer.Option(10.0, "--max-lat", min=0, help="Pass mark per pair, typical latency us."),
-           rail: Optional[list[int]] = RAIL) -> None:
+           min_bw: float = MIN_BW, max_lat: float = MAX_LAT, rail: Optional[list[int]] = RAIL) -> None:
     """Run ib_write_bw and ib_read_lat between node pairs (leaf and spine paths) against the
     thresholds and the recorded baseline. Exit 1 if a pair fails.
 
@@ -214,7 +221,7 @@ def _parse_context(pairs: list[str], named: dict[str, Optional[str]]) -> dict[st
 
 @app.command()
 def runs(journal_dir: Path = JDIR, as_json: bool = JSON,
-         last: int = typer.Option(20, "--last", help="How many of the newest runs (1 or more).")) -> None:
+         last: int = typer.Option(20, "--last", parser=integer(None, 10**6, "a count of runs"), help="How many of the newest runs (1 or more).")) -> None:
     """List journaled runs (newest last): id, mode, outcome and the devices each touched.
 
     Example: fabtune runs --last 5
@@ -225,7 +232,7 @@ def runs(journal_dir: Path = JDIR, as_json: bool = JSON,
 
     if last < 1:
         raise InputError("--last", str(last), "must be 1 or more")
-    rows = list_runs(journal_dir, last) if journal_dir.exists() else []
+    rows = list_runs(journal_dir, last) if journal_dir.is_dir() else []
     if as_json:
         print(json.dumps(rows, indent=2))
         return
@@ -341,7 +348,11 @@ def lab_inject(target: str = typer.Argument(..., help="node01:mlx5_0 or leaf01:s
     """
     from tuning.lab.inject import inject
 
-    inject(_state_dir(inventory, state_dir), target, kind, value)
+    sd = _state_dir(inventory, state_dir)
+    if not (sd / "fabric.json").is_file():
+        raise InputError("--state-dir", str(sd), f"the lab is not running in {sd}; start it with "
+                         f"`fabtune lab up -i {inventory}`")
+    inject(sd, target, kind, value)
     out.print(f"{kind}{'' if value is None else ' ' + value} on {target}")
 
 
@@ -375,13 +386,26 @@ def lab_down(inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
 
 
 def main() -> None:
-    """Console entry point: usage errors exit 2 (click), fabtune errors print one line on stderr
-    and exit with the error's code (see :mod:`tuning.errors`)."""
+    """Console entry point: usage errors (click) and fabtune errors print ONE line on stderr and exit
+    with their code (2 for bad input, see :mod:`tuning.errors`), never a Rich box or a traceback."""
     try:
-        app(prog_name="fabtune")
+        code = app(prog_name="fabtune", standalone_mode=False)
+    except click.NoArgsIsHelpError as e:
+        print(e.ctx.get_help() if e.ctx else "", file=sys.stderr)
+        sys.exit(e.exit_code)
+    except click.UsageError as e:
+        print(usage_line(e), file=sys.stderr)
+        sys.exit(2)
+    except click.ClickException as e:
+        print(f"fabtune: error: {' '.join(e.format_message().split())}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        print("fabtune: aborted", file=sys.stderr)
+        sys.exit(1)
     except TuningError as e:
         hint = ""
         if isinstance(e, ConnectError) and "127.0.0.1" in str(e):
             hint = " (is the lab up? `fabtune lab up`)"
         print(f"fabtune: error: {e}{hint}", file=sys.stderr)  # one line, never wrapped
         sys.exit(e.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)

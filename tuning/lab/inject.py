@@ -22,6 +22,8 @@ from tuning.lab import agents, nvue_faults
 from tuning.lab.fabric import Fabric
 
 KINDS = ("degrade", "down", "clear")
+#: the only kinds that take a VALUE, and what it is
+VALUE_KINDS = {"slow-apply": "SECONDS", "oper-mtu": "MTU"}
 
 
 def _targets(fabric: Fabric) -> list[str]:
@@ -48,9 +50,16 @@ def inject(state_dir: Path | str, target: str, kind: str, value: str | None = No
         The injections now in force (as :func:`list_injections`).
 
     Raises:
-        InputError: unknown kind or target (the message lists the allowed values).
+        InputError: unknown kind or target (the message lists the allowed values), a VALUE for a
+            kind that takes none, or no lab running in ``state_dir``.
     """
     path = Path(state_dir) / "fabric.json"
+    if not path.is_file():
+        raise InputError("--state-dir", str(state_dir), f"the lab is not running in {state_dir}; "
+                         "start it with `fabtune lab up -i INVENTORY`")
+    if value is not None and kind not in VALUE_KINDS:
+        raise InputError("VALUE", value[:40], f"{kind} takes no value; only "
+                         f"{', '.join(f'{k} {v}' for k, v in VALUE_KINDS.items())} take one")
     fabric = Fabric.load(path)
     if nvue_faults.handles(fabric, target, kind):  # switch faults: tuning.lab.nvue_faults
         return nvue_faults.inject_switch(path, fabric, target, kind, value)

@@ -11,11 +11,11 @@ the committed ``revision``. Baselines live in ``<journal_dir>/baselines/``, one 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
-import re
 import threading
 import time
 import uuid
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuning.errors import InputError
+from tuning.rollout import journal_check
 
 DEFAULT_DIR = Path(".fabtune") / "journal"
 #: device states that mean the run may have changed the device (see docs/architecture.md)
@@ -64,15 +65,18 @@ class Journal:
     @classmethod
     def load(cls, journal_dir: Path, run_id: str) -> "Journal":
         """Open a run's journal. Raises InputError naming the runs that exist."""
-        if not re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z_.-]*", run_id):
-            raise InputError("RUN_ID", run_id, "not a run id like 20261130T101500-1a2b3c (see `fabtune runs`)")
+        if not journal_check.RUN_ID.fullmatch(run_id):
+            raise InputError("RUN_ID", run_id[:80], "not a run id like 20261130T101500-1a2b3c (1..64 of "
+                             "[0-9A-Za-z_.-]; see `fabtune runs`)")
         path = journal_dir / f"{run_id}.json"
         if not path.exists():
             runs = sorted(p.stem for p in journal_dir.glob("*.json") if p.stem != "baseline")[-5:]
             raise InputError("RUN_ID", run_id, f"no journal {path}; recent runs: {', '.join(runs) or 'none'}")
+        journal_check.check_trust(path)
         doc, why = read_doc(path)
         if doc is None:
             raise InputError(str(path), run_id, f"journal unreadable: {why}; nothing can be restored from it")
+        journal_check.validate(doc, path)
         return cls(path, doc)
 
     @property
@@ -99,10 +103,37 @@ class Journal:
     def save(self) -> None:
         """Atomic write (tmp file + rename), serialised across threads."""
         with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.data, indent=2, sort_keys=True, default=str) + "\n")
-            os.replace(tmp, self.path)
+            _write_private(self.path, json.dumps(self.data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` atomically as a ``0600`` file in a ``0700`` directory (created if missing):
+    rollback refuses a journal that others could have written (:func:`journal_check.check_trust`)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def check_dir(journal_dir: Path | str, flag: str = "--journal-dir") -> Path:
+    """A usable journal directory: not empty, not an existing non-directory, and (when it exists)
+    owned by the invoking user or root and not group/world-writable.
+
+    Raises:
+        InputError: naming ``flag`` and what is wrong.
+    """
+    if not str(journal_dir).strip():
+        raise InputError(flag, "''", "empty; give a directory (default .fabtune/journal)")
+    p = Path(journal_dir)
+    if p.exists() and not p.is_dir():
+        raise InputError(flag, str(p), "is not a directory; give a directory for run journals")
+    if p.is_dir():
+        journal_check.check_trust(p / "x.json", file=False)
+    return p
 
 
 def read_doc(path: Path) -> tuple[dict | None, str]:
@@ -120,6 +151,17 @@ def read_doc(path: Path) -> tuple[dict | None, str]:
     if not isinstance(doc, dict) or not isinstance(doc.get("run_id"), str) or not isinstance(doc.get("devices"), dict):
         return None, f"{path} is not a run journal (top level is {type(doc).__name__}, no run_id/devices)"
     return doc, ""
+
+
+def _valid_doc(path: Path) -> tuple[dict | None, str]:
+    """:func:`read_doc`, and ``(None, why)`` too for a journal whose structure is invalid."""
+    doc, why = read_doc(path)
+    if doc is not None:
+        try:
+            journal_check.validate(doc, path)
+        except InputError as e:
+            return None, f"invalid: {e.key}: {e.problem}"
+    return doc, why
 
 
 def connection_record(dev: object) -> dict:
@@ -167,10 +209,7 @@ def save_baseline(journal_dir: Path, inventory: str | Path, results: dict, pairs
     if pairs is not None:
         merged = {k: v for k, v in merged.items() if k in pairs}
     p = baseline_path(journal_dir, inventory)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(".tmp")
-    tmp.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, p)
+    _write_private(p, json.dumps(merged, indent=2, sort_keys=True) + "\n")
     return merged
 
 
@@ -184,7 +223,7 @@ def list_runs(journal_dir: Path, last: int = 20) -> list[dict]:
         raise InputError("--last", str(last), "must be 1 or more")
     out = []
     for path in sorted(p for p in journal_dir.glob("*.json") if p.stem != "baseline")[-last:]:
-        d, why = read_doc(path)
+        d, why = _valid_doc(path)
         if d is None:
             out.append({"run_id": path.stem, "mode": None, "stage": "unreadable", "outcome": why,
                         "touched": [], "inventory": None})
@@ -202,8 +241,15 @@ def undone_keys(doc: dict) -> dict[str, set[str]]:
         if not isinstance(rec, dict) or rec.get("state") not in TOUCHED or rec.get("restored"):
             continue
         changes = rec.get("changes") if rec.get("state") == "pushing" else rec.get("applied")
-        out[name] = {c.get("key") for c in changes or [] if isinstance(c, dict)}
+        out[name] = {c["key"] for c in changes if isinstance(c, dict) and isinstance(c.get("key"), str)} \
+            if isinstance(changes, list) else set()
     return out
+
+
+def _started(doc: dict) -> float:
+    """A journal's start time, 0 when missing or not a number (other runs' journals are only read)."""
+    t = doc.get("started")
+    return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else 0.0
 
 
 def later_conflicts(journal_dir: Path, j: "Journal") -> list[str]:
@@ -215,7 +261,7 @@ def later_conflicts(journal_dir: Path, j: "Journal") -> list[str]:
         doc, _ = read_doc(path) if path.stem != j.run_id else (None, "")
         if doc is None or doc.get("inventory") != j.data.get("inventory"):
             continue
-        if (doc.get("started") or 0, doc["run_id"]) <= (j.data.get("started") or 0, j.run_id):
+        if (_started(doc), doc["run_id"]) <= (_started(j.data), j.run_id):
             continue
         for dev, keys in undone_keys(doc).items():
             out += [f"{dev} {k} (run {doc['run_id']})" for k in sorted(keys & mine.get(dev, set()))]

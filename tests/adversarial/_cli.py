@@ -1,0 +1,70 @@
+"""Helpers of the adversarial tests: fabtune's entry point run in-process, the one-line check, and a
+module-scoped lab (import ``adv_lab`` into a test module to use it)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import sys
+import traceback
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, TEST_BASE_PORT
+
+
+def cli(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
+    """Run ``fabtune ARGS`` through :func:`tuning.cli.main` in this process: (exit code, stdout, stderr).
+
+    A traceback (any exception escaping main) is printed into stderr and returns -1.
+    """
+    from tuning import cli as _cli
+
+    out, err = io.StringIO(), io.StringIO()
+    old_argv, old_cwd = sys.argv, os.getcwd()
+    sys.argv = ["fabtune", *args]
+    if cwd:
+        os.chdir(cwd)
+    code = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                _cli.main()
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            except BaseException:  # noqa: BLE001 - a traceback is what these tests look for
+                traceback.print_exc(file=err)
+                code = -1
+    finally:
+        sys.argv = old_argv
+        os.chdir(old_cwd)
+    return code, out.getvalue(), err.getvalue()
+
+
+def assert_one_line(code: int, err: str, *needles: str) -> None:
+    """(code, err) is exit 2 with ONE line ``fabtune: error: ...`` holding every needle."""
+    assert "Traceback" not in err, err[-800:]
+    assert code == 2, f"exit {code}: {err[-400:]}"
+    assert err.startswith("fabtune: error: ") and err.count("\n") == 1, f"not one line: {err!r}"
+    for n in needles:
+        assert n in err, (n, err)
+
+
+@pytest.fixture(scope="module")
+def adv_lab(tmp_path_factory) -> Path:
+    """One running lab for this module (this process's TEST_BASE_PORT); yields its inventory dir."""
+    from tuning.lab import controller
+    from tuning.lab.fabric import default_fabric, retarget_inventory
+
+    inv = tmp_path_factory.mktemp("advlab") / "lab"
+    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune*"))
+    fabric = default_fabric(base_port=TEST_BASE_PORT)
+    retarget_inventory(inv / "hosts.yaml", fabric)
+    controller.up(inv / ".state", fabric)
+    try:
+        yield inv
+    finally:
+        controller.down(inv / ".state")

@@ -1,0 +1,45 @@
+"""``fabtune lab inject`` with bad targets, kinds and values (from the fuzz tester's test_fuzz_lab.py):
+each is exit 2 with one line, and leaves the lab's faults as they were."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.adversarial._cli import adv_lab, assert_one_line, cli  # noqa: F401 - adv_lab is a fixture
+
+BAD = [("node01:mlx5_99", "degrade"), ("nosuch:swp1", "down"), ("leaf01:swp999", "down"), ("leaf01", "explode"),
+       ("leaf01;touch PWN", "down"), ("../x:swp1", "down"), ("", "down"), ("leaf01:", "down"), (":swp1", "down"),
+       ("node01:mlx5_0:1", "down"), ("leaf01", "degrade"), ("node01", "slow-apply", "3"),
+       ("leaf01", "slow-apply", "x"), ("leaf01", "slow-apply", "1e9"), ("leaf01", "slow-apply", "0"),
+       ("leaf01:swp1", "oper-mtu", "99999"), ("leaf01:swp1", "oper-mtu", "x"), ("node01:mlx5_0", "oper-mtu", "1500"),
+       ("node01", "dcbx", "x"), ("leaf01:swp1", "degrade", "5"), ("leaf01", "slow-apply", "-1"),
+       ("node01", "clear", "1"), ("leaf01", "apply-fails", "2")]
+
+
+def _inject(lab: Path, *args: str):
+    return cli("lab", "inject", "-i", str(lab), "--", *args)
+
+
+@pytest.mark.parametrize("args", BAD, ids=[" ".join(a) or "empty" for a in BAD])
+def test_inject_bad_arguments(adv_lab: Path, args):
+    from tuning.lab.inject import list_injections
+
+    before = list_injections(adv_lab / ".state")
+    code, _, err = _inject(adv_lab, *args)
+    assert_one_line(code, err)
+    assert list_injections(adv_lab / ".state") == before
+
+
+@pytest.mark.parametrize("args", [("leaf01:swp1", "degrade", "5"), ("node01", "dcbx", "x")])
+def test_inject_value_for_a_kind_without_one_names_the_kinds_that_take_one(adv_lab: Path, args):
+    code, _, err = _inject(adv_lab, *args)
+    assert_one_line(code, err, "VALUE", f"{args[1]} takes no value", "slow-apply SECONDS", "oper-mtu MTU")
+
+
+def test_inject_without_a_lab_says_how_to_start_it(tmp_path: Path):
+    inv = tmp_path / "inv"
+    inv.mkdir()
+    code, _, err = cli("lab", "inject", "-i", str(inv), "leaf01:swp1", "down", cwd=tmp_path)
+    assert_one_line(code, err, f"the lab is not running in {inv / '.state'}", f"fabtune lab up -i {inv}")
