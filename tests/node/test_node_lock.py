@@ -15,10 +15,20 @@ from tuning.errors import CommandError
 
 def _hold_lock(n: Node, seconds: float):
     """Hold the node lock from a root shell on the node, as a running fabtune script does."""
-    lock = n.sysroot / "run" / "lock"
-    started = n.host.start(privileged=True, command=f"mkdir -p '{lock}' && exec 9<'{lock}' && flock 9 && echo held && sleep {seconds}")
+    lock = n.sysroot / node.NODE_LOCK.lstrip("/")
+    started = n.host.start(privileged=True, command=f"exec 9>>'{lock}' && flock 9 && echo held && sleep {seconds}")
     assert started.read_until("held", timeout=20)
     return started
+
+
+def test_an_unprivileged_user_cannot_hold_fabtune_off(node_lab):
+    n = Node(node_lab, "node03")
+    try:
+        lock = n.sysroot / node.NODE_LOCK.lstrip("/")
+        res = n.host.run(f"flock -n '{lock}' true; exec 9<'{lock}'", privileged=False)
+        assert res.rc != 0 and "Permission denied" in res.stderr, res
+    finally:
+        n.close()
 
 
 def test_apply_waits_for_a_running_script_then_applies(node_lab):

@@ -185,6 +185,11 @@ def build_sysroot(root: Path, node: Node) -> None:
         _build_rdma(root, nic)
         _build_irqs(root, node, nic)
     _put(root / "proc/interrupts", render_interrupts(node).rstrip("\n"))
+    # /run/fabtune/node.lock as a node that fabtune has run on holds it (root-only; empty)
+    (root / "run/fabtune").mkdir(parents=True)
+    (root / "run/fabtune/node.lock").write_bytes(b"")
+    (root / "run/fabtune/node.lock").chmod(0o600)
+    (root / "run/fabtune").chmod(0o700)
 
 
 def _build_pci(root: Path, node: Node, nic: Nic) -> None:

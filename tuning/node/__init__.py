@@ -101,19 +101,25 @@ def plan(dev: Device, state: NodeState) -> list[Change]:
     return out
 
 
-#: the node-side lock every apply and restore script holds: ``flock`` (util-linux) on the
-#: directory ``/run/lock`` itself (a lock on a directory fd leaves no file behind), so a rollback
-#: after a killed controller waits for the killed run's script instead of racing it
-NODE_LOCK = "/run/lock"
+#: the node-side lock every apply and restore script holds (``flock`` from util-linux) in a folder
+#: only root may enter (``/run`` is root's; ``/run/lock`` is world-writable and a lock there could be
+#: held by any user), so a rollback after a killed controller waits for the killed run's script
+#: instead of racing it, and no unprivileged user can hold fabtune off
+NODE_LOCK = "/run/fabtune/node.lock"
 #: how long a script waits for that lock (s); exit 75 (EX_TEMPFAIL) when it stays held
 NODE_LOCK_WAIT_S = 120
+#: what a script prints on stderr when it could not take the lock
+LOCK_MARK = "@@lock"
 
 
 def _lock_prelude(sysroot: str) -> str:
     """Take :data:`NODE_LOCK` (under ``sysroot``) on fd 9 for the rest of the script, or exit 75."""
     path = q(sysroot_path(sysroot, NODE_LOCK))
-    return (f"L={path}; mkdir -p \"$L\" && exec 9<\"$L\" && flock -w {NODE_LOCK_WAIT_S} 9 || "
-            f"{{ echo \"fabtune: another fabtune run holds $L on this node ({NODE_LOCK_WAIT_S} s)\" >&2; exit 75; }}\n")
+    return (f'L={path}\n'
+            f'if ! {{ mkdir -p -m 0700 "${{L%/*}}" && exec 9>>"$L"; }}; then '
+            f'echo "{LOCK_MARK} fabtune: cannot open the node lock $L" >&2; exit 75; fi\n'
+            f'flock -w {NODE_LOCK_WAIT_S} 9 || {{ echo "{LOCK_MARK} fabtune: another fabtune run holds $L '
+            f'on this node (waited {NODE_LOCK_WAIT_S} s)" >&2; exit 75; }}\n')
 
 
 def _script(cmds: list[str]) -> str:
@@ -181,7 +187,9 @@ def _push(host: Host, name: str, changes: list[Change], use_before: bool, phase:
     res = host.run(script, timeout=NODE_LOCK_WAIT_S + 60.0)
     if res.rc != 0:
         failed = next((int(l.split()[1]) for l in res.stderr.splitlines() if l.startswith("@@failed")), 0)
-        err = CommandError(cmds[failed], res.rc, res.stderr.replace(f"@@failed {failed}", "").strip(),
+        locked = LOCK_MARK in res.stderr  # nothing ran: the script stopped at the node lock
+        err = CommandError("(node lock)" if locked else cmds[failed], res.rc,
+                           res.stderr.replace(f"@@failed {failed}", "").replace(LOCK_MARK + " ", "").strip(),
                            host=name, phase=phase)
         err.applied = todo[:failed]  # type: ignore[attr-defined]
         raise err
