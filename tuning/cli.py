@@ -221,7 +221,7 @@ def _parse_context(pairs: list[str], named: dict[str, Optional[str]]) -> dict[st
 
 @app.command()
 def runs(journal_dir: Path = JDIR, as_json: bool = JSON,
-         last: int = typer.Option(20, "--last", parser=integer(None, 10**6, "a count of runs"), help="How many of the newest runs (1 or more).")) -> None:
+         last: int = typer.Option(20, "--last", parser=integer(None, 10**6, "a count of runs", "1..1000000"), help="How many of the newest runs (1 or more).")) -> None:
     """List journaled runs (newest last): id, mode, outcome and the devices each touched.
 
     Example: fabtune runs --last 5

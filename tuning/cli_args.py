@@ -40,13 +40,14 @@ def out_dir_arg(value: object) -> Path:
     return Path(str(value))
 
 
-def integer(lo: int | None, hi: int, what: str):
+def integer(lo: int | None, hi: int, what: str, shown: str | None = None):
     """A parser of an integer flag written as digits only (``1.0``, ``1e3``, ``0x1`` refused), at most ``hi``
-    (and at least ``lo`` when given; the engine names the minimum of ``--confirm-s`` itself)."""
+    (and at least ``lo`` when given; the command itself names a minimum it checks, as ``--confirm-s``'s).
+    ``shown``: the allowed span as the message says it (default ``lo..hi`` or ``at most hi``)."""
     def parse(value: object) -> int:
         v = str(value).strip()
         if not re.fullmatch(r"-?[0-9]{1,12}", v) or int(v) > hi or (lo is not None and int(v) < lo):
-            span = f"{lo}..{hi}" if lo is not None else f"at most {hi}"
+            span = shown or (f"{lo}..{hi}" if lo is not None else f"at most {hi}")
             raise typer.BadParameter(f"{str(value)[:40]!r} is not {what}; allowed: an integer {span}")
         return int(v)
     return parse
