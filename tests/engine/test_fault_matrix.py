@@ -221,3 +221,26 @@ def test_rollback_of_an_older_run_after_a_newer_one(lab_inventory: Path, tmp_pat
     assert forced.returncode == 0, forced.stderr
     hv.write_text(saved)
     assert _diff(untuned, snapshot_fabric(lab_inventory)) == []
+
+
+def test_ctrl_c_during_switch_apply_and_confirm_restores_everything(lab_inventory: Path, tmp_path: Path):
+    """Ctrl-C (SIGINT) while a switch push is in flight, and while confirming: the run lets the
+    in-flight device work end, restores every touched device on fresh switch sessions and exits
+    130 (interrupted), never 3: the fabric equals the tuned snapshot."""
+    from tuning import inventory
+    from tuning.rollout import engine
+
+    journal = tmp_path / "j"
+    assert engine.run(inventory.load(lab_inventory), engine.Options(mode="apply", journal_dir=journal)).outcome == "applied"
+    tuned = snapshot_fabric(lab_inventory)
+    inv = _small_change(lab_inventory)
+    for stage in ("apply-switch:3", "confirm:30"):
+        p = Paused(inv, journal, stage)
+        rid = p.wait()
+        p.proc.send_signal(signal.SIGINT)
+        out, err = p.proc.communicate(timeout=180)
+        assert p.proc.returncode == 130, (stage, out, "".join(p.stderr), err)
+        assert "restoring" in "".join(p.stderr) + err, stage
+        assert _journal(journal, rid)["outcome"] == "rolled-back", stage
+        assert _diff(tuned, snapshot_fabric(lab_inventory)) == [], stage
+    assert not (inv / ".fabtune.lock").exists()

@@ -106,7 +106,10 @@ def test_without_become_a_write_fails_with_the_node_text_and_changes_nothing(tmp
     res = _fabtune("apply", "-i", str(lab_inventory), "--limit", "node01", "--domain", "sysctl",
                    "--journal-dir", str(tmp_path / "journal"), env=dict(os.environ))
     assert res.returncode != 0
-    assert "permission denied on key 'net" in res.stdout + res.stderr
+    out = " ".join((res.stdout + res.stderr).split())
+    # the node refuses the unprivileged user at its first root-only step, the node lock
+    assert "cannot open the node lock" in out and "Permission denied" in out, out
+    assert "does the inventory set ansible_become?" in out
     assert rmem.read_text() == before
 
 

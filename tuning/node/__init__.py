@@ -117,7 +117,8 @@ def _lock_prelude(sysroot: str) -> str:
     path = q(sysroot_path(sysroot, NODE_LOCK))
     return (f'L={path}\n'
             f'if ! {{ mkdir -p -m 0700 "${{L%/*}}" && exec 9>>"$L"; }}; then '
-            f'echo "{LOCK_MARK} fabtune: cannot open the node lock $L" >&2; exit 75; fi\n'
+            f'echo "{LOCK_MARK} fabtune: cannot open the node lock $L (root only: does the inventory set '
+            f'ansible_become?)" >&2; exit 75; fi\n'
             f'flock -w {NODE_LOCK_WAIT_S} 9 || {{ echo "{LOCK_MARK} fabtune: another fabtune run holds $L '
             f'on this node (waited {NODE_LOCK_WAIT_S} s)" >&2; exit 75; }}\n')
 

@@ -105,6 +105,16 @@ class Session:
             self.close()
             raise next(iter(failed.values()))
 
+    def reopen_switches(self) -> None:
+        """New sessions to every switch: a command interrupted mid-read leaves the old session's
+        output unread, and the next command would read it as its own."""
+        for name, drv in list(self.switches.items()):
+            try:
+                drv.close()
+            except Exception:  # noqa: BLE001 - the old session is dropped either way
+                pass
+            self.switches[name] = switch_ops.open_driver(self.inv.devices[name])
+
     def close(self) -> None:
         """Close every connection."""
         for c in [*self.nodes.values(), *self.switches.values(), *self.readers.values()]:
@@ -346,6 +356,7 @@ def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dic
     except BaseException as e:  # Ctrl-C or a bug mid-change: restore, say so, re-raise
         if j.data["outcome"] is None:
             report.errors["run"] = f"{type(e).__name__}: {e}"
+            s.reopen_switches()  # a switch command cut short leaves its output in the session
             _fail(s, j, report, progress, f"stopped by {type(e).__name__}")
         raise
 

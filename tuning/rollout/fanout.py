@@ -6,6 +6,7 @@ per device (Nornir marks the host failed); fleet results are data.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Callable
 
 from nornir.core import Nornir
@@ -43,7 +44,37 @@ def fan_out(nr: Nornir, fn: Callable[[Device], Any], name: str, only: set[str] |
         return Result(host=task.host, result=fn(task.host.data["device"]))
 
     target = nr.filter(filter_func=lambda h: h.name in only) if only is not None else nr
-    return target.run(task=task, name=name, on_failed=True)
+    return _uninterrupted(lambda: target.run(task=task, name=name, on_failed=True))
+
+
+def _uninterrupted(run: Callable[[], AggregatedResult]) -> AggregatedResult:
+    """Run ``run`` in a thread and wait for it even through Ctrl-C, then re-raise the interrupt.
+
+    Nornir's threaded runner stops waiting on KeyboardInterrupt while its workers go on writing
+    to devices; a restore started then would race them on the same sessions. Waiting lets every
+    in-flight device task end (and be journaled) before the engine restores.
+    """
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = run()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread below
+            box["error"] = e
+
+    worker = threading.Thread(target=target, name="fabtune-fan-out", daemon=True)
+    worker.start()
+    interrupted: BaseException | None = None
+    while worker.is_alive():
+        try:
+            worker.join(0.2)
+        except KeyboardInterrupt as e:  # finish the devices' in-flight work first
+            interrupted = interrupted or e
+    if interrupted is not None:
+        raise interrupted
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
 
 
 def outcomes(agg: AggregatedResult) -> tuple[dict[str, Any], dict[str, BaseException]]:
