@@ -116,9 +116,9 @@ def _lock_prelude(sysroot: str) -> str:
     """Take :data:`NODE_LOCK` (under ``sysroot``) on fd 9 for the rest of the script, or exit 75."""
     path = q(sysroot_path(sysroot, NODE_LOCK))
     return (f'L={path}\n'
-            f'if ! {{ mkdir -p -m 0700 "${{L%/*}}" && exec 9>>"$L"; }}; then '
+            f'if ! e=$({{ mkdir -p -m 0700 "${{L%/*}}" && : >>"$L"; }} 2>&1) || ! exec 9>>"$L"; then '
             f'echo "{LOCK_MARK} fabtune: cannot open the node lock $L (root only: does the inventory set '
-            f'ansible_become?)" >&2; exit 75; fi\n'
+            f'ansible_become?): ${{e##*: }}" >&2; exit 75; fi\n'
             f'flock -w {NODE_LOCK_WAIT_S} 9 || {{ echo "{LOCK_MARK} fabtune: another fabtune run holds $L '
             f'on this node (waited {NODE_LOCK_WAIT_S} s)" >&2; exit 75; }}\n')
 
