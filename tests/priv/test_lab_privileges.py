@@ -88,7 +88,7 @@ def test_lab_sudo_refuses_a_process_that_is_not_a_node_shell(lab):
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.connect(str(privileges.socket_path(lab, "node01")))  # the test process: no node shell above it
         reply = json.loads(s.recv(65536))  # refused before the request is read
-    assert reply == {"rc": 1, "error": "sudo: this lab socket serves only the node's own shells"}
+    assert reply == {"rc": 1, "error": "sudo: this lab socket serves only node01's own shells"}
 
 
 def test_sudo_with_a_password(lab_inventory, node01, monkeypatch):

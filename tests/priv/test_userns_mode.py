@@ -21,7 +21,7 @@ pytestmark = pytest.mark.lab
 REPO = Path(__file__).resolve().parents[2]
 
 CHILD = """
-import json, shutil, sys
+import json, shutil, subprocess, sys
 from pathlib import Path
 from tuning import inventory
 from tuning.lab import controller
@@ -41,7 +41,13 @@ try:
         r = host.run(cmd, privileged=privileged)
         out.append([r.rc, r.stdout, r.stderr])
     host.close()
+    lab_cli = []  # lab commands that write the node trees, as this user
+    for args in (["inject", "node03", "irqbalance"], ["inject", "node03", "clear"], ["reboot", "node04"]):
+        r = subprocess.run([sys.executable, "-m", "tuning", "lab", *args, "-i", str(inv)], capture_output=True,
+                           text=True, cwd=repo)
+        lab_cli.append([r.returncode, r.stderr])
     print(json.dumps(out))
+    print(json.dumps(lab_cli))
 finally:
     controller.down(inv / ".state")
 """
@@ -74,6 +80,16 @@ def test_lab_of_a_normal_user_is_as_strict_as_the_root_lab():
             argv = ["setpriv", f"--reuid={nobody[0]}", f"--regid={nobody[1]}", "--clear-groups", *argv]
         res = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=240)
         assert res.returncode == 0, res.stderr[-3000:]
-        assert json.loads(res.stdout.splitlines()[-1]) == EXPECTED
+        assert json.loads(res.stdout.splitlines()[-2]) == EXPECTED
+        lab_cli = json.loads(res.stdout.splitlines()[-1])
+        if privileges.lab_user() is None:  # already root of a user namespace (make test): it may write them
+            assert lab_cli == [[0, ""]] * 3
+        else:  # a normal user outside the lab's namespace: one clear line, no traceback
+            for (rc, err), what in zip(lab_cli, ["lab inject", None, "lab reboot"]):
+                if what is None:
+                    assert (rc, err) == (0, "")  # clear writes no node tree
+                    continue
+                assert rc == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+                assert err.startswith(f"fabtune: error: fabtune {what} must write ") and "read-only" in err, err
     finally:
         shutil.rmtree(base, ignore_errors=True)

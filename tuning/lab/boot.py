@@ -18,6 +18,7 @@ import shutil
 from pathlib import Path
 
 from tuning.errors import CommandError, InputError
+from tuning.lab import privileges
 from tuning.lab.fabric import Fabric
 from tuning.lab.sysroot import build_sysroot
 
@@ -112,6 +113,7 @@ def reboot(state_dir: Path | str, name: str, connection) -> list[str]:
     if name not in nodes:
         raise InputError("NODE", "node", f"{name!r} is not a lab node; allowed: {', '.join(nodes)}")
     sysroot = state_dir / "nodes" / name / "sysroot"
+    privileges.require_write_access(sysroot, "fabtune lab reboot")
     reset_volatile(sysroot, nodes[name])
     cmds = boot_commands(sysroot)
     host = SshHost(name, connection)

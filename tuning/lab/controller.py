@@ -72,14 +72,16 @@ main()
 def _protect(state_dir: Path, fabric: Fabric) -> None:
     """Permissions as a real node has them, for the unprivileged node shells.
 
-    ``run/`` (perftest rendezvous, written by unprivileged servers and sudo'ed clients) is
-    world-writable; debugfs is root-only (0700, as the kernel mounts it). When the daemon is
-    root, the lab user gets search permission on the folders above the state folder, the
-    package and the interpreter, so it can reach them.
+    ``run/`` (the sudo sockets' folder) is the daemon's, 0755: no node user may rename or
+    replace what it holds. ``run/perftest/`` (rendezvous, written by unprivileged servers and
+    sudo'ed clients) is world-writable with the sticky bit (1777, as ``/tmp``): nobody removes or
+    renames another user's file there. debugfs is root-only (0700, as the kernel mounts it).
+    When the daemon is root, the lab user gets search permission on the folders above the state
+    folder, the package and the interpreter, so it can reach them.
     """
-    for folder in (state_dir / "run", state_dir / "run" / "perftest"):
+    for folder, mode in ((state_dir / "run", 0o755), (state_dir / "run" / "perftest", 0o1777)):
         folder.mkdir(parents=True, exist_ok=True)
-        folder.chmod(0o777)
+        folder.chmod(mode)
     for node in fabric.nodes:
         debug = state_dir / "nodes" / node.name / "sysroot" / "sys" / "kernel" / "debug"
         if debug.is_dir():

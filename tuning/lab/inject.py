@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuning.errors import InputError
-from tuning.lab import agents, nvue_faults
+from tuning.lab import agents, nvue_faults, privileges
 from tuning.lab.fabric import Fabric
 
 KINDS = ("degrade", "down", "clear")
@@ -82,6 +82,8 @@ def _inject_node(path: Path, fabric: Fabric, node: str, kind: str) -> list[dict]
     if kind not in (*agents.KINDS, "clear"):
         raise InputError("KIND", "kind", f"{kind!r} is not one of {', '.join((*agents.KINDS, 'clear'))} "
                          f"(a whole node {node} takes agents; NIC faults target {node}:mlx5_N)")
+    if kind != "clear":  # an agent writes the node's tree
+        privileges.require_write_access(path.parent / "nodes" / node / "sysroot", "fabtune lab inject")
     fabric.injections = [i for i in fabric.injections
                          if i.get("target") != node or (kind != "clear" and i.get("kind") != kind)]
     if kind != "clear":

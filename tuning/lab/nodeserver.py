@@ -11,7 +11,8 @@ the node's login folder.
 
 Shells run unprivileged (:mod:`tuning.lab.privileges`): as the lab user when the daemon
 is root, without capabilities otherwise. ``sudo`` on their PATH reaches the node's sudo
-socket, served here too.
+socket, served here too; each shell's pid is recorded as its node's, so that socket serves
+only that node's shells and their descendants.
 """
 
 from __future__ import annotations
@@ -119,6 +120,7 @@ async def _run(process: asyncssh.SSHServerProcess, state_dir: Path, node: str) -
     proc = await asyncio.create_subprocess_exec(
         *argv, cwd=state_dir / "nodes" / node, env=env, start_new_session=True,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, **creds)
+    privileges.claim(proc.pid, node)  # its sudo calls reach root as this node's only
     feeder = asyncio.ensure_future(_pump_in(process.stdin, proc))
     try:
         await asyncio.gather(_pump_out(proc.stdout, process.stdout), _pump_out(proc.stderr, process.stderr))
@@ -126,9 +128,12 @@ async def _run(process: asyncssh.SSHServerProcess, state_dir: Path, node: str) -
     except (asyncssh.Error, ConnectionError, BrokenPipeError) as exc:
         log.info("%s: client went away (%s); killing pid %s", node, exc, proc.pid)
         _kill(proc)
+        await proc.wait()
         return
     finally:
         feeder.cancel()
+        if proc.returncode is not None:  # reaped: its pid may be reused
+            privileges.release(proc.pid)
     sync_derived(state_dir / "nodes" / node / "sysroot")
     process.exit(rc if rc >= 0 else 128 - rc)
 

@@ -17,9 +17,13 @@ lab is never more lenient. Two modes, chosen by who runs the daemon:
 
 ``sudo`` on a node's PATH is the stand-in :mod:`tuning.lab.sudo`. It connects to the node's
 unix socket ``<state>/run/sudo/<node>.sock`` served here, passes its stdin/stdout/stderr
-(SCM_RIGHTS) and the command; the daemon checks that the caller descends from the daemon
-(a node shell), checks the lab's sudo policy (``<state>/sudoers.json``: NOPASSWD unless a
-password hash is set) and runs the command with full privileges in the node's environment.
+(SCM_RIGHTS) and the command. ``run/`` and ``run/sudo/`` belong to the daemon's uid, 0755, so
+no node user can move or replace a socket (only ``run/perftest/`` is world-writable, sticky).
+The daemon identifies the caller by its peer pid (SO_PEERCRED): it must descend from a shell
+(or a sudo'ed command) of THIS socket's node (:func:`node_of`; never the caller's
+``FABTUNE_LAB_*`` variables); then it checks the lab's sudo policy (``<state>/sudoers.json``:
+NOPASSWD unless a password hash is set) and runs the command with full privileges in the
+socket's node's environment.
 """
 
 from __future__ import annotations
@@ -111,6 +115,24 @@ def unprivileged(argv: list[str]) -> tuple[list[str], dict]:
     return ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--", *argv], {}
 
 
+def require_write_access(sysroot: Path, what: str) -> None:
+    """Refuse, in one line, a lab command that must write ``sysroot`` when this process may not.
+
+    That is a normal user outside the lab's user namespace: the node trees are read-only there
+    (:func:`make_read_only`) and only the namespace's root may write them.
+
+    Raises:
+        TuningError: ``sysroot`` is not writable for this process.
+    """
+    from tuning.errors import TuningError
+
+    if os.access(sysroot, os.W_OK):
+        return
+    raise TuningError(f"{what} must write {sysroot}, which is read-only to this user (a lab started by a normal "
+                      "user keeps its node trees read-only outside its user namespace, docs/lab.md); run it as "
+                      "`unshare --user --map-root-user fabtune ...` or start the lab as root", phase="lab")
+
+
 # ---- the sudo policy ------------------------------------------------------------------------
 
 def policy_path(state_dir: Path) -> Path:
@@ -140,18 +162,43 @@ def socket_path(state_dir: Path, node: str) -> Path:
     return Path(state_dir) / "run" / "sudo" / f"{node}.sock"
 
 
-def _descends_from(pid: int, ancestor: int) -> bool:
+_OWNERS: dict[int, str] = {}
+_OWNERS_LOCK = threading.Lock()
+
+
+def claim(pid: int, node: str) -> None:
+    """Record that ``pid`` is a shell (or a sudo'ed command) of ``node``, until :func:`release`."""
+    with _OWNERS_LOCK:
+        _OWNERS[pid] = node
+
+
+def release(pid: int) -> None:
+    """Forget ``pid`` (it was waited for)."""
+    with _OWNERS_LOCK:
+        _OWNERS.pop(pid, None)
+
+
+def node_of(pid: int) -> str | None:
+    """The node whose shell or sudo'ed command ``pid`` descends from; None for any other process.
+
+    Walks the parent chain up to the first recorded pid (a node shell's environment, e.g.
+    ``FABTUNE_LAB_NODE``, is the caller's to forge; its ancestry is not).
+    """
+    me, node = os.getpid(), None
     for _ in range(64):
-        if pid == ancestor:
-            return True
+        if pid == me:
+            return node  # the chain must reach the daemon (no stale pid of another process)
+        if node is None:
+            with _OWNERS_LOCK:
+                node = _OWNERS.get(pid)
         if pid <= 1:
-            return False
+            return None
         try:
             status = Path(f"/proc/{pid}/status").read_text()
         except OSError:
-            return False
+            return None
         pid = int(status.split("PPid:", 1)[1].split()[0])
-    return False
+    return None
 
 
 def _recv_request(conn: socket.socket) -> tuple[dict, list[int]]:
@@ -171,14 +218,23 @@ def _reply(conn: socket.socket, message: dict) -> None:
         pass
 
 
+def _own_folder(folder: Path) -> None:
+    """Make ``folder`` the daemon's, 0755: no node user may rename, replace or add to what it holds."""
+    folder.mkdir(parents=True, exist_ok=True)
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():  # planted before the daemon came up
+        raise PermissionError(f"{folder} is not a folder of the lab daemon's user")
+    os.chmod(folder, 0o755)
+
+
 class SudoServer:
     """One node's sudo socket, served by a thread of the daemon (a thread per request)."""
 
     def __init__(self, state_dir: Path, node: str, env: dict[str, str], cwd: Path):
         self.state_dir, self.node, self.env, self.cwd = Path(state_dir), node, env, cwd
         path = socket_path(state_dir, node)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.parent.chmod(0o755)
+        _own_folder(path.parent.parent)
+        _own_folder(path.parent)
         path.unlink(missing_ok=True)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.bind(str(path))
@@ -209,9 +265,10 @@ class SudoServer:
         try:
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
             pid = int.from_bytes(creds[:4], "little")
-            if not _descends_from(pid, os.getpid()):
-                log.warning("%s: sudo refused to pid %d (not a node shell's descendant)", self.node, pid)
-                _reply(conn, {"rc": 1, "error": "sudo: this lab socket serves only the node's own shells"})
+            caller = node_of(pid)
+            if caller != self.node:
+                log.warning("%s: sudo refused to pid %d (a process of %s)", self.node, pid, caller or "no node")
+                _reply(conn, {"rc": 1, "error": f"sudo: this lab socket serves only {self.node}'s own shells"})
                 return
             request, fds = _recv_request(conn)
             self._serve_one(conn, request, fds)
@@ -248,6 +305,14 @@ class SudoServer:
             why = "command not found" if isinstance(exc, FileNotFoundError) else exc.strerror
             os.write(fds[2], f"sudo: {request['argv'][0]}: {why}\n".encode())
             return 1
+        claim(proc.pid, self.node)  # its own sudo calls are this node's
+        try:
+            return self._watch(conn, proc)
+        finally:
+            release(proc.pid)
+
+    @staticmethod
+    def _watch(conn: socket.socket, proc: subprocess.Popen) -> int:
         while True:
             try:
                 return _status(proc.wait(timeout=0.05))

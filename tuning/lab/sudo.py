@@ -73,10 +73,13 @@ def _ask(sock_path: str, request: dict, pass_fds: bool) -> dict:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.connect(sock_path)
         data = json.dumps(request).encode() + b"\n"
-        if pass_fds:
-            socket.send_fds(s, [data], [0, 1, 2])
-        else:
-            s.sendall(data)
+        try:
+            if pass_fds:
+                socket.send_fds(s, [data], [0, 1, 2])
+            else:
+                s.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the daemon refused this caller before reading: its reply is already queued
         reply = b""
         while not reply.endswith(b"\n"):
             chunk = s.recv(65536)

@@ -25,10 +25,9 @@ from tuning.transport.base import CommandResult
 class SshRunning:
     """A command running on an open SSH channel (see :meth:`SshHost.start`)."""
 
-    def __init__(self, host: str, command: str, channel: paramiko.Channel, secret: str | None = None):
+    def __init__(self, host: str, command: str, channel: paramiko.Channel):
         self._host, self._command, self._chan = host, command, channel
         self._out, self._err = bytearray(), bytearray()
-        self._secret = secret  # scrubbed from the output, should a command ever echo its stdin
 
     def _drain(self) -> None:
         while self._chan.recv_ready():
@@ -67,11 +66,10 @@ class SshRunning:
             time.sleep(0.005)
         rc = chan.recv_exit_status()
         chan.close()
-        return CommandResult(self._command, rc, self._text(self._out), self._text(self._err))
-
-    def _text(self, data: bytearray) -> str:
-        text = data.decode(errors="replace")
-        return text.replace(self._secret, "********") if self._secret else text
+        # The output is returned as the command wrote it: ``sudo -S -p ''`` never echoes the password
+        # and fabtune's commands never read stdin. (Masking the password in it would corrupt every
+        # value that happens to contain it: password "2" turned 212992 into "********1********99********".)
+        return CommandResult(self._command, rc, self._out.decode(errors="replace"), self._err.decode(errors="replace"))
 
 
 class SshHost:
@@ -133,7 +131,7 @@ class SshHost:
         if secret is not None:  # sudo -S reads it from stdin: never on a command line
             chan.sendall(f"{secret}\n".encode())
             chan.shutdown_write()
-        return SshRunning(self.name, line, chan, secret)
+        return SshRunning(self.name, line, chan)
 
     def run(self, command: str, *, timeout: float = 60.0, privileged: bool = True) -> CommandResult:
         """Run one command and wait for it (one round trip); through sudo when the host has ``become``."""

@@ -31,6 +31,7 @@ import argparse
 import hashlib
 import json
 import os
+import stat
 import sys
 import time
 from pathlib import Path
@@ -188,10 +189,54 @@ def _say(lines: list[str], stream=None) -> None:
     (stream or sys.stdout).flush()
 
 
-def _write_json(path: Path, obj: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(obj))
-    os.replace(tmp, path)
+def _write_json(path: Path, obj: dict, owner: tuple[int, int] | None = None) -> None:
+    """Write ``path`` whole: a fresh temporary name beside it, then rename.
+
+    ``run/perftest/`` is shared by every node user, so the temporary file is created with
+    O_CREAT|O_EXCL|O_NOFOLLOW under a random name: a name another user planted (a symlink, a
+    file) is never followed nor reused. ``owner``: (uid, gid) to hand the file to (a sudo'ed
+    client gives its result to the server's user, who removes it from the sticky folder).
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(64):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}")
+        try:
+            fd = os.open(tmp, flags, 0o644)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(f"no free temporary name beside {path}")
+    try:
+        with os.fdopen(fd, "w") as f:
+            if owner is not None and owner != (os.geteuid(), os.getegid()):
+                try:
+                    os.fchown(f.fileno(), *owner)
+                except PermissionError:
+                    pass
+            f.write(json.dumps(obj))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _read_record(path: Path) -> tuple[dict, tuple[int, int]]:
+    """A rendezvous record and its (uid, gid); never follows a symlink nor opens a non-regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd) as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        return json.loads(f.read()), (st.st_uid, st.st_gid)
+
+
+def _remove(paths) -> None:
+    for path in paths:
+        try:
+            path.unlink()
+        except OSError:  # gone, or another user's (sticky folder)
+            pass
 
 
 def _files(lab: Path, ip: str, port: int) -> dict[str, Path]:
@@ -213,7 +258,7 @@ def _wait(path: Path, timeout_s: float) -> dict | None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            return json.loads(path.read_text())
+            return _read_record(path)[0]
         except (OSError, ValueError):
             time.sleep(POLL_S)
     return None
@@ -224,11 +269,11 @@ def serve(tool: str, args: argparse.Namespace, lab: Path, node: str, nic: Nic, t
     ip = nic.ipv4.split("/")[0]
     f = _files(lab, ip, args.port)
     local = [_qp_addr(f"{node}:{nic.rdma_device}:{args.port}", q) for q in range(args.qps)]
+    _remove([f["claimed"], f["result"]])  # a stale result is not this run's
     _write_json(f["listen"], {"tool": tool, "node": node, "dev": nic.rdma_device, "gid": args.gid, "qps": local})
     _say(BANNER)
     res = _wait(f["result"], timeout_s)
-    for path in f.values():
-        path.unlink(missing_ok=True)
+    _remove(f.values())
     if res is None:
         _say([f"{tool} (lab): no client connected to {ip}:{args.port} within {timeout_s:g} s"], sys.stderr)
         return 1
@@ -249,7 +294,7 @@ def connect(tool: str, args: argparse.Namespace, lab: Path, node: str, nic: Nic)
     f = _files(lab, args.address, args.port)
     try:
         os.rename(f["listen"], f["claimed"])
-        rec = json.loads(f["claimed"].read_text())
+        rec, server_user = _read_record(f["claimed"])
     except (OSError, ValueError):
         _say([CONNECT_ERR.format(addr=args.address, port=args.port).rstrip("\n")], sys.stderr)
         return 1
@@ -262,7 +307,8 @@ def connect(tool: str, args: argparse.Namespace, lab: Path, node: str, nic: Nic)
     rows = bw_rows(outcomes, args) if flavour and not o.error else []
     _write_json(f["result"], {"error": o.error, "mtu": o.active_mtu, "client_qps": local, "rows": rows,
                               "client_gid": o.client_gid, "server_gid": o.server_gid,
-                              "server_gid_index": o.server_gid_index, "reasons": o.reasons})
+                              "server_gid_index": o.server_gid_index, "reasons": o.reasons},
+                owner=server_user)
     if o.error == "connect_failed":
         _say([CONNECT_ERR.format(addr=args.address, port=args.port).rstrip("\n")], sys.stderr)
         return 1

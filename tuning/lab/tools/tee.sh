@@ -6,7 +6,9 @@
 # was: smp_affinity_list (kernel/irq/proc.c: cpulist_parse EINVAL, a CPU >= nr_cpu_ids ERANGE, no
 # online CPU EINVAL), MLNX_OFED ecn enable (0 or 1), roce_np cnp_dscp (0..63) / cnp_802p_prio
 # (0..7), debugfs cc_params (a number), procfs sysctls (numbers), netdev mtu (68..9978);
-# a file the kernel does not have under proc/ or sys/ cannot be created. Other files: plain tee.
+# a file the kernel does not have under proc/ or sys/ cannot be created. As open() comes first,
+# a caller who may not open the file (a folder on the way not searchable, e.g. debugfs 0700, or
+# the file not writable) gets "Permission denied" before any value check. Other files: plain tee.
 set -u
 append=
 files=()
@@ -58,11 +60,23 @@ in_kernel_fs() {  # a path under the sysroot's proc/ or sys/ (the kernel's files
   abs=${abs//\/.\//\/}
   [[ $abs == "$FABTUNE_LAB_SYSROOT"/proc/* || $abs == "$FABTUNE_LAB_SYSROOT"/sys/* ]]
 }
+search_denied() {  # whether open($1) fails with EACCES on the way: its deepest existing folder is not searchable
+  local d=$1
+  while [[ $d == */* ]]; do
+    d=${d%/*}
+    [[ -n $d ]] || return 1
+    if [[ -e $d ]]; then [[ ! -x $d ]]; return; fi
+  done
+  return 1
+}
 rc=0
 printf '%s' "$data"
 for f in "${files[@]}"; do
+  # open() first (EACCES on the way or on the file, ENOENT), then the kernel's store() parses the value
+  if [[ ! -e $f ]] && search_denied "$f"; then echo "tee: $f: Permission denied" >&2; rc=1; continue; fi
   if in_kernel_fs "$f"; then
     if [[ ! -e $f ]]; then echo "tee: $f: No such file or directory" >&2; rc=1; continue; fi
+    if [[ ! -w $f ]]; then echo "tee: $f: Permission denied" >&2; rc=1; continue; fi
     kernel_check "$f" "$data"
     if [[ -n $err ]]; then echo "tee: $f: $err" >&2; rc=1; continue; fi
   fi
