@@ -221,6 +221,12 @@ def test_rollback_of_an_older_run_after_a_newer_one(lab_inventory: Path, tmp_pat
     assert forced.returncode == 0, forced.stderr
     hv.write_text(saved)
     assert _diff(untuned, snapshot_fabric(lab_inventory)) == []
+    # the newer run's before values (the older run's 9000) are stale now: rolling it back would
+    # put the older run's value back on the fabric, so it is refused naming the forced rollback
+    stale = _rollback(journal, new_id)
+    assert stale.returncode == 2, stale.stdout + stale.stderr
+    assert f"node01 mtu/enp12s0np0 (run {old_id}, rolled back after this run began)" in stale.stderr
+    assert _diff(untuned, snapshot_fabric(lab_inventory)) == []
 
 
 def test_ctrl_c_during_switch_apply_and_confirm_restores_everything(lab_inventory: Path, tmp_path: Path):

@@ -237,8 +237,14 @@ def list_runs(journal_dir: Path, last: int = 20) -> list[dict]:
 def undone_keys(doc: dict) -> dict[str, set[str]]:
     """device -> keys a run changed and did not restore (applied, else planned when caught mid-push)."""
     out: dict[str, set[str]] = {}
+    return _keys(doc, restored=False)
+
+
+def _keys(doc: dict, restored: bool) -> dict[str, set[str]]:
+    """device -> keys a run changed, of the devices whose ``restored`` flag is ``restored``."""
+    out: dict[str, set[str]] = {}
     for name, rec in doc.get("devices", {}).items():
-        if not isinstance(rec, dict) or rec.get("state") not in TOUCHED or rec.get("restored"):
+        if not isinstance(rec, dict) or rec.get("state") not in TOUCHED or bool(rec.get("restored")) != restored:
             continue
         changes = rec.get("changes") if rec.get("state") == "pushing" else rec.get("applied")
         out[name] = {c["key"] for c in changes if isinstance(c, dict) and isinstance(c.get("key"), str)} \
@@ -262,7 +268,22 @@ def later_conflicts(journal_dir: Path, j: "Journal") -> list[str]:
         if doc is None or doc.get("inventory") != j.data.get("inventory"):
             continue
         if (_started(doc), doc["run_id"]) <= (_started(j.data), j.run_id):
+            # an earlier run rolled back AFTER this one began (``--force``) wrote its own before
+            # values over this run's: this run's before values are stale for those keys
+            if _rolled_back_at(doc) > _started(j.data):
+                for dev, keys in _keys(doc, restored=True).items():
+                    out += [f"{dev} {k} (run {doc['run_id']}, rolled back after this run began)"
+                            for k in sorted(keys & mine.get(dev, set()))]
             continue
         for dev, keys in undone_keys(doc).items():
             out += [f"{dev} {k} (run {doc['run_id']})" for k in sorted(keys & mine.get(dev, set()))]
     return out
+
+
+def _rolled_back_at(doc: dict) -> float:
+    """When ``fabtune rollback`` finished restoring a run (its journal's event), 0 if never."""
+    for event in doc.get("events") or []:
+        if isinstance(event, list) and len(event) == 3 and event[:2] == ["done", "fabtune rollback"] \
+                and isinstance(event[2], (int, float)):
+            return float(event[2])
+    return 0.0
