@@ -15,6 +15,7 @@ from tuning import inventory as inv_mod
 from tuning.cli_args import (MAX_CONFIRM_S, click, finite, integer, journal_dir_arg, out_dir_arg,
                              usage_line)
 from tuning.errors import ConnectError, InputError, TuningError
+from tuning.node import domains as node_domains
 from tuning.report import changes_table, console, file_diffs, verify_table
 from tuning.rollout.journal import DEFAULT_DIR
 
@@ -29,8 +30,9 @@ LIMIT = typer.Option(None, "--limit", "-l", help="Only these hosts or groups (re
 JSON = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
 JDIR = typer.Option(DEFAULT_DIR, "--journal-dir", parser=journal_dir_arg,
                     help="Where run journals and the baseline live (yours, not group/world-writable).")
-DOMAIN = typer.Option(None, "--domain", "-d", help="Only these domains (repeatable): mtu, sysctl, nic_qos, irq, files, switch.")
-DOMAINS = ("services", "mtu", "sysctl", "nic_qos", "irq", "files", "switch")
+#: every domain a run can be limited to: the node domains in apply order, then the switches
+DOMAINS = tuple(d.name for d in node_domains()) + ("switch",)
+DOMAIN = typer.Option(None, "--domain", "-d", help=f"Only these domains (repeatable): {', '.join(DOMAINS)}.")
 RAIL = typer.Option(None, "--rail", parser=integer(0, 31, "a rail"), metavar="0..31",
                     help="Verify on these rails only (an integer 0..31, repeatable; default: every rail).")
 MIN_BW = typer.Option(300.0, "--min-bw", callback=finite, help="Pass mark per pair, Gb/s (finite, >= 0).")
@@ -240,7 +242,8 @@ def runs(journal_dir: Path = JDIR, as_json: bool = JSON,
     for col in ("run id", "mode", "stage", "outcome", "touched"):
         t.add_column(col)
     for r in rows:
-        t.add_row(r["run_id"], str(r["mode"]), str(r["stage"]), str(r["outcome"]), ", ".join(r["touched"]) or "-")
+        outcome = r["outcome"] or ("unreadable" if r["stage"] == "unreadable" else "not finished (running or killed)")
+        t.add_row(r["run_id"], str(r["mode"]), str(r["stage"]), str(outcome), ", ".join(r["touched"]) or "-")
     out.print(t)
 
 

@@ -212,3 +212,20 @@ def test_rollback_needs_only_the_journal_even_when_the_inventory_is_gone(tmp_pat
                          "known_hosts": None, "sysroot": "/"})
     with pytest.raises(ConnectError):
         rollback_run(tmp_path / "j", j.run_id)
+
+
+def test_runs_names_a_run_that_never_finished_instead_of_printing_none(tmp_path: Path):
+    jdir = tmp_path / "j"
+    Journal.create(jdir, str(LAB), "rollout", "20261130T101500-open00")  # killed before its outcome
+    res = _fabtune("runs", "--journal-dir", str(jdir))
+    assert res.returncode == 0, res.stderr
+    assert "not finished (running or killed)" in " ".join(res.stdout.split()) and "None" not in res.stdout
+
+
+def test_domain_help_lists_every_domain_the_flag_accepts():
+    from tuning.node import domains
+
+    res = _fabtune("plan", "--help")
+    text = " ".join(res.stdout.replace("│", " ").split())
+    for name in [d.name for d in domains()] + ["switch"]:
+        assert name in text.split("Only these domains (repeatable):")[1][:120], name
