@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -23,27 +25,35 @@ REPO = Path(__file__).resolve().parents[1]
 TEST_BASE_PORT = 23000 + (os.getpid() % 36) * 250
 
 
-@pytest.fixture()
-def lab_inventory(tmp_path: Path):
-    """A fresh lab (untuned) for a copy of ``inventory/lab`` in tmp_path; yields the inventory dir.
-
-    The lab listens on its own port range (``TEST_BASE_PORT``, per pytest process), so tests never
-    collide with a lab an operator runs on inventory/lab's ports. Starting one takes about 1-2 s.
-    """
+@contextmanager
+def running_lab(parent: Path, base_port: int = TEST_BASE_PORT) -> Iterator[Path]:
+    """A fresh lab (untuned) for a copy of ``inventory/lab`` in ``parent/lab`` on ``base_port``;
+    yields the inventory dir and stops the lab after. Starting one takes seconds on 2 cores."""
     import shutil
 
     from tuning.lab import controller
     from tuning.lab.fabric import default_fabric, retarget_inventory
 
-    inv = tmp_path / "lab"
+    inv = parent / "lab"
     shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
-    fabric = default_fabric(base_port=TEST_BASE_PORT)
+    fabric = default_fabric(base_port=base_port)
     retarget_inventory(inv / "hosts.yaml", fabric)
     controller.up(inv / ".state", fabric)
     try:
         yield inv
     finally:
         controller.down(inv / ".state")
+
+
+@pytest.fixture()
+def lab_inventory(tmp_path: Path):
+    """A fresh lab (untuned) for a copy of ``inventory/lab`` in tmp_path; yields the inventory dir.
+
+    The lab listens on its own port range (``TEST_BASE_PORT``, per pytest process), so tests never
+    collide with a lab an operator runs on inventory/lab's ports.
+    """
+    with running_lab(tmp_path) as inv:
+        yield inv
 
 
 @pytest.fixture()

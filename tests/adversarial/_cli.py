@@ -6,14 +6,13 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import shutil
 import sys
 import traceback
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, TEST_BASE_PORT
+from tests.conftest import running_lab
 
 
 def cli(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
@@ -56,15 +55,5 @@ def assert_one_line(code: int, err: str, *needles: str) -> None:
 @pytest.fixture(scope="module")
 def adv_lab(tmp_path_factory) -> Path:
     """One running lab for this module (this process's TEST_BASE_PORT); yields its inventory dir."""
-    from tuning.lab import controller
-    from tuning.lab.fabric import default_fabric, retarget_inventory
-
-    inv = tmp_path_factory.mktemp("advlab") / "lab"
-    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune*"))
-    fabric = default_fabric(base_port=TEST_BASE_PORT)
-    retarget_inventory(inv / "hosts.yaml", fabric)
-    controller.up(inv / ".state", fabric)
-    try:
+    with running_lab(tmp_path_factory.mktemp("advlab")) as inv:
         yield inv
-    finally:
-        controller.down(inv / ".state")

@@ -76,6 +76,20 @@ class Paused:
         self.kill()
         raise AssertionError("the run never paused: " + "".join(self.stderr)[-2000:])
 
+    def drain(self, timeout: float = 30) -> str:
+        """Everything the run printed on stderr after :meth:`wait`, up to its end."""
+        rest: list[str] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=1)
+            except queue.Empty:
+                continue
+            if line == "":
+                break
+            rest.append(line)
+        return "".join(rest)
+
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)
@@ -244,9 +258,10 @@ def test_ctrl_c_during_switch_apply_and_confirm_restores_everything(lab_inventor
         p = Paused(inv, journal, stage)
         rid = p.wait()
         p.proc.send_signal(signal.SIGINT)
-        out, err = p.proc.communicate(timeout=180)
-        assert p.proc.returncode == 130, (stage, out, "".join(p.stderr), err)
-        assert "restoring" in "".join(p.stderr) + err, stage
+        out, _ = p.proc.communicate(timeout=180)
+        err = "".join(p.stderr) + p.drain()
+        assert p.proc.returncode == 130, (stage, out, err)
+        assert "restoring" in err, (stage, err)
         assert _journal(journal, rid)["outcome"] == "rolled-back", stage
         assert _diff(tuned, snapshot_fabric(lab_inventory)) == [], stage
     assert not (inv / ".fabtune.lock").exists()

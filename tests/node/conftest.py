@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, TEST_BASE_PORT
+from tests.conftest import running_lab
 
 
 @pytest.fixture(scope="module")
 def node_lab(tmp_path_factory):
     """A fresh lab for a copy of ``inventory/lab``, shared by the tests of one module; yields the inventory dir."""
-    from tuning.lab import controller
-    from tuning.lab.fabric import default_fabric, retarget_inventory
-
-    inv = tmp_path_factory.mktemp("nodelab") / "lab"
-    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
-    fabric = default_fabric(base_port=TEST_BASE_PORT)
-    retarget_inventory(inv / "hosts.yaml", fabric)
-    controller.up(inv / ".state", fabric)
-    try:
+    with running_lab(tmp_path_factory.mktemp("nodelab")) as inv:
         yield inv
-    finally:
-        controller.down(inv / ".state")
 
 
 class Node:

@@ -4,12 +4,11 @@ own switch_ops (real SSH, the NVUE simulator of tuning.lab)."""
 from __future__ import annotations
 
 import dataclasses
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, TEST_BASE_PORT
+from tests.conftest import TEST_BASE_PORT, running_lab
 from tuning import inventory
 from tuning.inventory import Device
 from tuning.model.settings import SwitchSpec
@@ -37,18 +36,8 @@ def leaf(inv_dir: Path, name: str = "leaf01", **changes: object) -> Device:
 def module_lab(tmp_path_factory: pytest.TempPathFactory):
     """A fresh lab for one test module (a copy of inventory/lab on its own ports); yields the
     inventory dir."""
-    from tuning.lab import controller
-    from tuning.lab.fabric import default_fabric, retarget_inventory
-
-    inv = tmp_path_factory.mktemp("switch") / "lab"
-    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
-    fabric = default_fabric(base_port=MODULE_LAB_PORT)
-    retarget_inventory(inv / "hosts.yaml", fabric)
-    controller.up(inv / ".state", fabric)
-    try:
+    with running_lab(tmp_path_factory.mktemp("switch"), MODULE_LAB_PORT) as inv:
         yield inv
-    finally:
-        controller.down(inv / ".state")
 
 
 @pytest.fixture()

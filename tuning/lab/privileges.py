@@ -39,6 +39,7 @@ import socket
 import stat
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 log = logging.getLogger("fabtune.lab.sudo")
@@ -162,6 +163,9 @@ def socket_path(state_dir: Path, node: str) -> Path:
     return Path(state_dir) / "run" / "sudo" / f"{node}.sock"
 
 
+#: how many 50 ms steps a sudo call of an unclaimed process waits for its spawner's
+#: :func:`claim` (the shell exists, and may call sudo, a moment before it is claimed)
+CLAIM_WAIT_STEPS = 40
 _OWNERS: dict[int, str] = {}
 _OWNERS_LOCK = threading.Lock()
 
@@ -266,6 +270,11 @@ class SudoServer:
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
             pid = int.from_bytes(creds[:4], "little")
             caller = node_of(pid)
+            for _ in range(CLAIM_WAIT_STEPS):  # a shell may call sudo before its spawner claimed it
+                if caller is not None:
+                    break
+                time.sleep(0.05)
+                caller = node_of(pid)
             if caller != self.node:
                 log.warning("%s: sudo refused to pid %d (a process of %s)", self.node, pid, caller or "no node")
                 _reply(conn, {"rc": 1, "error": f"sudo: this lab socket serves only {self.node}'s own shells"})
