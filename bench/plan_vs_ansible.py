@@ -43,7 +43,7 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="fabtune-bench-"))
     inv_dir = tmp / "lab"
     shutil.copytree(REPO / "inventory" / "lab", inv_dir, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
-    fabric = default_fabric(base_port=45900)  # beside an operator's lab on inventory/lab's ports
+    fabric = default_fabric(base_port=21500)  # beside an operator's lab (22101+), below the ephemeral range
     retarget_inventory(inv_dir / "hosts.yaml", fabric)
     controller.up(inv_dir / ".state", fabric)
     try:
