@@ -60,35 +60,30 @@ class Paused:
             self.lines.put(line)
         self.lines.put("")
 
-    def wait(self, timeout: float = 120) -> str:
+    def _lines(self, timeout: float):
+        """The run's stderr lines as they come, until it ends or ``timeout`` s pass."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
                 line = self.lines.get(timeout=1)
             except queue.Empty:
                 continue
+            if line == "":
+                return
+            yield line
+
+    def wait(self, timeout: float = 120) -> str:
+        for line in self._lines(timeout):
             self.stderr.append(line)
             m = re.search(r"test pause at \S+ \(run (\S+)\)", line)
             if m:
                 return m.group(1)
-            if line == "":
-                break
         self.kill()
         raise AssertionError("the run never paused: " + "".join(self.stderr)[-2000:])
 
     def drain(self, timeout: float = 30) -> str:
         """Everything the run printed on stderr after :meth:`wait`, up to its end."""
-        rest: list[str] = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=1)
-            except queue.Empty:
-                continue
-            if line == "":
-                break
-            rest.append(line)
-        return "".join(rest)
+        return "".join(self._lines(timeout))
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
