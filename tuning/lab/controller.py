@@ -10,6 +10,7 @@ until every node and switch port accepts TCP.
 from __future__ import annotations
 
 import os
+import stat
 import shutil
 import signal
 import socket
@@ -90,6 +91,10 @@ def _protect(state_dir: Path, fabric: Fabric) -> None:
     if user is not None:
         for path in (state_dir, Path(_package_parent()), Path(sys.executable).resolve().parent):
             privileges.grant_search(path, *user)
+        # the stand-ins put the package parent on sys.path: Python's importer lists that folder,
+        # so the lab user needs to read it too (a fresh clone in a mktemp folder is 0700)
+        parent = Path(_package_parent()).resolve()
+        parent.chmod(stat.S_IMODE(parent.stat().st_mode) | stat.S_IROTH | stat.S_IXOTH)
     elif os.geteuid() != 0 or privileges.in_user_namespace():  # the shells' uid owns the files
         for node in fabric.nodes:
             privileges.make_read_only(state_dir / "nodes" / node.name / "sysroot")
