@@ -2,7 +2,7 @@
 
 1. Live state goes back to power-on values: a fresh sysroot is built for the node
    (:func:`tuning.lab.sysroot.build_sysroot`) and only what a disk keeps is carried over
-   (:data:`PERSISTENT`: ``etc/``, ``usr/``). IRQ affinities, MTUs, sysctls, DCB, ECN and RDMA-CM
+   (:data:`PERSISTENT`: ``etc/``, ``usr/``, ``boot/``, and ``hw/``: the lab's stand-in for NIC flash and other non-volatile device state). IRQ affinities, MTUs, sysctls, DCB, ECN and RDMA-CM
    values are lost, as on a real reboot; agents started by injections are not restarted.
 2. Boot runs what is persisted, over the node's own SSH endpoint as root (sudo), the way
    systemd would: ``sysctl --system`` (systemd-sysctl reads ``/etc/sysctl.d``), then the
@@ -23,8 +23,13 @@ from tuning.lab.fabric import Fabric
 from tuning.lab.sysroot import build_sysroot
 
 #: sysroot folders a reboot keeps (the disk); everything else is rebuilt (procfs, sysfs, /run)
-PERSISTENT = ("etc", "usr")
+PERSISTENT = ("etc", "usr", "boot", "hw")
 WANTS = "etc/systemd/system/multi-user.target.wants"
+#: what the hardware and firmware do at power-on, before anything from the disk runs ("module:function"
+#: called with ``(sysroot: Path, node: Node)`` on the fresh sysroot, the PERSISTENT folders already
+#: in place): NIC firmware makes its "Next Boot" values current, the boot loader puts the
+#: configured command line in ``/proc/cmdline``
+POWER_ON_HOOKS: list[str] = []
 
 
 def reset_volatile(sysroot: Path, node) -> None:
@@ -46,6 +51,9 @@ def reset_volatile(sysroot: Path, node) -> None:
         protect = getattr(privileges, "make_read_only", None)
         if protect is not None:
             protect(fresh)
+    for target in POWER_ON_HOOKS:
+        module, _, func = target.partition(":")
+        getattr(__import__(module, fromlist=[func]), func)(fresh, node)
     old = sysroot.with_name(sysroot.name + ".old")
     sysroot.rename(old)
     fresh.rename(sysroot)

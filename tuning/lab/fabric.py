@@ -19,6 +19,9 @@ from pathlib import Path
 #: PCI BDF of NIC i on a DGX-class node (rail order), and its netdev name.
 NIC_BDFS = ["0000:0c:00.0", "0000:12:00.0", "0000:4c:00.0", "0000:5d:00.0",
             "0000:8c:00.0", "0000:9d:00.0", "0000:ba:00.0", "0000:cc:00.0"]
+#: PCI BDF of GPU i (H100 SXM) on a DGX-class node: GPU i shares a PCIe switch with NIC i
+GPU_BDFS = ["0000:1b:00.0", "0000:43:00.0", "0000:52:00.0", "0000:61:00.0",
+            "0000:9f:00.0", "0000:c3:00.0", "0000:d1:00.0", "0000:df:00.0"]
 #: CPU lists of the two NUMA nodes (2 sockets x 28 cores x 2 threads = 112 CPUs).
 NUMA_CPULISTS = ["0-27,56-83", "28-55,84-111"]
 
@@ -130,6 +133,27 @@ class Fabric:
 #: ephemeral port range (``net.ipv4.ip_local_port_range``, 32768-60999 by default), where a lab
 #: port could collide with a client socket's source port
 DEFAULT_BASE_PORT = 22100
+
+
+def pcie_layout(node: Node) -> list[dict]:
+    """The PCIe tree of a lab node, one entry per rail i (GPU i and NIC i behind one PCIe switch,
+    as on a DGX H100):
+
+    ``{"rail": i, "numa_node": n, "gpu": GPU_BDFS[i], "nic": nic.bdf, "switch_up": "0000:UU:00.0",
+    "switch_down": ["0000:VV:00.0" (towards the NIC), "0000:VV:01.0" (towards the GPU)]}`` with
+    ``UU`` = the NIC's bus - 2 and ``VV`` = UU + 1. The bridges between GPU i and NIC i are
+    ``switch_down`` (ACS is checked there). GPUs beyond the node's ``gpus`` count are left out.
+    """
+    out = []
+    for nic in node.nics:
+        i = nic.rail
+        if i >= node.gpus or i >= len(GPU_BDFS):
+            continue
+        bus = int(nic.bdf.split(":")[1], 16)
+        up, down = f"0000:{bus - 2:02x}:00.0", [f"0000:{bus - 1:02x}:00.0", f"0000:{bus - 1:02x}:01.0"]
+        out.append({"rail": i, "numa_node": nic.numa_node, "gpu": GPU_BDFS[i], "nic": nic.bdf,
+                    "switch_up": up, "switch_down": down})
+    return out
 
 
 def default_fabric(base_port: int = DEFAULT_BASE_PORT, n_nodes: int = 4) -> Fabric:

@@ -123,6 +123,11 @@ def sysctl_path(sysroot: Path, key: str) -> Path:
     return sysroot / "proc" / "sys" / key.replace(".", "/")
 
 
+#: more of the sysroot, one builder per node domain of issue 7 ("module:function" called with
+#: ``(root: Path, node: Node)`` after the files above; imported only when a sysroot is built)
+EXTRA_BUILDERS: list[str] = []
+
+
 # ---- the builder -----------------------------------------------------------------------------
 
 def _put(path: Path, text: str) -> None:
@@ -185,6 +190,9 @@ def build_sysroot(root: Path, node: Node) -> None:
         _build_rdma(root, nic)
         _build_irqs(root, node, nic)
     _put(root / "proc/interrupts", render_interrupts(node).rstrip("\n"))
+    for target in EXTRA_BUILDERS:
+        module, _, func = target.partition(":")
+        getattr(__import__(module, fromlist=[func]), func)(root, node)
     # /run/fabtune/node.lock as a node that fabtune has run on holds it (root-only; empty)
     (root / "run/fabtune").mkdir(parents=True)
     (root / "run/fabtune/node.lock").write_bytes(b"")

@@ -16,6 +16,7 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from tuning.model import grammar
+from tuning.model.node_tuning import CpuSpec, FirmwareSpec, KernelSpec, ModulesSpec, PauseSpec, PcieSpec
 
 #: strict types: a YAML ``true`` is not the priority 1, ``22.5`` is not the port 22
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -117,6 +118,8 @@ class NodeSpec(BaseModel):
         irq_cpus: optional CPU list (``0-15,64-79``) to use instead of the NIC's local CPUs;
             checked against the node's online CPUs before anything is pushed.
         nics: the RDMA NICs (at least one; usually in ``host_vars/<node>.yml``).
+        firmware, cpu, kernel, modules, pcie, pause: see :mod:`tuning.model.node_tuning`; each
+            defaults to leaving the node as it is.
     """
 
     model_config = _STRICT
@@ -128,6 +131,12 @@ class NodeSpec(BaseModel):
     irqbalance: Literal["stop", "ban", "leave"] = "stop"
     irq_cpus: Optional[CpuList] = None
     nics: list[NicSpec] = Field(min_length=1)
+    firmware: FirmwareSpec = FirmwareSpec()
+    cpu: CpuSpec = CpuSpec()
+    kernel: KernelSpec = KernelSpec()
+    modules: ModulesSpec = ModulesSpec()
+    pcie: PcieSpec = PcieSpec()
+    pause: PauseSpec = PauseSpec()
 
     @field_validator("nics")
     @classmethod

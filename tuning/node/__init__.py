@@ -226,16 +226,24 @@ def apply(host: Host, dev: Device, changes: list[Change]) -> list[Change]:
     return list(changes)
 
 
-def restore(host: Host, name: str, changes: list[Change | dict]) -> None:
+def restore(host: Host, name: str, changes: list[Change | dict], irreversible: bool = False) -> list[Change]:
     """Write every change's ``before`` back with its journaled ``restore_cmd``, in reverse order
     (one round trip), and read each restored key back. Needs nothing but the journal and a Host.
+
+    Changes marked ``reversible=False`` (NIC firmware, mlxconfig: active only after a reset) are
+    never part of an automatic restore: they are skipped unless ``irreversible`` is True
+    (``fabtune rollback --firmware``) and returned, so the caller can say what it kept.
+
+    Returns:
+        The changes NOT restored (irreversible ones, when ``irreversible`` is False).
 
     Raises:
         CommandError / VerifyError: a restore command failed or a key did not come back (the
             engine raises RollbackError: page a human).
     """
     items = [c if isinstance(c, Change) else Change(**c) for c in changes]
-    if not items:
-        return
-    _push(host, name, list(reversed(items)), use_before=True, phase="restore")
-
+    kept = [c for c in items if not c.reversible and not irreversible]
+    todo = [c for c in items if c not in kept]
+    if todo:
+        _push(host, name, list(reversed(todo)), use_before=True, phase="restore")
+    return kept

@@ -23,6 +23,9 @@ from tuning.transport.base import q, sysroot_path
 #: value of a key whose file or tool is absent on the node
 ABSENT = "\x01absent"
 
+#: when a change takes effect (:attr:`Change.effect`)
+EFFECTS = ("live", "reboot_required", "pending_reset", "not_persistent")
+
 #: shell helpers prepended to every read script: ``r KEY FILE`` prints a file's first line
 #: (with the ``read`` builtin: no fork per file, which matters for hundreds of IRQ files),
 #: ``b KEY CMD...`` prints a command's output base64-encoded, ``rb KEY FILE`` a whole file,
@@ -55,6 +58,11 @@ class Change:
             before); None for a key that cannot be put back (a setting absent before).
         read_cmd: the command whose output holds the key's live value (read back after every
             write; the domain's ``parse_read`` turns the output into the value).
+        effect: when the written value takes effect, one of :data:`EFFECTS`: ``live`` (at once),
+            ``reboot_required`` (persisted now, active after the next boot: kernel command line),
+            ``pending_reset`` (NIC firmware: "Next Boot" set, "Current" differs until a reboot or
+            ``mlxfwreset``), ``not_persistent`` (live now, lost at the next boot: ACS cleared with
+            ``setpci``). Plans and reports show every effect other than ``live``.
     """
 
     device: str
@@ -66,6 +74,7 @@ class Change:
     apply_cmd: str | None = None
     restore_cmd: str | None = None
     read_cmd: str | None = None
+    effect: str = "live"
 
     def as_dict(self) -> dict:
         """Plain data for JSON reports and the journal."""
@@ -103,6 +112,16 @@ class Domain(ABC):
     """One tuning domain. Subclasses are registered in :data:`tuning.node.DOMAINS`."""
 
     name: ClassVar[str]
+    #: False for a domain whose changes an automatic rollback must not undo (NIC firmware and
+    #: mlxconfig: a value set is only active after a reset; the plan says so)
+    reversible: ClassVar[bool] = True
+    #: True when the boot script (:mod:`tuning.node.files`) re-applies this domain's desired values
+    #: with its own commands at every boot (live-only settings: MTU, QoS, IRQ affinity, ...)
+    boot_script: ClassVar[bool] = False
+
+    def effect(self, key: str, before: str | None, after: str, facts: NodeFacts) -> str:
+        """When a change of ``key`` to ``after`` takes effect (one of :data:`EFFECTS`); default ``live``."""
+        return "live"
 
     @abstractmethod
     def read_script(self, spec: NodeSpec, sysroot: str) -> list[str]:
@@ -146,14 +165,15 @@ class Domain(ABC):
             if not self.same(have, want):
                 before = None if have == ABSENT else have
                 if ctx is None:
-                    out.append(Change(device, self.name, key, before, want))
+                    out.append(Change(device, self.name, key, before, want, reversible=self.reversible))
                     continue
                 spec, facts, sysroot = ctx
-                out.append(Change(device, self.name, key, before, want,
+                out.append(Change(device, self.name, key, before, want, reversible=self.reversible,
                                   apply_cmd=self.command(key, want, spec, facts, sysroot),
                                   restore_cmd=self.command(key, ABSENT if before is None else before,
                                                            spec, facts, sysroot),
-                                  read_cmd=self.read_cmd(key, spec, facts, sysroot)))
+                                  read_cmd=self.read_cmd(key, spec, facts, sysroot),
+                                  effect=self.effect(key, before, want, facts)))
         return out
 
 

@@ -21,8 +21,6 @@ from tuning.transport.base import q, sysroot_path
 MODES = {"/usr/local/sbin/fabtune-nic-setup": "0755"}
 UNIT = "fabtune-nic.service"
 WANTS_LINK = f"/etc/systemd/system/multi-user.target.wants/{UNIT}"
-#: domains whose values the boot script re-applies (sysctl has its own drop-in)
-BOOT_DOMAINS = ("mtu", "nic_qos", "irq")
 
 
 def boot_settings(settings: Sequence[Domain], spec: NodeSpec, facts: NodeFacts) -> tuple[list[str], dict[str, str]]:
@@ -37,7 +35,7 @@ def boot_settings(settings: Sequence[Domain], spec: NodeSpec, facts: NodeFacts) 
         want = d.desired(spec, facts)
         if d.name == "sysctl":
             sysctls = {k.split("/", 1)[1]: v for k, v in want.items()}
-        elif d.name in BOOT_DOMAINS:
+        elif d.boot_script:
             cmds += [_boot_guard(d.name, k, c, facts) for k, v in want.items()
                      if (c := d.command(k, v, spec, facts, "."))]
     return cmds, sysctls

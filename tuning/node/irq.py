@@ -68,6 +68,7 @@ class IrqDomain(Domain):
     """One key per completion IRQ: ``irq/<netdev>/<N>`` -> CPU list (``"28"``)."""
 
     name = "irq"
+    boot_script = True
 
     def read_script(self, spec: NodeSpec, sysroot: str) -> list[str]:
         if spec.irq_affinity == "off":

@@ -22,6 +22,7 @@ class MtuDomain(Domain):
     """Netdev MTU in bytes, one key per NIC: ``mtu/<netdev>``."""
 
     name = "mtu"
+    boot_script = True
 
     def read_script(self, spec: NodeSpec, sysroot: str) -> list[str]:
         return [f"r {q('mtu/' + n.netdev)} {q(sysroot_path(sysroot, _path(n.netdev)))}" for n in spec.nics]

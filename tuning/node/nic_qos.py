@@ -75,6 +75,7 @@ class NicQosDomain(Domain):
     (OFED) or ``cc/<if>/np_cnp_dscp|np_cnp_prio`` (inbox driver)."""
 
     name = "nic_qos"
+    boot_script = True
 
     def read_script(self, spec: NodeSpec, sysroot: str) -> list[str]:
         lines = []

@@ -134,10 +134,11 @@ def _device(name: str, rec: dict, where: str, fail) -> None:
 
 def _change(name: str, c: object, where: str, fail) -> None:
     """A change dict: exactly the fields of Change, each of its type."""
-    from tuning.node.base import Change
+    from tuning.node.base import EFFECTS, Change
 
     _typed(c, dict, where, fail)
     fields = {f.name: f for f in dataclasses.fields(Change)}
+    c = {"effect": "live", **c} if isinstance(c, dict) else c  # journals written before issue 7 lack it
     if set(c) != set(fields):
         odd = sorted(set(c) ^ set(fields))
         fail(where, f"fields {', '.join(map(str, odd))} missing or unknown; a change has exactly: {', '.join(fields)}")
@@ -146,6 +147,9 @@ def _change(name: str, c: object, where: str, fail) -> None:
     for k in ("before", "after", "apply_cmd", "restore_cmd", "read_cmd"):
         _typed(c[k], (str, type(None)), f"{where}.{k}", fail)
     _typed(c["reversible"], bool, f"{where}.reversible", fail)
+    _typed(c["effect"], str, f"{where}.effect", fail)
+    if c["effect"] not in EFFECTS:
+        fail(f"{where}.effect", f"{c['effect']!r:.40}; allowed: {', '.join(EFFECTS)}")
     if c["device"] != name:
         fail(f"{where}.device", f"{c['device']!r:.60} is not this device ({name})")
 
