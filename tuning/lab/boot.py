@@ -29,7 +29,11 @@ WANTS = "etc/systemd/system/multi-user.target.wants"
 #: called with ``(sysroot: Path, node: Node)`` on the fresh sysroot, the PERSISTENT folders already
 #: in place): NIC firmware makes its "Next Boot" values current, the boot loader puts the
 #: configured command line in ``/proc/cmdline``
-POWER_ON_HOOKS: list[str] = []
+POWER_ON_HOOKS: list[str] = [
+    # part A (firmware)
+    # part C (kernel, power)
+    # part D (modules, PCIe, pause)
+]
 
 
 def reset_volatile(sysroot: Path, node) -> None:

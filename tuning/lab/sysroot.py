@@ -125,7 +125,12 @@ def sysctl_path(sysroot: Path, key: str) -> Path:
 
 #: more of the sysroot, one builder per node domain of issue 7 ("module:function" called with
 #: ``(root: Path, node: Node)`` after the files above; imported only when a sysroot is built)
-EXTRA_BUILDERS: list[str] = []
+EXTRA_BUILDERS: list[str] = [
+    # part A (firmware)
+    # part B (topology)
+    # part C (kernel, power)
+    # part D (modules, PCIe, pause)
+]
 
 
 # ---- the builder -----------------------------------------------------------------------------

@@ -31,7 +31,13 @@ READBACK_SETTLE_S = 0.3
 
 def domains() -> list[Domain]:
     """A fresh list of every node domain, in apply order (instance-level, STYLE.md section 7)."""
-    settings: list[Domain] = [MtuDomain(), SysctlDomain(), NicQosDomain(), IrqDomain()]
+    settings: list[Domain] = [
+        # firmware (part A)
+        # modules, pcie (part D)
+        # power, hugepages, cmdline (part C)
+        MtuDomain(),
+        # pause (part D)
+        SysctlDomain(), NicQosDomain(), IrqDomain()]
     return [ServicesDomain(), *settings, FilesDomain(settings)]
 
 

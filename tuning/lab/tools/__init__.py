@@ -25,6 +25,10 @@ TOOLS: dict[str, str] = {
     "ib_write_bw": "tuning.lab.tools.perftest:ib_write_bw",
     "ib_read_lat": "tuning.lab.tools.perftest:ib_read_lat",
     "systemctl": "tuning.lab.tools.services:systemctl",
+    # part A (firmware) tools
+    # part B (topology) tools
+    # part C (kernel, power) tools
+    # part D (modules, PCIe, pause) tools
 }
 
 #: stand-ins written in bash (no interpreter start-up: ``tee`` runs once per sysfs write):
