@@ -16,7 +16,7 @@ from tuning.cli_args import (MAX_CONFIRM_S, click, finite, integer, journal_dir_
                              usage_line)
 from tuning.errors import ConnectError, InputError, TuningError
 from tuning.node import domains as node_domains
-from tuning.report import changes_table, console, file_diffs, verify_table
+from tuning.report import changes_table, console, file_diffs, findings_table, verify_table
 from tuning.rollout.journal import DEFAULT_DIR
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
@@ -36,6 +36,8 @@ DOMAIN = typer.Option(None, "--domain", "-d", help=f"Only these domains (repeata
 RAIL = typer.Option(None, "--rail", parser=integer(0, 31, "a rail"), metavar="0..31",
                     help="Verify on these rails only (an integer 0..31, repeatable; default: every rail).")
 MIN_BW = typer.Option(300.0, "--min-bw", callback=finite, help="Pass mark per pair, Gb/s (finite, >= 0).")
+FIRMWARE = typer.Option(False, "--allow-firmware", help="Push NIC firmware burns the profile pins "
+                        "(firmware.version); without it a plan that burns firmware is refused (exit 2).")
 MAX_LAT = typer.Option(10.0, "--max-lat", callback=finite,
                        help="Pass mark per pair, typical latency us (finite, >= 0).")
 
@@ -65,13 +67,21 @@ def _emit(report, as_json: bool, title: str, diff: bool = False) -> None:
         out.print(changes_table(report.changes, title, offline=report.mode == "offline-plan", headings=heads))
         if diff:
             out.print(file_diffs(report.changes), markup=False, end="")
+    if getattr(report, "findings", None):
+        out.print(findings_table(report.findings))
     if report.verify_after:
         out.print(verify_table(report.verify_after, "verification after", report.verify_before))
     for dev, e in report.errors.items():
         if report.mode != "rollback":
             out.print(f"{dev}: {e}", style="red", markup=False, highlight=False)
     if report.restored:
-        out.print(f"restored: {', '.join(report.restored)} (every touched device is back to its snapshot)")
+        out.print(f"restored: {', '.join(report.restored)} (every touched device is back to its snapshot"
+                  + (", except the firmware settings below)" if report.kept else ")"))
+    for dev, items in (report.kept or {}).items():
+        keys = ", ".join(f"{c['key']}={c['after']}" for c in items)
+        out.print(f"[yellow]{dev}: kept {len(items)} firmware setting(s) (active after a reset; not undone "
+                  f"automatically): {keys}; put back with `fabtune rollback --firmware {report.run_id}`[/yellow]",
+                  highlight=False)
     n = report.n_changes
     words = {"planned": f"{n} change(s) planned, nothing pushed" if n else "0 changes: already in the desired state",
              "no-change": "0 changes: already in the desired state, nothing touched",
@@ -133,7 +143,8 @@ def plan(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opti
 @app.command()
 def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Optional[list[str]] = DOMAIN,
           check: bool = typer.Option(
-        False, "--check", help="Dry run: same as plan."), as_json: bool = JSON, journal_dir: Path = JDIR) -> None:
+        False, "--check", help="Dry run: same as plan."), as_json: bool = JSON, journal_dir: Path = JDIR,
+          allow_firmware: bool = FIRMWARE) -> None:
     """Apply the inventory's settings (no verification; see rollout). A second run changes nothing.
 
     Example: fabtune apply -i inventory/lab --limit gpu_nodes
@@ -141,7 +152,8 @@ def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opt
     from tuning.rollout import engine
 
     report = engine.run(_load(inventory), engine.Options(mode="plan" if check else "apply", limit=limit,
-                                                         journal_dir=journal_dir, domains=_domains(domain)), _progress)
+                                                         journal_dir=journal_dir, domains=_domains(domain),
+                                                         allow_firmware=allow_firmware), _progress)
     _emit(report, as_json, "plan (--check)" if check else "applied")
     raise typer.Exit(1 if report.outcome in ("rolled-back", "failed") else 0)
 
@@ -152,7 +164,8 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: 
                 None, "--confirm-s", parser=integer(None, MAX_CONFIRM_S, "a window in seconds"), metavar="SECONDS", help="Switch commit-confirm window, seconds, at most "
                 f"{MAX_CONFIRM_S} (default: derived from the expected verification time, at least 600; a shorter "
                 "window than verification needs is refused)."),
-            min_bw: float = MIN_BW, max_lat: float = MAX_LAT, rail: Optional[list[int]] = RAIL) -> None:
+            min_bw: float = MIN_BW, max_lat: float = MAX_LAT, rail: Optional[list[int]] = RAIL,
+            allow_firmware: bool = FIRMWARE) -> None:
     """Snapshot, apply, verify with RDMA tests, then keep, or restore every touched device.
 
     Exit 0 kept (or nothing to do), 1 rolled back, 3 rollback failed.
@@ -163,7 +176,7 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: 
 
     opts = engine.Options(mode="rollout", limit=limit, journal_dir=journal_dir, confirm_s=confirm_s,
                           thresholds=Thresholds(min_bw_gbps=min_bw, max_lat_us=max_lat),
-                          rails=tuple(rail) if rail else None)
+                          rails=tuple(rail) if rail else None, allow_firmware=allow_firmware)
     report = engine.run(_load(inventory), opts, _progress)
     _emit(report, as_json, "rollout")
     raise typer.Exit(1 if report.outcome in ("rolled-back", "failed") or report.verify_ok is False else 0)
@@ -196,16 +209,21 @@ def rollback(run_id: str = typer.Argument(..., help="Run id printed by apply/rol
                  None, "-i", "--inventory", help="Optional: must be the run's own inventory (the journal names it)."),
              journal_dir: Path = JDIR, as_json: bool = JSON,
              force: bool = typer.Option(False, "--force", help="Roll back even where later runs changed the same "
-                                        "settings (their changes to those settings are undone too).")) -> None:
+                                        "settings (their changes to those settings are undone too)."),
+             firmware: bool = typer.Option(False, "--firmware", help="Also put back NIC firmware / mlxconfig "
+                                           "settings (kept by every other restore: a value put back is active "
+                                           "only after the next reboot or mlxfwreset).")) -> None:
     """Restore every device a run touched, from the on-disk journal alone (connection facts and
     restore commands are journaled; today's inventory is not read). Refused when a later run
     changed the same settings and was not rolled back (the list is printed; --force overrides).
+
+    NIC firmware / mlxconfig changes are kept unless --firmware is given.
 
     Example: fabtune rollback 20261130T101500-1a2b3c
     """
     from tuning.rollout.rollback import rollback_run
 
-    report = rollback_run(journal_dir, run_id, inventory, force, _progress)
+    report = rollback_run(journal_dir, run_id, inventory, force, _progress, firmware)
     _emit(report, as_json, "rollback: now -> restored to")
 
 

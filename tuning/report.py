@@ -45,10 +45,33 @@ def changes_table(changes: dict[str, list[dict]], title: str, offline: bool = Fa
     for dev, items in changes.items():
         for c in items:
             if c["domain"] != "irq":
-                t.add_row(dev, c["domain"], c["key"], _short(c["before"], absent), _short(c["after"]))
+                t.add_row(dev, c["domain"], c["key"], _short(c["before"], absent), _short(c["after"]) + _effect(c))
         for netdev, irqs in _irqs_by_nic(items).items():
             t.add_row(dev, "irq", f"irq {netdev} ({len(irqs)} completion IRQs)",
                       _short(_cpus(c["before"] for c in irqs), absent), _short(_cpus(c["after"] for c in irqs)))
+    return t
+
+
+#: how a change's effect reads after its value in the changes table
+EFFECT_WORDS = {"reboot_required": "reboot required", "pending_reset": "pending reset (reboot or mlxfwreset)",
+                "not_persistent": "lost at reboot"}
+
+
+def _effect(c: dict) -> str:
+    """`` [reboot required]`` etc. after a value whose change is not simply live (Change.effect)."""
+    words = [EFFECT_WORDS[e]] if (e := c.get("effect", "live")) in EFFECT_WORDS else []
+    if c.get("reversible", True) is False:
+        words.append("not undone by automatic rollback")
+    return f" [{'; '.join(words)}]" if words else ""
+
+
+def findings_table(findings: list[dict], title: str = "findings (reported, not changed)") -> Table:
+    """One row per finding (device, domain, code, message, evidence); see tuning.node.base.Finding."""
+    t = Table(title=title, title_justify="left")
+    for col in ("device", "domain", "code", "finding", "evidence"):
+        t.add_column(col, overflow="fold")
+    for f in findings:
+        t.add_row(f["device"], f["domain"], f["code"], f["message"], _short(f.get("evidence") or ""))
     return t
 
 

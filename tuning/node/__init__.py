@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from tuning.errors import CommandError, InputError, ParseError, VerifyError
 from tuning.inventory import Device
 from tuning.node import facts as facts_mod
-from tuning.node.base import ABSENT, READ_EPILOGUE, READ_PRELUDE, Change, Domain, NodeFacts, Unfit
+from tuning.node.base import ABSENT, READ_EPILOGUE, READ_PRELUDE, Change, Domain, Finding, NodeFacts, Unfit
 from tuning.node.files import FilesDomain
 from tuning.node.irq import IrqDomain
 from tuning.node.mtu import MtuDomain
@@ -104,6 +104,16 @@ def plan(dev: Device, state: NodeState) -> list[Change]:
             top = e.key.split(".")[0]
             raise InputError(dev.sources.get(top, "inventory"), e.key, f"{e.problem} (host {dev.name})") from None
         out += d.plan(dev.name, want, state.current.get(d.name, {}), (dev.spec, state.facts, state.sysroot))
+    return out
+
+
+def findings(dev: Device, state: NodeState) -> list[Finding]:
+    """What the collected domains report without changing it (see :class:`~tuning.node.base.Finding`),
+    in domain order. Pure: reads ``state`` only."""
+    out: list[Finding] = []
+    for d in domains():
+        if d.name in state.current:
+            out += d.findings(dev.name, dev.spec, state.facts, state.current[d.name])
     return out
 
 

@@ -81,6 +81,28 @@ class Change:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Finding:
+    """Something a node reports that a plan does not change (or cannot change) but an operator must see.
+
+    Attributes:
+        device: inventory name.  domain: the node domain that read it.
+        code: short stable id (``peermem-unregistered``, ``global-pause-rx``, ``acs-redirect``,
+            ``pcie-link-degraded``, ``rail-remote-nic``, ``pending-reset``, ``ecn-unsupported``...).
+        message: one line for people.  evidence: the values or text read that it rests on.
+    """
+
+    device: str
+    domain: str
+    code: str
+    message: str
+    evidence: str = ""
+
+    def as_dict(self) -> dict:
+        """Plain data for JSON reports."""
+        return asdict(self)
+
+
 @dataclass
 class NodeFacts:
     """What a node told us about itself in the read round trip.
@@ -143,6 +165,10 @@ class Domain(ABC):
     @abstractmethod
     def read_cmd(self, key: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str:
         """The shell command whose stdout holds ``key``'s live value (see :meth:`parse_read`)."""
+
+    def findings(self, device: str, spec: NodeSpec, facts: NodeFacts, current: dict[str, str]) -> list[Finding]:
+        """What this domain reports without changing it (default: nothing)."""
+        return []
 
     def same(self, have: str, want: str) -> bool:
         """Whether a read value equals a wanted one (whitespace collapsed, as the kernel prints)."""

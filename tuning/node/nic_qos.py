@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from tuning.errors import ParseError
 from tuning.model import NodeSpec
-from tuning.node.base import ABSENT, Change, Domain, NodeFacts, Unfit, cat_cmd, decode, write_file_cmd
+from tuning.node.base import ABSENT, Change, Domain, Finding, NodeFacts, Unfit, cat_cmd, decode, write_file_cmd
 from tuning.parsers import parse
 from tuning.transport.base import q, sysroot_path
 
@@ -97,6 +97,21 @@ class NicQosDomain(Domain):
                 lines.append(f"r {q(f'cc/{nic.netdev}/{param}')} {q(cc)}/\"$(basename \"$(readlink -f "
                              f"{q(dev)})\")\"/cc_params/{param}")
         return lines
+
+    def findings(self, device: str, spec: NodeSpec, facts: NodeFacts, current: dict[str, str]) -> list[Finding]:
+        """``ecn-unsupported``: on the inbox mlx5 driver ECN cannot be turned on per priority (no
+        ``ecn/roce_np|roce_rp/enable/<prio>`` files: upstream ``cong.c`` keeps DCQCN in debugfs
+        ``cc_params``, where only the CNP DSCP and priority are set); ``nic_qos.ecn`` is not applied there."""
+        inbox = [nic.netdev for nic in spec.nics
+                 if facts.nics.get(nic.netdev, {}).get("bdf") and facts.nics[nic.netdev].get("driver") != "ofed"]
+        out = []
+        if spec.nic_qos.ecn and inbox:
+            out.append(Finding(device, self.name, "ecn-unsupported",
+                               f"inbox mlx5 driver on {len(inbox)} NIC(s): no per-priority ECN enable, so nic_qos.ecn "
+                               "is not applied (DCQCN runs with the firmware defaults; the CNP DSCP and priority are "
+                               "set in debugfs cc_params)",
+                               "no ecn/ folder under /sys/class/net/ of " + ", ".join(inbox)))
+        return out
 
     def current(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
         out = {}

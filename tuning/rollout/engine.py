@@ -24,7 +24,7 @@ from tuning.rollout.fanout import fan_out, nornir_for, outcomes
 from tuning.rollout.journal import (DEFAULT_DIR, Journal, connection_record, new_run_id,
                                     save_baseline)
 from tuning.rollout.lock import RunLock, lock_path
-from tuning.rollout.rollback import restore_touched, rollback_run, touched_devices  # noqa: F401 (API)
+from tuning.rollout.rollback import kept_changes, restore_touched, rollback_run, touched_devices  # noqa: F401 (API)
 from tuning.transport.ssh import SshHost
 from tuning.verify.pairs import Pair, node_rails, schedule_waves, select_pairs
 from tuning.verify.runner import PairResult, Thresholds, as_baseline, expected_seconds, verify
@@ -47,6 +47,7 @@ class Options:
     domains: set[str] | None = None  # only these domains (mtu, sysctl, nic_qos, irq, files, switch)
     rails: tuple[int, ...] | None = None  # verify on these rails only (None: every rail)
     lock_wait_s: float = 0.0  # wait this long for another run's lock (0: refuse at once)
+    allow_firmware: bool = False  # push firmware burns (``fw/`` keys); refused without it (exit 2)
 
 
 @dataclass
@@ -66,6 +67,8 @@ class RunReport:
     verify_after: list[dict] = field(default_factory=list)
     verify_ok: bool | None = None
     seconds: float = 0.0
+    findings: list[dict] = field(default_factory=list)
+    kept: dict[str, list[dict]] = field(default_factory=dict)  # irreversible changes a restore left in place
 
     def as_dict(self) -> dict:
         """JSON-ready dict."""
@@ -143,6 +146,29 @@ def _plan(s: Session, states: dict, domains: set[str] | None = None) -> dict[str
                    else switch_ops.plan(dev, states[dev.name]))
         out[dev.name] = [c for c in changes if domains is None or c.domain in domains]
     return out
+
+
+def _findings(s: Session, states: dict, domains: set[str] | None) -> list[dict]:
+    """Every selected node's findings (tuning.node.findings), as dicts, only ``domains`` if given."""
+    out = []
+    for dev in s.devices:
+        if dev.role == "node":
+            out += [f.as_dict() for f in node_mod.findings(dev, states[dev.name])
+                    if domains is None or f.domain in domains]
+    return out
+
+
+def _refuse_firmware(plans: dict, allowed: bool) -> None:
+    """A firmware burn (a ``fw/`` change) is pushed only with ``--allow-firmware``.
+
+    Raises:
+        InputError: the plan burns firmware and it was not allowed (nothing pushed).
+    """
+    burns = [f"{n}:{c.key}" for n, ch in plans.items() for c in ch if c.key.startswith("fw/")]
+    if burns and not allowed:
+        raise InputError("--allow-firmware", "firmware.version",
+                         f"the plan burns NIC firmware ({', '.join(burns[:4])}{', ...' if len(burns) > 4 else ''}); "
+                         "pass --allow-firmware to push it (nothing was pushed)")
 
 
 def pause_for_test(stage: str, run_id: str | None = None) -> None:
@@ -290,6 +316,9 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
         plans = _plan(s, states, opts.domains)
         report = RunReport(None, opts.mode)
         report.changes = {n: [c.as_dict() for c in ch] for n, ch in plans.items() if ch}
+        report.findings = _findings(s, states, opts.domains)
+        if opts.mode != "plan":
+            _refuse_firmware(plans, opts.allow_firmware)
         if opts.mode == "plan":
             report.outcome = "planned"
             return report
@@ -403,6 +432,7 @@ def _fail(s: Session, j: Journal, report: RunReport, progress: Progress, why: st
     j.stage("restore", why)
     conns = {**s.nodes, **s.switches}
     report.restored = restore_touched(j, conns, progress)
+    report.kept = kept_changes(j)
     report.outcome = "rolled-back"
     j.data["outcome"] = "rolled-back"
     j.stage("done", why)

@@ -28,7 +28,7 @@ STATES = ("pushing", "applied", "failed", "unchanged")
 ROLES = ("node", "switch")
 NODE_PLATFORMS = ("linux",)
 _DEVICE_KEYS = ("role", "platform", "connection", "changes", "applied", "state", "revision_before",
-                "revision", "restored", "confirmed")
+                "revision", "restored", "confirmed", "kept")
 _CONN_TYPES = {"hostname": str, "port": int, "username": str, "key_file": (str, type(None)),
                "known_hosts": (str, type(None)), "sysroot": str, "become": bool, "become_user": str,
                "become_method": str}
@@ -123,6 +123,10 @@ def _device(name: str, rec: dict, where: str, fail) -> None:
     for k in ("revision_before", "revision"):
         if k in rec:
             _typed(rec[k], (str, type(None)), f"{where}.{k}", fail)
+    if "kept" in rec:
+        _typed(rec["kept"], list, f"{where}.kept", fail)
+        for i, key in enumerate(rec["kept"]):
+            _typed(key, str, f"{where}.kept.{i}", fail)
     for k in ("changes", "applied"):
         if k in rec:
             _typed(rec[k], list, f"{where}.{k}", fail)

@@ -30,18 +30,34 @@ from tuning.rollout.lock import RunLock, lock_path
 Progress = Callable[[str], None]
 
 
-def touched_devices(j: Journal) -> list[str]:
-    """Devices a run may have changed and has not restored yet."""
+def touched_devices(j: Journal, irreversible: bool = False) -> list[str]:
+    """Devices a run may have changed and has not restored yet; with ``irreversible`` also those
+    restored except for irreversible (firmware) changes an automatic restore kept."""
     return sorted(n for n, rec in j.data["devices"].items()
-                  if rec.get("state") in TOUCHED and not rec.get("restored"))
+                  if rec.get("state") in TOUCHED and (not rec.get("restored") or (irreversible and rec.get("kept"))))
 
 
 def _changes(rec: dict) -> list[Change]:
     """The changes to undo: every planned one for a device caught mid-push (``pushing``: writing a
-    value that was never changed is harmless, missing one is not), else the applied ones."""
+    value that was never changed is harmless, missing one is not), else the applied ones; for a
+    device already restored, only the irreversible ones that restore kept."""
     done = rec.get("changes") if rec.get("state") == "pushing" else rec.get("applied")
     fields = {f.name for f in dataclasses.fields(Change)}
-    return [Change(**{k: v for k, v in c.items() if k in fields}) for c in done or []]
+    out = [Change(**{k: v for k, v in c.items() if k in fields}) for c in done or []]
+    if rec.get("restored"):
+        out = [c for c in out if c.key in (rec.get("kept") or [])]
+    return out
+
+
+def kept_changes(j: Journal) -> dict[str, list[dict]]:
+    """Per device, the irreversible changes (firmware) restores left in place: ``{"domain", "key",
+    "before", "after", "effect"}``; ``fabtune rollback --firmware RUN_ID`` puts them back."""
+    out = {}
+    for n, rec in j.data["devices"].items():
+        if rec.get("kept"):
+            out[n] = [{k: c[k] for k in ("domain", "key", "before", "after", "effect") if k in c}
+                      for c in rec.get("applied") or rec.get("changes") or [] if c["key"] in rec["kept"]]
+    return out
 
 
 def restore_switch(drv, name: str, rec: dict) -> None:
@@ -72,18 +88,21 @@ def restore_switch(drv, name: str, rec: dict) -> None:
                         host=name, phase="restore")
 
 
-def _undo(j: Journal, conns: dict, name: str) -> None:
+def _undo(j: Journal, conns: dict, name: str, irreversible: bool = False) -> None:
     rec = j.device(name)
+    kept: list[str] = []
     if rec.get("role") == "node":
-        node_mod.restore(conns[name], name, _changes(rec))
-    else:
+        kept = [c.key for c in node_mod.restore(conns[name], name, _changes(rec), irreversible)]
+    elif not rec.get("restored"):
         restore_switch(conns[name], name, rec)
-    j.update(name, restored=True)
+    j.update(name, restored=True, kept=kept)
 
 
-def restore_touched(j: Journal, conns: dict, progress: Progress, workers: int = 20) -> list[str]:
+def restore_touched(j: Journal, conns: dict, progress: Progress, workers: int = 20,
+                    irreversible: bool = False) -> list[str]:
     """Restore every device the journal says may have changed, in parallel, with ``conns``
-    (name -> open SshHost or switch driver).
+    (name -> open SshHost or switch driver). Irreversible (firmware) changes are kept and listed in
+    the journal (``kept``) unless ``irreversible``.
 
     Returns:
         The devices restored.
@@ -91,14 +110,14 @@ def restore_touched(j: Journal, conns: dict, progress: Progress, workers: int = 
     Raises:
         RollbackError: a restore failed (names every failed device and ``fabtune rollback RUN_ID``).
     """
-    names = touched_devices(j)
+    names = touched_devices(j, irreversible)
     if not names:
         return []
     progress(f"restoring {len(names)} device(s): {', '.join(names)}")
 
     def one(name: str) -> BaseException | None:
         try:
-            _undo(j, conns, name)
+            _undo(j, conns, name, irreversible)
         except Exception as e:  # noqa: BLE001 - every device's failure is reported below
             return e
         return None
@@ -169,17 +188,20 @@ def _check_inventory(j: Journal, inventory: Path | None) -> None:
                          f"the journaled inventory only (drop -i, or give that one)")
 
 
-def _now_and_restored(j: Journal, names: list[str]) -> dict[str, list[dict]]:
+def _now_and_restored(j: Journal, names: list[str], irreversible: bool = False) -> dict[str, list[dict]]:
     """Per device the settings being put back: ``now`` (the value the run wrote) and ``restored_to``
-    (its snapshot value), also as ``before`` / ``after`` of the rollback for the changes table."""
+    (its snapshot value), also as ``before`` / ``after`` of the rollback for the changes table;
+    irreversible changes only with ``irreversible``."""
     out = {}
     for n in names:
         out[n] = [{"domain": c.domain, "key": c.key, "now": c.after, "restored_to": c.before,
-                   "before": c.after, "after": c.before} for c in _changes(j.device(n))]
+                   "before": c.after, "after": c.before, "effect": c.effect}
+                  for c in _changes(j.device(n)) if c.reversible or irreversible]
     return out
 
 
-def _restore_locked(j: Journal, names: list[str], report, progress: Progress, forced: bool) -> None:
+def _restore_locked(j: Journal, names: list[str], report, progress: Progress, forced: bool,
+                    irreversible: bool = False) -> None:
     """Take the inventory's lock (or the stale lock of this very run), open the devices from the
     journal, restore them, record the outcome."""
     inv_dir = Path(j.data.get("inventory") or ".")
@@ -189,7 +211,7 @@ def _restore_locked(j: Journal, names: list[str], report, progress: Progress, fo
         conns: dict = {}
         try:
             conns.update(_connect_all(j, names))
-            report.restored = restore_touched(j, conns, progress)
+            report.restored = restore_touched(j, conns, progress, irreversible=irreversible)
         finally:
             for c in conns.values():
                 try:
@@ -202,7 +224,7 @@ def _restore_locked(j: Journal, names: list[str], report, progress: Progress, fo
 
 
 def rollback_run(journal_dir: Path, run_id: str, inventory: Path | None = None, force: bool = False,
-                 progress: Progress = lambda m: None):
+                 progress: Progress = lambda m: None, firmware: bool = False):
     """Restore every device a journaled run touched and did not already restore, from the
     journal alone (no inventory read). Holds the inventory's lock meanwhile (taking over the
     stale lock of this very run, left by a killed controller).
@@ -210,6 +232,8 @@ def rollback_run(journal_dir: Path, run_id: str, inventory: Path | None = None, 
     Args:
         inventory: if given, must be the journaled inventory (else InputError).
         force: roll back even where a later unrestored run changed the same settings.
+        firmware: also put back irreversible changes (NIC firmware / mlxconfig "Next Boot" values:
+            active again only after a reset), which every other restore keeps.
 
     Returns:
         A RunReport whose ``outcome`` is ``rolled-back``, or ``no-change`` when the run touched
@@ -226,7 +250,7 @@ def rollback_run(journal_dir: Path, run_id: str, inventory: Path | None = None, 
     t0 = time.monotonic()
     j = Journal.load(journal_dir, run_id)
     _check_inventory(j, inventory)
-    names = touched_devices(j)
+    names = touched_devices(j, firmware)
     report = RunReport(run_id, "rollback", outcome="no-change")
     if not names:
         done = [n for n, rec in j.data["devices"].items() if rec.get("restored")]
@@ -238,7 +262,8 @@ def rollback_run(journal_dir: Path, run_id: str, inventory: Path | None = None, 
         shown = "; ".join(clash[:8]) + (f" (+{len(clash) - 8} more)" if len(clash) > 8 else "")
         raise InputError("RUN_ID", run_id, f"later runs changed the same settings and were not rolled back: "
                          f"{shown}; roll those back first, or use --force")
-    report.changes = _now_and_restored(j, names)
-    _restore_locked(j, names, report, progress, bool(clash))
+    report.changes = _now_and_restored(j, names, firmware)
+    _restore_locked(j, names, report, progress, bool(clash), firmware)
+    report.kept = kept_changes(j)
     report.seconds = round(time.monotonic() - t0, 2)
     return report
