@@ -5,7 +5,9 @@
    (:data:`PERSISTENT`: ``etc/``, ``usr/``, ``boot/``, and ``hw/``: the lab's stand-in for NIC flash and other non-volatile device state). IRQ affinities, MTUs, sysctls, DCB, ECN and RDMA-CM
    values are lost, as on a real reboot; agents started by injections are not restarted.
 2. Boot runs what is persisted, over the node's own SSH endpoint as root (sudo), the way
-   systemd would: ``sysctl --system`` (systemd-sysctl reads ``/etc/sysctl.d``), then the
+   systemd would: ``modprobe -b MODULE`` for each module of ``/etc/modules-load.d/*.conf``
+   (systemd-modules-load, :func:`modules_to_load`), ``sysctl --system`` (systemd-sysctl reads
+   ``/etc/sysctl.d``), then the
    ``ExecStart`` of every unit ENABLED in ``multi-user.target.wants`` (a unit file that is only
    installed does not run), in its ``WorkingDirectory`` (``/`` is the sysroot).
 """
@@ -31,8 +33,11 @@ WANTS = "etc/systemd/system/multi-user.target.wants"
 #: configured command line in ``/proc/cmdline``
 POWER_ON_HOOKS: list[str] = [
     # part A (firmware)
+    "tuning.lab.hw_nic:power_on",
     # part C (kernel, power)
+    "tuning.lab.hw_cpu:power_on",
     # part D (modules, PCIe, pause)
+    "tuning.lab.hw_pci:power_on",
 ]
 
 
@@ -87,9 +92,34 @@ def _unit_exec(unit_file: Path) -> tuple[str, str]:
     return execs, workdir
 
 
+#: where systemd-modules-load looks, in precedence order (modules-load.d(5); a file name in an earlier
+#: folder hides the same name in a later one)
+MODULES_LOAD_DIRS = ("etc/modules-load.d", "run/modules-load.d", "usr/local/lib/modules-load.d",
+                     "usr/lib/modules-load.d", "lib/modules-load.d")
+
+
+def modules_to_load(sysroot: Path) -> list[str]:
+    """The modules ``systemd-modules-load`` loads at boot (owner: part D): every ``*.conf`` of
+    :data:`MODULES_LOAD_DIRS`, one module per line, ``#`` and ``;`` start comments, files read in
+    file-name order across the folders; each module once. It runs before ``systemd-sysctl``."""
+    files: dict[str, Path] = {}
+    for folder in MODULES_LOAD_DIRS:
+        base = sysroot / folder
+        for conf in sorted(base.glob("*.conf")) if base.is_dir() else []:
+            files.setdefault(conf.name, conf)
+    out: list[str] = []
+    for name in sorted(files):
+        for line in files[name].read_text(errors="replace").splitlines():
+            module = line.strip()
+            if module and not module.startswith(("#", ";")) and module not in out:
+                out.append(module)
+    return out
+
+
 def boot_commands(sysroot: Path) -> list[str]:
     """The commands boot runs, relative to the node's login folder (sysroot ``sysroot``)."""
-    cmds = ["sysctl -q --system"]
+    cmds = [f"modprobe -b {shlex.quote(m)}" for m in modules_to_load(sysroot)]
+    cmds.append("sysctl -q --system")
     wants = sysroot / WANTS
     for link in sorted(wants.iterdir()) if wants.is_dir() else []:
         unit = sysroot / "etc/systemd/system" / link.name  # links point at /etc/systemd/system/UNIT

@@ -19,6 +19,8 @@ from pathlib import Path
 #: PCI BDF of NIC i on a DGX-class node (rail order), and its netdev name.
 NIC_BDFS = ["0000:0c:00.0", "0000:12:00.0", "0000:4c:00.0", "0000:5d:00.0",
             "0000:8c:00.0", "0000:9d:00.0", "0000:ba:00.0", "0000:cc:00.0"]
+#: the lab nodes' kernel release (``uname -r``): /lib/modules/<it>, /boot/vmlinuz-<it>
+KERNEL_RELEASE = "6.8.0-49-generic"
 #: PCI BDF of GPU i (H100 SXM) on a DGX-class node: GPU i shares a PCIe switch with NIC i
 GPU_BDFS = ["0000:1b:00.0", "0000:43:00.0", "0000:52:00.0", "0000:61:00.0",
             "0000:9f:00.0", "0000:c3:00.0", "0000:d1:00.0", "0000:df:00.0"]
@@ -74,6 +76,11 @@ class Node:
     nics: list[Nic]
     numa_cpulists: list[str] = field(default_factory=lambda: list(NUMA_CPULISTS))
     gpus: int = 8
+    #: topology faults (``tuning.lab.hw_gpu``): rail (as text: JSON object keys) -> where GPU ``rail``
+    #: sits instead of behind the PCIe switch of the NIC on its rail: ``"NODE"`` (behind another switch
+    #: and host bridge of the same NUMA node) or ``"SYS"`` (on the other NUMA node). Read at power-on
+    #: (``fabtune lab up`` / ``lab reboot``); ``pcie_layout`` keeps describing the healthy tree.
+    gpu_misplaced: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -127,9 +127,13 @@ def sysctl_path(sysroot: Path, key: str) -> Path:
 #: ``(root: Path, node: Node)`` after the files above; imported only when a sysroot is built)
 EXTRA_BUILDERS: list[str] = [
     # part A (firmware)
+    "tuning.lab.hw_nic:build",
     # part B (topology)
+    "tuning.lab.hw_gpu:build",
     # part C (kernel, power)
+    "tuning.lab.hw_cpu:build",
     # part D (modules, PCIe, pause)
+    "tuning.lab.hw_pci:build",
 ]
 
 

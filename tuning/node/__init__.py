@@ -1,6 +1,7 @@
 """Node tuning: collect (one SSH round trip), plan (pure), apply and restore (one round trip each).
 
-Domains, in apply order: services, mtu, sysctl, nic_qos, irq, files. A planned :class:`Change` carries
+Domains, in apply order (:func:`domains`): services, firmware, modules, pcie, mrrs, power,
+hugepages, cmdline, mtu, pause, sysctl, nic_qos, irq, files. A planned :class:`Change` carries
 the exact commands that write its ``after`` value, write its ``before`` value back and read it
 (contract 1): the plan IS what is pushed, every write is read back, and restore needs nothing
 but the journaled change dicts and a :class:`~tuning.transport.base.Host`.
@@ -15,10 +16,17 @@ from tuning.errors import CommandError, InputError, ParseError, VerifyError
 from tuning.inventory import Device
 from tuning.node import facts as facts_mod
 from tuning.node.base import ABSENT, READ_EPILOGUE, READ_PRELUDE, Change, Domain, Finding, NodeFacts, Unfit
+from tuning.node.cmdline import CmdlineDomain
 from tuning.node.files import FilesDomain
+from tuning.node.firmware import FirmwareDomain, reset_pending, resets_due
+from tuning.node.hugepages import HugepagesDomain
 from tuning.node.irq import IrqDomain
+from tuning.node.modules import ModulesDomain
 from tuning.node.mtu import MtuDomain
 from tuning.node.nic_qos import NicQosDomain
+from tuning.node.pause import PauseDomain
+from tuning.node.pcie import MrrsDomain, PcieDomain
+from tuning.node.power import PowerDomain
 from tuning.node.services import ServicesDomain
 from tuning.node.sysctl import SysctlDomain
 from tuning.transport.base import Host, q, sysroot_path
@@ -33,10 +41,14 @@ def domains() -> list[Domain]:
     """A fresh list of every node domain, in apply order (instance-level, STYLE.md section 7)."""
     settings: list[Domain] = [
         # firmware (part A)
+        FirmwareDomain(),
         # modules, pcie (part D)
+        ModulesDomain(), PcieDomain(), MrrsDomain(),
         # power, hugepages, cmdline (part C)
+        PowerDomain(), HugepagesDomain(), CmdlineDomain(),
         MtuDomain(),
         # pause (part D)
+        PauseDomain(),
         SysctlDomain(), NicQosDomain(), IrqDomain()]
     return [ServicesDomain(), *settings, FilesDomain(settings)]
 
@@ -224,13 +236,16 @@ def apply(host: Host, dev: Device, changes: list[Change]) -> list[Change]:
     key back.
 
     Returns:
-        The changes applied (all of them on success).
+        The changes applied (all of them on success; after a NIC reset also the settings the reset
+        wiped and this call wrote again, each restoring to the value it had before the run).
 
     Raises:
         CommandError: a command failed; ``err.applied`` lists the changes that did go through
             (the engine restores exactly those).
         VerifyError: a key read back is not the value written (an agent put it back); names the
-            key, the wanted and the read value; ``err.applied`` lists every change.
+            key, the wanted and the read value; ``err.applied`` lists every change. Also a NIC
+            firmware value still not active after the one ``mlxfwreset`` that ``firmware.allow_reset``
+            permits (:func:`tuning.node.firmware.reset_pending`).
     """
     if not changes:
         return []
@@ -238,8 +253,33 @@ def apply(host: Host, dev: Device, changes: list[Change]) -> list[Change]:
     if missing:
         raise CommandError("apply", 1, f"changes without an apply command: {', '.join(missing[:5])}",
                            host=dev.name, phase="apply")
-    _push(host, dev.name, list(changes), use_before=False, phase="apply")
-    return list(changes)
+    firmware = [c for c in changes if c.domain == "firmware"]
+    if not resets_due(dev, firmware):
+        _push(host, dev.name, list(changes), use_before=False, phase="apply")
+        return list(changes)
+    # firmware.allow_reset: push the firmware changes, reset each NIC they left pending (once), then the
+    # rest: mlxfwreset restarts the driver, which drops live settings (MTU, QoS, IRQ affinity)
+    _push(host, dev.name, firmware, use_before=False, phase="apply")
+    reset_pending(host, dev, firmware)
+    rest = [c for c in changes if c.domain != "firmware"]
+    rest += _wiped_by_reset(host, dev, {c.key for c in changes})
+    try:
+        if rest:
+            _push(host, dev.name, rest, use_before=False, phase="apply")
+    except (CommandError, VerifyError) as e:
+        e.applied = firmware + list(getattr(e, "applied", []))  # type: ignore[attr-defined]
+        raise
+    return firmware + rest
+
+
+def _wiped_by_reset(host: Host, dev: Device, planned: set[str]) -> list[Change]:
+    """Settings that were already right before a NIC reset (so not in the plan) and that the reset
+    put back to driver defaults: read the node again and plan them. Their ``before`` is the value
+    wanted (it held before the run: that is why it was not planned), so a restore writes the
+    snapshot value, not the driver default."""
+    state = collect(host, dev)
+    return [Change(**{**c.as_dict(), "before": c.after, "restore_cmd": c.apply_cmd})
+            for c in plan(dev, state) if c.domain != "firmware" and c.key not in planned]
 
 
 def restore(host: Host, name: str, changes: list[Change | dict], irreversible: bool = False) -> list[Change]:
@@ -258,7 +298,8 @@ def restore(host: Host, name: str, changes: list[Change | dict], irreversible: b
             engine raises RollbackError: page a human).
     """
     items = [c if isinstance(c, Change) else Change(**c) for c in changes]
-    kept = [c for c in items if not c.reversible and not irreversible]
+    # a firmware burn has no restore command (the old image is not at hand): always kept
+    kept = [c for c in items if not c.reversible and (not irreversible or c.restore_cmd is None)]
     todo = [c for c in items if c not in kept]
     if todo:
         _push(host, name, list(reversed(todo)), use_before=True, phase="restore")

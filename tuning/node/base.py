@@ -203,6 +203,22 @@ class Domain(ABC):
         return out
 
 
+class FileDomain(Domain):
+    """A domain whose every key is one sysfs/procfs file (:meth:`path`): written with
+    :func:`write_file_cmd` (a kernel refusal is tee's text and exit 1), read with :func:`cat_cmd`;
+    a key cannot be removed."""
+
+    @abstractmethod
+    def path(self, key: str) -> str:
+        """The device path (``/proc/irq/151/smp_affinity_list``) that holds ``key``."""
+
+    def command(self, key: str, value: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str | None:
+        return None if value == ABSENT else write_file_cmd(sysroot, self.path(key), value)
+
+    def read_cmd(self, key: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str:
+        return cat_cmd(sysroot, self.path(key))
+
+
 def normalise(value: str) -> str:
     """Compare values as the kernel does: collapse whitespace (``"4096  87380"`` == ``"4096 87380"``)."""
     return " ".join(str(value).split())

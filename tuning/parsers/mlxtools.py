@@ -10,26 +10,67 @@ current, ``RO`` for a read-only parameter) then each value padded to the column 
 Older releases pad values to 15 (``%-15s ``, the narrow layout), newer ones to 20 or more (the wide
 layout) and may misalign the header; a value as wide as its column is followed by one space only.
 So rows are split on any whitespace and the columns are taken, in order, from the header.
-A set prints the same table with ``Next Boot`` and ``New`` columns, then::
+A set prints the same table with ``Next Boot`` and ``New`` columns (``Default`` and ``Current`` too
+with ``-e``), then::
 
      Apply new Configuration? (y/n) [n] : y
     Applying... Done!
     -I- Please reboot machine to load new configurations.
+
+The ``-I-`` line is printed after EVERY applied set, also when each New value already equals Next
+Boot (recorded transcripts in ``tests/parsers/cases/mlxconfig__set_*``): whether a reset is needed is
+decided from the value columns only (:attr:`Mlxconfig.reset_needed`), never from that line.
+Values compare as mlxconfig reads them (:func:`mlx_same`): ``True`` = ``True(1)`` = ``1``,
+``ETH`` = ``ETH(2)``, names case-insensitive (mstflint ``EnumParamValue::parseValue``).
 """
 
 from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel
+from pydantic import BaseModel, computed_field
 
 from tuning.errors import ParseError
 from tuning.parsers.base import Finding, Parsed, ToolFailure, clean_lines, parser
 from tuning.parsers.text import is_prompt, placeholder
 
-__all__ = ["FwDevice", "MlxDevice", "MlxParam", "Mlxconfig", "Mlxfwmanager", "parse_mlxconfig", "parse_mlxfwmanager"]
+__all__ = ["FwDevice", "MlxDevice", "MlxParam", "Mlxconfig", "Mlxfwmanager", "mlx_input", "mlx_same", "mlx_value",
+           "parse_mlxconfig", "parse_mlxfwmanager"]
 
 # ---------------------------------------------------------------- mlxconfig
+
+_VALUE = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)\((?P<num>[0-9]+)\)")
+
+
+def mlx_value(text: str) -> tuple[str | None, int | None]:
+    """``(name, number)`` of a value as mlxconfig prints or takes it: ``True(1)`` -> ``("true", 1)``,
+    ``ETH`` -> ``("eth", None)``, ``16`` / ``0x10`` -> ``(None, 16)``; names lower-cased (mlxconfig
+    compares them with ``strcasecmp``)."""
+    t = str(text).strip()
+    if m := _VALUE.fullmatch(t):
+        return m["name"].lower(), int(m["num"])
+    try:
+        return None, int(t, 0)
+    except ValueError:
+        return t.lower(), None
+
+
+def mlx_input(value: str) -> str:
+    """A value as ``mlxconfig set`` takes it: printed ``False(0)`` -> ``False`` (mstflint parses a name
+    or a number, not both); other values pass unchanged (stripped)."""
+    m = _VALUE.fullmatch(str(value).strip())
+    return m["name"] if m else str(value).strip()
+
+
+def mlx_same(have: str | None, want: str | None) -> bool:
+    """Whether two mlxconfig values are the same setting: numbers compare as numbers, names as names
+    (``True(1)`` = ``True`` = ``1``, ``ETH(2)`` = ``eth``; ``16`` != ``True``). None (N/A) equals only None."""
+    if have is None or want is None:
+        return have is None and want is None
+    (hn, hv), (wn, wv) = mlx_value(have), mlx_value(want)
+    if hv is not None and wv is not None:
+        return hv == wv
+    return hn is not None and hn == wn
 
 
 class MlxParam(BaseModel):
@@ -50,7 +91,28 @@ class MlxParam(BaseModel):
     @property
     def pending(self) -> bool:
         """True when Current differs from Next Boot: a reboot or ``mlxfwreset`` is needed."""
-        return self.current is not None and self.next_boot is not None and self.current != self.next_boot
+        if self.current is None or self.next_boot is None:
+            return False
+        return not mlx_same(self.current, self.next_boot)
+
+    @property
+    def set_changes(self) -> bool:
+        """A set only: True when its New value differs from the Next Boot value it replaces."""
+        return self.new is not None and not mlx_same(self.new, self.next_boot)
+
+    @property
+    def reset_needed(self) -> bool:
+        """Whether this parameter needs a reboot or ``mlxfwreset`` to hold its (new) Next Boot value.
+
+        Query: Current differs from Next Boot. Set: the value after the set (New) differs from Current
+        when Current was printed (``-e``), else the set changed Next Boot (without ``-e`` a value left
+        pending by an earlier set is not visible).
+        """
+        if self.new is None:
+            return self.pending
+        if self.current is not None:
+            return not mlx_same(self.current, self.new)
+        return self.set_changes
 
 
 class MlxDevice(BaseModel):
@@ -76,10 +138,20 @@ class Mlxconfig(Parsed):
     applied: bool | None = None
     messages: list[str] = []
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def reset_needed(self) -> list[str]:
+        """Names of the parameters that need a reboot or ``mlxfwreset`` (see :attr:`MlxParam.reset_needed`),
+        in printed order; an aborted or failed set changed nothing (``[]``). The ``-I- Please reboot``
+        line plays no part: the tool prints it after every applied set. In the JSON of ``fabtune parse``."""
+        if self.command == "set" and not self.applied:
+            return []
+        return [p.name for d in self.devices for p in d.params.values() if p.reset_needed]
+
     @property
     def reboot_required(self) -> bool:
-        """A set was applied, or a query shows a parameter whose Next Boot differs from Current."""
-        return bool(self.applied) or any(p.pending for d in self.devices for p in d.params.values())
+        """Whether any parameter needs a reboot or ``mlxfwreset`` (:attr:`reset_needed` is not empty)."""
+        return bool(self.reset_needed)
 
 
 _MLX_COLS = {"Default": "default", "Current": "current", "Next Boot": "next_boot", "New": "new"}
@@ -162,8 +234,12 @@ def _mlx_findings(devices: list[MlxDevice], scan: _MlxScan) -> list[Finding]:
     out = []
     for d in devices:
         for p in d.params.values():
-            if scan.applying == "Done!" and p.new is not None:
+            if p.new is not None and (scan.applying != "Done!" or not p.reset_needed):
+                continue  # a set that failed, or whose value is (already) the active one
+            if p.new is not None and p.set_changes:
                 msg = f"{d.info.get('Device', '?')}: {p.name} {p.next_boot} -> {p.new} set for next boot; {hint}"
+            elif p.new is not None:
+                msg = f"{d.info.get('Device', '?')}: {p.name} already {p.new} for next boot, {p.current} now; {hint}"
             elif p.pending:
                 msg = f"{d.info.get('Device', '?')}: {p.name} {p.current} -> {p.next_boot} at next boot; {hint}"
             else:
@@ -177,8 +253,10 @@ def parse_mlxconfig(text: str) -> Mlxconfig:
     """Parse ``mlxconfig`` query (``q``, ``-e q``; narrow or wide layout) and set (``set K=V``) output.
 
     Findings: ``mlxconfig_pending_reset`` (warn) per parameter whose Current differs from Next Boot
-    (query), or per parameter an applied set changed (set). Tool errors: ``failure`` with kind
-    ``aborted`` (prompt answered n), ``no_rdma_device`` (no such device) or ``rejected`` (set failed).
+    (query), or per parameter of an applied set that needs a reset (:attr:`Mlxconfig.reset_needed`:
+    none when every New value already equals Next Boot, whatever ``-I-`` line follows). Tool errors:
+    ``failure`` with kind ``aborted`` (prompt answered n), ``no_rdma_device`` (no such device) or
+    ``rejected`` (set failed).
 
     Raises:
         ParseError: a line that is none of the above, a table without the header's column count,

@@ -351,3 +351,75 @@ def parse_numactl_h(text: str) -> NumactlH:
     if not nodes or set(dist) != set(nodes):
         raise ParseError("numactl-H", 0, "'node N cpus:' lines and a full 'node distances:' table")
     return NumactlH(tool="numactl-H", nodes=[nodes[k] for k in sorted(nodes)], distances=dist)
+
+
+# ---------------------------------------------------------------- NVIDIA driver: GPUs
+
+
+class GpuInformation(Parsed):
+    """``/proc/driver/nvidia/gpus/<bdf>/information``: ``fields`` (key -> value as printed), the
+    ``model``, ``bdf`` (``Bus Location``, lower case) and ``minor`` (``Device Minor``: ``/dev/nvidia<minor>``)."""
+
+    fields: dict[str, str]
+    model: str = ""
+    bdf: str | None = None
+    minor: int | None = None
+
+
+@parser("nvidia-gpu-information")
+def parse_gpu_information(text: str) -> GpuInformation:
+    """Parse the NVIDIA driver's per-GPU ``information`` file (``Key: \\t value`` lines, tabs after the
+    colon as the driver pads them; e.g. ``Device Minor: \\t 3``).
+
+    Raises:
+        ParseError: a line without ``key:``, or no ``Device Minor`` line.
+    """
+    fields: dict[str, str] = {}
+    for no, line in enumerate(clean_lines(text), 1):
+        if not line.strip() or is_prompt(line):
+            continue
+        key, sep, value = line.partition(":")
+        if not sep or not key.strip():
+            raise ParseError("nvidia-gpu-information", no, "'Key: value'", line)
+        fields[key.strip()] = value.strip()
+    minor = fields.get("Device Minor", "")
+    if not minor.isdigit():
+        raise ParseError("nvidia-gpu-information", 0, "a 'Device Minor: N' line")
+    bdf = fields.get("Bus Location", "").lower() or None
+    return GpuInformation(tool="nvidia-gpu-information", fields=fields, model=fields.get("Model", ""),
+                          bdf=bdf, minor=int(minor))
+
+
+class SmiGpu(BaseModel):
+    """A ``nvidia-smi -L`` line: index, model name and UUID (``GPU-...``; MIG lines are skipped)."""
+
+    index: int
+    name: str
+    uuid: str
+
+
+class NvidiaSmiList(Parsed):
+    """``nvidia-smi -L`` result."""
+
+    gpus: list[SmiGpu]
+
+
+@parser("nvidia-smi-L")
+def parse_nvidia_smi_list(text: str) -> NvidiaSmiList:
+    """Parse ``nvidia-smi -L``: ``GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-f750...)`` per GPU
+    (indented ``MIG ...`` lines under a GPU are skipped).
+
+    Raises:
+        ParseError: another line, or no GPU line.
+    """
+    gpus = []
+    for no, line in enumerate(clean_lines(text), 1):
+        if not line.strip() or is_prompt(line) or line.startswith((" ", "\t")) and "MIG" in line:
+            continue
+        m = re.fullmatch(r"GPU (\d+): (.+) \(UUID: (GPU-[0-9a-fA-F-]+)\)", line.strip())
+        if not m:
+            raise ParseError("nvidia-smi-L", no, "'GPU N: NAME (UUID: GPU-...)'", line)
+        gpus.append(SmiGpu(index=int(m[1]), name=m[2], uuid=m[3]))
+    if not gpus:
+        raise ParseError("nvidia-smi-L", 0, "at least one 'GPU N: ...' line")
+    return NvidiaSmiList(tool="nvidia-smi-L", gpus=gpus)

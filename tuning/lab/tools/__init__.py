@@ -26,9 +26,22 @@ TOOLS: dict[str, str] = {
     "ib_read_lat": "tuning.lab.tools.perftest:ib_read_lat",
     "systemctl": "tuning.lab.tools.services:systemctl",
     # part A (firmware) tools
+    "mlxconfig": "tuning.lab.tools.mlx:mlxconfig",
+    "mlxfwmanager": "tuning.lab.tools.mlx:mlxfwmanager",
+    "mlxfwreset": "tuning.lab.tools.mlx:mlxfwreset",
     # part B (topology) tools
+    "nvidia-smi": "tuning.lab.tools.topo:nvidia_smi",
+    "lscpu": "tuning.lab.tools.topo:lscpu",
+    "numactl": "tuning.lab.tools.topo:numactl",
     # part C (kernel, power) tools
+    "cpupower": "tuning.lab.tools.kernel:cpupower",
+    "update-grub": "tuning.lab.tools.kernel:update_grub",
     # part D (modules, PCIe, pause) tools
+    "lspci": "tuning.lab.tools.pci:lspci",
+    "setpci": "tuning.lab.tools.pci:setpci",
+    "modprobe": "tuning.lab.tools.modtools:modprobe",
+    "lsmod": "tuning.lab.tools.modtools:lsmod",
+    "ethtool": "tuning.lab.tools.ethtool:ethtool",
 }
 
 #: stand-ins written in bash (no interpreter start-up: ``tee`` runs once per sysfs write):

@@ -39,10 +39,80 @@ cpulist_check() {  # sets err to the errno of writing CPU list $1 to smp_affinit
     (( hi < n )) || { err=$ERANGE; return; }
   done
 }
+# ---- part C (kernel, power): cpufreq, cpuidle, hugetlb -----------------------------------------
+# A case may set `stored` (the value the kernel keeps: cpuidle `disable` reads back 0 or 1) or write the
+# file and what the kernel derives from it itself and set `handled` (hugetlb pools, meminfo).
+governor_check() {  # cpufreq store_scaling_governor: a governor not in the policy's list is EINVAL
+  local g govs
+  read -r -a govs < "${1%/*}/scaling_available_governors"
+  for g in "${govs[@]}"; do [[ $2 == "$g" ]] && return; done
+  err=$EINVAL
+}
+idle_disable_check() {  # cpuidle store_state_disable: kstrtouint(buf, 0); non-zero disables; reads 0 or 1
+  local v=$1 n
+  if [[ $v =~ ^\+?0[xX]([0-9a-fA-F]{1,8})$ ]]; then n=$((16#${BASH_REMATCH[1]}))
+  elif [[ $v =~ ^\+?(0[0-7]{0,11})$ ]]; then n=$((8#${BASH_REMATCH[1]}))
+  elif [[ $v =~ ^\+?([1-9][0-9]{0,9})$ ]]; then n=$((10#${BASH_REMATCH[1]}))
+  else err=$EINVAL; return; fi
+  (( n <= 4294967295 )) || { err=$ERANGE; return; }
+  if (( n )); then stored=1; else stored=0; fi
+}
+mi_get() {  # mi_get FILE LABEL: a meminfo value (kB or pages)
+  local line
+  while IFS= read -r line; do
+    [[ $line =~ ^(Node\ [0-9]+\ )?$2:\ +([0-9]+) ]] && { echo "${BASH_REMATCH[2]}"; return; }
+  done < "$1"
+}
+mi_set() {  # mi_set FILE LABEL=VALUE...: rewrite meminfo lines in the kernel's layout (hw_cpu.kb_line)
+  local file=$1 line out= label pre kv; shift
+  local -A want=()
+  for kv in "$@"; do want[${kv%%=*}]=${kv#*=}; done
+  while IFS= read -r line; do
+    if [[ $line =~ ^(Node\ [0-9]+\ )?([A-Za-z_()]+): ]] && [[ -n ${want[${BASH_REMATCH[2]}]+x} ]]; then
+      pre=${BASH_REMATCH[1]} label=${BASH_REMATCH[2]}
+      if [[ $label == HugePages_* && -n $pre ]]; then printf -v line '%s%-17s%5d' "$pre" "$label:" "${want[$label]}"
+      elif [[ $label == HugePages_* ]]; then printf -v line '%-19s%5d' "$label:" "${want[$label]}"
+      else printf -v line '%s%-16s%8d kB' "$pre" "$label:" "${want[$label]}"; fi
+    fi
+    out+=$line$'\n'
+  done < "$file"
+  printf '%s' "$out" > "$file"
+}
+hugetlb_store() {  # mm/hugetlb.c set_max_huge_pages for one node: kstrtoul base 10; the pool grows only as
+  # far as the node's free memory goes (fewer pages, no error: read nr_hugepages back) and shrinks at once
+  local f=$1 v=$2 ndir kb cur want free grant new n2=0 tlb=0 d sz c tot delta
+  [[ $v =~ ^\+?([0-9]+)$ ]] || { err=$EINVAL; return; }
+  v=${BASH_REMATCH[1]}; (( ${#v} > 18 )) && v=999999999999999999
+  want=$((10#$v)) ndir=${f%%/hugepages/*} kb=${f%/nr_hugepages}; kb=${kb##*/hugepages-}; kb=${kb%kB}
+  cur=$(< "$f") free=$(mi_get "$ndir/meminfo" MemFree) tot=$(mi_get "$ndir/meminfo" MemTotal)
+  if (( want > cur )); then
+    grant=$(( want - cur )); (( grant > free / kb )) && grant=$(( free / kb ))
+    new=$(( cur + grant ))
+  else new=$want; fi
+  delta=$(( (cur - new) * kb )) free=$(( free + (cur - new) * kb ))
+  printf '%s\n' "$new" > "$f"; printf '%s\n' "$new" > "${f%/*}/free_hugepages"
+  c=$(< "$ndir/hugepages/hugepages-2048kB/nr_hugepages")
+  mi_set "$ndir/meminfo" "MemFree=$free" "MemUsed=$(( tot - free ))" "HugePages_Total=$c" "HugePages_Free=$c"
+  for d in "${ndir%/*}"/node[0-9]*/hugepages/hugepages-*kB; do
+    sz=${d##*/hugepages-}; sz=${sz%kB}; c=$(< "$d/nr_hugepages")
+    tlb=$(( tlb + c * sz )); [[ $sz == 2048 ]] && n2=$(( n2 + c ))
+  done
+  d=$FABTUNE_LAB_SYSROOT/proc/meminfo
+  mi_set "$d" "MemFree=$(( $(mi_get "$d" MemFree) + delta ))" "MemAvailable=$(( $(mi_get "$d" MemAvailable) + delta ))" \
+    "HugePages_Total=$n2" "HugePages_Free=$n2" "Hugetlb=$tlb"
+  handled=1
+}
 kernel_check() {  # kernel_check FILE VALUE: sets err to what the kernel answers (empty: accepted)
   local f=$1 v=${2%$'\n'}
   err=
   case $f in
+    # part C: cpufreq / cpuidle / hugetlb writes; their read-only attributes refuse even root (kernfs: EACCES)
+    */cpufreq/scaling_governor) governor_check "$f" "$v" ;;
+    */cpuidle/state[0-9]*/disable) idle_disable_check "$v" ;;
+    */devices/system/node/node[0-9]*/hugepages/hugepages-*kB/nr_hugepages) hugetlb_store "$f" "$v" ;;
+    */cpuidle/state[0-9]*/*|*/cpufreq/scaling_available_governors|*/cpufreq/scaling_driver|*/cpufreq/affected_cpus\
+    |*/cpufreq/related_cpus|*/cpu/cpuidle/current_driver|*/module/intel_idle/parameters/*|*/node/node[0-9]*/meminfo\
+    |*/hugepages/hugepages-*kB/*|*proc/meminfo|*proc/cmdline) err="Permission denied" ;;
     *proc/irq/*/smp_affinity_list) cpulist_check "$v" ;;
     *proc/irq/*/smp_affinity) [[ $v =~ ^[0-9a-fA-F]+(,[0-9a-fA-F]+)*$ ]] || err=$EINVAL ;;
     */ecn/roce_np/enable/[0-7]|*/ecn/roce_rp/enable/[0-7]) [[ $v == [01] ]] || err=$EINVAL ;;
@@ -72,6 +142,7 @@ search_denied() {  # whether open($1) fails with EACCES on the way: its deepest 
 rc=0
 printf '%s' "$data"
 for f in "${files[@]}"; do
+  stored= handled=
   # open() first (EACCES on the way or on the file, ENOENT), then the kernel's store() parses the value
   if [[ ! -e $f ]] && search_denied "$f"; then echo "tee: $f: Permission denied" >&2; rc=1; continue; fi
   if in_kernel_fs "$f"; then
@@ -79,9 +150,11 @@ for f in "${files[@]}"; do
     if [[ ! -w $f ]]; then echo "tee: $f: Permission denied" >&2; rc=1; continue; fi
     kernel_check "$f" "$data"
     if [[ -n $err ]]; then echo "tee: $f: $err" >&2; rc=1; continue; fi
+    [[ -n $handled ]] && continue
   fi
   if [[ -e $f && ! -w $f ]]; then echo "tee: $f: Permission denied" >&2; rc=1; continue; fi
-  if [[ -n $append ]]; then printf '%s' "$data" 2>/dev/null >> "$f"; else printf '%s' "$data" 2>/dev/null > "$f"; fi \
+  out=$data; [[ -n $stored ]] && out=$stored$'\n'
+  if [[ -n $append ]]; then printf '%s' "$out" 2>/dev/null >> "$f"; else printf '%s' "$out" 2>/dev/null > "$f"; fi \
     || { echo "tee: $f: No such file or directory" >&2; rc=1; }
 done
 exit $rc

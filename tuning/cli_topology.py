@@ -1,0 +1,120 @@
+"""``fabtune topology``: a node's GPU <-> NIC <-> NUMA <-> CPU map and its per-GPU CPU plan.
+
+Registered in :mod:`tuning.cli` as ``app.command("topology")(topology)``. Reads only (one SSH round
+trip, or NVML on this host with ``--local``); changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Optional
+
+import typer
+
+from tuning.errors import InputError
+from tuning.model.node_tuning import CpuSpec
+from tuning.node import cpuplan
+from tuning.node.base import Unfit
+from tuning.node.topology import Topology
+
+
+def _load(inventory: Path, host: str):
+    from tuning import inventory as inv_mod
+
+    dev = inv_mod.load(inventory).devices.get(host)
+    if dev is None or dev.role != "node":
+        raise InputError("HOST", "host", f"{host!r} is not a node of {inventory}")
+    return dev
+
+
+def _discover(inventory: Path, host: Optional[str], local: bool, root: str):
+    """(topology, spec-like with ``cpu``, the file that set ``cpu``) for the command's options."""
+    if local:
+        from tuning import nvml
+
+        dev = _load(inventory, host) if host else None
+        rails = {n.rdma_device: n.rail for n in dev.spec.nics} if dev else None
+        topo = nvml.discover(root, rails)
+        return topo, (dev.spec if dev else SimpleNamespace(cpu=CpuSpec())), dev
+    if not host:
+        raise InputError("HOST", "host", "missing; name a node of the inventory (or use --local on the node)")
+    from tuning.node.topology import discover
+    from tuning.transport.ssh import SshHost
+
+    dev = _load(inventory, host)
+    ssh = SshHost(dev.name, dev.connection)
+    try:
+        return discover(ssh, dev), dev.spec, dev
+    finally:
+        ssh.close()
+
+
+def _tables(host: str, topo: Topology, doc: dict):
+    from rich.table import Table
+
+    links = {link.gpu: link for link in topo.links}
+    t = Table(title=f"{host}: GPU <-> NIC <-> NUMA (links: {topo.sources.get('links', '?')})", title_justify="left")
+    for col in ("GPU", "BDF", "NUMA", "CPUs", "nearest NIC", "link", "rail NIC", "rail link", "flag"):
+        t.add_column(col)
+    for g in sorted(topo.gpus, key=lambda g: g.index):
+        lk = links.get(g.index)
+        t.add_row(f"GPU{g.index}", g.bdf or "-", str(g.numa_node), g.cpus or "-", (lk and lk.nearest_nic) or "-",
+                  (lk and lk.link) or "?", (lk and lk.rail_nic) or "-", (lk and lk.rail_link) or "?",
+                  f"[red]{lk.flag}[/red]" if lk and lk.flag else "")
+    p = Table(title="CPU plan (per GPU: whole cores; gres Cores = Slurm logical core indices)", title_justify="left")
+    for col in ("GPU", "NUMA", "CPUs", "gres Cores"):
+        p.add_column(col)
+    for g in doc["gpus"]:
+        p.add_row(f"GPU{g['index']}", str(g["numa_node"]), g["cpus"] or "-", g["slurm_cores"] or "-")
+    n = Table(title="per NUMA node", title_justify="left")
+    for col in ("NUMA", "CPUs", "reserved", "NIC IRQ CPUs", "spare (OS)"):
+        n.add_column(col)
+    for row in doc["numa_nodes"]:
+        n.add_row(str(row["node"]), row["cpus"], row["reserved"] or "-", row["irq_cpus"] or "-", row["spare"] or "-")
+    return t, p, n
+
+
+def topology(host: Optional[str] = typer.Argument(None, help="A node of the inventory (e.g. node01)."),
+             inventory: Path = typer.Option(Path("inventory/lab"), "-i", "--inventory",
+                                            help="Ansible-format inventory directory."),
+             as_json: bool = typer.Option(False, "--json", help="Print map, CPU plan and gres lines as JSON."),
+             gres: bool = typer.Option(False, "--gres", help="Print only the Slurm gres.conf lines."),
+             gpu_type: Optional[str] = typer.Option(None, "--gpu-type", help="gres Type= (default: from the "
+                                                    "GPU model, NVIDIA H100 80GB HBM3 -> h100)."),
+             local: bool = typer.Option(False, "--local", help="Discover THIS host with NVML and sysfs "
+                                        "instead of over SSH (HOST then only supplies the profile)."),
+             root: str = typer.Option("/", "--root", help="With --local: the sysfs/procfs root.")) -> None:
+    """Print a node's GPU <-> NIC <-> NUMA <-> CPU map (nearest NIC per GPU, its link class
+    PIX/PXB/PHB/NODE/SYS from `nvidia-smi topo -m`, a flag for a rail whose NIC sits behind another
+    PCIe switch or NUMA node than its GPU) and the per-GPU CPU plan of the profile's `cpu:` section.
+    Reads only; exit 2 when the profile's CPU plan leaves a GPU without a core.
+
+    Example: fabtune topology -i inventory/lab node01 --gres > /etc/slurm/gres.conf
+    """
+    if gpu_type is not None and not gpu_type.replace("_", "").replace("-", "").isalnum():
+        raise InputError("--gpu-type", gpu_type, "letters, digits, '_' and '-' only (a Slurm GRES type)")
+    topo, spec, dev = _discover(inventory, host, local, root)
+    try:
+        plan = cpuplan.plan(spec, topo)
+    except Unfit as e:
+        where = dev.sources.get("cpu", str(inventory)) if dev else "--local"
+        raise InputError(where, e.key, f"{e.problem} (host {host or 'local'})") from None
+    lines = cpuplan.gres_lines(plan, topo, gpu_type)
+    doc = cpuplan.json_map(plan, topo)
+    if gres:
+        print("\n".join(lines))
+        return
+    if as_json:
+        print(json.dumps({"host": host or "local", "topology": topo.as_dict(), "cpu_plan": doc, "gres": lines},
+                         indent=2))
+        return
+    from tuning.report import console
+
+    out = console()
+    for table in _tables(host or "local", topo, doc):
+        out.print(table)
+    flagged = topo.flagged()
+    out.print(f"{len(flagged)} rail(s) flagged" + (": " + "; ".join(f.flag or "" for f in flagged) if flagged else ""),
+              markup=False, highlight=False)

@@ -1,0 +1,97 @@
+"""Stand-in of ``ethtool`` (6.x, netlink) on a lab node: link-level (802.3x global) pause only. Stdlib only.
+
+- ``ethtool -a|--show-pause IF``: ``Pause parameters for IF:``, ``Autonegotiate:\\t<on|off>``,
+  ``RX:\\t\\t<on|off>``, ``TX:\\t\\t<on|off>`` and a blank line (ethtool ``netlink/pause.c``
+  ``pause_reply_cb``; shared/cases/cli ``ethtool_a__global_pause_formats.txt``). mlx5 has no pause
+  autonegotiation, so ``RX negotiated``/``TX negotiated`` never print on a lab NIC.
+- ``ethtool -A|--pause IF [autoneg on|off] [rx on|off] [tx on|off]``: silent on success. Without
+  CAP_NET_ADMIN the kernel refuses ETHTOOL_MSG_PAUSE_SET (genetlink ``GENL_UNS_ADMIN_PERM``) and
+  ethtool prints ``netlink error: Operation not permitted`` (``perror`` in ``nlsock_process_ack``) and
+  exits 76 (``nl_spause``: ``nlctx->exit_code ?: 76``). ``autoneg on`` is refused by mlx5
+  (``mlx5e_ethtool_set_pauseparam`` returns -EINVAL): ``netlink error: Invalid argument``, exit 76.
+  The ioctl-era texts (``Cannot set device pause parameters: ...``, exit 81) are not what a current
+  ethtool prints on a kernel with ethtool netlink (5.6+).
+- An unknown interface: ``netlink error: no device matches name (offset 24)`` and
+  ``netlink error: No such device``, exit 1 (M: the extack text is the kernel's, the offset inferred).
+- Every other verb fails honestly: ``fabtune lab: ethtool stand-in supports -a and -A only``, exit 1.
+
+State: ``run/lab/pause/<if>.json`` ``{"autoneg": false, "rx": true, "tx": true}`` (mlx5 loads with
+RX and TX pause on); it is rebuilt at every boot, as the driver's defaults are.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from tuning.lab.sudo import is_privileged
+from tuning.lab.tools.node import _sysroot  # the node's sysroot ($FABTUNE_LAB_SYSROOT), one helper for all stand-ins
+
+
+def pause_path(root: Path, ifname: str) -> Path:
+    """``run/lab/pause/<if>.json`` under a sysroot."""
+    return root / "run/lab/pause" / f"{ifname}.json"
+
+
+def _no_device(ifname: str) -> int:
+    print("netlink error: no device matches name (offset 24)", file=sys.stderr)
+    print("netlink error: No such device", file=sys.stderr)
+    return 1
+
+
+def _show(root: Path, ifname: str) -> int:
+    path = pause_path(root, ifname)
+    if not (root / "sys/class/net" / ifname).is_dir() or not path.is_file():
+        return _no_device(ifname)
+    st = json.loads(path.read_text())
+    onoff = lambda v: "on" if v else "off"  # noqa: E731
+    sys.stdout.write(f"Pause parameters for {ifname}:\nAutonegotiate:\t{onoff(st['autoneg'])}\n"
+                     f"RX:\t\t{onoff(st['rx'])}\nTX:\t\t{onoff(st['tx'])}\n\n")
+    return 0
+
+
+def _set(root: Path, ifname: str, args: list[str]) -> int:
+    want: dict[str, bool] = {}
+    while args:
+        name = args.pop(0)
+        if name not in ("autoneg", "rx", "tx"):
+            print(f"ethtool (-A): unknown parameter '{name}'", file=sys.stderr)
+            return 1
+        if not args:
+            print(f"ethtool (-A): option '{name}' requires an argument", file=sys.stderr)
+            return 1
+        value = args.pop(0)
+        if value not in ("on", "off"):
+            print(f"ethtool (-A): invalid value '{value}' for parameter '{name}'", file=sys.stderr)
+            return 1
+        want[name] = value == "on"
+    if not want:
+        print("ethtool (-A): no parameters given", file=sys.stderr)  # M: ethtool's parser wants at least one
+        return 1
+    path = pause_path(root, ifname)
+    if not (root / "sys/class/net" / ifname).is_dir() or not path.is_file():
+        return _no_device(ifname)
+    if not is_privileged():
+        print("netlink error: Operation not permitted", file=sys.stderr)
+        return 76
+    if want.get("autoneg"):
+        print("netlink error: Invalid argument", file=sys.stderr)
+        return 76
+    st = json.loads(path.read_text())
+    st.update(want)
+    tmp = path.with_name(f".{ifname}.{os.getpid()}")
+    tmp.write_text(json.dumps(st, sort_keys=True) + "\n")
+    tmp.replace(path)
+    return 0
+
+
+def ethtool(argv: list[str]) -> int:
+    """``ethtool -a IF`` / ``ethtool -A IF [autoneg|rx|tx on|off]...`` (see the module docstring)."""
+    if len(argv) >= 2 and argv[0] in ("-a", "--show-pause") and len(argv) == 2:
+        return _show(_sysroot(), argv[1])
+    if len(argv) >= 2 and argv[0] in ("-A", "--pause"):
+        return _set(_sysroot(), argv[1], list(argv[2:]))
+    print("fabtune lab: ethtool stand-in supports -a|--show-pause IF and -A|--pause IF ... only", file=sys.stderr)
+    return 1
