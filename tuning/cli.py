@@ -1,11 +1,13 @@
 """The ``fabtune`` command (typer + rich). Exit codes: 0 ok, 1 failed / rolled back,
-2 bad input, 3 rollback failed (page a human). See ``fabtune COMMAND --help``.
+2 bad input, 3 rollback failed (page a human), 4 a device unreachable. See ``fabtune COMMAND --help``
+(and docs/reports.md for the table beside ansible-playbook's).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -17,6 +19,7 @@ from tuning.cli_args import (MAX_CONFIRM_S, click, finite, integer, journal_dir_
 from tuning.errors import ConnectError, InputError, TuningError
 from tuning.node import domains as node_domains
 from tuning.report import changes_table, console, file_diffs, findings_table, verify_table
+from tuning.reports import EXIT_DRIFT, EXIT_OK, Outputs, Recorder, report_file
 from tuning.rollout.journal import DEFAULT_DIR
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
@@ -40,6 +43,17 @@ FIRMWARE = typer.Option(False, "--allow-firmware", help="Push NIC firmware burns
                         "(firmware.version); without it a plan that burns firmware is refused (exit 2).")
 MAX_LAT = typer.Option(10.0, "--max-lat", callback=finite,
                        help="Pass mark per pair, typical latency us (finite, >= 0).")
+JUNIT = typer.Option(None, "--junit", metavar="FILE", parser=report_file("--junit"),
+                     help="Write JUnit XML: a test case per device and per verified pair (docs/reports.md).")
+PROM = typer.Option(None, "--prom-file", metavar="FILE.prom", parser=report_file("--prom-file", ".prom"),
+                    help="Write a Prometheus textfile (node_exporter textfile collector) of the run.")
+REPORT_JSON = typer.Option(None, "--report-json", metavar="FILE", parser=report_file("--report-json"),
+                           help="Write the JSON run report (schema: tuning/reports/report.schema.json).")
+
+
+def _outputs(junit: Optional[Path], prom: Optional[Path], report_json: Optional[Path]) -> Outputs:
+    """The report files asked for. Raises InputError when two name the same file."""
+    return Outputs(junit=junit, prom=prom, json=report_json).check()
 
 
 def _domains(values: Optional[list[str]]) -> set[str] | None:
@@ -126,36 +140,53 @@ def plan(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opti
          offline: bool = typer.Option(
         False, "--offline", help="Contact no device: show the desired settings only."),
          diff: bool = typer.Option(False, "--diff", help="Show file changes as unified diffs."),
-         as_json: bool = JSON) -> None:
+         as_json: bool = JSON, detailed_exitcode: bool = typer.Option(
+        False, "--detailed-exitcode", help="Exit 0 when nothing would change, 2 when the plan has changes "
+        "(drift), 1 on any error, bad input included (as terraform plan -detailed-exitcode)."),
+         junit: Optional[Path] = JUNIT, prom_file: Optional[Path] = PROM,
+         report_json: Optional[Path] = REPORT_JSON) -> None:
     """Show, per device and setting, what apply would change. Changes nothing.
 
-    Example: fabtune plan -i inventory/lab --limit leaf01
+    Exit 0; with --detailed-exitcode 0 no drift, 2 drift, 1 error (docs/reports.md).
+    Example: fabtune plan -i inventory/lab --limit leaf01 --detailed-exitcode
     """
     from tuning.rollout import engine
     from tuning.rollout.offline import offline_plan
 
-    inv, only = _load(inventory), _domains(domain)
-    report = (offline_plan(inv, limit, only) if offline
-              else engine.run(inv, engine.Options(mode="plan", limit=limit, domains=only), _progress))
+    if offline and detailed_exitcode:
+        raise InputError("--detailed-exitcode", "--offline", "drift needs each device's current state, and an "
+                         "offline plan reads none; drop --offline")
+    with Recorder(_outputs(junit, prom_file, report_json), "plan", inventory, detailed=detailed_exitcode) as rec:
+        inv, only = _load(inventory), _domains(domain)
+        rec.select(inv.select(limit))
+        report = (offline_plan(inv, limit, only) if offline
+                  else engine.run(inv, engine.Options(mode="plan", limit=limit, domains=only), _progress))
+        code = rec.done(report, (EXIT_DRIFT if report.n_changes else EXIT_OK) if detailed_exitcode else None)
     _emit(report, as_json, "plan (offline: current state not read)" if offline else "plan", diff)
+    raise typer.Exit(code)
 
 
 @app.command()
 def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Optional[list[str]] = DOMAIN,
           check: bool = typer.Option(
         False, "--check", help="Dry run: same as plan."), as_json: bool = JSON, journal_dir: Path = JDIR,
-          allow_firmware: bool = FIRMWARE) -> None:
+          allow_firmware: bool = FIRMWARE, junit: Optional[Path] = JUNIT, prom_file: Optional[Path] = PROM,
+          report_json: Optional[Path] = REPORT_JSON) -> None:
     """Apply the inventory's settings (no verification; see rollout). A second run changes nothing.
 
     Example: fabtune apply -i inventory/lab --limit gpu_nodes
     """
     from tuning.rollout import engine
 
-    report = engine.run(_load(inventory), engine.Options(mode="plan" if check else "apply", limit=limit,
-                                                         journal_dir=journal_dir, domains=_domains(domain),
-                                                         allow_firmware=allow_firmware), _progress)
+    with Recorder(_outputs(junit, prom_file, report_json), "apply", inventory) as rec:
+        inv = _load(inventory)
+        rec.select(inv.select(limit))
+        report = engine.run(inv, engine.Options(mode="plan" if check else "apply", limit=limit,
+                                                journal_dir=journal_dir, domains=_domains(domain),
+                                                allow_firmware=allow_firmware), _progress)
+        code = rec.done(report)
     _emit(report, as_json, "plan (--check)" if check else "applied")
-    raise typer.Exit(1 if report.outcome in ("rolled-back", "failed") else 0)
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -165,7 +196,8 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: 
                 f"{MAX_CONFIRM_S} (default: derived from the expected verification time, at least 600; a shorter "
                 "window than verification needs is refused)."),
             min_bw: float = MIN_BW, max_lat: float = MAX_LAT, rail: Optional[list[int]] = RAIL,
-            allow_firmware: bool = FIRMWARE) -> None:
+            allow_firmware: bool = FIRMWARE, junit: Optional[Path] = JUNIT, prom_file: Optional[Path] = PROM,
+            report_json: Optional[Path] = REPORT_JSON) -> None:
     """Snapshot, apply, verify with RDMA tests, then keep, or restore every touched device.
 
     Exit 0 kept (or nothing to do), 1 rolled back, 3 rollback failed.
@@ -177,30 +209,44 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: 
     opts = engine.Options(mode="rollout", limit=limit, journal_dir=journal_dir, confirm_s=confirm_s,
                           thresholds=Thresholds(min_bw_gbps=min_bw, max_lat_us=max_lat),
                           rails=tuple(rail) if rail else None, allow_firmware=allow_firmware)
-    report = engine.run(_load(inventory), opts, _progress)
+    with Recorder(_outputs(junit, prom_file, report_json), "rollout", inventory, opts.thresholds) as rec:
+        inv = _load(inventory)
+        rec.select(inv.select(limit))
+        report = engine.run(inv, opts, _progress)
+        code = rec.done(report)
     _emit(report, as_json, "rollout")
-    raise typer.Exit(1 if report.outcome in ("rolled-back", "failed") or report.verify_ok is False else 0)
+    raise typer.Exit(code)
 
 
 @app.command()
 def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR,
-           min_bw: float = MIN_BW, max_lat: float = MAX_LAT, rail: Optional[list[int]] = RAIL) -> None:
+           min_bw: float = MIN_BW, max_lat: float = MAX_LAT, rail: Optional[list[int]] = RAIL,
+           limit: Optional[list[str]] = LIMIT, junit: Optional[Path] = JUNIT, prom_file: Optional[Path] = PROM,
+           report_json: Optional[Path] = REPORT_JSON) -> None:
     """Run ib_write_bw and ib_read_lat between node pairs (leaf and spine paths) against the
-    thresholds and the recorded baseline. Exit 1 if a pair fails.
+    thresholds and the recorded baseline. Exit 1 if a pair fails. With --limit, only the named
+    hosts or groups are proven: their NICs (a leaf: the NICs cabled to it), their leaves' uplinks
+    and the spines, partners taken from the whole inventory.
 
-    Example: fabtune verify -i inventory/lab --json
+    Example: fabtune verify -i inventory/lab --limit node01 --json
     """
+    from tuning.reports import verify_report
+    from tuning.rollout.journal import load_baseline
     from tuning.rollout.offline import verify_only
     from tuning.verify.runner import Thresholds
 
-    ok, results = verify_only(_load(inventory), journal_dir, Thresholds(min_bw_gbps=min_bw, max_lat_us=max_lat),
-                              _progress, tuple(rail) if rail else None)
+    th = Thresholds(min_bw_gbps=min_bw, max_lat_us=max_lat)
+    with Recorder(_outputs(junit, prom_file, report_json), "verify", inventory, th) as rec:
+        inv, t0 = _load(inventory), time.monotonic()
+        ok, results = verify_only(inv, journal_dir, th, _progress, tuple(rail) if rail else None, limit or None)
+        code = rec.done(verify_report(ok, results, time.monotonic() - t0),
+                        baseline=load_baseline(journal_dir, inv.path) or {})
     if as_json:
         print(json.dumps({"ok": ok, "pairs": results}, indent=2))
     else:
         out.print(verify_table(results, "verification"))
         out.print("PASS" if ok else "FAIL")
-    raise typer.Exit(0 if ok else 1)
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -242,27 +288,58 @@ def _parse_context(pairs: list[str], named: dict[str, Optional[str]]) -> dict[st
 @app.command()
 def runs(journal_dir: Path = JDIR, as_json: bool = JSON,
          last: int = typer.Option(20, "--last", parser=integer(None, 10**6, "a count of runs", "1..1000000"), help="How many of the newest runs (1 or more).")) -> None:
-    """List journaled runs (newest last): id, mode, outcome and the devices each touched.
+    """List journaled runs (newest last): id, start time (UTC), duration, mode, inventory, outcome,
+    change count and the devices each touched. `fabtune report RUN_ID` prints one again.
 
     Example: fabtune runs --last 5
     """
     from rich.table import Table
 
-    from tuning.rollout.journal import list_runs
+    from tuning.reports.history import rows as history_rows
 
     if last < 1:
         raise InputError("--last", str(last), "must be 1 or more")
-    rows = list_runs(journal_dir, last) if journal_dir.is_dir() else []
+    rows = history_rows(journal_dir, last) if journal_dir.is_dir() else []
     if as_json:
         print(json.dumps(rows, indent=2))
         return
     t = Table(title=f"runs in {journal_dir}", title_justify="left")
-    for col in ("run id", "mode", "stage", "outcome", "touched"):
-        t.add_column(col)
+    for col in ("run id", "started (UTC)", "seconds", "mode", "inventory", "outcome", "changes", "touched"):
+        t.add_column(col, overflow="fold", no_wrap=col not in ("inventory", "touched"))
     for r in rows:
-        outcome = r["outcome"] or ("unreadable" if r["stage"] == "unreadable" else "not finished (running or killed)")
-        t.add_row(r["run_id"], str(r["mode"]), str(r["stage"]), str(outcome), ", ".join(r["touched"]) or "-")
+        outcome = r["outcome"] or ("unreadable" if r["stage"] == "unreadable"
+                                   else f"not finished (running or killed) at stage {r['stage']}")
+        t.add_row(r["run_id"], (r["started"] or "-").replace("T", " ")[:19], _or_dash(r["seconds"]), str(r["mode"]),
+                  str(r["inventory"] or "-"), str(outcome), _or_dash(r["n_changes"]), ", ".join(r["touched"]) or "-")
     out.print(t)
+
+
+def _or_dash(v: object) -> str:
+    return "-" if v is None else str(v)
+
+
+@app.command("report")
+def report_cmd(run_id: str = typer.Argument(..., help="Run id printed by apply/rollout (see `fabtune runs`)."),
+               journal_dir: Path = JDIR, as_json: bool = typer.Option(
+                   False, "--json", help="Print the JSON run report (tuning/reports/report.schema.json)."),
+               junit: Optional[Path] = JUNIT, prom_file: Optional[Path] = PROM,
+               report_json: Optional[Path] = REPORT_JSON) -> None:
+    """Print a past run again from its journal alone (changes, verification, restored devices,
+    outcome), and write its JUnit XML, Prometheus textfile or JSON report. What a journal does
+    not keep (a failed device's error text, findings, the pass marks) is said, not invented.
+    Exit 0 printed, 2 no such run or an unreadable journal.
+
+    Example: fabtune report 20261130T101500-1a2b3c --junit run.xml
+    """
+    from tuning.reports.history import load
+
+    outputs = _outputs(junit, prom_file, report_json)
+    rep, doc = load(journal_dir, run_id)
+    outputs.write(doc)
+    if as_json:
+        print(json.dumps(doc, indent=2))
+        return
+    _emit(rep, False, f"{rep.mode} run {rep.run_id} (from its journal)")
 
 
 @app.command("parse")
@@ -278,8 +355,9 @@ def parse_cmd(tool: str = typer.Argument(..., help="Tool name, e.g. ib_write_bw,
 
     Tools: ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_read_lat ib_send_lat rping
     nccl-tests mlnx_qos mlxconfig mlxfwmanager ibdev2netdev ibv_devinfo show-gids
-    nvidia-smi-topo interrupts lscpu numactl-H ethtool-S hw-counters rdma-statistic
-    nv-show-qos-roce nv-show-interface sonic-pfc-counters sonic-queue-counters.
+    nvidia-smi-topo nvidia-smi-L nvidia-gpu-information interrupts lscpu numactl-H ethtool-S
+    ethtool-a lspci-vvv cpupower-idle-info hw-counters rdma-statistic nv-show-qos-roce
+    nv-show-interface sonic-pfc-counters sonic-queue-counters.
 
     Exit 0 parsed (a classified tool error included), 2 unreadable or a bad option.
     Example: fabtune parse interrupts saved/interrupts.txt --bdf 0000:c1:00.0 --local-cpus 16-31
@@ -308,6 +386,11 @@ def _state_dir(inventory: Path, state_dir: Optional[Path]) -> Path:
 
 
 STATE = typer.Option(None, "--state-dir", help="Lab state directory (default: INVENTORY/.state).")
+
+
+from tuning.cli_topology import topology as topology_cmd  # noqa: E402  (its own room: tuning/cli_topology.py)
+
+app.command("topology")(topology_cmd)
 
 
 @lab_app.command("up")
@@ -380,8 +463,10 @@ def lab_inject(target: str = typer.Argument(..., help="node01:mlx5_0 or leaf01:s
 @lab_app.command("reboot")
 def lab_reboot(node: str = typer.Argument(..., help="a lab node, e.g. node01"),
                inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
-    """Power-cycle a lab node: live values drop back to power-on, then boot runs what is persisted
-    (sysctl.d, and the ENABLED systemd units' ExecStart) as root over the node's SSH endpoint.
+    """Power-cycle a lab node: live values drop back to power-on (NIC firmware makes its Next Boot
+    values current, the boot loader's command line becomes /proc/cmdline), then boot runs what is
+    persisted (modules-load.d, sysctl.d, and the ENABLED systemd units' ExecStart) as root over the
+    node's SSH endpoint.
 
     Example: fabtune lab reboot node01
     """
@@ -416,10 +501,10 @@ def main() -> None:
         sys.exit(e.exit_code)
     except click.UsageError as e:
         print(usage_line(e), file=sys.stderr)
-        sys.exit(2)
+        sys.exit(_error_code(2))
     except click.ClickException as e:
         print(f"fabtune: error: {' '.join(e.format_message().split())}", file=sys.stderr)
-        sys.exit(e.exit_code)
+        sys.exit(_error_code(e.exit_code))
     except typer.Abort:
         print("fabtune: aborted", file=sys.stderr)
         sys.exit(1)
@@ -428,5 +513,14 @@ def main() -> None:
         if isinstance(e, ConnectError) and "127.0.0.1" in str(e):
             hint = " (is the lab up? `fabtune lab up`)"
         print(f"fabtune: error: {e}{hint}", file=sys.stderr)  # one line, never wrapped
-        sys.exit(e.exit_code)
+        sys.exit(_error_code(e.exit_code))
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _error_code(code: int) -> int:
+    """An error's exit code: under ``plan --detailed-exitcode`` every error is 1, as 2 means drift
+    there (:func:`tuning.reports.detailed_code`)."""
+    from tuning.reports import detailed_code
+
+    argv = sys.argv[1:]
+    return detailed_code(code, argv[:1] == ["plan"] and "--detailed-exitcode" in argv)

@@ -10,6 +10,8 @@ Exit codes used by the CLI (``tuning.cli``):
     1  a device failed, verification failed (and was rolled back)
     2  bad input (inventory, profile, flags, an unreadable tool output)
     3  a rollback failed: a human must look (page)
+    4  a device could not be reached (nothing pushed; ansible-playbook's "unreachable" code,
+       see docs/reports.md)
 """
 
 from __future__ import annotations
@@ -86,7 +88,10 @@ class ParseError(TuningError):
 
 
 class ConnectError(TuningError):
-    """A device could not be reached or refused our credentials / host key."""
+    """A device could not be reached or refused our credentials / host key (exit 4, as
+    ansible-playbook's unreachable hosts)."""
+
+    exit_code = 4
 
 
 class CommandError(TuningError):

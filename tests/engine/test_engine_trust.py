@@ -179,8 +179,8 @@ def test_zero_pairs_and_unknown_rails_are_refused():
 def test_confirm_window_is_derived_and_impossible_values_refused():
     pairs = verify_pairs(inventory.load(LAB), None)
     assert confirm_window(Options(mode="rollout"), pairs, 7) == 600
-    assert confirm_window(Options(mode="rollout", confirm_s=63), pairs, 7) == 63
-    for bad, why in ((62, "at least 63 s for 18 pair(s) in 2 wave(s)"), (0, "above 0"), (-5, "above 0"),
+    assert confirm_window(Options(mode="rollout", confirm_s=39), pairs, 7) == 39
+    for bad, why in ((38, "at least 39 s for 18 pair(s) in 2 wave(s)"), (0, "above 0"), (-5, "above 0"),
                      (True, "above 0")):
         with pytest.raises(InputError) as err:
             confirm_window(Options(mode="rollout", confirm_s=bad), pairs, 7)

@@ -19,6 +19,7 @@ from typing import Callable
 from tuning import node as node_mod
 from tuning.errors import InputError, TuningError
 from tuning.inventory import Device, Inventory
+from tuning.node.power import idle_drift_findings
 from tuning.rollout import switch_ops
 from tuning.rollout.fanout import fan_out, nornir_for, outcomes
 from tuning.rollout.journal import (DEFAULT_DIR, Journal, connection_record, new_run_id,
@@ -26,8 +27,9 @@ from tuning.rollout.journal import (DEFAULT_DIR, Journal, connection_record, new
 from tuning.rollout.lock import RunLock, lock_path
 from tuning.rollout.rollback import kept_changes, restore_touched, rollback_run, touched_devices  # noqa: F401 (API)
 from tuning.transport.ssh import SshHost
-from tuning.verify.pairs import Pair, node_rails, schedule_waves, select_pairs
+from tuning.verify.pairs import Pair, build_rounds, default_per_node, node_rails
 from tuning.verify.runner import PairResult, Thresholds, as_baseline, expected_seconds, verify
+from tuning.verify.schedule import WORKER_CAP, plan_schedule
 
 Progress = Callable[[str], None]
 
@@ -155,6 +157,9 @@ def _findings(s: Session, states: dict, domains: set[str] | None) -> list[dict]:
         if dev.role == "node":
             out += [f.as_dict() for f in node_mod.findings(dev, states[dev.name])
                     if domains is None or f.domain in domains]
+    if domains is None or "power" in domains:
+        out += [f.as_dict() for f in idle_drift_findings({d.name: states[d.name] for d in s.devices
+                                                          if d.role == "node"})]
     return out
 
 
@@ -214,19 +219,23 @@ def _apply(s: Session, plans: dict, j: Journal, confirm_s: int | None) -> dict[s
     return failed
 
 
-def verify_pairs(inv: Inventory, rails: tuple[int, ...] | None) -> list[Pair]:
-    """The pairs that verify ``inv`` (whole inventory, every rail or ``rails``), each with the
-    RoCE MTU its hops allow.
+def verify_pairs(inv: Inventory, rails: tuple[int, ...] | None, limit: list[str] | None = None) -> list[Pair]:
+    """The pairs that verify ``inv`` (:func:`tuning.verify.schedule.plan_schedule`: every NIC in a
+    same-rail pair, every leaf uplink and spine crossed; whole inventory, or the devices ``limit``
+    names with partners from the whole inventory; every rail or ``rails``), each with the RoCE MTU
+    its hops allow.
 
     Raises:
-        InputError: a rail no node has, or no pair at all (a check that would run nothing).
+        InputError: a rail no node has, a ``limit`` name that is no host or group, or no pair at
+            all (a check that would run nothing).
     """
     have = node_rails(inv.nodes)
     missing = sorted(set(rails or ()) - set(have))
     if missing:
         raise InputError("--rail", ",".join(map(str, missing)), f"no node has a NIC on rail(s) "
                          f"{', '.join(map(str, missing))}; the inventory's rails: {', '.join(map(str, have)) or 'none'}")
-    pairs = select_pairs(inv.nodes, rails=rails, switches=inv.switches)
+    scope = inv.select(limit) if limit else None
+    pairs = plan_schedule(inv.nodes, inv.switches, scope=scope, rails=rails).pairs
     if not pairs:
         raise InputError(str(inv.path), "gpu_nodes", "no node pairs to verify with (fewer than 2 nodes with NICs "
                          "on the verified rails): a verification that runs nothing cannot prove a change")
@@ -243,12 +252,13 @@ APPLY_S = 3
 DEFAULT_CONFIRM_S = 600
 
 
-def confirm_window(opts: Options, pairs: list[Pair], n_devices: int, workers: int = 4) -> int:
+def confirm_window(opts: Options, pairs: list[Pair], n_devices: int, workers: int = WORKER_CAP) -> int:
     """The switch commit-confirm window of a rollout (seconds), derived from what it must outlast:
     minimum = expected verification time (:func:`tuning.verify.runner.expected_seconds` of
-    ``pairs``, ``workers`` at a time) + pushing ``n_devices`` (:data:`APPLY_S` per batch of
-    ``opts.workers``) + :data:`CONFIRM_MARGIN_S`; default = max(600, 2 x minimum). The lab's
-    18 pairs and 7 devices: minimum 45 + 3 + 15 = 63 s, default 600 s.
+    ``pairs``: their rounds, up to ``workers`` pairs at a time) + pushing ``n_devices``
+    (:data:`APPLY_S` per batch of ``opts.workers``) + :data:`CONFIRM_MARGIN_S`; default =
+    max(600, 2 x minimum). The lab's 18 pairs (2 rounds) and 7 devices: minimum 21 + 3 + 15 =
+    39 s, default 600 s.
 
     Raises:
         InputError: ``opts.confirm_s`` is not a positive whole number of seconds, or shorter than the
@@ -262,14 +272,16 @@ def confirm_window(opts: Options, pairs: list[Pair], n_devices: int, workers: in
         raise InputError("--confirm-s", str(opts.confirm_s), "must be a whole number of seconds above 0")
     if opts.confirm_s < need:
         raise InputError("--confirm-s", str(opts.confirm_s), f"shorter than the verification it must outlast: "
-                         f"at least {need} s for {len(pairs)} pair(s) in {len(schedule_waves(pairs))} wave(s)")
+                         f"at least {need} s for {len(pairs)} pair(s) in "
+                         f"{len(build_rounds(pairs, default_per_node(pairs)))} wave(s)")
     return opts.confirm_s
 
 
 def verify_fabric(s: Session, opts: Options, baseline: dict | None, progress: Progress,
                   pairs: list[Pair] | None = None):
     """Verify with node pairs of the WHOLE inventory: a change limited to one leaf is proven
-    by the nodes behind it. Nodes outside the selection are opened once, read-only.
+    by the nodes behind it. Nodes outside the selection are opened once, read-only. Without
+    ``pairs`` (a stand-alone ``verify``), the pairs of :func:`verify_pairs` for ``opts.limit``.
 
     Returns:
         ``(ok, [PairResult, ...])`` as :func:`tuning.verify.runner.verify`.
@@ -277,7 +289,7 @@ def verify_fabric(s: Session, opts: Options, baseline: dict | None, progress: Pr
     Raises:
         InputError: no pair to verify with (see :func:`verify_pairs`).
     """
-    pairs = pairs if pairs is not None else verify_pairs(s.inv, opts.rails)
+    pairs = pairs if pairs is not None else verify_pairs(s.inv, opts.rails, opts.limit)
     hosts = s.node_hosts({p.client for p in pairs} | {p.server for p in pairs})
     return verify(pairs, hosts, opts.thresholds, baseline, progress)
 

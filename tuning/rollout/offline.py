@@ -37,8 +37,9 @@ def offline_plan(inv: Inventory, limit: list[str] | None, domains_: set[str] | N
 
 
 def verify_only(inv: Inventory, journal_dir: Path, th: Thresholds, progress,
-                rails: tuple[int, ...] | None = None) -> tuple[bool, list[dict]]:
-    """Measure every pair and judge against ``th`` and the recorded baseline (if any).
+                rails: tuple[int, ...] | None = None, limit: list[str] | None = None) -> tuple[bool, list[dict]]:
+    """Measure every pair (of the devices ``limit`` names, None: all) and judge against ``th`` and
+    the recorded baseline (if any).
 
     Holds the inventory's lock like a run: RDMA tests beside another run's would load the same
     links and spoil both runs' measurements.
@@ -50,7 +51,7 @@ def verify_only(inv: Inventory, journal_dir: Path, th: Thresholds, progress,
     with RunLock(lock_path(inv.path), run_id, "verify", journal_dir / f"{run_id}.json"):
         s = Session(inv, [], 1)  # no device is changed: the nodes are opened as the pairs need them
         try:
-            ok, results = verify_fabric(s, Options(mode="verify", thresholds=th, rails=rails),
+            ok, results = verify_fabric(s, Options(mode="verify", thresholds=th, rails=rails, limit=limit),
                                         load_baseline(journal_dir, inv.path), progress)
         finally:
             s.close()

@@ -5,8 +5,10 @@ Each pair runs ``ib_write_bw`` (64 KiB messages, duration mode, ``--report_gbits
 the client; both outputs are read with :mod:`tuning.parsers.perftest`, the same parser that
 reads the real samples in ``shared/cases``. GID indexes are resolved per NIC from sysfs.
 
-Pairs that share no NIC run at the same time (:func:`verify`: waves from
-:func:`tuning.verify.pairs.schedule_waves`, a thread pool, one perftest TCP port pair per pair).
+Pairs run in rounds (:func:`verify`: :func:`tuning.verify.pairs.build_rounds`, no NIC twice
+and at most ``per_node`` tests per node in a round): a round's pairs all at once (one thread
+each, up to a cap), then the next round; each test's TCP port is its server node's own
+(:func:`tuning.verify.schedule.allocate_ports`), so ports never overflow whatever the fleet size.
 
 Verdict (:func:`judge`): a pair fails if its test failed, its RoCE active MTU (perftest's ``Mtu``
 line) is below what every hop of the inventory allows (``Pair.mtu_allowed``: 1024 where 4096 is
@@ -18,6 +20,7 @@ and names what every failing pair has in common (a NIC, a switch port, a switch)
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Callable
@@ -26,11 +29,12 @@ from tuning.errors import CommandError, TuningError, VerifyError
 from tuning.parsers.perftest import parse_perftest
 from tuning.transport.base import Host
 from tuning.verify.gid import gid_table_command, pick_roce_v2_ipv4
-from tuning.verify.pairs import Pair, schedule_waves
+from tuning.verify.pairs import Pair, build_rounds, default_per_node
+from tuning.verify.schedule import PORT_BASE, WORKER_CAP, allocate_ports, expected_round_seconds, round_workers
 
 BW_ARGS = "-F --report_gbits -D 2 -s 65536 -q 1"
 LAT_ARGS = "-F -s 2 -n 1000"
-BASE_PORT = 18515  # perftest's default TCP port; pair i uses BASE_PORT + 2 i (bw) and + 1 (lat)
+BASE_PORT = PORT_BASE  # perftest's default TCP port; each server node's first test uses it (bw) and + 1 (lat)
 
 
 @dataclass
@@ -153,11 +157,18 @@ def measure(pair: Pair, hosts: dict[str, Host], port: int = BASE_PORT,
     """Run bandwidth and latency tests for one pair on TCP ports ``port`` and ``port + 1``.
 
     Args:
+        port: the server node's port for this pair (perftest ``-p``), from
+            :func:`tuning.verify.schedule.allocate_ports`; 1..65534.
         gids: GID indexes from :func:`resolve_gids`; resolved here when not given.
 
     Returns:
         The measurement; tool failures become ``error``, not exceptions.
+
+    Raises:
+        ValueError: ``port`` outside 1..65534 (``port + 1`` must be a TCP port too).
     """
+    if not 1 <= port <= 65534:
+        raise ValueError(f"perftest port {port}: outside 1..65534")
     out = PairResult.of(pair)
     server, client = hosts[pair.server], hosts[pair.client]
     try:
@@ -253,25 +264,33 @@ def summarise(results: list[PairResult | dict], max_names: int = 4) -> str:
 
 
 def verify(pairs: list[Pair], hosts: dict[str, Host], th: Thresholds, baseline: dict | None = None,
-           progress: Callable[[str], None] | None = None, workers: int = 4) -> tuple[bool, list[PairResult]]:
-    """Measure every pair and judge them. Pairs run in waves of NIC-disjoint pairs
-    (:func:`tuning.verify.pairs.schedule_waves`), up to ``workers`` at a time; pair ``i`` uses TCP
-    ports ``18515 + 2 i`` and ``+ 1``, so concurrent servers never collide.
+           progress: Callable[[str], None] | None = None, workers: int = WORKER_CAP,
+           per_node: int | None = None) -> tuple[bool, list[PairResult]]:
+    """Measure every pair and judge them. Pairs run in rounds of
+    :func:`tuning.verify.pairs.build_rounds` (no NIC twice, at most ``per_node`` tests per node;
+    None: :func:`tuning.verify.pairs.default_per_node`), each round's pairs at once on up to
+    ``workers`` threads, then the next round; pair i's TCP ports are
+    :func:`tuning.verify.schedule.allocate_ports`'s (bandwidth) and + 1 (latency), its server
+    node's own, so concurrent servers never collide and no port passes 32767.
 
     Returns:
         (every pair passed, results in ``pairs`` order).
     """
     results: list[PairResult | None] = [None] * len(pairs)
-    gids = resolve_gids(pairs, hosts, workers)
+    rounds = build_rounds(pairs, per_node or default_per_node(pairs))
+    ports = allocate_ports(pairs, rounds)
+    gids = resolve_gids(pairs, hosts, round_workers(len(hosts), workers))
 
     def run(i: int) -> None:
         if progress:
             progress(f"verify {i + 1}/{len(pairs)} {pairs[i].name} ({pairs[i].path})")
-        results[i] = measure(pairs[i], hosts, BASE_PORT + 2 * i, gids)
+        results[i] = measure(pairs[i], hosts, ports[i], gids)
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
-        for wave in schedule_waves(pairs):
-            list(ex.map(run, wave))  # a wave ends before the next starts: its NICs are free again
+    for k, rnd in enumerate(rounds, 1):
+        if progress:
+            progress(f"verify round {k}/{len(rounds)}: {len(rnd)} pair(s) at once")
+        with ThreadPoolExecutor(max_workers=round_workers(len(rnd), workers)) as ex:
+            list(ex.map(run, rnd))  # a round ends before the next starts: its NICs are free again
     done = [r for r in results if r is not None]
     return judge(done, th, baseline), done
 
@@ -279,19 +298,22 @@ def verify(pairs: list[Pair], hosts: dict[str, Host], th: Thresholds, baseline: 
 #: seconds one pair takes: ib_write_bw ``-D 2`` (2 s of traffic + ~2 s connection setup) and
 #: ib_read_lat ``-n 1000`` (~2 s with setup), measured on the lab with some margin
 PAIR_S = 8.0
-#: seconds to resolve the GID tables (one round trip per node, in parallel)
+#: seconds to resolve the GID tables of up to ``workers`` nodes (one round trip each, in parallel)
 GID_S = 5.0
 
 
-def expected_seconds(pairs: list[Pair], workers: int = 4) -> float:
-    """How long :func:`verify` should take for ``pairs``: GID resolution plus, for each wave of
-    NIC-disjoint pairs, ``ceil(len(wave) / workers)`` rounds of :data:`PAIR_S` (seconds).
+def expected_seconds(pairs: list[Pair], workers: int = WORKER_CAP, per_node: int | None = None) -> float:
+    """How long :func:`verify` should take for ``pairs``: GID resolution (:data:`GID_S` per
+    ``workers`` nodes) plus, per round of :func:`tuning.verify.pairs.build_rounds`,
+    :data:`PAIR_S` per ``workers`` pairs of the round (seconds).
 
     Returns:
-        5 + 8 x 5 = 45.0 for the lab's 18 pairs (waves of 16 and 2, 4 workers).
+        5 + 8 x 2 = 21.0 for the lab's 18 pairs (rounds of 16 and 2).
     """
-    rounds = sum(-(-len(w) // max(1, workers)) for w in schedule_waves(pairs))
-    return GID_S + PAIR_S * rounds
+    nodes = {p.client for p in pairs} | {p.server for p in pairs}
+    rounds = build_rounds(pairs, per_node or default_per_node(pairs))
+    return GID_S * math.ceil(len(nodes) / max(1, workers)) + sum(
+        expected_round_seconds(len(r), PAIR_S, workers) for r in rounds)
 
 
 def as_baseline(results: list[PairResult]) -> dict[str, dict]:

@@ -1,0 +1,126 @@
+"""Print the verification schedule of large rail-optimised fabrics: rounds, pairs, coverage,
+the highest perftest port and the predicted verification time (computed, no lab needed).
+
+Layouts (in-memory inventories, the same ones ``tests/verify/test_schedule.py`` checks):
+
+- :func:`superpod` (256 nodes): DGX SuperPOD-style scalable units (SU) of 32 nodes with 8
+  ConnectX-7 400G NICs each, one leaf per rail per SU (``su001-r0``: rail 0 of SU 1's 32 nodes on
+  swp1-32, uplinks swp33-64: 64-port 400G leaves, non-blocking), 32 spines. Every leaf has one
+  uplink to every spine, a two-tier Clos at its 64-radix limit (64 leaves x 32 nodes = 2,048 NICs =
+  256 nodes). The inventory lists no uplink cabling: the schedule derives it (uplink j -> spine j).
+- :func:`rail_planes` (10,000 nodes): past the two-tier limit of fixed 64-port switches, so each
+  rail is its own plane: SUs of 32 nodes (313, the last with 16 nodes), rail r of every SU on the
+  SU's rail-r leaf (2,504 leaves), each leaf with one uplink to each of its plane's 32 spines (256
+  spines, modular chassis of up to 576 x 400G ports taking one link from each of the plane's 313
+  leaves). A leaf reaches only its own plane's spines, so the cabling is given as ``links``.
+
+Usage (from the repository root)::
+
+    python bench/verify_schedule.py [N_NODES ...]     # default: 4 (the lab) 256 10000
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tuning.inventory import Connection, Device  # noqa: E402
+from tuning.lab.fabric import NIC_BDFS, netdev_for  # noqa: E402
+from tuning.model.settings import NicSpec, NodeSpec, SwitchSpec  # noqa: E402
+
+SU_NODES, RAILS, UPLINKS = 32, 8, 32
+CONN = Connection("192.0.2.1", 22, "fabtune", None, None)
+
+
+def _nodes(n_nodes: int, leaf: callable) -> list[Device]:
+    """``n_nodes`` DGX-class nodes ``gpu00001..``; NIC r of node k on ``leaf(su, r)`` port
+    ``swp<k mod 32 + 1>``, IPv4 ``10.r.<k div 250>.<k mod 250 + 1>/16``."""
+    out = []
+    for k in range(n_nodes):
+        nics = [NicSpec.model_validate({
+            "netdev": netdev_for(NIC_BDFS[r]), "rdma_device": f"mlx5_{r}", "rail": r,
+            "ipv4": f"10.{r}.{k // 250}.{k % 250 + 1}/16", "switch": leaf(k // SU_NODES, r),
+            "switch_port": f"swp{k % SU_NODES + 1}"}) for r in range(RAILS)]
+        # NodeSpec's own checks are tested elsewhere; validating 10,000 of them takes ~9 s
+        out.append(Device(f"gpu{k + 1:05d}", ["gpu_nodes"], CONN, NodeSpec.model_construct(nics=nics)))
+    return out
+
+
+def _switch(name: str, ports: list[str]) -> Device:
+    return Device(name, ["switches"], CONN, SwitchSpec.model_validate({"ports": ports}))
+
+
+def _leaves(n_nodes: int, leaf: callable) -> list[Device]:
+    """One leaf per SU and rail: its cabled node ports, then swp33-64 (uplinks)."""
+    sus = math.ceil(n_nodes / SU_NODES)
+    return [_switch(leaf(s, r), [f"swp1-{min(SU_NODES, n_nodes - s * SU_NODES)}", f"swp33-{32 + UPLINKS}"])
+            for s in range(sus) for r in range(RAILS)]
+
+
+def superpod(n_nodes: int = 256) -> tuple[list[Device], list[Device], None]:
+    """(nodes, switches, links=None) of the SuperPOD-style two-tier layout (module docstring)."""
+    leaf = lambda su, r: f"su{su + 1:03d}-r{r}"  # noqa: E731
+    spines = [_switch(f"spine{j + 1:02d}", [f"swp1-{math.ceil(n_nodes / SU_NODES) * RAILS}"]) for j in range(UPLINKS)]
+    return _nodes(n_nodes, leaf), _leaves(n_nodes, leaf) + spines, None
+
+
+def rail_planes(n_nodes: int = 10_000) -> tuple[list[Device], list[Device], list[tuple[str, str, str]]]:
+    """(nodes, switches, links) of the rail-plane layout (module docstring): leaf ``su<s>-r<r>``
+    uplink ``swp<33 + j>`` -> ``plane<r>-spine<j + 1>``."""
+    leaf = lambda su, r: f"su{su + 1:03d}-r{r}"  # noqa: E731
+    sus = math.ceil(n_nodes / SU_NODES)
+    spines = [_switch(f"plane{r}-spine{j + 1:02d}", [f"swp1-{sus}"]) for r in range(RAILS) for j in range(UPLINKS)]
+    links = [(leaf(s, r), f"swp{33 + j}", f"plane{r}-spine{j + 1:02d}")
+             for s in range(sus) for r in range(RAILS) for j in range(UPLINKS)]
+    return _nodes(n_nodes, leaf), _leaves(n_nodes, leaf) + spines, links
+
+
+def lab() -> tuple[list[Device], list[Device], None]:
+    """The embedded lab's inventory (4 nodes, leaf01/leaf02, spine01)."""
+    from tuning import inventory
+
+    inv = inventory.load(Path(__file__).resolve().parents[1] / "inventory" / "lab")
+    return inv.nodes, inv.switches, None
+
+
+def report(name: str, nodes: list[Device], switches: list[Device], links) -> None:
+    """Print one layout's schedule: pairs, rounds (sizes), coverage, ports, predicted time."""
+    from tuning.verify.runner import GID_S, PAIR_S, expected_seconds
+    from tuning.verify.pairs import rounds_upper_bound
+    from tuning.verify.schedule import plan_schedule
+
+    t = time.perf_counter()
+    s = plan_schedule(nodes, switches, links=links)
+    took = time.perf_counter() - t
+    deg = Counter(e for p in s.pairs for e in p.nics)
+    print(f"{name}: {len(nodes)} nodes, {len(s.topology.leaves)} leaves, {len(s.topology.spines)} spines, "
+          f"uplinks {'derived' if s.topology.derived else 'given'}")
+    print(f"  {len(s.pairs)} pairs ({sum(p.path == 'spine' for p in s.pairs)} through a spine) in {len(s.rounds)} "
+          f"round(s) of {[len(r) for r in s.rounds]}; bound {rounds_upper_bound(s.pairs, s.per_node)}; "
+          f"per node {s.per_node}; most pairs per NIC {max(deg.values())}")
+    print(f"  {s.coverage.summary()}; uncoverable: {s.coverage.uncoverable or 'none'}")
+    print(f"  ports {min(s.ports)}..{max(s.ports)}; old scheme (18515 + 2 i): up to {18515 + 2 * len(s.pairs) + 1}")
+    new = expected_seconds(s.pairs)
+    old = GID_S + PAIR_S * sum(math.ceil(len(r) / 4) for r in s.rounds)
+    print(f"  predicted verification {new:.0f} s ({new / 60:.1f} min); four at a time: {old:.0f} s "
+          f"({old / 3600:.1f} h); schedule computed in {took:.2f} s")
+
+
+def main(argv: list[str]) -> None:
+    """Print the schedule of each size in ``argv`` (4 = the lab, up to 256 SuperPOD, beyond: rail planes)."""
+    for n in [int(a) for a in argv] or [4, 256, 10_000]:
+        if n == 4:
+            report("lab", *lab())
+        elif n <= 256:
+            report(f"superpod-{n}", *superpod(n))
+        else:
+            report(f"rail-planes-{n}", *rail_planes(n))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

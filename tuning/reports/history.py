@@ -1,0 +1,134 @@
+"""Past runs, from their journals alone: ``fabtune runs`` and ``fabtune report RUN_ID``.
+
+A journal (:mod:`tuning.rollout.journal`) is written by every apply and rollout that changes
+something; it holds the run's mode, inventory, start time, stage events (each with its time),
+outcome, per device the planned changes, state and ``restored`` flag, and the verification
+before and after. :func:`load` turns one back into the RunReport the run printed (and the report
+document, :mod:`tuning.reports.json_report`); a plan, or an apply with nothing to change, writes
+no journal and so is not listed.
+
+What a journal does not keep is said, not invented: the error text of a device whose apply
+failed (the report says the device failed and that the text was not journaled), the findings,
+and the pass marks the run was judged by (``thresholds`` is null; each pair's reasons carry the
+values it failed by). Durations run from the journal's creation (the snapshot, after connect and
+collect) to its last event, so they are a little shorter than the run's own ``seconds``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: the error text of a failed device in a report rebuilt from its journal
+NO_TEXT = "apply failed on this device (the journal keeps no error text; see the run's own output)"
+
+
+def _finished(doc: dict) -> float | None:
+    """Time of the journal's last event (epoch seconds), None when it has none or no outcome yet."""
+    events = [e for e in doc.get("events") or [] if isinstance(e, list) and len(e) == 3
+              and isinstance(e[2], (int, float)) and not isinstance(e[2], bool)]
+    return float(events[-1][2]) if events and doc.get("outcome") is not None else None
+
+
+def _n_changes(doc: dict) -> int:
+    return sum(len(rec.get("changes") or []) for rec in doc["devices"].values() if isinstance(rec, dict))
+
+
+def rows(journal_dir: Path, last: int = 20) -> list[dict]:
+    """The newest ``last`` runs, oldest first, for ``fabtune runs``.
+
+    Returns:
+        :func:`tuning.rollout.journal.list_runs` rows (``run_id``, ``mode``, ``stage``, ``outcome``,
+        ``touched``, ``inventory``) plus ``started`` (ISO 8601 UTC), ``seconds`` (from the
+        snapshot to the last event; None while unfinished) and ``n_changes`` (setting changes
+        planned for the run's devices); all three None for an unreadable journal.
+
+    Raises:
+        InputError: ``last`` below 1.
+    """
+    from tuning.reports.json_report import iso_utc
+    from tuning.rollout.journal import list_runs, read_doc
+
+    out = []
+    for r in list_runs(journal_dir, last):
+        extra: dict = {"started": None, "seconds": None, "n_changes": None}
+        doc = read_doc(journal_dir / f"{r['run_id']}.json")[0] if r["stage"] != "unreadable" else None
+        if doc is not None:
+            start, end = doc.get("started"), _finished(doc)
+            extra = {"started": iso_utc(start) if isinstance(start, (int, float)) and start else None,
+                     "seconds": round(end - start, 2) if end is not None and start else None,
+                     "n_changes": _n_changes(doc)}
+        out.append({**r, **extra})
+    return out
+
+
+def _verdict(results: list[dict]) -> bool:
+    return all(r.get("verdict") == "pass" for r in results)
+
+
+def _outcome(raw: object) -> str:
+    """A journal's outcome as a report outcome: None is ``unfinished``; ``fabtune rollback`` writes
+    ``rolled-back (fabtune rollback)``, which is ``rolled-back``; anything else unknown is ``error``."""
+    from tuning.reports.json_report import RUN_OUTCOMES
+
+    if raw is None:
+        return "unfinished"
+    text = str(raw)
+    if text.startswith("rolled-back"):
+        return "rolled-back"
+    return text if text in RUN_OUTCOMES else "error"
+
+
+def report_of(doc: dict, kept: dict[str, list[dict]]):
+    """The RunReport a journal document stands for (see the module docstring for what is missing).
+
+    Args:
+        doc: a validated journal document.  kept: :func:`tuning.rollout.rollback.kept_changes` of it.
+    """
+    from tuning.rollout.engine import RunReport
+
+    devices = {n: rec for n, rec in doc["devices"].items() if isinstance(rec, dict)}
+    rep = RunReport(doc["run_id"], doc.get("mode") or "unknown", outcome=_outcome(doc.get("outcome")))
+    rep.changes = {n: list(rec["changes"]) for n, rec in devices.items() if rec.get("changes")}
+    rep.restored = sorted(n for n, rec in devices.items() if rec.get("restored"))
+    rep.errors = {n: NO_TEXT for n, rec in devices.items() if rec.get("state") == "failed"}
+    rep.kept = kept
+    rep.verify_before = list(doc.get("verify", {}).get("before") or [])
+    rep.verify_after = list(doc.get("verify", {}).get("after") or [])
+    if rep.verify_after:
+        rep.verify_ok = _verdict(rep.verify_after)
+    elif rep.outcome == "no-change" and rep.verify_before:
+        rep.verify_ok = _verdict(rep.verify_before)
+    end = _finished(doc)
+    rep.seconds = round(end - doc["started"], 2) if end is not None and doc.get("started") else 0.0
+    why = next((e[1] for e in reversed(doc.get("events") or []) if isinstance(e, list) and len(e) == 3
+                and e[0] == "restore" and e[1]), None)
+    engine_restored = doc.get("outcome") == "rolled-back"  # not `fabtune rollback` afterwards
+    if engine_restored and why and not rep.errors and rep.verify_ok is not False:
+        rep.errors["run"] = why  # nothing else says why the run was restored
+    if rep.outcome == "error":
+        rep.errors["run"] = f"the journal's outcome is {str(doc.get('outcome'))[:80]!r}"
+    return rep
+
+
+def load(journal_dir: Path, run_id: str):
+    """A past run: ``(RunReport, report document)`` from its journal alone.
+
+    The document's ``command`` is ``report``; ``exit_code`` is the code the run exited with
+    (null for an unfinished run: it has none yet, or its controller died).
+
+    Raises:
+        InputError: no such run, an untrusted or unreadable journal (:meth:`Journal.load`).
+    """
+    from tuning.reports import exit_code
+    from tuning.reports.json_report import Context, build
+    from tuning.rollout.journal import Journal
+    from tuning.rollout.rollback import kept_changes
+
+    j = Journal.load(journal_dir, run_id)
+    rep = report_of(j.data, kept_changes(j))
+    ctx = Context("report", j.data.get("inventory"),
+                  {n: rec.get("role", "unknown") for n, rec in j.data["devices"].items() if isinstance(rec, dict)},
+                  started=float(j.data.get("started") or 0.0), finished=_finished(j.data),
+                  baseline={r["pair"]: r for r in rep.verify_before if not r.get("error")},
+                  exit_code=None if rep.outcome == "unfinished" else exit_code(rep))
+    return rep, build(rep, ctx)

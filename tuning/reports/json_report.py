@@ -1,0 +1,209 @@
+"""The JSON run report: one document per run, the one model the JUnit and Prometheus reports
+are drawn from (:mod:`tuning.reports.junit`, :mod:`tuning.reports.prometheus`).
+
+The document is :meth:`tuning.rollout.engine.RunReport.as_dict` plus what a CI job needs to act
+on it without reading fabtune's code: the schema version, the inventory, UTC start and end
+times, the exit code, the error that stopped the run (if one did), one row per device with its
+outcome, one row per verified pair with the baseline it was judged against, and counts. Every
+field is documented, with its unit, in ``report.schema.json`` beside this module (JSON Schema
+draft 2020-12; :func:`schema` loads it); ``docs/reports.md`` says the same for people.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+
+from tuning import __version__
+
+#: bumped when a field changes meaning or goes away (a new optional field keeps the version)
+SCHEMA_VERSION = 1
+#: the schema file shipped in the package (package data)
+SCHEMA_FILE = "report.schema.json"
+
+#: device outcomes (docs/reports.md): what the run did to each selected device
+DEVICE_OUTCOMES = ("unchanged", "planned", "changed", "restored", "failed", "unreachable", "error", "unknown")
+#: run outcomes: RunReport's own (planned, no-change, applied, kept, rolled-back, failed), then
+#: ``passed`` (verify), ``unreachable`` / ``rollback-failed`` / ``error`` (the run raised),
+#: ``unfinished`` (a journal without an outcome: still running, or its controller died)
+RUN_OUTCOMES = ("planned", "no-change", "applied", "kept", "rolled-back", "failed", "passed", "unreachable",
+                "rollback-failed", "error", "unfinished")
+#: judged pair outcomes (:func:`pair_rows`)
+PAIR_OUTCOMES = ("pass", "fail", "error")
+#: the outcome of a run stopped by these errors (any other error: ``error``)
+RAISED_OUTCOMES = {"ConnectError": "unreachable", "RollbackError": "rollback-failed"}
+
+
+@dataclass
+class Context:
+    """What a run's report needs beyond its RunReport.
+
+    Attributes:
+        command: the fabtune command (``plan``, ``apply``, ``rollout``, ``verify``, ``report``).
+        inventory: the inventory directory (made absolute), None when unknown.
+        devices: selected device name -> role (``node`` | ``switch``), in inventory order.
+        started / finished: wall-clock times, seconds since the epoch (UTC).
+        thresholds: the pass marks as a dict (:class:`tuning.verify.runner.Thresholds` fields:
+            Gb/s, us, percent), None when not known (a report rebuilt from a journal).
+        baseline: pair name -> baseline PairResult dict the verification was judged against.
+        error: the TuningError (or other exception) that stopped the run, None when it returned.
+        exit_code: what ``fabtune`` exits with for this run (:func:`tuning.reports.exit_code`);
+            None for a run rebuilt from a journal that has no outcome (it has not ended).
+    """
+
+    command: str
+    inventory: str | None = None
+    devices: dict[str, str] = field(default_factory=dict)
+    started: float = field(default_factory=time.time)
+    finished: float | None = None
+    thresholds: dict | None = None
+    baseline: dict[str, dict] | None = None
+    error: BaseException | None = None
+    exit_code: int | None = 0
+
+
+def iso_utc(t: float | None) -> str | None:
+    """``2026-11-30T10:15:00.123Z`` (UTC, milliseconds) for epoch seconds ``t``; None for None."""
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def judged_pairs(report: dict) -> list[dict]:
+    """The verification the run's verdict rests on: ``verify_after`` (after the change; ``verify``
+    puts its one measurement there), else ``verify_before`` of a rollout that changed nothing (its
+    only verification). A baseline measured before a change is not judged: an untuned fabric may
+    fail absolute thresholds, and that is why it is being tuned."""
+    if report.get("verify_after"):
+        return list(report["verify_after"])
+    if report.get("outcome") == "no-change" and report.get("verify_ok") is not None:
+        return list(report.get("verify_before") or [])
+    return []
+
+
+def _device_outcome(name: str, rep: dict, ctx: Context) -> tuple[str, str | None]:
+    """(outcome, error text) of one device; see :data:`DEVICE_OUTCOMES` and docs/reports.md."""
+    err = ctx.error
+    if err is not None:
+        host = getattr(err, "host", None)
+        if host == name:
+            return ("unreachable" if type(err).__name__ == "ConnectError" else "error"), str(err)
+        return "unknown", f"the run stopped ({type(err).__name__}) before this device had a result"
+    if name in rep.get("errors", {}):
+        return "failed", rep["errors"][name]
+    has_changes = bool(rep.get("changes", {}).get(name))
+    if name in rep.get("restored", []):
+        return "restored", None
+    if not has_changes:
+        return "unchanged", None
+    return ("planned" if rep.get("outcome") == "planned" else "changed"), None
+
+
+def device_rows(rep: dict, ctx: Context) -> list[dict]:
+    """One row per selected device (and per device the report names beyond the selection)."""
+    names = dict(ctx.devices)
+    for name in [*rep.get("changes", {}), *rep.get("errors", {}), *rep.get("restored", [])]:
+        if name != "run":
+            names.setdefault(name, "unknown")
+    rows = []
+    for name, role in names.items():
+        outcome, error = _device_outcome(name, rep, ctx)
+        rows.append({"name": name, "role": role, "outcome": outcome,
+                     "changes": len(rep.get("changes", {}).get(name, [])),
+                     "restored": name in rep.get("restored", []), "error": error,
+                     "kept": [c["key"] for c in rep.get("kept", {}).get(name, [])]})
+    return rows
+
+
+def pair_rows(rep: dict, ctx: Context) -> list[dict]:
+    """The judged pairs (:func:`judged_pairs`), each with its baseline values and an outcome:
+    ``pass``, ``fail`` (measured, and a threshold or the baseline says no) or ``error`` (the test
+    did not run or gave no value: not a measurement, never judged as a regression)."""
+    base = ctx.baseline or {}
+    rows = []
+    for r in judged_pairs(rep):
+        b = base.get(r["pair"]) or {}
+        outcome = "error" if r.get("error") else ("fail" if r.get("verdict") == "fail" else "pass")
+        rows.append({**r, "outcome": outcome, "baseline_bw_gbps": b.get("bw_gbps"),
+                     "baseline_lat_us": b.get("lat_us")})
+    return rows
+
+
+def _error(err: BaseException | None) -> dict | None:
+    if err is None:
+        return None
+    return {"type": type(err).__name__, "host": getattr(err, "host", None), "message": str(err) or repr(err)}
+
+
+def run_outcome(rep: dict, ctx: Context) -> str:
+    """The run's outcome: RunReport's own, or what stopped it (:data:`RAISED_OUTCOMES`, else ``error``)."""
+    if ctx.error is not None:
+        return RAISED_OUTCOMES.get(type(ctx.error).__name__, "error")
+    return rep["outcome"]
+
+
+def build(report, ctx: Context) -> dict:
+    """The report document of one run (the shape ``report.schema.json`` documents).
+
+    Args:
+        report: the run's :class:`~tuning.rollout.engine.RunReport`, or None when the run raised
+            before it had one (``ctx.error`` says why).
+        ctx: what the run's RunReport does not hold.
+
+    Returns:
+        A JSON-ready dict: RunReport's fields, then ``schema_version``, ``generator``,
+        ``command``, ``inventory``, ``started`` / ``finished`` (ISO 8601 UTC), ``exit_code``,
+        ``error``, ``n_changes``, ``thresholds``, ``devices``, ``pairs`` and ``summary``.
+    """
+    from tuning.rollout.engine import RunReport
+
+    until = ctx.finished if ctx.finished is not None else time.time()
+    rep = (report or RunReport(None, ctx.command, outcome="failed",
+                               seconds=round(max(0.0, until - ctx.started), 2))).as_dict()
+    devices, pairs = device_rows(rep, ctx), pair_rows(rep, ctx)
+    return {
+        "schema_version": SCHEMA_VERSION, "generator": f"fabtune {__version__}", "command": ctx.command,
+        **rep, "outcome": run_outcome(rep, ctx),
+        "inventory": ctx.inventory, "started": iso_utc(ctx.started), "finished": iso_utc(ctx.finished),
+        "exit_code": ctx.exit_code, "error": _error(ctx.error),
+        "n_changes": sum(len(v) for v in rep.get("changes", {}).values()),
+        "thresholds": ctx.thresholds, "devices": devices, "pairs": pairs,
+        "summary": {"devices": len(devices), **{o: _count(devices, o) for o in DEVICE_OUTCOMES},
+                    "pairs": len(pairs), "pairs_passed": _count(pairs, "pass"),
+                    "pairs_failed": _count(pairs, "fail"), "pairs_errored": _count(pairs, "error")},
+    }
+
+
+def _count(rows: list[dict], outcome: str) -> int:
+    return sum(1 for r in rows if r["outcome"] == outcome)
+
+
+def schema() -> dict:
+    """The JSON Schema (draft 2020-12) of :func:`build`'s document, from the package data."""
+    return json.loads(resources.files("tuning.reports").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename, so a
+    reader (a CI step, node_exporter) never sees half a report.
+
+    Raises:
+        OSError: the folder is not writable (the caller names the flag).
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write(doc: dict, path: Path) -> None:
+    """Write the report document as indented JSON (UTF-8), atomically."""
+    write_atomic(path, (json.dumps(doc, indent=2, default=str) + "\n").encode())
