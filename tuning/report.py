@@ -40,15 +40,18 @@ def changes_table(changes: dict[str, list[dict]], title: str, offline: bool = Fa
     """
     absent = "(not read)" if offline else "(absent)"
     t = Table(title=title, title_justify="left")
-    for col in ("device", "domain", "setting", *headings):
+    noted = any(_effect(c) for items in changes.values() for c in items)
+    for col in ("device", "domain", "setting", *headings, *(("takes effect",) if noted else ())):
         t.add_column(col, overflow="fold")
     for dev, items in changes.items():
         for c in items:
             if c["domain"] != "irq":
-                t.add_row(dev, c["domain"], c["key"], _short(c["before"], absent), _short(c["after"]) + _effect(c))
+                t.add_row(dev, c["domain"], c["key"], _short(c["before"], absent), _short(c["after"]),
+                          *((_effect(c),) if noted else ()))
         for netdev, irqs in _irqs_by_nic(items).items():
             t.add_row(dev, "irq", f"irq {netdev} ({len(irqs)} completion IRQs)",
-                      _short(_cpus(c["before"] for c in irqs), absent), _short(_cpus(c["after"] for c in irqs)))
+                      _short(_cpus(c["before"] for c in irqs), absent), _short(_cpus(c["after"] for c in irqs)),
+                      *(("",) if noted else ()))
     return t
 
 
@@ -58,11 +61,12 @@ EFFECT_WORDS = {"reboot_required": "reboot required", "pending_reset": "pending 
 
 
 def _effect(c: dict) -> str:
-    """`` [reboot required]`` etc. after a value whose change is not simply live (Change.effect)."""
+    """``reboot required`` etc. for a change that is not simply live (Change.effect), and whether
+    an automatic rollback leaves it in place; ``""`` for a plain live change."""
     words = [EFFECT_WORDS[e]] if (e := c.get("effect", "live")) in EFFECT_WORDS else []
     if c.get("reversible", True) is False:
         words.append("not undone by automatic rollback")
-    return f" [{'; '.join(words)}]" if words else ""
+    return "; ".join(words)
 
 
 def findings_table(findings: list[dict], title: str = "findings (reported, not changed)") -> Table:
