@@ -103,6 +103,11 @@ def grub_words(output: str) -> str | None:
     return f"{linux} {rest.splitlines()[0] if rest else ''}".strip()
 
 
+#: what a word of the boot loader's command line may hold: the inventory grammar's characters
+#: (tuning.model.grammar check_cmdline_name / check_cmdline_value) and the ``=`` between them
+_SAFE_WORD = re.compile(r"[A-Za-z0-9_.,:/+=-]{1,320}")
+
+
 def _word(opt: str, value: str) -> str:
     return opt if value == "" else f"{opt}={value}"
 
@@ -216,6 +221,12 @@ class CmdlineDomain(Domain):
     def command(self, key: str, value: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str | None:
         opt = key.split("/", 1)[1]
         word = "" if value == ABSENT else _word(opt, value)
+        if not _SAFE_WORD.fullmatch(word or opt):
+            # the word lands inside GRUB_CMDLINE_LINUX="..." of a file update-grub SOURCES as root: shell
+            # quoting of this command cannot protect that context, so anything beyond the inventory
+            # grammar (a spec built around it) is refused on the node with nothing written
+            why = q(f"fabtune: refusing kernel option {word or opt!r}: outside [A-Za-z0-9_.,:/+=-]")
+            return f"{{ echo {why} >&2; false; }}"
         cfg = sysroot_path(sysroot, GRUB_DEFAULT)
         f, new, old = q(cfg), q(cfg + ".fabtune-new"), q(cfg + ".fabtune-old")
         return (f"awk -v opt={q(opt)} -v word={q(word)} {q(_AWK)} {f} > {new} && cp -p {f} {old} && "
