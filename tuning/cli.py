@@ -92,10 +92,17 @@ def _emit(report, as_json: bool, title: str, diff: bool = False) -> None:
         out.print(f"restored: {', '.join(report.restored)} (every touched device is back to its snapshot"
                   + (", except the firmware settings below)" if report.kept else ")"))
     for dev, items in (report.kept or {}).items():
-        keys = ", ".join(f"{c['key']}={c['after']}" for c in items)
-        out.print(f"[yellow]{dev}: kept {len(items)} firmware setting(s) (active after a reset; not undone "
-                  f"automatically): {keys}; put back with `fabtune rollback --firmware {report.run_id}`[/yellow]",
-                  highlight=False)
+        undo = [c for c in items if c.get("undo") != "by hand"]
+        burns = [c for c in items if c.get("undo") == "by hand"]
+        if undo:
+            keys = ", ".join(f"{c['key']}={c['after']}" for c in undo)
+            out.print(f"{dev}: kept {len(undo)} firmware setting(s) (active after a reset; not undone "
+                      f"automatically): {keys}; put back with `fabtune rollback --firmware {report.run_id}`",
+                      style="yellow", markup=False, highlight=False)
+        for c in burns:
+            out.print(f"{dev}: {c['key']}: firmware {c['after']} stays burned: fabtune cannot undo a burn (the "
+                      f"old image is not at hand); burn {c['before']} again by hand if needed",
+                      style="yellow", markup=False, highlight=False)
     n = report.n_changes
     words = {"planned": f"{n} change(s) planned, nothing pushed" if n else "0 changes: already in the desired state",
              "no-change": "0 changes: already in the desired state, nothing touched",

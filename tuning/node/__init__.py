@@ -217,9 +217,9 @@ def _push(host: Host, name: str, changes: list[Change], use_before: bool, phase:
     if res.rc != 0:
         failed = next((int(l.split()[1]) for l in res.stderr.splitlines() if l.startswith("@@failed")), 0)
         locked = LOCK_MARK in res.stderr  # nothing ran: the script stopped at the node lock
-        err = CommandError("(node lock)" if locked else cmds[failed], res.rc,
-                           res.stderr.replace(f"@@failed {failed}", "").replace(LOCK_MARK + " ", "").strip(),
-                           host=name, phase=phase)
+        said = res.stderr.replace(f"@@failed {failed}", "").replace(LOCK_MARK + " ", "").strip()
+        said = said or "\n".join(res.stdout.strip().splitlines()[-3:])  # tools such as mlxconfig print -E- on stdout
+        err = CommandError("(node lock)" if locked else cmds[failed], res.rc, said, host=name, phase=phase)
         err.applied = todo[:failed]  # type: ignore[attr-defined]
         raise err
     bad = _mismatches(todo, _read_back(res.stdout, reads), use_before)

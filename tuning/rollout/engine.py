@@ -163,6 +163,20 @@ def _findings(s: Session, states: dict, domains: set[str] | None) -> list[dict]:
     return out
 
 
+def _findings_after(s: Session, opts: Options, report: RunReport, progress: Progress) -> list[dict]:
+    """Findings of the fabric as the run left it: the changed nodes are read again (one round trip
+    each, in parallel), so a report never shows an ACS redirect the run cleared or misses a reset the
+    run made pending. A node that cannot be read again keeps its findings from before the run."""
+    changed = {n for n in report.changes if s.inv.devices[n].role == "node"}
+    if not changed:
+        return report.findings
+    progress(f"reading {len(changed)} changed node(s) again for the report's findings")
+    dev_by_name = {d.name: d for d in s.devices}
+    ok, _ = outcomes(fan_out(s.nr, lambda dev: node_mod.collect(s.nodes[dev.name], dev, opts.domains),
+                             "collect", only=changed))
+    return _findings(s, {**s.states, **{n: st for n, st in ok.items() if n in dev_by_name}}, opts.domains)
+
+
 def _refuse_firmware(plans: dict, allowed: bool) -> None:
     """A firmware burn (a ``fw/`` change) is pushed only with ``--allow-firmware``.
 
@@ -335,6 +349,8 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
             report.outcome = "planned"
             return report
         _execute(s, inv, opts, states, plans, report, progress, Run(run_id, pairs, window))
+        if report.outcome in ("applied", "kept"):
+            report.findings = _findings_after(s, opts, report, progress)
         return report
     finally:
         s.close()
@@ -411,7 +427,7 @@ def _transact(s: Session, opts: Options, plans: dict, report: RunReport,
              + (f"; switch confirm window {r.confirm_s} s" if r.confirm_s else ""))
     failed = _apply(s, plans, j, r.confirm_s if rollout and opts.verify else None)
     if failed:
-        report.errors = {n: str(e) for n, e in failed.items()}
+        report.errors = {n: getattr(e, "message", str(e)) for n, e in failed.items()}  # keyed by device already
         _fail(s, j, report, progress, "apply failed")
         return
     if rollout and opts.verify:

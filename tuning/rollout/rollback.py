@@ -34,7 +34,14 @@ def touched_devices(j: Journal, irreversible: bool = False) -> list[str]:
     """Devices a run may have changed and has not restored yet; with ``irreversible`` also those
     restored except for irreversible (firmware) changes an automatic restore kept."""
     return sorted(n for n, rec in j.data["devices"].items()
-                  if rec.get("state") in TOUCHED and (not rec.get("restored") or (irreversible and rec.get("kept"))))
+                  if rec.get("state") in TOUCHED and (not rec.get("restored") or (irreversible and _undoable_kept(rec))))
+
+
+def _undoable_kept(rec: dict) -> bool:
+    """Whether a restored device still holds a kept change that has a restore command (an mlxconfig
+    value; a firmware burn has none: the old image is not at hand)."""
+    kept = set(rec.get("kept") or [])
+    return any(c["key"] in kept and c.get("restore_cmd") for c in rec.get("applied") or rec.get("changes") or [])
 
 
 def _changes(rec: dict) -> list[Change]:
@@ -51,11 +58,13 @@ def _changes(rec: dict) -> list[Change]:
 
 def kept_changes(j: Journal) -> dict[str, list[dict]]:
     """Per device, the irreversible changes (firmware) restores left in place: ``{"domain", "key",
-    "before", "after", "effect"}``; ``fabtune rollback --firmware RUN_ID`` puts them back."""
+    "before", "after", "effect", "undo"}``; ``undo`` is ``fabtune rollback --firmware`` (an mlxconfig
+    value) or ``by hand`` (a firmware burn: burn the ``before`` version's image again)."""
     out = {}
     for n, rec in j.data["devices"].items():
         if rec.get("kept"):
-            out[n] = [{k: c[k] for k in ("domain", "key", "before", "after", "effect") if k in c}
+            out[n] = [{**{k: c[k] for k in ("domain", "key", "before", "after", "effect") if k in c},
+                       "undo": "fabtune rollback --firmware" if c.get("restore_cmd") else "by hand"}
                       for c in rec.get("applied") or rec.get("changes") or [] if c["key"] in rec["kept"]]
     return out
 
@@ -196,7 +205,7 @@ def _now_and_restored(j: Journal, names: list[str], irreversible: bool = False) 
     for n in names:
         out[n] = [{"domain": c.domain, "key": c.key, "now": c.after, "restored_to": c.before,
                    "before": c.after, "after": c.before, "effect": c.effect}
-                  for c in _changes(j.device(n)) if c.reversible or irreversible]
+                  for c in _changes(j.device(n)) if c.reversible or (irreversible and c.restore_cmd)]
     return out
 
 
@@ -256,6 +265,7 @@ def rollback_run(journal_dir: Path, run_id: str, inventory: Path | None = None, 
         done = [n for n, rec in j.data["devices"].items() if rec.get("restored")]
         report.errors["run"] = (f"already rolled back ({', '.join(sorted(done))})" if done
                                 else "the run changed nothing")
+        report.kept = kept_changes(j)  # what stays (a firmware burn cannot be put back), said again
         return report
     clash = later_conflicts(journal_dir, j)
     if clash and not force:
