@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from tuning.checks import check_addresses, check_cabling, check_qos, check_vars_files
 from tuning.errors import InputError
 from tuning.model import NicQos, NodeSpec, SwitchRoce, SwitchSpec
+from tuning.model.node_tuning import overlaps
 from tuning.model.layout import Tree, VarsCache, host_vars, parse_tree
 from tuning.model.messages import validation_error
 from tuning.model.settings import ConnectionVars
@@ -223,6 +224,9 @@ def _device(tree: Tree, cache: VarsCache, host: str, role_of: dict, mixed: set[s
         spec = model.model_validate(fields)
     except ValidationError as e:
         raise validation_error(e, model, sources, host) from None
+    if isinstance(spec, NodeSpec):  # a setting the profile gives twice, named with the file that set it
+        for key, problem in overlaps(spec.kernel, spec.cpu, spec.sysctl):
+            raise InputError(sources.get(key.split(".")[0], "inventory"), key, f"{problem} (host {host})")
     return Device(host, groups, _connection(cache.inv, host, vars_, sources), spec, sources)
 
 

@@ -16,7 +16,7 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from tuning.model import grammar
-from tuning.model.node_tuning import CpuSpec, FirmwareSpec, KernelSpec, ModulesSpec, PauseSpec, PcieSpec, overlaps
+from tuning.model.node_tuning import CpuSpec, FirmwareSpec, KernelSpec, ModulesSpec, PauseSpec, PcieSpec
 
 #: strict types: a YAML ``true`` is not the priority 1, ``22.5`` is not the port 22
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -137,13 +137,6 @@ class NodeSpec(BaseModel):
     modules: ModulesSpec = ModulesSpec()
     pcie: PcieSpec = PcieSpec()
     pause: PauseSpec = PauseSpec()
-
-    @model_validator(mode="after")
-    def _written_once(self) -> "NodeSpec":
-        """A setting the profile gives twice (tuning.model.node_tuning.overlaps) is refused at load."""
-        for key, problem in overlaps(self.kernel, self.cpu, self.sysctl):
-            raise ValueError(f"{key}: {problem}")
-        return self
 
     @field_validator("nics")
     @classmethod
