@@ -9,6 +9,7 @@ import pytest
 from tests.node.conftest import Node, node_files
 from tuning import node
 from tuning.lab.boot import boot_commands, reboot
+from tuning.lab.fabric import KERNEL_RELEASE
 from tuning.lab.hw_pci import inject
 from tuning.lab.tools.modtools import NV_VERSION
 
@@ -107,7 +108,7 @@ def test_modprobe_refuses_without_root_with_the_real_texts(node_lab):
                                                            "Operation not permitted\n")
         res = n.host.run("modprobe nvidia_fake")
         assert (res.rc, res.stderr) == (1, "modprobe: FATAL: Module nvidia_fake not found in directory "
-                                           "/lib/modules/6.8.0-45-generic\n")
+                                           f"/lib/modules/{KERNEL_RELEASE}\n")
         assert (n.sysroot / "proc/modules").read_bytes() == modules
     finally:
         n.close()

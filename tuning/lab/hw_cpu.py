@@ -215,7 +215,8 @@ def build(root: Path, node: Node) -> None:
                                  ("time", str(usage * (residency + 3))), ("default_status", "enabled")):
                 (state / fname).write_text(value + "\n")
     for fname, value in (("current_driver", "intel_idle"), ("current_governor", "menu"),
-                         ("current_governor_ro", "menu"), ("available_governors", "ladder menu teo")):
+                         ("current_governor_ro", "menu"), ("available_governors", "ladder menu teo ")):
+        # drivers/cpuidle/sysfs.c show_available_governors: "%s " per governor, then "\n"
         _put(cpu_dir / "cpuidle" / fname, value)
     _build_memory(root, node)
     _put(root / "etc/default/grub", DEFAULT_GRUB.rstrip("\n"))

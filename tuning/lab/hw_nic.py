@@ -96,10 +96,12 @@ def load(sysroot: Path, bdf: str) -> dict:
 
 
 def save(sysroot: Path, nic: dict) -> None:
-    """Write a NIC's flash state atomically (stable bytes: sorted keys, one space indent)."""
+    """Write a NIC's flash state atomically (stable bytes: sorted keys, one space indent), 0600: the
+    flash is the device's, which only root reaches (through the firmware tools run with sudo)."""
     path = nic_path(sysroot, nic["bdf"])
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     tmp.write_text(json.dumps(nic, indent=1, sort_keys=True) + "\n")
+    os.chmod(tmp, 0o600)
     tmp.replace(path)
 
 

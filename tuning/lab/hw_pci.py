@@ -7,7 +7,8 @@ between GPU i and NIC i (upstream port ``switch_up``, downstream ports ``switch_
 the NIC and ``switch_down[1]`` towards the GPU), the NIC and the GPU, each as
 ``sys/bus/pci/devices/<bdf>/`` with:
 
-- ``config``: the binary configuration space (4096 bytes) that the ``lspci`` / ``setpci``
+- ``config``: the binary configuration space (4096 bytes, kept root-only in ``run/lab/pci/<bdf>.config``;
+  the world-readable sysfs ``config`` holds the 64 bytes an unprivileged reader gets) that the ``lspci`` / ``setpci``
   stand-ins (:mod:`tuning.lab.tools.pci`) decode and write: header, PCI Express capability
   (version 1) and, on the downstream ports, Access Control Services with the firmware default
   ``ACSCtl: SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-``
@@ -122,18 +123,43 @@ def writable_mask(cfg: bytes | bytearray, addr: int, width: int) -> int:
     return mask
 
 
-def load(root: Path, bdf: str) -> bytearray:
-    """The whole config space of ``bdf`` (the caller decides what a reader may see)."""
-    return bytearray(config_path(root, bdf).read_bytes())
+#: where the lab keeps each device's whole configuration space (root only, 0600, volatile): the
+#: world-readable sysfs ``config`` holds what a reader without CAP_SYS_ADMIN gets (``pci_read_config``:
+#: the first 64 bytes), so an unprivileged ``cat``/``wc`` of it reads 64 bytes as on a real node; the
+#: lab's limit: a root ``cat`` of the sysfs file reads 64 bytes too (lspci/setpci as root read all 4096)
+KERNEL_CONFIG = "run/lab/pci"
+
+
+def kernel_config_path(root: Path, bdf: str) -> Path:
+    """``<sysroot>/run/lab/pci/<bdf>.config``: the whole config space (:data:`KERNEL_CONFIG`)."""
+    return root / KERNEL_CONFIG / f"{bdf}.config"
+
+
+def load(root: Path, bdf: str, privileged: bool = True) -> bytearray:
+    """The config space of ``bdf`` as a reader sees it: all 4096 bytes with CAP_SYS_ADMIN
+    (``privileged``), else the first :data:`UNPRIVILEGED_BYTES` (the sysfs file). Raises OSError."""
+    whole = kernel_config_path(root, bdf)
+    if privileged and whole.is_file():
+        return bytearray(whole.read_bytes())
+    return bytearray(config_path(root, bdf).read_bytes()[:CONFIG_SIZE if privileged else UNPRIVILEGED_BYTES])
+
+
+def _replace(path: Path, data: bytes, mode: int) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_bytes(data)
+    os.chmod(tmp, mode)
+    tmp.replace(path)
 
 
 def store(root: Path, bdf: str, cfg: bytearray) -> None:
-    """Write a config space back atomically (a concurrent lspci never sees half a file)."""
+    """Write a config space back atomically (a concurrent lspci never sees half a file): the whole
+    space root-only (:func:`kernel_config_path`, 0600), the first 64 bytes to sysfs ``config``
+    (mode kept, 0644 as the kernel makes it)."""
+    whole = kernel_config_path(root, bdf)
+    whole.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _replace(whole, bytes(cfg), 0o600)
     path = config_path(root, bdf)
-    tmp = path.with_name(f".config.{os.getpid()}")
-    tmp.write_bytes(bytes(cfg))
-    os.chmod(tmp, path.stat().st_mode & 0o7777)
-    tmp.replace(path)
+    _replace(path, bytes(cfg[:UNPRIVILEGED_BYTES]), path.stat().st_mode & 0o7777 if path.exists() else 0o644)
 
 
 def devices(root: Path) -> list[str]:
@@ -259,7 +285,7 @@ def _put(path: Path, text: str, only_new: bool = False) -> None:
 def _device(root: Path, bdf: str, kind: str, numa: int, cfg: bytearray) -> None:
     d = root / "sys/bus/pci/devices" / bdf
     d.mkdir(parents=True, exist_ok=True)
-    config_path(root, bdf).write_bytes(bytes(cfg))
+    store(root, bdf, cfg)
     vendor, device, _, klass, progif, driver = KINDS[kind]
     _put(d / "vendor", f"0x{vendor:04x}", only_new=True)
     _put(d / "device", f"0x{device:04x}", only_new=True)
@@ -290,9 +316,7 @@ def build(root: Path, node: Node) -> None:
     from tuning.lab.tools import modtools
     from tuning.lab.tools.ethtool import pause_path
 
-    modules = root / "proc/modules"
-    modules.parent.mkdir(parents=True, exist_ok=True)
-    modules.write_text(modtools.boot_modules(inbox=node.driver == "inbox"))
+    modtools.write_modules(root, modtools.boot_modules(inbox=node.driver == "inbox"))
     (root / "sys/kernel/mm").mkdir(parents=True, exist_ok=True)
     (root / "etc/modules-load.d").mkdir(parents=True, exist_ok=True)
     for nic in node.nics:

@@ -7,7 +7,8 @@
 - ``ethtool -A|--pause IF [autoneg on|off] [rx on|off] [tx on|off]``: silent on success. Without
   CAP_NET_ADMIN the kernel refuses ETHTOOL_MSG_PAUSE_SET (genetlink ``GENL_UNS_ADMIN_PERM``) and
   ethtool prints ``netlink error: Operation not permitted`` (``perror`` in ``nlsock_process_ack``) and
-  exits 76 (``nl_spause``: ``nlctx->exit_code ?: 76``). ``autoneg on`` is refused by mlx5
+  exits 76 (``nl_spause``: ``nlctx->exit_code ?: 76``), whatever the device name (the permission is
+  checked before the request's header is parsed). ``autoneg on`` is refused by mlx5
   (``mlx5e_ethtool_set_pauseparam`` returns -EINVAL): ``netlink error: Invalid argument``, exit 76.
   The ioctl-era texts (``Cannot set device pause parameters: ...``, exit 81) are not what a current
   ethtool prints on a kernel with ethtool netlink (5.6+).
@@ -70,12 +71,12 @@ def _set(root: Path, ifname: str, args: list[str]) -> int:
     if not want:
         print("ethtool (-A): no parameters given", file=sys.stderr)  # M: ethtool's parser wants at least one
         return 1
+    if not is_privileged():  # genetlink checks GENL_UNS_ADMIN_PERM before the header names a device
+        print("netlink error: Operation not permitted", file=sys.stderr)
+        return 76
     path = pause_path(root, ifname)
     if not (root / "sys/class/net" / ifname).is_dir() or not path.is_file():
         return _no_device(ifname)
-    if not is_privileged():
-        print("netlink error: Operation not permitted", file=sys.stderr)
-        return 76
     if want.get("autoneg"):
         print("netlink error: Invalid argument", file=sys.stderr)
         return 76

@@ -21,8 +21,10 @@ but flow simplified, L = invented by analogy):
   requiring firmware update...``, ``Restart needed for updates to take effect.``) without the
   progress percentages and backspaces (M). Lab images: a file in the ``-D`` folder (or ``-i``)
   whose first line is ``LABFW <PSID> <version>`` (a real image is binary; MFT reads the same two
-  facts from it). Non-root: ``-E- Failed to query <dev> device, error : Permission denied`` on
-  stderr, exit 1 (``ERR_CODE_QUERY_FAILED``; the error detail is L).
+  facts from it). Non-root (``MlnxDev::query``: ``User is Not Root``): each device's block with
+  ``Status:           Failed to open device`` on stdout; ``-u`` adds ``---------`` and ``-E- Failed
+  to query <dev> device, error : User is Not Root`` on stderr (``--query`` returns before printing
+  them); exit 1 (``ERR_CODE_QUERY_FAILED``) (H for the texts, M for the empty fields).
 - ``mlxfwreset``: a recorded ``mlxfwreset -y -d 0000:04:00.0 reset`` transcript (talos docs) and
   mstflint ``small_utils/mstfwreset.py`` (``AskUser``, ``-E- Only root user can run this tool.``,
   ``-E- Aborted by user``) (H/M).
@@ -275,10 +277,30 @@ def mlxfwmanager(argv: list[str]) -> int:
     else:
         targets = [(b, b) for b in hw_nic.bdfs(root)]
     if not is_privileged():
-        for _, dev in targets:
-            print(f"-E- Failed to query {dev} device, error : Permission denied", file=sys.stderr)
-        return 1
+        return _fw_not_root(opts, targets)
     return _fw_run(root, opts, targets)
+
+
+def _fw_not_root(opts: dict, targets: list[tuple[str, str]]) -> int:
+    """What mstflint prints for a caller who is not root (``MlnxDev::query``: ``User is Not Root``):
+    a block per device that could not be opened (``printDeviceInfoQuery`` of a device whose query
+    failed: type ``N/A``, no PSID, no port addresses, version ``--``, status ``Failed to open
+    device``), then, for ``-u`` only, ``---------`` and ``-E- Failed to query DEV device, error : User
+    is Not Root`` per device on stderr (``checkAndDisplayDeviceQuery1D`` returns before printing its
+    error lines when it queries); exit 1 (``ERR_CODE_QUERY_FAILED``)."""
+    out = ""
+    for index, (_, dev) in enumerate(targets, 1):
+        rows = [("Device Type:", "N/A"), ("Part Number:", "--"), ("Description:", ""), ("PSID:", ""),
+                ("PCI Device Name:", dev), ("Port1 MAC:", ""), ("Port1 GUID:", ""), ("Port2 MAC:", ""),
+                ("Port2 GUID:", "")]
+        out += (f"Device #{index}:\n----------\n\n" + "".join(f"  {k:<18}{v}\n" for k, v in rows)
+                + f"  {'Versions:':<18}{'Current':<14} {'Available':<14}\n"
+                + f"     {'FW':<15}{'--':<14} {'':<14}\n\n  {'Status:':<18}Failed to open device\n\n")
+    sys.stdout.write(out)
+    if opts["update"]:
+        sys.stderr.write("---------\n" + "".join(f"-E- Failed to query {dev} device, error : User is Not Root\n"
+                                                for _, dev in targets))
+    return 1
 
 
 def _fw_run(root: Path, opts: dict, targets: list[tuple[str, str]]) -> int:

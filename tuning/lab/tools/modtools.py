@@ -85,16 +85,41 @@ def boot_modules(inbox: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the module list with load addresses, root only (0600, volatile): ``proc/modules`` itself shows
+#: ``0x0000000000000000`` (``modules_open``: a reader without ``kallsyms_show_value``, i.e. the node's
+#: user with the default kptr_restrict; the lab's limit: a root ``cat`` sees zeros too)
+KERNEL_MODULES = "run/lab/modules"
+
+
 def _read(root: Path) -> list[list[str]]:
-    return [line.split(" ") for line in (root / "proc/modules").read_text().splitlines() if line]
+    path = root / KERNEL_MODULES
+    if not (is_privileged() and path.is_file()):
+        path = root / "proc/modules"
+    return [line.split(" ") for line in path.read_text().splitlines() if line]
+
+
+def _replace(path: Path, text: str, mode: int) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(text)
+    os.chmod(tmp, mode)
+    tmp.replace(path)
+
+
+def write_modules(root: Path, text: str) -> None:
+    """Store the module list ``text`` (``/proc/modules`` lines with addresses): whole in
+    :data:`KERNEL_MODULES` (0600), addresses zeroed in ``proc/modules`` (0444, as procfs shows it)."""
+    private = root / KERNEL_MODULES
+    private.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _replace(private, text, 0o600)
+    hidden = "".join(" ".join(r[:5] + ["0x0000000000000000"] + r[6:]) + "\n"
+                     for r in (line.split(" ") for line in text.splitlines() if line))
+    public = root / "proc/modules"
+    public.parent.mkdir(parents=True, exist_ok=True)
+    _replace(public, hidden, public.stat().st_mode & 0o7777 if public.exists() else 0o444)
 
 
 def _write(root: Path, rows: list[list[str]]) -> None:
-    path = root / "proc/modules"
-    tmp = path.with_name(f".modules.{os.getpid()}")
-    tmp.write_text("".join(" ".join(r) + "\n" for r in rows))
-    os.chmod(tmp, path.stat().st_mode & 0o7777)
-    tmp.replace(path)
+    write_modules(root, "".join(" ".join(r) + "\n" for r in rows))
 
 
 def _holders(row: list[str]) -> list[str]:
@@ -141,9 +166,9 @@ def _load(root: Path, name: str) -> int:
     if peer and _registers(root):
         client = _peers_dir(root) / "nv_mem"
         client.mkdir(parents=True, exist_ok=True)
-        (client / "version").write_text(f"{NV_VERSION}\n")
-        for counter in PEER_COUNTERS:
-            (client / counter).write_text("0\n")
+        for fname, value in [("version", NV_VERSION)] + [(c, "0") for c in PEER_COUNTERS]:
+            (client / fname).write_text(f"{value}\n")
+            (client / fname).chmod(0o444)  # read-only attributes (even root's write: EACCES)
     return 0
 
 

@@ -27,11 +27,12 @@ Status; Device Control bit 15 (Initiate FLR) reads 0.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
 from tuning.lab.hw_pci import (ACS_CAP, ACS_CTRL, CAP_EXP, CONFIG_SIZE, DEVCAP, DEVCTL, DEVSTA, ECAP_ACS, LNKCAP, LNKCTL,
-                               LNKSTA, UNPRIVILEGED_BYTES, devices, find_cap, find_ecap, load, parse_slot, rd, slot_match,
+                               LNKSTA, devices, find_cap, find_ecap, load, parse_slot, rd, slot_match,
                                store, wr, writable_mask)
 from tuning.lab.sudo import is_privileged
 from tuning.lab.tools.node import _sysroot  # the node's sysroot ($FABTUNE_LAB_SYSROOT), one helper for all stand-ins
@@ -262,12 +263,14 @@ def lspci(argv: list[str]) -> int:
             print(f"fabtune lab: lspci supports -D, -v[v[v]] and -s SLOT, not {arg!r}", file=sys.stderr)
             return 2
     root = _sysroot()
-    visible = CONFIG_SIZE if is_privileged() else UNPRIVILEGED_BYTES
+    privileged = is_privileged()
     out: list[str] = []
     for bdf in devices(root):
         if slot is not None and not slot_match(bdf, slot):
             continue
-        cfg = bytes(load(root, bdf)[:visible]) + b"\xff" * (CONFIG_SIZE - visible)
+        cfg = load(root, bdf, privileged)
+        visible = len(cfg)
+        cfg = bytes(cfg) + b"\xff" * (CONFIG_SIZE - visible)
         if verbose < 2:
             out.append(_header(root, bdf, cfg)[0])
             continue
@@ -279,9 +282,22 @@ def lspci(argv: list[str]) -> int:
 
 # ---- setpci ---------------------------------------------------------------------------------
 
-#: the register names fabtune and the field use (setpci.c pci_reg_names): name -> (cap type, id, offset, width)
-REG_NAMES = {"COMMAND": (0, 0, 0x04, 2), "STATUS": (0, 0, 0x06, 2), "VENDOR_ID": (0, 0, 0x00, 2),
-             "DEVICE_ID": (0, 0, 0x02, 2), "CAP_EXP": (1, CAP_EXP, 0, 0), "ECAP_ACS": (2, ECAP_ACS, 0, 0)}
+#: setpci.c ``pci_reg_names`` (pciutils v3.10.0): name -> (cap type 0/1/2, cap id, offset, width); the
+#: header registers the lab's devices have and every capability name
+REG_NAMES = {"VENDOR_ID": (0, 0, 0x00, 2), "DEVICE_ID": (0, 0, 0x02, 2), "COMMAND": (0, 0, 0x04, 2),
+             "STATUS": (0, 0, 0x06, 2), "REVISION": (0, 0, 0x08, 1), "CLASS_PROG": (0, 0, 0x09, 1),
+             "CLASS_DEVICE": (0, 0, 0x0A, 2), "CACHE_LINE_SIZE": (0, 0, 0x0C, 1),
+             "LATENCY_TIMER": (0, 0, 0x0D, 1), "HEADER_TYPE": (0, 0, 0x0E, 1), "BIST": (0, 0, 0x0F, 1)}
+REG_NAMES.update({f"CAP_{n}": (1, i, 0, 0) for i, n in enumerate(
+    "PM AGP VPD SLOTID MSI CHSWP PCIX HT VNDR DBG CCRC HOTPLUG SSVID AGP3 SECURE EXP MSIX SATA AF EA".split(), 1)})
+REG_NAMES.update({f"ECAP_{n}": (2, i, 0, 0) for i, n in (
+    (1, "AER"), (2, "VC"), (3, "DSN"), (4, "PB"), (5, "RCLINK"), (6, "RCILINK"), (7, "RCEC"), (8, "MFVC"),
+    (9, "VC2"), (0xA, "RBCB"), (0xB, "VNDR"), (0xD, "ACS"), (0xE, "ARI"), (0xF, "ATS"), (0x10, "SRIOV"),
+    (0x11, "MRIOV"), (0x12, "MCAST"), (0x13, "PRI"), (0x15, "REBAR"), (0x16, "DPA"), (0x17, "TPH"),
+    (0x18, "LTR"), (0x19, "SECPCI"), (0x1A, "PMUX"), (0x1B, "PASID"), (0x1C, "LNR"), (0x1D, "DPC"),
+    (0x1E, "L1PM"), (0x1F, "PTM"), (0x20, "M_PCIE"), (0x21, "FRS"), (0x22, "RTR"), (0x23, "DVSEC"),
+    (0x24, "VF_REBAR"), (0x25, "DLNK"), (0x26, "16GT"), (0x27, "LMR"), (0x28, "HIER_ID"), (0x29, "NPEM"))})
+U32 = 0xFFFFFFFF
 
 
 def _parse_err(msg: str) -> int:
@@ -289,68 +305,126 @@ def _parse_err(msg: str) -> int:
     return 1
 
 
-def _parse_op(text: str) -> tuple[dict, str | None]:
-    """One ``<base>[+<offset>][.(B|W|L)][=<values>]`` operation, or (None-ish, error text)."""
-    base, _, value = text.partition("=")
-    if "=" in text and not value:
-        return {}, "Missing value"
-    base, _, width = base.partition(".")
-    base, _, offset = base.partition("+")
-    op = {"cap_type": 0, "cap_id": 0, "addr": 0, "width": 0, "values": []}
-    if width:
-        if len(width) != 1 or width.upper() not in "BWL":
-            return {}, f'Invalid width "{width}"'
-        op["width"] = {"B": 1, "W": 2, "L": 4}[width.upper()]
+def _x32(text: str) -> tuple[int, int | None, str]:
+    """setpci.c ``parse_x32`` (``strtoul(c, &stop, 16)``): (-1 error | 0 stopped early | 1 whole text,
+    value, the rest from where strtoul stopped)."""
+    if not text:
+        return -1, None, ""
+    m = re.match(r"[ \t\n\v\f\r]*([+-]?)(0[xX](?=[0-9a-fA-F]))?([0-9a-fA-F]*)", text)
+    digits = m.group(3)
+    if not digits:
+        return 0, 0, text
+    value = int(digits, 16)
+    if value > 0xFFFFFFFFFFFFFFFF:
+        return -1, None, ""  # ERANGE
+    if m.group(1) == "-":
+        value = (-value) & 0xFFFFFFFFFFFFFFFF
+    if value & U32 != value:
+        return -1, None, ""
+    rest = text[m.end():]
+    return (0 if rest else 1), value, rest
+
+
+def _parse_register(op: dict, base: str) -> str | None:
+    """setpci.c ``parse_register``: a hex address, a named register, ``CAPxx`` or ``ECAPxxx``."""
+    rc, value, _ = _x32(base)
+    if rc > 0:
+        op["addr"] = value
+        return None
     reg = REG_NAMES.get(base.upper())
-    try:
-        op["addr"] = int(base, 16)
-    except ValueError:
-        if reg is None:
-            return {}, f'Unknown register "{base}"'
+    if reg is not None:
         op["cap_type"], op["cap_id"], op["addr"] = reg[0], reg[1], reg[2]
         op["width"] = op["width"] or reg[3]
+        return None
+    for prefix, kind, limit in (("CAP", 1, 0x100), ("ECAP", 2, 0x1000)):
+        if base[:len(prefix)].upper() == prefix:
+            rc, value, _ = _x32(base[len(prefix):])
+            if rc > 0 and value < limit:
+                op["cap_type"], op["cap_id"], op["addr"] = kind, value, 0
+                return None
+            break  # a CAP... name that does not parse is unknown (setpci's else-if)
+    return f'Unknown register "{base}"'
+
+
+def _parse_op(text: str) -> tuple[dict, str | None]:
+    """setpci.c ``parse_op``: ``<base>[+<offset>][.(B|W|L)][=<values>]`` -> (op, None) or ({}, error text)."""
+    base, eq, value = text.partition("=")
+    if eq and not value:
+        return {}, "Missing value"
+    if "@" in base:
+        return {}, "fabtune lab: setpci stand-in does not take @<number>"
+    base, dot, width = base.partition(".")
+    base, plus, offset = base.partition("+")
+    n = value.count(",") + 1 if eq else 0
+    op = {"cap_type": 0, "cap_id": 0, "addr": 0, "width": 0, "values": []}
+    if dot:
+        if len(width) != 1:
+            return {}, f'Invalid width "{width}"'
+        op["width"] = {"B": 1, "W": 2, "L": 4}.get(width.upper(), 0)
+        if not op["width"]:
+            return {}, f'Invalid width "{width}"'
+    err = _parse_register(op, base)
+    if err:
+        return {}, err
     if not op["width"]:
         return {}, "Missing width"
-    if offset:
-        try:
-            off = int(offset, 16)
-        except ValueError:
+    if plus:
+        rc, off, _ = _x32(offset)
+        if rc <= 0 or off >= 0x1000:
             return {}, f'Invalid offset "{offset}"'
         op["addr"] += off
-    if op["addr"] >= 0x1000 or op["addr"] & (op["width"] - 1):
+    if op["addr"] >= 0x1000 or op["addr"] + op["width"] * (n or 1) > 0x1000:
+        return {}, f"Register number {op['addr']:02x} out of range"
+    if op["addr"] & (op["width"] - 1):
         return {}, f"Unaligned register address {op['addr']:02x}"
-    values, err = _parse_values(value, (1 << (8 * op["width"])) - 1)
+    values, err = _parse_values(value if eq else "", (1 << (8 * op["width"])) - 1)
     op["values"] = values
     return (op, None) if err is None else ({}, err)
 
 
 def _parse_values(value: str, limit: int) -> tuple[list[tuple[int, int]], str | None]:
-    """``<hex>[:<mask>][,...]`` -> [(value, mask)] (mask all ones without ``:``), or an error text."""
+    """``<hex>[:<mask>][,...]`` -> [(value & mask, mask)] (mask all ones without ``:``), or an error text
+    (``parse_op``: a value or mask above the width's limit is out of range unless it is a small
+    negative number, ``ll < ~0U - lim``)."""
     out = []
     for item in value.split(",") if value else []:
-        val, _, mask = item.partition(":")
-        try:
-            v, m = int(val, 16), (int(mask, 16) if mask else limit)
-        except ValueError:
+        rc, v, rest = _x32(item)
+        if rc < 0 or rc == 0 and not rest.startswith(":"):
             return [], f'Invalid value "{item}"'
-        if v > limit or m > limit:
+        if limit < v < U32 - limit:
             return [], f'Value "{item}" is out of range'
-        out.append((v, m))
+        m = U32
+        if rc == 0:
+            mask = rest[1:]
+            rc, m, _ = _x32(mask)
+            if rc <= 0:
+                return [], f'Invalid mask "{mask}"'
+            if limit < m < U32 - limit:
+                return [], f'Mask "{mask}" is out of range'
+            v &= m
+        out.append((v & limit, m & limit))
     return out, None
 
 
-def _exec_op(root: Path, bdf: str, op: dict, writing: bool) -> int:
-    """Run one operation on one device; print what setpci prints. Returns the exit status."""
+def _cannot_open(bdf: str, times: int) -> None:
+    """pcilib ``sysfs_setup``: an O_RDWR open of ``config`` that fails warns once per access."""
+    sys.stderr.write(f"pcilib: Cannot open /sys/bus/pci/devices/{bdf}/config\n" * times)
+
+
+def _exec_op(root: Path, bdf: str, op: dict, writeable: bool) -> int:
+    """setpci.c ``exec_op`` on one device; print what setpci prints. Returns the exit status.
+
+    ``writeable``: some operation of this run writes (pcilib then opens ``config`` read-write for
+    every access, which fails without root: each access warns and reads all ones, a write is lost
+    and setpci goes on)."""
     privileged = is_privileged()
-    cfg = load(root, bdf)
-    visible = CONFIG_SIZE if privileged else UNPRIVILEGED_BYTES
-    seen = bytes(cfg[:visible]) + b"\xff" * (CONFIG_SIZE - visible)
-    if writing and not privileged:  # open(config, O_RDWR) fails: every config read of the cap scan warns
-        seen = b"\xff" * CONFIG_SIZE
-        for _ in range(4):
-            print(f"pcilib: Cannot open /sys/bus/pci/devices/{bdf}/config", file=sys.stderr)
+    denied = writeable and not privileged
+    cfg = load(root, bdf, privileged)
+    seen = b"\xff" * CONFIG_SIZE if denied else bytes(cfg) + b"\xff" * (CONFIG_SIZE - len(cfg))
     addr = op["addr"]
     if op["cap_type"]:
+        if denied:  # the capability scan's reads (M: how many pciutils makes)
+            _cannot_open(bdf, 4)
         where = find_cap(seen, op["cap_id"]) if op["cap_type"] == 1 else find_ecap(seen, op["cap_id"])
         if where is None:
             kind = "Capability" if op["cap_type"] == 1 else "Extended capability"
@@ -362,16 +436,27 @@ def _exec_op(root: Path, bdf: str, op: dict, writing: bool) -> int:
     if addr & (width - 1):
         print(f"setpci: {bdf}: Unaligned access of width {width} to register {addr:04x}", file=sys.stderr)
         return 1
+    if addr + width > 0x1000:
+        print(f"setpci: {bdf}: Access of width {width} to register {addr:04x} out of range", file=sys.stderr)
+        return 1
     if not op["values"]:
+        if denied:
+            _cannot_open(bdf, 1)
         print(f"{rd(seen, addr, width):0{2 * width}x}")
         return 0
+    full = (1 << (8 * width)) - 1
     for value, mask in op["values"]:
+        if denied:  # a masked write reads first; the write fails too: sysfs_write returns 0, ignored
+            _cannot_open(bdf, 1 if mask == full else 2)
+            addr += width
+            continue
         old = rd(cfg, addr, width)
-        new = (old & ~mask) | (value & mask)
+        new = value if mask == full else (old & ~mask) | value
         keep = writable_mask(cfg, addr, width)
         wr(cfg, addr, width, (old & ~keep) | (new & keep))
         addr += width
-    store(root, bdf, cfg)
+    if not denied:
+        store(root, bdf, cfg)
     return 0
 
 
@@ -400,12 +485,12 @@ def setpci(argv: list[str]) -> int:
     chosen = [b for b in devices(root) if slot_match(b, slot)]
     if not chosen and not force:
         print("setpci: Warning: No devices selected for operation group 1.", file=sys.stderr)
+    writeable = not demo and any(op["values"] for op in ops)  # scan_ops: pacc->writeable
     for bdf in chosen:
         for op in ops:
-            writing = bool(op["values"]) and not demo
             if demo and op["values"]:
                 continue
-            rc = _exec_op(root, bdf, op, writing)
+            rc = _exec_op(root, bdf, op, writeable)
             if rc:
                 return rc
     return 0

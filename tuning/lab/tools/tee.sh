@@ -42,10 +42,14 @@ cpulist_check() {  # sets err to the errno of writing CPU list $1 to smp_affinit
 # ---- part C (kernel, power): cpufreq, cpuidle, hugetlb -----------------------------------------
 # A case may set `stored` (the value the kernel keeps: cpuidle `disable` reads back 0 or 1) or write the
 # file and what the kernel derives from it itself and set `handled` (hugetlb pools, meminfo).
-governor_check() {  # cpufreq store_scaling_governor: a governor not in the policy's list is EINVAL
-  local g govs
+governor_check() {  # cpufreq store_scaling_governor: sscanf(buf, "%15s") then strncasecmp with each governor
+  # the policy offers (intel_pstate: performance / powersave); none matches: EINVAL. The file then reads
+  # the governor's own name and a newline (show_scaling_governor), whatever case or spacing was written
+  local g govs s=$2
+  s=${s#"${s%%[![:space:]]*}"}; s=${s%%[[:space:]]*}; s=${s:0:15}
+  [[ -n $s ]] || { err=$EINVAL; return; }
   read -r -a govs < "${1%/*}/scaling_available_governors"
-  for g in "${govs[@]}"; do [[ $2 == "$g" ]] && return; done
+  for g in "${govs[@]}"; do [[ ${s,,} == "${g,,}" ]] && { stored=$g; return; }; done
   err=$EINVAL
 }
 idle_disable_check() {  # cpuidle store_state_disable: kstrtouint(buf, 0); non-zero disables; reads 0 or 1
@@ -81,8 +85,10 @@ mi_set() {  # mi_set FILE LABEL=VALUE...: rewrite meminfo lines in the kernel's 
 hugetlb_store() {  # mm/hugetlb.c set_max_huge_pages for one node: kstrtoul base 10; the pool grows only as
   # far as the node's free memory goes (fewer pages, no error: read nr_hugepages back) and shrinks at once
   local f=$1 v=$2 ndir kb cur want free grant new n2=0 tlb=0 d sz c tot delta
-  [[ $v =~ ^\+?([0-9]+)$ ]] || { err=$EINVAL; return; }
-  v=${BASH_REMATCH[1]}; (( ${#v} > 18 )) && v=999999999999999999
+  [[ $v =~ ^\+?0*([0-9]+)$ ]] || { err=$EINVAL; return; }
+  v=${BASH_REMATCH[1]}  # above ULONG_MAX (2^64-1): _parse_integer overflows, ERANGE
+  if (( ${#v} > 20 )) || [[ ${#v} == 20 && $v > 18446744073709551615 ]]; then err=$ERANGE; return; fi
+  (( ${#v} > 18 )) && v=999999999999999999
   want=$((10#$v)) ndir=${f%%/hugepages/*} kb=${f%/nr_hugepages}; kb=${kb##*/hugepages-}; kb=${kb%kB}
   cur=$(< "$f") free=$(mi_get "$ndir/meminfo" MemFree) tot=$(mi_get "$ndir/meminfo" MemTotal)
   if (( want > cur )); then
