@@ -85,6 +85,19 @@ def test_a_plan_leaving_a_gpu_without_cores_is_refused(cpu, key, problem):
     assert err.value.key == key and problem in err.value.problem
 
 
+@pytest.mark.parametrize("irq_cores", [None, 1])
+def test_a_nic_whose_numa_node_is_all_reserved_is_refused(irq_cores):
+    topo = _interleaved()
+    topo.gpus = topo.gpus[:2]  # NUMA node 1: NICs ib2, ib3 and no GPU
+    odd = format_cpulist(list(range(1, 64, 2)))
+    with pytest.raises(Unfit) as err:
+        cpuplan.plan(_spec(reserved_cpus=odd, irq_cores_per_numa=irq_cores), topo)
+    free = "one whole core" if irq_cores else "one CPU"
+    assert err.value.key == "cpu.reserved_cpus" and err.value.problem.endswith(
+        f"for the completion IRQs of NIC ib2 (NIC completion IRQs never go to a reserved CPU); allowed: keep at "
+        f"least {free} of its local CPUs {odd} out of cpu.reserved_cpus")
+
+
 def test_gpu_numa_node_unknown_is_refused_on_two_nodes_and_taken_on_one():
     topo = _interleaved()
     topo.gpus[1] = Gpu(1, "0000:31:00.0", -1, "")

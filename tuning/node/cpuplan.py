@@ -7,6 +7,11 @@ order, in contiguous runs of whole cores, the first GPUs taking one core more wh
 not divide. A core some of whose threads are reserved gives its other threads to nobody (``spare``:
 left to the OS). Everything is deterministic: same topology and profile, same plan.
 
+The rules on ``cpu.reserved_cpus`` that the IRQ domain (:mod:`tuning.node.irq`, plan/apply) shares
+with this plan (``fabtune topology``) are written here once: :func:`reserved_cpus` (every reserved CPU
+is online) and :func:`nic_irq_cpus` (a NIC's completion IRQs never go to a reserved CPU, and a NIC
+whose NUMA node has no IRQ CPU left is refused).
+
 Example profile::
 
     cpu:
@@ -30,7 +35,7 @@ from dataclasses import dataclass, field
 
 from tuning.cpulist import format_cpulist, parse_cpulist
 from tuning.model import NodeSpec
-from tuning.node.base import NodeFacts, Unfit
+from tuning.node.base import ABSENT, NodeFacts, Unfit
 from tuning.node.topology import Gpu, Topology, from_facts, gpu_cpus
 
 
@@ -76,12 +81,6 @@ class CpuPlan:
 def _cores(cpus: set[int], topo: Topology) -> list[tuple[int, ...]]:
     """The physical cores (tuples of sibling CPUs, sorted by first CPU) among ``cpus``."""
     return sorted({tuple(sorted(set(topo.siblings.get(c, (c,))) & cpus or {c})) for c in cpus})
-
-
-def _online(topo: Topology) -> set[int]:
-    if topo.online:
-        return set(parse_cpulist(topo.online))
-    return {c for cl in topo.numa_nodes.values() for c in parse_cpulist(cl)}
 
 
 def _gpus_by_node(topo: Topology) -> dict[int, list[Gpu]]:
@@ -130,6 +129,60 @@ def _split(node: int, whole: list[tuple[int, ...]], n_irq: int, gpus: list[Gpu],
     return flat(irq), out, []
 
 
+def online_cpus(topo: Topology) -> set[int]:
+    """The node's online CPUs: ``topo.online``, else the union of its NUMA nodes' CPU lists (empty
+    when neither was read)."""
+    if topo.online and topo.online != ABSENT:
+        return set(parse_cpulist(topo.online))
+    return {c for cl in topo.numa_nodes.values() for c in parse_cpulist(cl)}
+
+
+def reserved_cpus(spec: NodeSpec, online: set[int]) -> set[int]:
+    """``cpu.reserved_cpus`` as a set of CPU numbers, each checked against ``online`` (the node's
+    online CPUs, :func:`online_cpus`).
+
+    Raises:
+        Unfit: ``cpu.reserved_cpus`` names a CPU the node does not have (names the online CPUs), or
+            names any CPU while ``online`` is empty (the node's CPUs could not be read).
+    """
+    reserved = set(parse_cpulist(spec.cpu.reserved_cpus or ""))
+    if reserved and not online:
+        raise Unfit("cpu.reserved_cpus", "the node's online CPUs cannot be read (/sys/devices/system/cpu/online, "
+                                         "NUMA node cpulists), so reserved CPUs cannot be checked; allowed: no "
+                                         "cpu.reserved_cpus on this node")
+    if reserved - online:
+        raise Unfit("cpu.reserved_cpus", f"CPUs {format_cpulist(sorted(reserved - online))} do not exist on this "
+                                         f"node; allowed: online CPUs {format_cpulist(sorted(online))}")
+    return reserved
+
+
+def nic_irq_cpus(spec: NodeSpec, nic: str, node: int, local: list[int], reserved: set[int],
+                 irq_cores: list[int] | None = None) -> list[int]:
+    """The CPUs NIC ``nic``'s completion IRQs may use: ``irq_cores`` (the IRQ cores a CPU plan sets
+    aside on its NUMA node ``node``) when given, else its ``local`` CPUs (``local_cpulist``); never
+    one of ``reserved``.
+
+    Args:
+        nic: the NIC's name for the message (``ens1f0np0``).  node: its NUMA node (-1: unknown).
+        local: its local CPUs (CPU numbers).  reserved: :func:`reserved_cpus`.
+
+    Returns:
+        Sorted CPU numbers, never empty.
+
+    Raises:
+        Unfit: (key ``cpu.reserved_cpus``) no CPU is left: every local CPU (every whole core, with
+            ``cpu.irq_cores_per_numa``) of the NIC's NUMA node is reserved; names what is allowed.
+    """
+    left = sorted(c for c in (local if irq_cores is None else irq_cores) if c not in reserved)
+    if left:
+        return left
+    what, free = ("no whole core free of them", "one whole core") if irq_cores is not None else ("no CPU", "one CPU")
+    raise Unfit("cpu.reserved_cpus", (
+        f"{spec.cpu.reserved_cpus} leaves {what} on NUMA node {node} for the completion IRQs of NIC {nic} "
+        f"(NIC completion IRQs never go to a reserved CPU); allowed: keep at least {free} of its local CPUs "
+        f"{format_cpulist(local) or 'none'} out of cpu.reserved_cpus"))
+
+
 def plan(spec: NodeSpec, topo: Topology) -> CpuPlan:
     """The CPU plan of ``spec.cpu`` on ``topo`` (pure).
 
@@ -137,14 +190,12 @@ def plan(spec: NodeSpec, topo: Topology) -> CpuPlan:
         A :class:`CpuPlan`; ``cpu.irq_cores_per_numa`` None sets no IRQ cores aside.
 
     Raises:
-        Unfit: a reserved CPU the node does not have, a GPU without a NUMA node, or a NUMA node with
-            fewer free whole cores than GPUs (names the key, the counts and what is allowed).
+        Unfit: a reserved CPU the node does not have, a GPU without a NUMA node, a NUMA node with
+            fewer free whole cores than GPUs, or a NIC left without an IRQ CPU (:func:`nic_irq_cpus`)
+            (names the key, the counts and what is allowed).
     """
-    online = _online(topo)
-    reserved = set(parse_cpulist(spec.cpu.reserved_cpus or ""))
-    if reserved - online:
-        raise Unfit("cpu.reserved_cpus", f"CPUs {format_cpulist(sorted(reserved - online))} do not exist on this "
-                                         f"node; allowed: online CPUs {format_cpulist(sorted(online))}")
+    online = online_cpus(topo)
+    reserved = reserved_cpus(spec, online)
     n_irq = spec.cpu.irq_cores_per_numa or 0
     nic_nodes = {n.numa_node for n in topo.nics}
     by_node = _gpus_by_node(topo)
@@ -157,6 +208,10 @@ def plan(spec: NodeSpec, topo: Topology) -> CpuPlan:
         irq, gpus, spare = _split(node, whole, n_irq if node in nic_nodes else 0, by_node.get(node, []), spec,
                                   len(cores))
         nodes.append(NumaPlan(node, sorted(local), sorted(reserved & local), irq, gpus, sorted(partial + spare)))
+    for nic in topo.nics:
+        p = next((p for p in nodes if p.node == nic.numa_node), None)
+        if p is not None:
+            nic_irq_cpus(spec, nic.netdev or nic.rdma_device, p.node, p.cpus, reserved, p.irq if n_irq else None)
     every = _cores(online, topo)
     package = lambda core: topo.packages.get(core[0], 0)  # noqa: E731
     index = {core[0]: i for i, core in enumerate(sorted(every, key=lambda core: (package(core), core[0])))}

@@ -8,6 +8,11 @@ Which CPUs, in order of precedence:
    NIC's NUMA node (never a reserved CPU, never a GPU worker's);
 3. otherwise the NIC's ``device/local_cpulist`` minus ``cpu.reserved_cpus``.
 
+``cpu.reserved_cpus`` is refused (``Unfit``, before anything is pushed) when it names a CPU the node
+does not have, or leaves a NIC's NUMA node without an IRQ CPU (2 and 3): the rules of
+:func:`tuning.node.cpuplan.reserved_cpus` and :func:`tuning.node.cpuplan.nic_irq_cpus`, which
+``fabtune topology`` applies too.
+
 IRQs are found by PCI BDF in ``/proc/interrupts`` (not by netdev name; shared/cases INDEX.md);
 ``/proc/irq/<N>/smp_affinity_list`` is read and written as a CPU list (kernel
 ``Documentation/core-api/irq/irq-affinity.rst``). The IRQs of NICs that share a CPU list are dealt
@@ -53,17 +58,19 @@ def _override(spec: NodeSpec, facts: NodeFacts, reserved: set[int]) -> list[int]
 
 def _cpu_lists(spec: NodeSpec, facts: NodeFacts) -> dict[str, list[int]]:
     """netdev -> the CPUs its completion IRQs may use (see the module doc). Raises Unfit."""
-    reserved = set(parse_cpulist(spec.cpu.reserved_cpus or ""))
+    topo = topology.from_facts(spec, facts)
+    reserved = cpuplan.reserved_cpus(spec, cpuplan.online_cpus(topo))
     if spec.irq_cpus:
         cpus = _override(spec, facts, reserved)
         return {nic.netdev: cpus for nic in spec.nics}
     if spec.cpu.irq_cores_per_numa is not None:
-        plan = cpuplan.plan(spec, topology.from_facts(spec, facts))
+        plan = cpuplan.plan(spec, topo)
         return {nic.netdev: plan.irq_cpus(_numa(facts, nic.netdev)) for nic in spec.nics}
     out = {}
     for nic in spec.nics:
         local = facts.nics.get(nic.netdev, {}).get("local_cpulist", ABSENT)
-        out[nic.netdev] = [] if local in ("", ABSENT) else [c for c in parse_cpulist(local) if c not in reserved]
+        out[nic.netdev] = [] if local in ("", ABSENT) else cpuplan.nic_irq_cpus(
+            spec, nic.netdev, _numa(facts, nic.netdev), parse_cpulist(local), reserved)
     return out
 
 
@@ -83,8 +90,9 @@ def irq_plan(spec: NodeSpec, facts: NodeFacts) -> dict[int, int]:
         their node) are skipped.
 
     Raises:
-        Unfit: ``irq_cpus`` names a missing or reserved CPU; the CPU plan does not fit (see
-            :func:`tuning.node.cpuplan.plan`).
+        Unfit: ``irq_cpus`` names a missing or reserved CPU; ``cpu.reserved_cpus`` names a CPU the node
+            lacks or leaves a NIC without an IRQ CPU (:func:`tuning.node.cpuplan.nic_irq_cpus`); the CPU
+            plan does not fit (see :func:`tuning.node.cpuplan.plan`).
     """
     out: dict[int, int] = {}
     offsets: dict[tuple[int, ...], int] = {}
