@@ -182,8 +182,11 @@ def check_cmdline_name(value: object) -> str:
 
 
 def check_cmdline_value(value: object) -> str | int:
-    """A kernel command-line option value (``pt``, ``0-15,56-71``; ``""`` for a bare flag); no spaces or quotes."""
+    """A kernel command-line option value (``pt``, ``0-15,56-71``; ``""`` for a bare flag); no spaces or
+    quotes; an integer within the kernel's 64-bit range (``memparse`` / ``kstrtoull``)."""
     if isinstance(value, int) and not isinstance(value, bool):
+        if not -2**63 <= value < 2**64:
+            raise ValueError(f"{value} is outside the kernel's integer range -2**63..2**64-1")
         return value
     v = _need_str(value, "a value like pt or 1")
     if not _CMDLINE_VALUE.fullmatch(v):
@@ -197,3 +200,15 @@ def check_word(value: object) -> str:
     if not _WORD.fullmatch(v):
         raise ValueError(f"{v!r} is not a name; allowed: [a-z][a-z0-9_-] like performance")
     return v
+
+
+#: the NIC MaxReadReq sizes PCIe allows (Device Control bits 14:12, PCIe base spec 7.5.3.4), bytes
+MAX_READ_REQUEST = (128, 256, 512, 1024, 2048, 4096)
+
+
+def check_max_read_request(value: object) -> int:
+    """A MaxReadReq size in bytes: an integer (never a float or a bool) of :data:`MAX_READ_REQUEST`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value not in MAX_READ_REQUEST:
+        raise ValueError(f"{value!r:.40} is not a MaxReadReq size; allowed: {', '.join(map(str, MAX_READ_REQUEST))} "
+                         "(bytes, an integer)")
+    return value

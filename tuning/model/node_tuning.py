@@ -164,6 +164,12 @@ def overlaps(kernel: KernelSpec, cpu: CpuSpec, sysctl: dict) -> list[tuple[str, 
         if have != want:
             out.append(("kernel.numa_balancing", f"{str(kernel.numa_balancing).lower()} (sysctl {want}) but "
                         f"sysctl.kernel.numa_balancing is {have}; allowed: set it in one place"))
+    seen: dict[str, str] = {}
+    for name in kernel.cmdline:  # the kernel reads - and _ in an option name as one (parameq)
+        other = seen.setdefault(name.replace("-", "_"), name)
+        if other != name:
+            out.append((f"kernel.cmdline.{name}", f"the kernel reads {name} and {other} as one option; allowed: "
+                        "give it once"))
     for name in kernel.cmdline:
         owner = COMPUTED_OPTIONS.get(name.replace("-", "_"))
         active = owner == "cpu.isolate" and cpu.isolate or owner == "cpu.max_idle_latency_us" and \
@@ -192,7 +198,7 @@ class PcieSpec(BaseModel):
 
     model_config = _STRICT
     clear_acs: bool = False
-    max_read_request_bytes: Optional[Literal[128, 256, 512, 1024, 2048, 4096]] = None
+    max_read_request_bytes: Optional[Annotated[int, BeforeValidator(grammar.check_max_read_request)]] = None
 
 
 def _check_pause_mode(value: object) -> object:

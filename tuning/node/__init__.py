@@ -119,6 +119,24 @@ def plan(dev: Device, state: NodeState) -> list[Change]:
     return out
 
 
+def offline_desired(spec, facts: NodeFacts) -> tuple[list[tuple[Domain, dict[str, str]]], list[str]]:
+    """Every domain's desired settings WITHOUT reading the node (``plan --offline``, ``render``):
+    ``([(domain, {key: value})...], [names of domains skipped])``. A domain whose values need the
+    node's own facts (IRQ numbers, lspci's bridges, the CPU list, the NIC's mlxconfig table) raises
+    Unfit on empty facts: it is skipped and named, never guessed; the files domain is built from the
+    domains that did answer."""
+    out, skipped = [], []
+    settings = [d for d in domains() if d.name not in ("services", "files")]
+    for d in [ServicesDomain(), *settings]:
+        try:
+            out.append((d, d.desired(spec, facts)))
+        except Unfit:
+            skipped.append(d.name)
+    files = FilesDomain([d for d in settings if d.name not in skipped])
+    out.append((files, files.desired(spec, facts)))
+    return out, skipped
+
+
 def findings(dev: Device, state: NodeState) -> list[Finding]:
     """What the collected domains report without changing it (see :class:`~tuning.node.base.Finding`),
     in domain order. Pure: reads ``state`` only."""

@@ -68,6 +68,11 @@ class FilesDomain(Domain):
     def __init__(self, settings: Sequence[Domain]):
         self._settings = list(settings)
 
+    @property
+    def settings(self) -> list[Domain]:
+        """The domains whose values the boot files persist."""
+        return list(self._settings)
+
     def _files(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
         from tuning.render import node_files_from_plan
 

@@ -57,6 +57,18 @@ def memtotal_kb(facts: NodeFacts, node: str) -> int | None:
     return int(m[1]) if m else None
 
 
+#: keep 1/HEADROOM_DIVISOR of a NUMA node's memory free when sizing pools (2%): a pool that takes
+#: nearly all free memory can wake the OOM killer before a read-back or a restore runs
+HEADROOM_DIVISOR = 50
+_MEMFREE = re.compile(r"^Node \d+ MemFree:\s+(\d+) kB$")
+
+
+def memfree_kb(facts: NodeFacts, node: str) -> int | None:
+    """``MemFree`` of a NUMA node in kB, or None when unreadable."""
+    m = _MEMFREE.match(facts.raw.get(f"hugepages/{node}/memfree", ""))
+    return int(m[1]) if m else None
+
+
 class HugepagesDomain(FileDomain):
     """``hugepages/node<N>/<size>kB`` -> pages (see the module doc)."""
 
@@ -69,6 +81,7 @@ class HugepagesDomain(FileDomain):
             "printf 'hugepages/read\\tyes\\n'",
             f'for _hp_d in {nodes}/node[0-9]*; do [ -d "$_hp_d" ] || continue; _hp_n=${{_hp_d##*/}}; '
             'r "hugepages/$_hp_n/memtotal" "$_hp_d/meminfo"; '
+            'printf "hugepages/%s/memfree\\t%s\\n" "$_hp_n" "$(grep -m1 "MemFree:" "$_hp_d/meminfo")"; '
             'for _hp_s in "$_hp_d"/hugepages/hugepages-*kB; do [ -d "$_hp_s" ] || continue; '
             '_hp_z=${_hp_s##*/hugepages-}; r "hugepages/$_hp_n/$_hp_z" "$_hp_s/nr_hugepages"; done; done',
         ]
@@ -97,6 +110,16 @@ class HugepagesDomain(FileDomain):
                 raise Unfit(field, f"{self._asked(counts)} per NUMA node is {need / 2**20:.1f} GiB, more than "
                                    f"{node}'s memory ({total / 2**20:.1f} GiB MemTotal); allowed: "
                                    f"{self._allowed(counts, total)}")
+            free = memfree_kb(facts, node)
+            if total is not None and free is not None:
+                pooled = sum(size * int(v) for size in SIZES
+                             if (v := facts.raw.get(f"hugepages/{node}/{size}kB", "")).isdigit())
+                room = free + pooled - total // HEADROOM_DIVISOR
+                if need > room:
+                    raise Unfit(field, f"{self._asked(counts)} per NUMA node is {need / 2**20:.1f} GiB, more than "
+                                       f"{node} can give ({free / 2**20:.1f} GiB MemFree + {pooled / 2**20:.1f} GiB "
+                                       f"already in pools, keeping {100 // HEADROOM_DIVISOR}% of its memory free); "
+                                       f"allowed: {self._allowed(counts, max(room, 0))}")
             out.update({f"hugepages/{node}/{size}kB": str(n) for size, n in counts.items()})
         return out
 

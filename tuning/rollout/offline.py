@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuning.inventory import Inventory
-from tuning.node import domains
+from tuning.node import offline_desired
 from tuning.node.base import Change, NodeFacts
 from tuning.rollout import switch_ops
 from tuning.rollout.engine import Options, RunReport, Session, verify_fabric
@@ -27,8 +27,12 @@ def offline_plan(inv: Inventory, limit: list[str] | None, domains_: set[str] | N
         if dev.role == "node":
             # nothing is read offline: every file the fit checks look for counts as present
             raw = {f"sysctl/{k}": "?" for k in dev.spec.sysctl} | {f"mtu/{n.netdev}": "?" for n in dev.spec.nics}
-            facts = NodeFacts(raw=raw)
-            items = [Change(dev.name, d.name, k, None, v) for d in domains() for k, v in d.desired(dev.spec, facts).items()]
+            wanted, skipped = offline_desired(dev.spec, NodeFacts(raw=raw))
+            items = [Change(dev.name, d.name, k, None, v) for d, want in wanted for k, v in want.items()]
+            report.findings += [{"device": dev.name, "domain": name, "code": "needs-device",
+                                 "message": f"{name}: its settings depend on what the node reports; not planned "
+                                            "offline (run plan without --offline)", "evidence": ""}
+                                for name in skipped if domains_ is None or name in domains_]
         else:
             # the rendered candidate's lines, in the keys the online plan reads from the switch's diff
             items = [Change(dev.name, "switch", k, None, v) for k, v in switch_ops.desired(dev).items()]

@@ -101,7 +101,10 @@ def _undo(j: Journal, conns: dict, name: str, irreversible: bool = False) -> Non
     rec = j.device(name)
     kept: list[str] = []
     if rec.get("role") == "node":
-        kept = [c.key for c in node_mod.restore(conns[name], name, _changes(rec), irreversible)]
+        # a push that failed on this device never reached a reset: its firmware values were only
+        # staged ("Next Boot"), so they go back too, and the device is not left half-changed
+        staged_only = rec.get("state") == "failed"
+        kept = [c.key for c in node_mod.restore(conns[name], name, _changes(rec), irreversible or staged_only)]
     elif not rec.get("restored"):
         restore_switch(conns[name], name, rec)
     j.update(name, restored=True, kept=kept)
