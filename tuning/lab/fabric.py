@@ -148,7 +148,7 @@ def pcie_layout(node: Node) -> list[dict]:
 
     ``{"rail": i, "numa_node": n, "gpu": GPU_BDFS[i], "nic": nic.bdf, "switch_up": "0000:UU:00.0",
     "switch_down": ["0000:VV:00.0" (towards the NIC), "0000:VV:01.0" (towards the GPU)]}`` with
-    ``UU`` = the NIC's bus - 2 and ``VV`` = UU + 1. The bridges between GPU i and NIC i are
+    ``UU`` = the NIC's bus - 2 and ``VV`` = UU + 1 (modulo 256). The bridges between GPU i and NIC i are
     ``switch_down`` (ACS is checked there). GPUs beyond the node's ``gpus`` count are left out.
     """
     out = []
@@ -157,7 +157,8 @@ def pcie_layout(node: Node) -> list[dict]:
         if i >= node.gpus or i >= len(GPU_BDFS):
             continue
         bus = int(nic.bdf.split(":")[1], 16)
-        up, down = f"0000:{bus - 2:02x}:00.0", [f"0000:{bus - 1:02x}:00.0", f"0000:{bus - 1:02x}:01.0"]
+        up_bus, down_bus = (bus - 2) % 256, (bus - 1) % 256  # a NIC on bus 0 or 1 (test fabrics) wraps
+        up, down = f"0000:{up_bus:02x}:00.0", [f"0000:{down_bus:02x}:00.0", f"0000:{down_bus:02x}:01.0"]
         out.append({"rail": i, "numa_node": nic.numa_node, "gpu": GPU_BDFS[i], "nic": nic.bdf,
                     "switch_up": up, "switch_down": down})
     return out

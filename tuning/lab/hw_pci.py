@@ -243,7 +243,7 @@ def config_space(kind: str, port: int = 0, buses: tuple[int, int, int] = (0, 0, 
     exp = 0x40 if bridge else 0x60
     cfg[0x34] = exp
     if bridge:
-        cfg[0x18], cfg[0x19], cfg[0x1A] = buses
+        cfg[0x18], cfg[0x19], cfg[0x1A] = (b % 256 for b in buses)  # 8-bit bus numbers
         wr(cfg, 0x3E, 2, 0x0002)  # BridgeCtl SERR+
     _express(cfg, exp, kind, port)
     if kind == "down":
