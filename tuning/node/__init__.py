@@ -278,14 +278,17 @@ def apply(host: Host, dev: Device, changes: list[Change]) -> list[Change]:
     # firmware.allow_reset: push the firmware changes, reset each NIC they left pending (once), then the
     # rest: mlxfwreset restarts the driver, which drops live settings (MTU, QoS, IRQ affinity)
     _push(host, dev.name, firmware, use_before=False, phase="apply")
-    reset_pending(host, dev, firmware)
     rest = [c for c in changes if c.domain != "firmware"]
-    rest += _wiped_by_reset(host, dev, {c.key for c in changes})
     try:
+        reset_pending(host, dev, firmware)
+        rest += _wiped_by_reset(host, dev, {c.key for c in changes})
         if rest:
             _push(host, dev.name, rest, use_before=False, phase="apply")
     except (CommandError, VerifyError) as e:
-        e.applied = firmware + list(getattr(e, "applied", []))  # type: ignore[attr-defined]
+        # after a reset the live settings are driver defaults: restoring EVERY planned change (its
+        # snapshot value) and every wiped one is what puts the node back, not only those pushed
+        e.applied = firmware + rest  # type: ignore[attr-defined]
+        e.reset = True  # type: ignore[attr-defined]  # the firmware values are Current now: not staged only
         raise
     return firmware + rest
 

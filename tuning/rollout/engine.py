@@ -212,7 +212,8 @@ def _apply(s: Session, plans: dict, j: Journal, confirm_s: int | None) -> dict[s
             try:
                 applied = node_mod.apply(s.nodes[dev.name], dev, plans[dev.name])
             except TuningError as e:
-                j.update(dev.name, state="failed", applied=[c.as_dict() for c in getattr(e, "applied", [])])
+                j.update(dev.name, state="failed", applied=[c.as_dict() for c in getattr(e, "applied", [])],
+                         reset=bool(getattr(e, "reset", False)))
                 raise
             pause_for_test("apply-node", j.run_id)
             j.update(dev.name, state="applied", applied=[c.as_dict() for c in applied])

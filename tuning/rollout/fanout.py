@@ -55,19 +55,23 @@ def _uninterrupted(run: Callable[[], AggregatedResult]) -> AggregatedResult:
     in-flight device task end (and be journaled) before the engine restores.
     """
     box: dict[str, Any] = {}
+    done = threading.Event()  # not Thread.is_alive(): a join() cut short by Ctrl-C can mark a running
+    # thread stopped (CPython 3.11), and the restore would then race the push it must follow
 
     def target() -> None:
         try:
             box["result"] = run()
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread below
             box["error"] = e
+        finally:
+            done.set()
 
     worker = threading.Thread(target=target, name="fabtune-fan-out", daemon=True)
     worker.start()
     interrupted: BaseException | None = None
-    while worker.is_alive():
+    while not done.is_set():
         try:
-            worker.join(0.2)
+            done.wait(0.2)
         except KeyboardInterrupt as e:  # finish the devices' in-flight work first
             interrupted = interrupted or e
     if interrupted is not None:

@@ -28,7 +28,7 @@ STATES = ("pushing", "applied", "failed", "unchanged")
 ROLES = ("node", "switch")
 NODE_PLATFORMS = ("linux",)
 _DEVICE_KEYS = ("role", "platform", "connection", "changes", "applied", "state", "revision_before",
-                "revision", "restored", "confirmed", "kept")
+                "revision", "restored", "confirmed", "kept", "reset")
 _CONN_TYPES = {"hostname": str, "port": int, "username": str, "key_file": (str, type(None)),
                "known_hosts": (str, type(None)), "sysroot": str, "become": bool, "become_user": str,
                "become_method": str}
@@ -117,7 +117,7 @@ def _device(name: str, rec: dict, where: str, fail) -> None:
         fail(f"{where}.platform", f"{rec['platform']!r:.60}; allowed for a {rec['role']}: {', '.join(platforms)}")
     if "state" in rec and (not isinstance(rec["state"], str) or rec["state"] not in STATES):
         fail(f"{where}.state", f"{rec['state']!r:.60}; allowed: {', '.join(STATES)}")
-    for k in ("restored", "confirmed"):
+    for k in ("restored", "confirmed", "reset"):
         if k in rec:
             _typed(rec[k], bool, f"{where}.{k}", fail)
     for k in ("revision_before", "revision"):

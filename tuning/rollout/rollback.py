@@ -103,7 +103,7 @@ def _undo(j: Journal, conns: dict, name: str, irreversible: bool = False) -> Non
     if rec.get("role") == "node":
         # a push that failed on this device never reached a reset: its firmware values were only
         # staged ("Next Boot"), so they go back too, and the device is not left half-changed
-        staged_only = rec.get("state") == "failed"
+        staged_only = rec.get("state") == "failed" and not rec.get("reset")
         kept = [c.key for c in node_mod.restore(conns[name], name, _changes(rec), irreversible or staged_only)]
     elif not rec.get("restored"):
         restore_switch(conns[name], name, rec)
