@@ -137,8 +137,7 @@ def test_load_refusal_cross_field_names_file(dead_inv: Path, extra: str, key: st
 
 @pytest.fixture(scope="module")
 def inv(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("the lab tests need root or make test's user namespace (docs/lab.md)")
+    assert os.geteuid() == 0, "the lab tests need root or make test's user namespace (docs/lab.md): run `make test`"
     from tuning.lab import controller
     from tuning.lab.fabric import fabric_for_inventory
 
