@@ -6,13 +6,15 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import sys
 import traceback
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.conftest import running_lab
+from tests.conftest import REPO, running_lab
 
 
 def cli(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
@@ -57,3 +59,21 @@ def adv_lab(tmp_path_factory) -> Path:
     """One running lab for this module (this process's TEST_BASE_PORT); yields its inventory dir."""
     with running_lab(tmp_path_factory.mktemp("advlab")) as inv:
         yield inv
+
+
+def copy_lab_inventory(dest: Path, ports: dict[str, int]) -> Path:
+    """A copy of ``inventory/lab`` in ``dest`` (no ``.state``, no lock) whose hosts listen on
+    ``ports`` (``{"node01": 23001, ...}``, every host of the inventory); returns ``dest``."""
+    shutil.copytree(REPO / "inventory" / "lab", dest, ignore=shutil.ignore_patterns(".state", ".fabtune*"))
+    hosts = dest / "hosts.yaml"
+    data = yaml.safe_load(hosts.read_text())
+
+    def walk(group: dict) -> None:
+        for name, host in (group.get("hosts") or {}).items():
+            host["ansible_port"] = ports[name]
+        for child in (group.get("children") or {}).values():
+            walk(child)
+
+    walk(data["all"])
+    hosts.write_text(yaml.safe_dump(data, sort_keys=False))
+    return dest

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.adversarial._cli import copy_lab_inventory
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.lab
@@ -59,18 +59,7 @@ NOT_FIRMWARE = ("services", "modules", "pcie", "mrrs", "power", "hugepages", "cm
 # --------------------------------------------------------------------------------------------- helpers
 
 def _inventory(dest: Path) -> Path:
-    shutil.copytree(REPO / "inventory" / "lab", dest, ignore=shutil.ignore_patterns(".state", ".fabtune*"))
-    hosts = dest / "hosts.yaml"
-    data = yaml.safe_load(hosts.read_text())
-
-    def walk(group: dict) -> None:
-        for name, host in (group.get("hosts") or {}).items():
-            host["ansible_port"] = PORTS[name]
-        for child in (group.get("children") or {}).values():
-            walk(child)
-
-    walk(data["all"])
-    hosts.write_text(yaml.safe_dump(data, sort_keys=False))
+    copy_lab_inventory(dest, PORTS)
     hv = dest / "host_vars" / f"{NODE}.yml"
     node = yaml.safe_load(hv.read_text())
     node["nics"] = node["nics"][:1]

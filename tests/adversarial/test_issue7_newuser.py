@@ -20,14 +20,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.adversarial._cli import assert_one_line, cli
+from tests.adversarial._cli import assert_one_line, cli, copy_lab_inventory
 from tests.conftest import REPO, TEST_BASE_PORT
 
 BASE = int(os.environ.get("T1_LAB_BASE_PORT", TEST_BASE_PORT))
@@ -37,19 +35,7 @@ GV = Path("group_vars") / "gpu_nodes.yml"
 
 
 def _copy_inventory(dest: Path) -> Path:
-    shutil.copytree(REPO / "inventory" / "lab", dest, ignore=shutil.ignore_patterns(".state", ".fabtune*"))
-    hosts = dest / "hosts.yaml"
-    data = yaml.safe_load(hosts.read_text())
-
-    def walk(group: dict) -> None:
-        for name, host in (group.get("hosts") or {}).items():
-            host["ansible_port"] = PORTS[name]
-        for child in (group.get("children") or {}).values():
-            walk(child)
-
-    walk(data["all"])
-    hosts.write_text(yaml.safe_dump(data, sort_keys=False))
-    return dest
+    return copy_lab_inventory(dest, PORTS)
 
 
 def assert_error_line(code: int, err: str, *needles: str) -> None:

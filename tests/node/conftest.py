@@ -38,6 +38,15 @@ class Node:
     def close(self) -> None:
         self.host.close()
 
+    def reboot(self) -> None:
+        """``fabtune lab reboot`` this node (its sshd restarts) and open a new session to it."""
+        from tuning.lab.boot import reboot
+        from tuning.transport.ssh import SshHost
+
+        reboot(self.inv_dir / ".state", self.name, self.dev.connection)
+        self.host.close()
+        self.host = SshHost(self.name, self.dev.connection)
+
 
 def with_spec(dev, update: dict):
     """``dev`` with its NodeSpec updated (nested ``nic_qos`` dicts merged), revalidated."""

@@ -8,7 +8,7 @@ import pytest
 
 from tests.node.conftest import Node, node_files
 from tuning import node
-from tuning.lab.boot import boot_commands, reboot
+from tuning.lab.boot import boot_commands
 from tuning.lab.fabric import KERNEL_RELEASE
 from tuning.lab.hw_pci import inject
 from tuning.lab.tools.modtools import NV_VERSION
@@ -49,11 +49,7 @@ def test_peermem_loaded_persisted_read_back_restored_and_back_after_reboot(node_
         assert [k for k in before.keys() | after.keys() if before.get(k) != after.get(k)] == []
         node.apply(n.host, n.dev, changes)
         assert boot_commands(n.sysroot)[0] == "modprobe -b nvidia_peermem"  # systemd-modules-load, before sysctl
-        reboot(node_lab / ".state", "node01", n.dev.connection)
-    finally:
-        n.close()
-    n = Node(node_lab, "node01", {"modules": {"nvidia_peermem": True}})
-    try:
+        n.reboot()
         assert node.plan(n.dev, node.collect(n.host, n.dev, only=MINE)) == []  # loaded again at boot
         assert n.host.run("lsmod").stdout.splitlines()[1].startswith("nvidia_peermem ")
     finally:

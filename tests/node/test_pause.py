@@ -8,7 +8,6 @@ import pytest
 
 from tests.node.conftest import Node, node_files
 from tuning import node
-from tuning.lab.boot import reboot
 from tuning.lab.fabric import default_fabric
 
 pytestmark = pytest.mark.lab
@@ -61,11 +60,7 @@ def test_pause_off_plan_apply_read_back_restore_and_reboot(node_lab):
         node.apply(n.host, n.dev, [c for c in full if c.domain in ("pause", "files")])
         script = (n.sysroot / "usr/local/sbin/fabtune-nic-setup").read_text()
         assert "ethtool -A enp12s0np0 rx off tx off\n" in script
-        reboot(node_lab / ".state", "node02", n.dev.connection)
-    finally:
-        n.close()
-    n = Node(node_lab, "node02", OFF)
-    try:
+        n.reboot()
         state = node.collect(n.host, n.dev, only={"pause"})
         assert node.plan(n.dev, state) == [] and node.findings(n.dev, state) == []  # off again after boot
     finally:

@@ -11,7 +11,6 @@ import pytest
 
 from tests.node.conftest import Node, node_files, with_spec
 from tuning import node
-from tuning.lab.boot import reboot
 from tuning.lab.fabric import default_fabric, pcie_layout
 from tuning.lab.hw_pci import inject
 
@@ -60,11 +59,7 @@ def test_acs_and_maxreadreq_plan_apply_read_back_restore_and_reboot(node_lab):
         full = node.plan(n.dev, node.collect(n.host, n.dev))
         node.apply(n.host, n.dev, [c for c in full if c.domain in MINE | {"files"}])
         inject(n.sysroot, "pcie-link", "0000:4c:00.0", "16.0 GT/s PCIe", 8)
-        reboot(node_lab / ".state", "node01", n.dev.connection)
-    finally:
-        n.close()
-    n = Node(node_lab, "node01", PROFILE)
-    try:
+        n.reboot()
         state = node.collect(n.host, n.dev, only=MINE)
         again = node.plan(n.dev, state)
         assert {c.key for c in again} == {f"acs/{b}" for b in bridges}  # ACS back: the plan said not_persistent
