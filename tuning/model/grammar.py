@@ -146,60 +146,53 @@ def check_path(value: object, *, parent_ok: bool = True) -> str:
     return v
 
 
-_MLX_PARAM = re.compile(r"[A-Z][A-Z0-9_]{0,63}(\[[0-9]{1,3}(\.\.[0-9]{1,3})?\])?")
-_MLX_VALUE = re.compile(r"[A-Za-z0-9_.()-]{1,64}")
-_CMDLINE_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
-_CMDLINE_VALUE = re.compile(r"[A-Za-z0-9_.,:/+-]{0,255}")
-_WORD = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+def _word_check(pattern: str, want: str, allowed: str, doc: str):
+    """A validator: a string matching ``pattern`` whole, else ValueError "... is not WANT; allowed: ALLOWED"."""
+    rx = re.compile(pattern)
+
+    def check(value: object) -> str:
+        v = _need_str(value, allowed)
+        if not rx.fullmatch(v):
+            raise ValueError(f"{v!r} is not {want}; allowed: {allowed}")
+        return v
+
+    check.__doc__ = doc
+    return check
 
 
-def check_mlx_param(value: object) -> str:
-    """An ``mlxconfig`` parameter name (``ADVANCED_PCI_SETTINGS``, ``PF_NUM_OF_VF[0]``; MFT docs)."""
-    v = _need_str(value, "an mlxconfig parameter like ADVANCED_PCI_SETTINGS")
-    if not _MLX_PARAM.fullmatch(v):
-        raise ValueError(f"{v!r} is not an mlxconfig parameter; allowed: upper-case [A-Z0-9_] like NUM_OF_VFS")
-    return v
+def _int_or_word_check(lo: int, hi: int, word, range_text: str, doc: str):
+    """A validator: an int in ``lo <= v < hi`` (never a bool), else what ``word`` accepts."""
+    def check(value: object) -> str | int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            if not lo <= value < hi:
+                raise ValueError(f"{value} is outside {range_text}")
+            return value
+        return word(value)
+
+    check.__doc__ = doc
+    return check
 
 
-def check_mlx_value(value: object) -> str | int:
-    """An ``mlxconfig`` value: an int, or a word (``True``, ``ETH``, ``DEVICE_DEFAULT(0)``)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        if not 0 <= value < 2**32:
-            raise ValueError(f"{value} is outside 0..2**32-1")
-        return value
-    v = _need_str(value, "an integer or a word like True or ETH")
-    if not _MLX_VALUE.fullmatch(v):
-        raise ValueError(f"{v!r} is not an mlxconfig value; allowed: 1..64 of [A-Za-z0-9_.()-]")
-    return v
-
-
-def check_cmdline_name(value: object) -> str:
-    """A kernel command-line option name (``iommu``, ``intel_idle.max_cstate``; kernel-parameters.txt)."""
-    v = _need_str(value, "a kernel option like iommu")
-    if not _CMDLINE_NAME.fullmatch(v):
-        raise ValueError(f"{v!r} is not a kernel command-line option; allowed: [a-z0-9_.-] like iommu")
-    return v
-
-
-def check_cmdline_value(value: object) -> str | int:
-    """A kernel command-line option value (``pt``, ``0-15,56-71``; ``""`` for a bare flag); no spaces or
-    quotes; an integer within the kernel's 64-bit range (``memparse`` / ``kstrtoull``)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        if not -2**63 <= value < 2**64:
-            raise ValueError(f"{value} is outside the kernel's integer range -2**63..2**64-1")
-        return value
-    v = _need_str(value, "a value like pt or 1")
-    if not _CMDLINE_VALUE.fullmatch(v):
-        raise ValueError(f"{v!r} is not a kernel option value; allowed: [A-Za-z0-9_.,:/+-], no spaces")
-    return v
-
-
-def check_word(value: object) -> str:
-    """A lower-case name that reaches a file (a cpufreq governor: ``performance``)."""
-    v = _need_str(value, "a lower-case word like performance")
-    if not _WORD.fullmatch(v):
-        raise ValueError(f"{v!r} is not a name; allowed: [a-z][a-z0-9_-] like performance")
-    return v
+check_mlx_param = _word_check(
+    r"[A-Z][A-Z0-9_]{0,63}(\[[0-9]{1,3}(\.\.[0-9]{1,3})?\])?", "an mlxconfig parameter",
+    "upper-case [A-Z0-9_] like NUM_OF_VFS",
+    "An ``mlxconfig`` parameter name (``ADVANCED_PCI_SETTINGS``, ``PF_NUM_OF_VF[0]``; MFT docs).")
+check_mlx_value = _int_or_word_check(
+    0, 2**32, _word_check(r"[A-Za-z0-9_.()-]{1,64}", "an mlxconfig value", "1..64 of [A-Za-z0-9_.()-] or an "
+                          "integer", ""), "0..2**32-1",
+    "An ``mlxconfig`` value: an int, or a word (``True``, ``ETH``, ``DEVICE_DEFAULT(0)``).")
+check_cmdline_name = _word_check(
+    r"[a-z0-9][a-z0-9_.-]{0,63}", "a kernel command-line option", "[a-z0-9_.-] like iommu",
+    "A kernel command-line option name (``iommu``, ``intel_idle.max_cstate``; kernel-parameters.txt).")
+check_cmdline_value = _int_or_word_check(
+    -2**63, 2**64, _word_check(r"[A-Za-z0-9_.,:/+-]{0,255}", "a kernel option value",
+                               "[A-Za-z0-9_.,:/+-], no spaces", ""),
+    "the kernel's integer range -2**63..2**64-1",
+    "A kernel command-line option value (``pt``, ``0-15,56-71``; ``\"\"`` for a bare flag); no spaces or "
+    "quotes; an integer within the kernel's 64-bit range (``memparse`` / ``kstrtoull``).")
+check_word = _word_check(
+    r"[a-z][a-z0-9_-]{0,31}", "a name", "[a-z][a-z0-9_-] like performance",
+    "A lower-case name that reaches a file (a cpufreq governor: ``performance``).")
 
 
 #: the NIC MaxReadReq sizes PCIe allows (Device Control bits 14:12, PCIe base spec 7.5.3.4), bytes
