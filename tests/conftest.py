@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -62,8 +63,14 @@ def lab(lab_inventory: Path) -> Path:
     return lab_inventory / ".state"
 
 
+#: NIC traffic counters in a lab sysroot (RDMA ``hw_counters``, the ``ethtool -S`` state): an incast
+#: moves them, and they are no configuration a restore puts back
+COUNTER_FILES = re.compile(r"sys/class/infiniband/[^/]+/ports/\d+/hw_counters/|run/lab/ethtool/")
+
+
 def snapshot_fabric(inv_dir: Path) -> dict[str, bytes | str]:
-    """Every node sysroot file (bytes) and every switch's running config (``nv config show -o commands``).
+    """Every node sysroot file (bytes) but the traffic counters (:data:`COUNTER_FILES`), and every
+    switch's running config (``nv config show -o commands``).
 
     Keys: ``node01:sys/class/net/enp12s0np0/mtu`` ... and ``leaf01:running-config``.
     """
@@ -75,8 +82,9 @@ def snapshot_fabric(inv_dir: Path) -> dict[str, bytes | str]:
     for node_dir in sorted((state / "nodes").iterdir()):
         root = node_dir / "sysroot"
         for f in sorted(root.rglob("*")):
-            if f.is_file() and not f.is_symlink():
-                out[f"{node_dir.name}:{f.relative_to(root)}"] = f.read_bytes()
+            rel = str(f.relative_to(root))
+            if f.is_file() and not f.is_symlink() and not COUNTER_FILES.match(rel):
+                out[f"{node_dir.name}:{rel}"] = f.read_bytes()
     inv = inventory.load(inv_dir)
     for dev in inv.switches:
         drv = open_driver(dev)

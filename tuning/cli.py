@@ -18,7 +18,7 @@ from tuning.cli_args import (MAX_CONFIRM_S, click, finite, integer, journal_dir_
                              usage_line)
 from tuning.errors import ConnectError, InputError, TuningError
 from tuning.node import domains as node_domains
-from tuning.report import changes_table, console, file_diffs, findings_table, verify_table
+from tuning.report import batches_text, changes_table, console, file_diffs, findings_table, verify_table
 from tuning.reports import EXIT_DRIFT, EXIT_OK, Outputs, Recorder, report_file
 from tuning.rollout.journal import DEFAULT_DIR
 
@@ -51,6 +51,32 @@ REPORT_JSON = typer.Option(None, "--report-json", metavar="FILE", parser=report_
                            help="Write the JSON run report (schema: tuning/reports/report.schema.json).")
 
 
+SERIAL = typer.Option(None, "--serial", metavar="1,5,20%", help="Batch sizes, as Ansible's serial: nodes, or N% of "
+                      "the selected nodes; the last repeats (default: the inventory's fabtune_rollout, else 100%: "
+                      "one batch).")
+BATCH_BY = typer.Option(None, "--batch-by", metavar="leaf|rail|none", help="Order nodes so a batch fills one leaf "
+                        "(or rail) before the next (default leaf).")
+
+
+def _optional_share(value: Optional[float]) -> Optional[float]:
+    """``--min-bw-share``: None, or a finite fraction 0..1."""
+    if value is not None and (finite(value) > 1):
+        raise typer.BadParameter(f"{value} is not a fraction of line rate; allowed: 0..1")
+    return value
+
+
+def _optional_finite(value: Optional[float]) -> Optional[float]:
+    return None if value is None else finite(value)
+
+
+def _policy(inv, serial: Optional[str] = None, **flags):
+    """The run's rollout policy: the inventory's ``fabtune_rollout`` with the flags given (None:
+    not given). Raises InputError naming the flag."""
+    from tuning.model.policy import parse_serial
+
+    return inv.policy.override(serial=parse_serial(serial) if serial is not None else None, **flags)
+
+
 def _outputs(junit: Optional[Path], prom: Optional[Path], report_json: Optional[Path]) -> Outputs:
     """The report files asked for. Raises InputError when two name the same file."""
     return Outputs(junit=junit, prom=prom, json=report_json).check()
@@ -74,6 +100,8 @@ def _emit(report, as_json: bool, title: str, diff: bool = False) -> None:
     if as_json:
         print(json.dumps(report.as_dict(), indent=2, default=str))
         return
+    if report.batches and (report.mode == "plan" or len(report.batches) > 1):
+        out.print(batches_text(report.batches), markup=False, highlight=False, soft_wrap=True)
     if report.verify_before:
         out.print(verify_table(report.verify_before, "verification before"))
     if report.changes:
@@ -88,9 +116,15 @@ def _emit(report, as_json: bool, title: str, diff: bool = False) -> None:
     for dev, e in report.errors.items():
         if report.mode != "rollback":
             out.print(f"{dev}: {e}", style="red", markup=False, highlight=False)
+    if report.unreachable:
+        out.print(f"unreachable (no answer; left for `fabtune rollback {report.run_id}`): "
+                  f"{', '.join(report.unreachable)}", style="red", markup=False, highlight=False)
     if report.restored:
         out.print(f"restored: {', '.join(report.restored)} (every touched device is back to its snapshot"
                   + (", except the firmware settings below)" if report.kept else ")"))
+    if report.restored_verified is not None:
+        out.print("restored devices verified against the baseline: " + ("back to it" if report.restored_verified
+                  else "NOT back to it (check the fabric)"), style=None if report.restored_verified else "red")
     for dev, items in (report.kept or {}).items():
         undo = [c for c in items if c.get("undo") != "by hand"]
         burns = [c for c in items if c.get("undo") == "by hand"]
@@ -107,7 +141,9 @@ def _emit(report, as_json: bool, title: str, diff: bool = False) -> None:
     words = {"planned": f"{n} change(s) planned, nothing pushed" if n else "0 changes: already in the desired state",
              "no-change": "0 changes: already in the desired state, nothing touched",
              "applied": f"{n} change(s) applied", "kept": f"{n} change(s) applied, verified and kept",
-             "rolled-back": f"{n} change(s) ROLLED BACK", "failed": "FAILED"}
+             "rolled-back": f"{n} change(s) ROLLED BACK", "failed": "FAILED",
+             "halted": f"HALTED at batch {_halted_at(report)}: that batch restored, "
+                       f"{sum(1 for b in report.batches if b.get('outcome') == 'kept')} earlier batch(es) kept"}
     run = f" (run {report.run_id})" if report.run_id else ""
     if report.mode == "offline-plan":
         words["planned"] = (f"{n} setting(s) wanted; offline: current state not read, nothing contacted; "
@@ -120,6 +156,10 @@ def _emit(report, as_json: bool, title: str, diff: bool = False) -> None:
     if report.outcome == "no-change" and report.verify_ok is False:
         out.print("[red]verification FAILED: the fabric is unhealthy as it is (nothing was changed, "
                   "nothing to roll back)[/red]")
+
+
+def _halted_at(report) -> str:
+    return next((str(b["index"]) for b in report.batches if b.get("outcome") in ("restored", "failed")), "?")
 
 
 def _load(path: Path):
@@ -151,8 +191,10 @@ def plan(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opti
         False, "--detailed-exitcode", help="Exit 0 when nothing would change, 2 when the plan has changes "
         "(drift), 1 on any error, bad input included (as terraform plan -detailed-exitcode)."),
          junit: Optional[Path] = JUNIT, prom_file: Optional[Path] = PROM,
-         report_json: Optional[Path] = REPORT_JSON) -> None:
-    """Show, per device and setting, what apply would change. Changes nothing.
+         report_json: Optional[Path] = REPORT_JSON, serial: Optional[str] = SERIAL,
+         batch_by: Optional[str] = BATCH_BY) -> None:
+    """Show, per device and setting, what apply would change, and the rollout's batches with the
+    push order inside each and its reason (the policy: inventory fabtune_rollout, --serial). Changes nothing.
 
     Exit 0; with --detailed-exitcode 0 no drift, 2 drift, 1 error (docs/reports.md).
     Example: fabtune plan -i inventory/lab --limit leaf01 --detailed-exitcode
@@ -166,8 +208,9 @@ def plan(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opti
     with Recorder(_outputs(junit, prom_file, report_json), "plan", inventory, detailed=detailed_exitcode) as rec:
         inv, only = _load(inventory), _domains(domain)
         rec.select(inv.select(limit))
+        policy = _policy(inv, serial, batch_by=batch_by)  # checked offline too (an offline plan shows no batches)
         report = (offline_plan(inv, limit, only) if offline
-                  else engine.run(inv, engine.Options(mode="plan", limit=limit, domains=only), _progress))
+                  else engine.run(inv, engine.Options(mode="plan", limit=limit, domains=only, policy=policy), _progress))
         code = rec.done(report, (EXIT_DRIFT if report.n_changes else EXIT_OK) if detailed_exitcode else None)
     _emit(report, as_json, "plan (offline: current state not read)" if offline else "plan", diff)
     raise typer.Exit(code)
@@ -202,22 +245,54 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: 
                 None, "--confirm-s", parser=integer(None, MAX_CONFIRM_S, "a window in seconds"), metavar="SECONDS", help="Switch commit-confirm window, seconds, at most "
                 f"{MAX_CONFIRM_S} (default: derived from the expected verification time, at least 600; a shorter "
                 "window than verification needs is refused)."),
-            min_bw: float = MIN_BW, max_lat: float = MAX_LAT, rail: Optional[list[int]] = RAIL,
+            min_bw: Optional[float] = typer.Option(None, "--min-bw", callback=_optional_finite, help="Pass mark "
+                                                   "per pair, Gb/s (default: the policy's, 300)."),
+            max_lat: Optional[float] = typer.Option(None, "--max-lat", callback=_optional_finite, help="Pass mark "
+                                                    "per pair, typical latency us (default: the policy's, 10)."),
+            min_bw_share: Optional[float] = typer.Option(None, "--min-bw-share", callback=_optional_share,
+                                                         help="Pass mark per pair: share 0..1 of the slower end's "
+                                                              "line rate (default: not judged)."),
+            rail: Optional[list[int]] = RAIL,
             allow_firmware: bool = FIRMWARE, junit: Optional[Path] = JUNIT, prom_file: Optional[Path] = PROM,
-            report_json: Optional[Path] = REPORT_JSON) -> None:
-    """Snapshot, apply, verify with RDMA tests, then keep, or restore every touched device.
+            report_json: Optional[Path] = REPORT_JSON, serial: Optional[str] = SERIAL,
+            batch_by: Optional[str] = BATCH_BY,
+            max_fail_percentage: Optional[int] = typer.Option(
+                None, "--max-fail-percentage", parser=integer(0, 100, "a percentage"), metavar="0..100",
+                help="Per batch: halt when failed devices / batch nodes x 100 exceeds it (default 0)."),
+            max_failed: Optional[int] = typer.Option(
+                None, "--max-failed", parser=integer(0, 1000000, "a count of devices"), metavar="N",
+                help="Whole run: halt when more than N devices failed (default: no cap)."),
+            settle_s: Optional[int] = typer.Option(None, "--settle-s", parser=integer(0, 3600, "seconds"),
+                                                   metavar="SECONDS", help="Wait between a batch's apply and its "
+                                                   "verification (default 0)."),
+            on_regression: Optional[str] = typer.Option(None, "--on-regression", metavar="restore-batch|restore-all",
+                                                        help="On a regression restore the batch (keep earlier "
+                                                             "batches; default) or every batch."),
+            no_incast: bool = typer.Option(False, "--no-incast", help="Skip the k-to-1 incast per changed leaf.")) -> None:
+    """Snapshot, then per batch (the policy's: inventory fabtune_rollout, flags): apply in a safe
+    order, verify with RDMA tests (and an incast per changed leaf), confirm; on a regression restore
+    the batch (or every batch) and halt.
 
-    Exit 0 kept (or nothing to do), 1 rolled back, 3 rollback failed.
-    Example: fabtune rollout -i inventory/lab --min-bw 300
+    Exit 0 kept (or nothing to do), 1 rolled back or halted, 3 rollback failed, 4 only unreachable
+    devices failed.
+    Example: fabtune rollout -i inventory/lab --serial 1,50% --max-failed 1
     """
+    from dataclasses import asdict
+
     from tuning.rollout import engine
     from tuning.verify.runner import Thresholds
 
-    opts = engine.Options(mode="rollout", limit=limit, journal_dir=journal_dir, confirm_s=confirm_s,
-                          thresholds=Thresholds(min_bw_gbps=min_bw, max_lat_us=max_lat),
-                          rails=tuple(rail) if rail else None, allow_firmware=allow_firmware)
-    with Recorder(_outputs(junit, prom_file, report_json), "rollout", inventory, opts.thresholds) as rec:
+    with Recorder(_outputs(junit, prom_file, report_json), "rollout", inventory) as rec:
         inv = _load(inventory)
+        policy = _policy(inv, serial, batch_by=batch_by, max_fail_percentage=max_fail_percentage,
+                         max_failed_devices=max_failed, settle_s=settle_s, on_regression=on_regression,
+                         min_bw_gbps=min_bw, max_lat_us=max_lat, min_bw_share=min_bw_share,
+                         incast_enabled=False if no_incast else None)
+        th = Thresholds(**policy.thresholds.model_dump())
+        rec.ctx.thresholds = asdict(th)
+        opts = engine.Options(mode="rollout", limit=limit, journal_dir=journal_dir, confirm_s=confirm_s,
+                              thresholds=th, rails=tuple(rail) if rail else None, allow_firmware=allow_firmware,
+                              policy=policy)
         rec.select(inv.select(limit))
         report = engine.run(inv, opts, _progress)
         code = rec.done(report)
@@ -229,11 +304,14 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: 
 def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR,
            min_bw: float = MIN_BW, max_lat: float = MAX_LAT, rail: Optional[list[int]] = RAIL,
            limit: Optional[list[str]] = LIMIT, junit: Optional[Path] = JUNIT, prom_file: Optional[Path] = PROM,
-           report_json: Optional[Path] = REPORT_JSON) -> None:
+           report_json: Optional[Path] = REPORT_JSON,
+           no_incast: bool = typer.Option(False, "--no-incast", help="Skip the k-to-1 incast per leaf (run when "
+                                          "the inventory expects lossless RoCE and its policy enables it).")) -> None:
     """Run ib_write_bw and ib_read_lat between node pairs (leaf and spine paths) against the
     thresholds and the recorded baseline. Exit 1 if a pair fails. With --limit, only the named
     hosts or groups are proven: their NICs (a leaf: the NICs cabled to it), their leaves' uplinks
-    and the spines, partners taken from the whole inventory.
+    and the spines, partners taken from the whole inventory. When the inventory expects lossless
+    RoCE, a k-to-1 incast per leaf (of the selection) is judged too: loss, PFC pauses, CNPs, shares.
 
     Example: fabtune verify -i inventory/lab --limit node01 --json
     """
@@ -245,13 +323,16 @@ def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR
     th = Thresholds(min_bw_gbps=min_bw, max_lat_us=max_lat)
     with Recorder(_outputs(junit, prom_file, report_json), "verify", inventory, th) as rec:
         inv, t0 = _load(inventory), time.monotonic()
-        ok, results = verify_only(inv, journal_dir, th, _progress, tuple(rail) if rail else None, limit or None)
-        code = rec.done(verify_report(ok, results, time.monotonic() - t0),
+        ok, results, incasts = verify_only(inv, journal_dir, th, _progress, tuple(rail) if rail else None,
+                                           limit or None, incast=not no_incast)
+        code = rec.done(verify_report(ok, results, time.monotonic() - t0, incasts),
                         baseline=load_baseline(journal_dir, inv.path) or {})
     if as_json:
-        print(json.dumps({"ok": ok, "pairs": results}, indent=2))
+        print(json.dumps({"ok": ok, "pairs": results, "incast": incasts}, indent=2))
     else:
         out.print(verify_table(results, "verification"))
+        for r in incasts:
+            out.print(f"incast {r['incast']}: {r['verdict']}" + (f": {'; '.join(r['reasons'])}" if r["reasons"] else ""))
         out.print("PASS" if ok else "FAIL")
     raise typer.Exit(code)
 

@@ -135,3 +135,22 @@ class RollbackError(TuningError):
     """Restoring a snapshot failed. The one that must page a human (exit 3)."""
 
     exit_code = 3
+
+
+class DeviceTimeout(TuningError):
+    """A device did not answer within a phase's time limit (counted as unreachable, like a
+    :class:`ConnectError`: exit 4 when nothing else failed).
+
+    Args:
+        host: the inventory name of the device.
+        phase: the phase that timed out (``connect``, ``collect``, ``apply``, ``verify``...).
+        seconds: the limit it ran past (s).
+
+    ``str()`` is ``"node03: no answer in collect after 120 s"``.
+    """
+
+    exit_code = 4
+
+    def __init__(self, host: str, phase: str, seconds: float):
+        self.seconds = seconds
+        super().__init__(f"no answer in {phase} after {seconds:g} s", host=host, phase=phase)

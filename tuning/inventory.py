@@ -16,7 +16,9 @@ grammar for every string that reaches a shell or a file, bounded ranges); a key 
 refused unless it is set for a group holding both roles (``all``); an unknown key close to a known
 one is refused ("did you mean nic_qos.pfc_priority?"); other keys (``ntp_servers``, other
 ``ansible_*``) are left alone. Paths in ``fabtune_*_file`` keys are relative to INV. Cross-host
-checks (cabling, endpoints, QoS) run last (:mod:`tuning.checks`).
+checks (cabling, endpoints, QoS) run last (:mod:`tuning.checks`). The ``all`` group's
+``fabtune_rollout`` is the run's rollout policy (:mod:`tuning.model.policy`; on any other group or
+a host it is refused).
 
 Raises :class:`tuning.errors.InputError` (exit 2) with file, key and allowed values, in one line.
 """
@@ -35,6 +37,8 @@ from tuning.model import NicQos, NodeSpec, SwitchRoce, SwitchSpec
 from tuning.model.node_tuning import overlaps
 from tuning.model.layout import Tree, VarsCache, host_vars, parse_tree
 from tuning.model.messages import validation_error
+from tuning.model.policy import POLICY_KEY, RolloutPolicy
+from tuning.model.policy import explain as explain_policy
 from tuning.model.settings import ConnectionVars
 from tuning.model.sources import check_single_source
 from tuning.transport import become as _become
@@ -89,6 +93,8 @@ class Inventory:
 
     path: Path
     devices: dict[str, Device]
+    #: the run's rollout policy (``fabtune_rollout`` of the ``all`` group; defaults when unset)
+    policy: RolloutPolicy = field(default_factory=RolloutPolicy)
 
     @property
     def nodes(self) -> list[Device]:
@@ -162,8 +168,10 @@ def _check_keys(role: str, vars_: dict, where: tuple[dict, dict], host: str, mix
     sources, scopes = where
     own, other = _own_keys(role), _own_keys("switch" if role == "node" else "node")
     nested = _nested_keys(role)
-    known = sorted(own | other | CONNECTION_KEYS | FABTUNE_KEYS | set(nested))
+    known = sorted(own | other | CONNECTION_KEYS | FABTUNE_KEYS | set(nested) | {POLICY_KEY})
     for key in vars_:
+        if key == POLICY_KEY:  # the run's policy: checked once, by _policy
+            continue
         if key in LEGACY_KEYS:
             raise InputError(sources[key], key, f"an old Ansible alias fabtune does not read (host {host}); "
                                                 f"allowed: {LEGACY_KEYS[key]}")
@@ -252,7 +260,39 @@ def load(path: str | Path) -> Inventory:
     check_cabling(devices, hosts_file)
     check_addresses(devices, hosts_file)
     check_qos(devices)
-    return Inventory(inv, devices)
+    return Inventory(inv, devices, _policy(tree, cache, sorted(role_of)))
+
+
+def _policy(tree: Tree, cache: VarsCache, hosts: list[str]) -> RolloutPolicy:
+    """The run's :class:`~tuning.model.policy.RolloutPolicy` from ``fabtune_rollout``, which only the
+    ``all`` group may set (``group_vars/all.yml`` or the ``all:`` vars of hosts.yaml): one policy per
+    run. Defaults when no host sees the key.
+
+    Raises:
+        InputError: the key set on another group or a host (names the file and where), or a value
+            the policy refuses (unknown key, with the allowed ones; a value outside its range).
+    """
+    found: tuple[object, str] | None = None
+    for host in hosts:
+        vars_, sources, scopes = host_vars(tree, cache, host)
+        if POLICY_KEY not in vars_:
+            continue
+        if scopes[POLICY_KEY] != "all":
+            where = f"group {scopes[POLICY_KEY]}" if scopes[POLICY_KEY] else f"host {host}"
+            raise InputError(sources[POLICY_KEY], POLICY_KEY, f"set for {where}; a run has one rollout policy: "
+                             "set it for the all group (group_vars/all.yml or the all: vars of hosts.yaml)")
+        found = found or (vars_[POLICY_KEY], sources[POLICY_KEY])
+    if found is None:
+        return RolloutPolicy()
+    value, src = found
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise InputError(src, POLICY_KEY, f"{value!r:.60} is not a mapping of policy keys; allowed keys: "
+                         f"{', '.join(RolloutPolicy.model_fields)}")
+    try:
+        return RolloutPolicy.model_validate(value)
+    except ValidationError as e:
+        key, problem = explain_policy(e)
+        raise InputError(src, f"{POLICY_KEY}.{key}", problem) from None
 
 
 def resolved_vars(path: str | Path) -> dict[str, dict]:

@@ -129,6 +129,25 @@ def verify_table(results: list[dict], title: str, before: list[dict] | None = No
     return t
 
 
+def batches_text(batches: list[dict]) -> str:
+    """The batches of a rollout (:class:`tuning.rollout.batches.Batch` dicts plus outcome), one
+    block per batch, for people: how it was formed, its push phases and why, and (after a run)
+    its outcome with its failed and unreachable devices. Lines are not wrapped (print with
+    ``soft_wrap=True``)."""
+    lines = [f"batches (push order): {len(batches)}"]
+    for b in batches:
+        lines.append(f"  {b['index']}. {b.get('why') or ''}")
+        phases = " -> ".join("[" + ", ".join(ph) + "]" for ph in b.get("phases") or []) or "nothing to push"
+        lines.append(f"     push: {phases}")
+        lines.append(f"     order: {b.get('order') or '-'}")
+        if b.get("outcome") not in (None, "not-run") or b.get("halt"):
+            extra = [f"failed {', '.join(b['failed'])}" if b.get("failed") else "",
+                     f"unreachable {', '.join(b['unreachable'])}" if b.get("unreachable") else "",
+                     f"halted: {b['halt']}" if b.get("halt") else ""]
+            lines.append("     outcome: " + "; ".join([b.get("outcome") or "-", *[e for e in extra if e]]))
+    return "\n".join(lines)
+
+
 def _num(v: float | None, digits: int) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 

@@ -72,7 +72,7 @@ def _wrong_variant(src: Path) -> Path:
 def test_rollout_keeps_good_then_restores_wrong_byte_for_byte(lab_inventory: Path, tmp_path: Path):
     journal = tmp_path / "j"
     good = engine.run(inventory.load(lab_inventory), Options(mode="rollout", journal_dir=journal))
-    assert good.outcome == "kept", good.verify_after
+    assert good.outcome == "kept", [(r["pair"], r["reasons"]) for r in good.verify_after if r["reasons"]]
     before_bw = {r["pair"]: r["bw_gbps"] for r in good.verify_before}
     after_bw = {r["pair"]: r["bw_gbps"] for r in good.verify_after}
     assert all(after_bw[p] > before_bw[p] for p in after_bw)
@@ -85,7 +85,7 @@ def test_rollout_keeps_good_then_restores_wrong_byte_for_byte(lab_inventory: Pat
     assert bad.outcome == "rolled-back"
     assert "leaf01" in bad.restored
     failed = [r for r in bad.verify_after if r["verdict"] == "fail"]
-    assert failed and all(r["path"] == "spine" for r in failed), failed
+    assert failed and all(r["path"] == "spine" for r in failed), [(r["pair"], r["path"], r["reasons"]) for r in failed]
     restored = snapshot_fabric(lab_inventory)
     diff = sorted(k for k in set(tuned) | set(restored) if tuned.get(k) != restored.get(k) and not k.endswith(":revision"))
     assert diff == []

@@ -51,6 +51,34 @@ Rules:
         latency +-1 %; the same inputs give the same numbers on every run.
     Latency spread: min 0.97 T, avg 1.004 T, stdev 0.015 T (+8 % of the p99 tail),
         p99 1.04 T + tail, p99.9 1.25 T + tail, max 1.3 p99.9 (T = typical).
+
+Incast (:func:`incast`; ``ib_write_bw`` only): k senders writing to one receiver NIC at once
+    (k = the ``ib_write_bw`` servers listening on the receiver's IPv4, counted by the client at
+    its start; sender i = the rank of its server's TCP port among them). k = 1 is a pair test:
+    the numbers above, unchanged. For k >= 2, with line = the slower NIC of the sender's path
+    and fair share = line / k, the mode of the sender's path gives (total, spread):
+        lossy (the Lossless rule fails)       total 0.45 line, spread 0.30
+        pfc (lossless, the ECN rule fails)    total 0.96 line, spread 0.02
+        ecn (lossless and ECN)                total 0.97 line, spread 0.01
+    Sender i gets fair x total/line x w_i, w_i = 1 + spread u_i, the u_i evenly spaced over
+    [-1, 1] (mean 0) and dealt to the senders in an order from a SHA-256 of (receiver, k, i):
+    the weights average 1, so the shares sum to the total; lossy shares are uneven (0.7 .. 1.3
+    of 0.45 fair: the slowest below 0.5 fair); pfc within 0.96 fair +- 2 % (inside +-10 %); ecn
+    within 0.97 fair +- 1 % (inside +-5 %). A sender never exceeds its pair
+    bandwidth (degrade, MTU drop still apply). Bandwidth peak = average x 1.0012.
+    Counters per sender per run (D = the ``-D`` seconds, else bytes / bandwidth; P = the
+    priority each end sees the RoCE DSCP on, 0 under trust pcp; n = bytes / active MTU packets):
+        every k:   sender ``tx_prio{P}_bytes/_packets``, receiver ``rx_prio{P}_bytes/_packets``
+                   (the perftest stand-in applies counters for k >= 2 only: a pair test moves none)
+        lossy:     drops d = max(1, n x 0.02 x (k-1)/k): receiver ``rx_prio{P}_discards`` and
+                   ``rx_discards_phy`` + d, ``out_of_sequence`` + 3d, ``packet_seq_err`` + d/2 (>= 1);
+                   sender ``local_ack_timeout_err`` + max(1, d / 400)
+        pfc:       pauses p = 1500 x D x (k-1) (thousands): sender ``rx_prio{P}_pause`` + p,
+                   receiver ``tx_prio{P}_pause`` + p, ``_pause_duration`` + 8p each,
+                   ``rx_prio{P}_pause_transition`` + p/2 (sender); no CNP
+        ecn:       CNPs c = 2600 x D x (k-1): receiver ``np_cnp_sent`` + c,
+                   ``np_ecn_marked_roce_packets`` + 3c/2, sender ``rp_cnp_handled`` + c; pauses
+                   p / 200 (0.5 % of the pfc count) as pfc
 """
 
 from __future__ import annotations
@@ -147,6 +175,9 @@ class Outcome:
     server_gid_index: int | None = None
     client_gid: str = ""
     server_gid: str = ""
+    line_gbps: float = 0.0
+    sender_prio: int = 0
+    receiver_prio: int = 0
 
 
 def _read(path: Path, default: str | None = None) -> str | None:
@@ -391,6 +422,9 @@ def compute_sizes(state_dir: Path | str, client_node: str, client_dev: str, serv
     if out.error:
         return [dataclasses.replace(out) for _ in sizes]
     names, out.reasons, out.lossless, out.ecn = _penalties(state_dir, fabric, out.path, ends, out.active_mtu)
+    out.line_gbps = float(min(e.speed_gbps for e in ends))
+    out.sender_prio = ends[0].prio
+    out.receiver_prio = ends[1].dscp2prio[ends[0].dscp] if ends[1].trust == "dscp" else 0
     hops = sum(1 for h in path if ":" not in h)
     results = []
     for size in sizes:
@@ -399,3 +433,101 @@ def compute_sizes(state_dir: Path | str, client_node: str, client_dev: str, serv
         _numbers(one, names, float(min(e.speed_gbps for e in ends)), hops, size, qps, j)
         results.append(one)
     return results
+
+
+# ---- incast (k senders into one receiver NIC) ------------------------------------------------
+
+#: incast mode -> (total goodput as a fraction of line rate, share spread); see the module docstring
+INCAST_MODES = {"lossy": (0.45, 0.30), "pfc": (0.96, 0.02), "ecn": (0.97, 0.01)}
+#: lossy drop rate of an incast's packets (x (k-1)/k); pauses and CNPs per second per extra sender
+INCAST_DROP_RATE = 0.02
+INCAST_PAUSES_PER_S = 1500
+INCAST_CNPS_PER_S = 2600
+#: pause frames under ECN: this fraction of the PFC-only count (1/200 = 0.5 %)
+ECN_PAUSE_DIVISOR = 200
+#: microseconds of pause (``_pause_duration`` units) per pause frame
+PAUSE_DURATION_PER_FRAME = 8
+
+
+def incast_mode(out: Outcome) -> str:
+    """``lossy``, ``pfc`` or ``ecn`` from a computed path (:attr:`Outcome.lossless` / :attr:`Outcome.ecn`)."""
+    return "lossy" if not out.lossless else ("ecn" if out.ecn else "pfc")
+
+
+def incast_weights(receiver: str, k: int, mode: str) -> list[float]:
+    """The k senders' weights (mean exactly 1): ``1 + spread u_i``, the u_i evenly spaced over
+    [-1, 1] and dealt in the order of a SHA-256 of (receiver, k, i); ``[1.0]`` for k = 1.
+
+    Raises:
+        ValueError: k < 1 or an unknown mode.
+    """
+    if k < 1 or mode not in INCAST_MODES:
+        raise ValueError(f"incast k={k} mode={mode!r}: k >= 1, mode one of {', '.join(INCAST_MODES)}")
+    if k == 1:
+        return [1.0]
+    spread = INCAST_MODES[mode][1]
+    order = sorted(range(k), key=lambda i: _jitter("incast", receiver, k, i))
+    u = [0.0] * k
+    for rank, i in enumerate(order):
+        u[i] = -1 + 2 * rank / (k - 1)
+    return [1 + spread * x for x in u]
+
+
+@dataclass
+class IncastCounters:
+    """Counter increments of one incast sender's run: ``sender`` on its own NIC, ``receiver`` on
+    the receiver's (``ethtool -S`` and hw_counters names mixed: ``{"rx_prio3_pause": 9000}``)."""
+
+    sender: dict[str, int] = field(default_factory=dict)
+    receiver: dict[str, int] = field(default_factory=dict)
+
+
+def incast(out: Outcome, receiver: str, k: int, index: int) -> Outcome:
+    """Sender ``index`` (0..k-1) of a k-to-1 incast: the pair outcome ``out`` with its bandwidth
+    replaced by the sender's share (module docstring, Incast). k = 1 returns ``out`` unchanged.
+
+    Raises:
+        ValueError: index outside 0..k-1.
+    """
+    if not 0 <= index < k:
+        raise ValueError(f"incast sender {index} of {k}")
+    if k == 1 or out.error:
+        return out
+    mode = incast_mode(out)
+    total, _ = INCAST_MODES[mode]
+    share = out.line_gbps / k * total * incast_weights(receiver, k, mode)[index]
+    bw = min(share, out.bw_avg_gbps)
+    return dataclasses.replace(out, path=list(out.path), reasons=list(out.reasons), bw_avg_gbps=round(bw, 4),
+                               bw_peak_gbps=round(bw * 1.0012, 4))
+
+
+def incast_counters(out: Outcome, k: int, seconds: float) -> IncastCounters:
+    """What one sender's ``seconds`` of writing at ``out.bw_avg_gbps`` adds to both ends'
+    counters in a k-to-1 incast (module docstring, Incast); k = 1 adds traffic counters only."""
+    c = IncastCounters()
+    if out.error:
+        return c
+    nbytes = int(out.bw_avg_gbps * 1e9 / 8 * seconds)
+    pkts = math.ceil(nbytes / out.active_mtu)
+    ps, pr = out.sender_prio, out.receiver_prio
+    c.sender.update({f"tx_prio{ps}_bytes": nbytes, f"tx_prio{ps}_packets": pkts})
+    c.receiver.update({f"rx_prio{pr}_bytes": nbytes, f"rx_prio{pr}_packets": pkts})
+    if k < 2:
+        return c
+    mode = incast_mode(out)
+    if mode == "lossy":
+        d = max(1, int(pkts * INCAST_DROP_RATE * (k - 1) / k))
+        c.receiver.update({f"rx_prio{pr}_discards": d, "rx_discards_phy": d, "out_of_sequence": 3 * d,
+                           "packet_seq_err": max(1, d // 2)})
+        c.sender["local_ack_timeout_err"] = max(1, d // 400)
+        return c
+    pauses = int(INCAST_PAUSES_PER_S * seconds * (k - 1))
+    if mode == "ecn":
+        cnps = int(INCAST_CNPS_PER_S * seconds * (k - 1))
+        c.receiver.update({"np_cnp_sent": cnps, "np_ecn_marked_roce_packets": cnps * 3 // 2})
+        c.sender["rp_cnp_handled"] = cnps
+        pauses = max(1, pauses // ECN_PAUSE_DIVISOR)
+    c.sender.update({f"rx_prio{ps}_pause": pauses, f"rx_prio{ps}_pause_duration": pauses * PAUSE_DURATION_PER_FRAME,
+                     f"rx_prio{ps}_pause_transition": max(1, pauses // 2)})
+    c.receiver.update({f"tx_prio{pr}_pause": pauses, f"tx_prio{pr}_pause_duration": pauses * PAUSE_DURATION_PER_FRAME})
+    return c

@@ -134,6 +134,8 @@ EXTRA_BUILDERS: list[str] = [
     "tuning.lab.hw_cpu:build",
     # part D (modules, PCIe, pause)
     "tuning.lab.hw_pci:build",
+    # issue 8 part A (incast: NIC counters, link speed)
+    "tuning.lab.counters:build",
 ]
 
 

@@ -117,7 +117,7 @@ class ToolFailure(BaseModel):
     """A tool's own error output, classified.
 
     Attributes:
-        kind: ``connect_failed``, ``qp_rtr_failed``, ``gid_type_mismatch``,
+        kind: ``connect_failed``, ``qp_rtr_failed``, ``qp_rts_failed``, ``gid_type_mismatch``,
             ``completion_error``, ``no_rdma_device`` or ``unknown``.
         message: the tool's error line(s) as printed.
         likely_cause: what usually causes it, for the operator.

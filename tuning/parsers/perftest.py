@@ -9,11 +9,14 @@ or the latency one) and its rows, between dashed lines.
 
 Units always come from the result header; bandwidths are normalised to Gb/s
 (10^9 bit/s) and latencies to microseconds. A duration-mode (``-D``) peak of
-``0.00`` and any placeholder (``N/A``, ``-``, ``nan``) are ``None``."""
+``0.00`` and any placeholder (``N/A``, ``-``, ``nan``) are ``None``. A cell that is a number but
+not finite (``+inf``, ``infinity``, ``1e309``), a negative bandwidth or latency, a header
+without ``BW peak`` and a QPN not in perftest's hex are ParseErrors naming the line."""
 
 from __future__ import annotations
 
 import functools
+import math
 import re
 
 from pydantic import BaseModel, Field
@@ -48,7 +51,10 @@ _DASHES = re.compile(r"^-{20,}$")
 _ADDRESS = re.compile(r"^(local|remote) address: (.*)$")
 _GID = re.compile(r"^M?GID: ?((?:[0-9a-fA-F]{1,3}:){15}[0-9a-fA-F]{1,3})\b")
 _KV = re.compile(r"(?P<key>[A-Za-z][A-Za-z0-9_*.\- ]*?)\s*:\s*(?P<val>\S+)")
-_QPN = re.compile(r"\bQPN (0x[0-9a-fA-F]+|\d+)")
+#: perftest prints ``QPN %#06x`` (BASIC_ADDR_FMT, src/perftest_communication.c): hex with ``0x``, or
+#: ``000000`` for 0 (C's ``#`` flag adds no prefix to 0); a decimal QPN is not perftest's
+_QPN = re.compile(r"\bQPN (\S+)")
+_QPN_HEX = re.compile(r"0x[0-9a-fA-F]+|0+")
 #: header name (unit stripped) -> row field, per kind
 _FIELDS = {
     "bw": {"BW peak": "bw_peak", "BW average": "bw_avg", "MsgRate": "msg_rate_mpps"},
@@ -147,13 +153,21 @@ def _norm(line: str) -> str:
 
 
 def _cell(tool: str, no: int, line: str, raw: str, what: str) -> float | None:
-    """Read one numeric cell; placeholders are None, anything else raises ParseError."""
+    """Read one numeric cell; placeholders are None.
+
+    Raises:
+        ParseError: not a number, or a number that is not finite (``+inf``, ``infinity``,
+            ``1e309``: perftest prints ``%.2f`` of a measured double, never those).
+    """
     if raw.lower() in PLACEHOLDERS:
         return None
     try:
-        return float(raw)
+        val = float(raw)
     except ValueError:
         raise ParseError(tool, no, f"a number for {what}", line) from None
+    if not math.isfinite(val):
+        raise ParseError(tool, no, f"a finite number for {what}", line)
+    return val
 
 
 def _columns(header: str) -> list[str]:
@@ -212,7 +226,7 @@ class _Reader:
         elif (m := _TITLE.match(norm)) and self.res.title is None:
             self.title(no, line, norm, m)
         elif m := _ADDRESS.match(norm):
-            self.address(m.group(1), m.group(2))
+            self.address(no, line, m.group(1), m.group(2))
         elif m := _GID.match(norm):
             setattr(self.res, f"{self.last_side or 'local'}_gid", m.group(1))
         elif norm.startswith("#bytes"):
@@ -229,10 +243,12 @@ class _Reader:
             raise ParseError(self.tool, no, f"a '{verb} ... {kind} Test' title ({self.tool} output)", line)
         self.res.title, self.res.kind, self.in_header = norm, ("bw" if kind == "BW" else "lat"), True
 
-    def address(self, side: str, rest: str) -> None:
+    def address(self, no: int, line: str, side: str, rest: str) -> None:
         self.last_side = side
         if m := _QPN.search(rest):
-            setattr(self.res, f"{side}_qpn", int(m.group(1), 0))
+            if not _QPN_HEX.fullmatch(m.group(1)):
+                raise ParseError(self.tool, no, "a QPN in hex as perftest prints it ('QPN 0x0107')", line)
+            setattr(self.res, f"{side}_qpn", int(m.group(1).removeprefix("0x"), 16))
 
     def header(self, no: int, line: str, norm: str) -> None:
         if self.failed:
@@ -241,9 +257,12 @@ class _Reader:
             raise ParseError(self.tool, no, "the perftest title line before the result header", line)
         self.columns, self.header_no = _columns(norm), no
         names = {_split_unit(c)[0] for c in self.columns}
-        want = "BW average" if self.res.kind == "bw" else "t_"
-        if not any(n.startswith(want) for n in names) or "#iterations" not in names:
-            raise ParseError(self.tool, no, f"a {self.res.kind} result header with #iterations and {want}...", line)
+        # perftest's bandwidth headers (RESULT_FMT*, src/perftest_parameters.h) always hold BW peak
+        # (0.00 under --noPeak / -D) and BW average
+        want = ["BW peak", "BW average"] if self.res.kind == "bw" else ["t_"]
+        if not all(any(n.startswith(w) for n in names) for w in want) or "#iterations" not in names:
+            raise ParseError(self.tool, no, f"a {self.res.kind} result header with #iterations, "
+                             f"{', '.join(w + '...' for w in want)}", line)
         for col in self.columns:
             name, unit = _split_unit(col)
             if self.res.kind == "lat" and name in _FIELDS["lat"] and unit not in _TIME_TO_US:
@@ -276,6 +295,8 @@ class _Reader:
             row["size_bytes" if name == "#bytes" else "iterations"] = int(raw)
         elif field is None:
             row["extra"][col] = val
+        elif val is not None and val < 0:  # -0.00 is 0.00; perftest prints no negative measurement
+            raise ParseError(self.tool, no, f"a non-negative number for {col}", line)
         elif val is None or (field == "bw_peak" and val == 0.0):  # -D prints peak 0.00
             row[field] = None
         elif field.startswith("bw_"):
@@ -285,6 +306,8 @@ class _Reader:
                 raise ParseError(self.tool, no, str(exc), line) from None
         else:
             row[field] = val if field == "msg_rate_mpps" else round(val * _TIME_TO_US[unit or "usec"], 6)
+            if not math.isfinite(row[field]):  # 1e308 msec
+                raise ParseError(self.tool, no, f"a finite number for {col}", line)
 
 
 def _typed_settings(res: PerftestResult) -> None:
@@ -322,7 +345,9 @@ def parse_perftest(text: str, tool: str = "ib_write_bw") -> PerftestResult:
 
     Raises:
         ParseError: empty/binary input, another tool's output, a result header
-            without rows, a row that is not all numbers, an unknown unit.
+            without rows (or without ``BW peak`` / ``BW average`` / ``t_...``), a row that is
+            not all numbers, a number that is not finite, a negative bandwidth or latency,
+            an unknown unit, a QPN not printed in hex.
     """
     if tool not in PERFTEST_TOOLS:
         raise ParseError(tool, 0, f"a perftest tool name in {sorted(PERFTEST_TOOLS)}")

@@ -1,8 +1,14 @@
-"""perftest's own error output, classified (issue 3): connect failure, QP RTR transition failure,
-GID type mismatch, completion error with its ``ibv_wc_status``, no RDMA device.
+"""perftest's own error output, classified (issues 3 and 8): no RDMA device, connect failure,
+GID type mismatch, QP RTS and RTR transition failures (different causes), completion error with
+its ``ibv_wc_status``.
 
-Message texts from linux-rdma/perftest ``src/perftest_communication.c`` / ``perftest_resources.c``
-(e.g. ``Failed to modify QP %d to RTR``, ``Couldn't connect to %s:%d``); samples in shared/cases.
+Message texts from linux-rdma/perftest ``src/perftest_resources.c`` (``No IB devices found``,
+``IB device %s not found``, ``Failed to modify QP %d to RTR``, ``Failed to modify QP to RTS``, and
+``perftest_resources.h``'s ``Completion with error at client`` / ``Failed status-%s (%d)``),
+``src/perftest_communication.c`` (``Couldn't connect to %s:%d``) and ``src/write_bw.c`` / ``read_lat.c``
+(`` Found Incompatibility issue with GID types.`` when the two ends' GIDs are of different
+types); checked at perftest commit 00b55b6 (2026-07). Samples: shared/cases and tests/parsers/cases
+(each with its public source in tests/verify/test_classify.py). docs/verify.md lists them.
 """
 
 from __future__ import annotations
@@ -16,14 +22,20 @@ __all__ = ["classify_failure", "gid_kind", "refine_with_gids"]
 # (kind, pattern searched in each space-normalised line, likely cause); first kind that matches wins.
 # Patterns are substrings, not whole lines: perftest may run two messages together (perftest#228).
 _FAILURES = tuple((k, re.compile(p, re.I), c) for k, p, c in (
-    ("no_rdma_device", r"no ib devices found|couldn't get device|ib device \S+ not found|"
+    ("no_rdma_device", r"no ib devices found|couldn't get device|ib device \S+ not found|did not detect devices|"
                        r"unable to find the infiniband/roce device|couldn't get context for",
      "no RDMA device visible: driver (mlx5_ib) not loaded, wrong -d name, or no /dev/infiniband in the container"),
     ("connect_failed", r"couldn't connect to|unable to init the socket connection|couldn't listen to port|"
                        r"unable to open file descriptor for socket connection|problem in resolving basic addr?ess",
      "TCP out-of-band connect failed: server not listening, firewall, or wrong IP/port (default 18515)"),
-    ("gid_type_mismatch", r"gid type mismatch|different gid types|gid types are different",
-     "the two ends use GIDs of different types (RoCE v1/v2, IPv4/IPv6); use the same RoCEv2 GID index"),
+    ("gid_type_mismatch", r"incompatibility issue with gid types|gid type mismatch|different gid types|"
+                          r"gid types are different",
+     "one end's GID is IPv4-mapped and the other's IPv6 (perftest's ctx_check_gid_compatibility), e.g. an "
+     "fe80 link-local GID index on one side; give each end the index of its RoCE v2 IPv4 GID"),
+    # before RTR: write_bw.c prints "Unable to Connect the HCA's through the link" after either
+    ("qp_rts_failed", r"failed to modify qp (?:\S+ )?to rts",
+     "QP could not reach RTS (after RTR): attributes the local HCA refuses (outstanding reads above "
+     "its max_qp_rd_atom, perftest#114; timeout/retry values), or RDMA-CM address resolution"),
     ("qp_rtr_failed", r"failed to modify qp \S+ to rtr|unable to connect the hca's through the link",
      "QP could not reach RTR: bad GID index or a GID that is not routable (fe80 link-local), "
      "path MTU mismatch, or a wrong remote"),

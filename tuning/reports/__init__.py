@@ -7,11 +7,11 @@ command was asked for when the command ends, whether the run returned or raised.
 
 Exit codes of ``fabtune`` (the table in docs/reports.md sets them beside ansible-playbook's):
     0  ok: nothing failed (plan, no change, applied, kept, verification passed)
-    1  a device failed, verification failed or regressed (the run was rolled back), any other error
+    1  a device failed, verification failed or regressed (the run was rolled back or halted), any other error
     2  bad input: inventory, profile, flags, a journal or lock refused (nothing pushed);
        ``plan --detailed-exitcode``: drift (changes planned), and every error is 1 there
     3  a rollback failed: a human must look
-    4  a device did not answer (``ConnectError``; nothing pushed)
+    4  a device did not answer (``ConnectError``, ``DeviceTimeout``) and nothing else failed
 """
 
 from __future__ import annotations
@@ -36,9 +36,16 @@ EXIT_INTERRUPTED = 130
 
 
 def exit_code(report) -> int:
-    """The exit code of a run that returned a RunReport: 1 when it was rolled back or failed, or
-    when a verification it ran failed (``verify_ok`` False, also when nothing changed); else 0."""
-    return EXIT_FAILED if report.outcome in ("rolled-back", "failed") or report.verify_ok is False else EXIT_OK
+    """The exit code of a run that returned a RunReport: 4 when devices did not answer
+    (``unreachable``) and nothing else failed (no failed device, no failed verification), as
+    ansible-playbook's unreachable; 1 when it was rolled back, halted or failed, a device failed,
+    or a verification it ran failed (``verify_ok`` False, also when nothing changed); else 0."""
+    gone = list(getattr(report, "unreachable", None) or [])
+    failed = [n for n in report.errors if n != "run" and n not in gone]
+    if gone and not failed and report.verify_ok is not False:
+        return EXIT_UNREACHABLE
+    bad = report.outcome in ("rolled-back", "failed", "halted") or report.verify_ok is False or failed
+    return EXIT_FAILED if bad else EXIT_OK
 
 
 def detailed_code(code: int, detailed: bool) -> int:
@@ -58,13 +65,14 @@ def error_exit_code(err: BaseException, detailed: bool = False) -> int:
     return detailed_code(code, detailed)
 
 
-def verify_report(ok: bool, results: list[dict], seconds: float):
+def verify_report(ok: bool, results: list[dict], seconds: float, incast: list[dict] | None = None):
     """A stand-alone verification (``fabtune verify``) as a RunReport: outcome ``passed`` or
-    ``failed``, the results in ``verify_after`` (the verification judged), ``seconds`` wall time."""
+    ``failed``, the results in ``verify_after`` (the verification judged), the incasts
+    (IncastResult dicts) in ``incast``, ``seconds`` wall time."""
     from tuning.rollout.engine import RunReport
 
     return RunReport(None, "verify", outcome="passed" if ok else "failed", verify_after=list(results),
-                     verify_ok=ok, seconds=round(seconds, 2))
+                     verify_ok=ok, seconds=round(seconds, 2), incast=list(incast or []))
 
 
 def report_file(flag: str, suffix: str | None = None):

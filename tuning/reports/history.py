@@ -94,6 +94,10 @@ def report_of(doc: dict, kept: dict[str, list[dict]]):
     rep.kept = kept
     rep.verify_before = list(doc.get("verify", {}).get("before") or [])
     rep.verify_after = list(doc.get("verify", {}).get("after") or [])
+    rep.batches = [b for b in doc.get("batches") or [] if isinstance(b, dict)]
+    rep.unreachable = sorted({n for b in rep.batches for n in b.get("unreachable") or []})
+    for n in rep.unreachable:
+        rep.errors.pop(n, None)  # did not answer: counted apart from the failed
     if rep.verify_after:
         rep.verify_ok = _verdict(rep.verify_after)
     elif rep.outcome == "no-change" and rep.verify_before:
@@ -102,7 +106,7 @@ def report_of(doc: dict, kept: dict[str, list[dict]]):
     rep.seconds = round(end - doc["started"], 2) if end is not None and doc.get("started") else 0.0
     why = next((e[1] for e in reversed(doc.get("events") or []) if isinstance(e, list) and len(e) == 3
                 and e[0] == "restore" and e[1]), None)
-    engine_restored = doc.get("outcome") == "rolled-back"  # not `fabtune rollback` afterwards
+    engine_restored = doc.get("outcome") in ("rolled-back", "halted")  # not `fabtune rollback` afterwards
     if engine_restored and why and not rep.errors and rep.verify_ok is not False:
         rep.errors["run"] = why  # nothing else says why the run was restored
     if rep.outcome == "error":

@@ -28,11 +28,11 @@ SCHEMA_FILE = "report.schema.json"
 
 #: device outcomes (docs/reports.md): what the run did to each selected device
 DEVICE_OUTCOMES = ("unchanged", "planned", "changed", "restored", "failed", "unreachable", "error", "unknown")
-#: run outcomes: RunReport's own (planned, no-change, applied, kept, rolled-back, failed), then
+#: run outcomes: RunReport's own (planned, no-change, applied, kept, halted, rolled-back, failed), then
 #: ``passed`` (verify), ``unreachable`` / ``rollback-failed`` / ``error`` (the run raised),
 #: ``unfinished`` (a journal without an outcome: still running, or its controller died)
-RUN_OUTCOMES = ("planned", "no-change", "applied", "kept", "rolled-back", "failed", "passed", "unreachable",
-                "rollback-failed", "error", "unfinished")
+RUN_OUTCOMES = ("planned", "no-change", "applied", "kept", "halted", "rolled-back", "failed", "passed",
+                "unreachable", "rollback-failed", "error", "unfinished")
 #: judged pair outcomes (:func:`pair_rows`)
 PAIR_OUTCOMES = ("pass", "fail", "error")
 #: the outcome of a run stopped by these errors (any other error: ``error``)
@@ -94,6 +94,8 @@ def _device_outcome(name: str, rep: dict, ctx: Context) -> tuple[str, str | None
         if host == name:
             return ("unreachable" if type(err).__name__ == "ConnectError" else "error"), str(err)
         return "unknown", f"the run stopped ({type(err).__name__}) before this device had a result"
+    if name in (rep.get("unreachable") or []):  # did not answer mid-run (counted apart from failed)
+        return "unreachable", rep.get("errors", {}).get(name)
     if name in rep.get("errors", {}):
         return "failed", rep["errors"][name]
     has_changes = bool(rep.get("changes", {}).get(name))

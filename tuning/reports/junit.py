@@ -12,7 +12,13 @@ Drawn from the run's report document (:func:`tuning.reports.json_report.build`):
 - suite ``verification``: one test case per judged pair (:func:`~tuning.reports.json_report.judged_pairs`),
   classname ``fabtune.<mode>.pair.<path>`` (``leaf`` / ``spine``). A failing pair is a
   ``<failure>`` whose message is its reasons and whose text is measured vs threshold and
-  baseline; a pair whose test did not run (connection, QP transition, GID) is an ``<error>``.
+  baseline; a pair whose test did not run (connection, QP transition, GID, timeout) is an ``<error>``
+  whose message is ``did not run: <error_kind>: <cause>``.
+- suite ``incast``: one test case per k-to-1 incast (``doc["incast"]``, :mod:`tuning.verify.incast`),
+  named ``leaf01: 3->node01:mlx5_0``, classname ``fabtune.<mode>.incast``. A failing incast is a
+  ``<failure>`` (type ``incast-failed``) whose message is its reasons (the counters that rose, the
+  pause or CNP that did not, the starved sender) and whose text is its evidence; an incast that
+  did not run is an ``<error>`` (type ``test-not-run``).
 
 Every file holds at least one test case: a run with neither devices nor pairs gets a ``run``
 case that fails unless the run's exit code is 0 (a report that tested nothing is not a pass).
@@ -98,7 +104,25 @@ def _suite(root: ET.Element, doc: dict, name: str, idx: int, seconds: float) -> 
     for key in ("run_id", "command", "mode", "outcome", "exit_code", "inventory", "n_changes"):
         if doc.get(key) is not None:
             ET.SubElement(props, "property", name=key, value=_text(doc[key]))
+    for name, value in _batch_properties(doc.get("batches") or []):
+        ET.SubElement(props, "property", name=name, value=_text(value))
     return suite
+
+
+def _batch_properties(batches: list[dict]) -> list[tuple[str, str]]:
+    """``batches`` (count), ``batch.N`` (``kept``; ``restored; failed leaf01; unreachable node03``)
+    and ``halted_at`` (the batch the run halted in) of a run in more than one batch."""
+    if len(batches) < 2:
+        return []
+    out = [("batches", str(len(batches)))]
+    for b in batches:
+        extra = [f"failed {' '.join(b['failed'])}" if b.get("failed") else "",
+                 f"unreachable {' '.join(b['unreachable'])}" if b.get("unreachable") else ""]
+        out.append((f"batch.{b['index']}", "; ".join([b.get("outcome") or "not-run", *[e for e in extra if e]])))
+    halted = next((b for b in batches if b.get("halt")), None)
+    if halted:
+        out.append(("halted_at", f"{halted['index']}: {halted['halt']}"))
+    return out
 
 
 def _finish(suite: ET.Element, out: str, err: str = "") -> None:
@@ -118,6 +142,22 @@ def _run_error(doc: dict) -> str | None:
     return doc.get("errors", {}).get("run")
 
 
+def _incast_suite(root: ET.Element, doc: dict) -> None:
+    """Suite ``incast``: one test case per incast (see the module docstring)."""
+    suite = _suite(root, doc, "incast", 2, 0.0)
+    cls = f"fabtune.{doc['mode']}.incast"
+    for r in doc["incast"]:
+        detail = "\n".join(r.get("evidence") or [])
+        if r.get("error"):
+            _case(suite, r["incast"], cls, "error", "test-not-run", r["error"], detail)
+        elif r.get("verdict") == "fail":
+            _case(suite, r["incast"], cls, "failure", "incast-failed", "; ".join(r.get("reasons") or []), detail)
+        else:
+            _case(suite, r["incast"], cls)
+    bad = sum(1 for r in doc["incast"] if r.get("verdict") == "fail")
+    _finish(suite, f"{len(doc['incast'])} incast(s): {len(doc['incast']) - bad} passed, {bad} failed")
+
+
 def to_xml(doc: dict) -> bytes:
     """The JUnit XML (UTF-8, with declaration) of one report document."""
     root = ET.Element("testsuites")
@@ -129,7 +169,7 @@ def to_xml(doc: dict) -> bytes:
     if (err := _run_error(doc)) is not None:
         _case(suite, "run", f"fabtune.{doc['mode']}.run", "error", (doc.get("error") or {}).get("type", "run"), err)
     changes = [f"{n} {c['key']}: {c['before']} -> {c['after']}" for n, cs in doc["changes"].items() for c in cs]
-    if not doc["devices"] and err is None and not doc["pairs"]:
+    if not doc["devices"] and err is None and not doc["pairs"] and not doc.get("incast"):
         ok = doc["exit_code"] == 0
         _case(suite, "run", f"fabtune.{doc['mode']}.run", None if ok else "failure", "run-failed",
               f"{doc['outcome']}, exit {doc['exit_code']}")
@@ -139,7 +179,8 @@ def to_xml(doc: dict) -> bytes:
         for p in doc["pairs"]:
             cls = f"fabtune.{doc['mode']}.pair.{p.get('path') or 'unknown'}"
             if p["outcome"] == "error":
-                _case(ver, p["pair"], cls, "error", "test-not-run", p.get("error") or "no result",
+                _case(ver, p["pair"], cls, "error", "test-not-run",
+                      f"did not run: {p.get('error_kind') or 'unknown'}: {p.get('error') or 'no result'}",
                       _pair_detail(p, doc.get("thresholds")))
             elif p["outcome"] == "fail":
                 _case(ver, p["pair"], cls, "failure", "verification-failed", "; ".join(p.get("reasons") or []),
@@ -149,6 +190,8 @@ def to_xml(doc: dict) -> bytes:
         s = doc["summary"]
         _finish(ver, f"{s['pairs']} pair(s): {s['pairs_passed']} passed, {s['pairs_failed']} failed, "
                      f"{s['pairs_errored']} did not run")
+    if doc.get("incast"):
+        _incast_suite(root, doc)
     ET.indent(root)
     return ET.tostring(root, encoding="UTF-8", xml_declaration=True) + b"\n"
 

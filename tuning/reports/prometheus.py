@@ -23,7 +23,13 @@ Metrics (gauges)::
     fabtune_pair_latency_seconds{...}                 ib_read_lat typical latency (us x 1e-6)
     fabtune_pair_latency_p99_seconds{...}             ib_read_lat 99th percentile (us x 1e-6)
 
-A pair whose test did not run has ``fabtune_pair_passed 0`` and no bandwidth or latency sample.
+    fabtune_incast_passed{inventory,incast,leaf,receiver}                          1 pass, 0 fail or not run
+    fabtune_incast_share_min_ratio{...}               slowest sender / its fair share (line rate / k)
+    fabtune_incast_throughput_bytes_per_second{...}   the senders' total (Gb/s x 1e9 / 8)
+    fabtune_incast_counter_delta{inventory,incast,leaf,receiver,end,counter}      rise over the incast
+
+A pair whose test did not run has ``fabtune_pair_passed 0`` and no bandwidth or latency sample;
+an incast that did not run has ``fabtune_incast_passed 0`` and no other sample.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from datetime import datetime
 from pathlib import Path
 
 PAIR_LABELS = ("inventory", "pair", "path", "client_nic", "server_nic")
+INCAST_LABELS = ("inventory", "incast", "leaf", "receiver")
 
 
 def _epoch(iso: str | None) -> float | None:
@@ -75,6 +82,7 @@ def registry(doc: dict):
     for o in PAIR_OUTCOMES:
         pairs.labels(outcome=o, **run).set(sum(1 for p in doc["pairs"] if p["outcome"] == o))
     _pair_metrics(doc, gauge)
+    _incast_metrics(doc, gauge)
     return reg
 
 
@@ -99,6 +107,31 @@ def _pair_metrics(doc: dict, gauge) -> None:
             lat.labels(**labels).set(p["lat_us"] * 1e-6)
         if p.get("lat_p99_us") is not None:
             p99.labels(**labels).set(p["lat_p99_us"] * 1e-6)
+
+
+def _incast_metrics(doc: dict, gauge) -> None:
+    """Per incast: passed, share_min, total throughput (bytes/s) and every counter rise, per end."""
+    rows = doc.get("incast") or []
+    if not rows:
+        return
+    passed = gauge("fabtune_incast_passed", "1 when the incast passed, 0 when it failed or did not run", INCAST_LABELS)
+    share = gauge("fabtune_incast_share_min_ratio", "Slowest sender's bandwidth over its fair share (line rate / k)",
+                  INCAST_LABELS, unit="ratio")
+    total = gauge("fabtune_incast_throughput_bytes_per_second", "The incast senders' bandwidth summed",
+                  INCAST_LABELS, unit="bytes_per_second")
+    delta = gauge("fabtune_incast_counter_delta", "Rise of an ethtool -S or RDMA hw_counters counter over the incast",
+                  (*INCAST_LABELS, "end", "counter"))
+    for r in rows:
+        labels = {"inventory": doc.get("inventory") or "", "incast": r["incast"], "leaf": r["leaf"],
+                  "receiver": r["receiver"]}
+        passed.labels(**labels).set(1 if r.get("verdict") == "pass" else 0)
+        if r.get("share_min") is not None:
+            share.labels(**labels).set(r["share_min"])
+        if r.get("total_gbps") is not None:
+            total.labels(**labels).set(r["total_gbps"] * 1e9 / 8)
+        for end, counters in (r.get("counters") or {}).items():
+            for name, value in counters.items():
+                delta.labels(end=end, counter=name, **labels).set(value)
 
 
 def write(doc: dict, path: Path) -> None:

@@ -1,9 +1,12 @@
 """The rollout engine: one code path for plan, apply and rollout (STYLE.md section 3).
 
-Stages: VALIDATE -> COLLECT -> PLAN -> (stop: plan) -> [BASELINE] -> APPLY -> [VERIFY] ->
-CONFIRM or RESTORE. Every device's ``before`` values are journaled before the first write; on
-any failure (a command, a switch commit, verification) every touched device is restored and
-the run says so. Switch commits use commit-confirm and are confirmed only after verification.
+Stages: VALIDATE -> COLLECT -> PLAN -> (stop: plan) -> [BASELINE] -> per batch (the policy's,
+:mod:`tuning.rollout.batches`; one batch by default): APPLY in safe phases -> settle -> [VERIFY]
+-> CONFIRM the batch's switches; on a regression RESTORE and halt (:mod:`tuning.rollout.batch_run`).
+Every device's ``before`` values are journaled before the first write; on a failure beyond the
+policy's caps (a command, a switch commit, verification) the batch's touched devices are restored
+(every batch's with ``on_regression: restore-all``) and the run says so. Switch commits use
+commit-confirm and are confirmed only after their batch verified.
 """
 
 from __future__ import annotations
@@ -12,23 +15,25 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from tuning import node as node_mod
 from tuning.errors import InputError, TuningError
 from tuning.inventory import Device, Inventory
+from tuning.model.policy import RolloutPolicy
 from tuning.node.power import idle_drift_findings
 from tuning.rollout import switch_ops
+from tuning.rollout.batch_run import journal_batches, restore_batches, run_batches
+from tuning.rollout.batches import Batch, plan_batches
 from tuning.rollout.fanout import fan_out, nornir_for, outcomes
-from tuning.rollout.journal import (DEFAULT_DIR, Journal, connection_record, new_run_id,
-                                    save_baseline)
+from tuning.rollout.journal import DEFAULT_DIR, Journal, connection_record, new_run_id
 from tuning.rollout.lock import RunLock, lock_path
 from tuning.rollout.rollback import kept_changes, restore_touched, rollback_run, touched_devices  # noqa: F401 (API)
 from tuning.transport.ssh import SshHost
 from tuning.verify.pairs import Pair, build_rounds, default_per_node, node_rails
-from tuning.verify.runner import PairResult, Thresholds, as_baseline, expected_seconds, verify
+from tuning.verify.runner import Thresholds, as_baseline, expected_seconds, verify
 from tuning.verify.schedule import WORKER_CAP, plan_schedule
 
 Progress = Callable[[str], None]
@@ -44,19 +49,25 @@ class Options:
     journal_dir: Path = DEFAULT_DIR
     confirm_s: int | None = None  # None: derived from the expected verification time (confirm_window)
     verify: bool = True
-    thresholds: Thresholds = field(default_factory=Thresholds)
+    thresholds: Thresholds = field(default_factory=Thresholds)  # judged as given (the CLI fills them from the policy)
     workers: int = 20
     domains: set[str] | None = None  # only these domains (mtu, sysctl, nic_qos, irq, files, switch)
     rails: tuple[int, ...] | None = None  # verify on these rails only (None: every rail)
     lock_wait_s: float = 0.0  # wait this long for another run's lock (0: refuse at once)
     allow_firmware: bool = False  # push firmware burns (``fw/`` keys); refused without it (exit 2)
+    policy: RolloutPolicy | None = None  # batches, caps, timeouts (None: the inventory's ``fabtune_rollout``)
 
 
 @dataclass
 class RunReport:
     """What a run did, as plain data (JSON-ready via :meth:`as_dict`).
 
-    ``outcome``: planned | no-change | applied | kept | rolled-back | failed.
+    ``outcome``: planned | no-change | applied | kept | halted (a batch regressed: it was restored,
+    earlier batches kept) | rolled-back | failed. ``batches``: per batch ``{index, nodes, switches,
+    phases, why, order, outcome: kept|restored|failed|not-run, failed, unreachable, verify_ok}``;
+    ``unreachable``: devices that did not answer (counted apart from ``errors``' failed ones);
+    ``restored_verified``: after a regression's restore, whether verification is back to the
+    baseline (None: not verified); ``incast``: :class:`tuning.verify.incast.IncastResult` dicts.
     """
 
     run_id: str | None
@@ -71,6 +82,11 @@ class RunReport:
     seconds: float = 0.0
     findings: list[dict] = field(default_factory=list)
     kept: dict[str, list[dict]] = field(default_factory=dict)  # irreversible changes a restore left in place
+    batches: list[dict] = field(default_factory=list)
+    policy: dict | None = None
+    unreachable: list[str] = field(default_factory=list)
+    restored_verified: bool | None = None
+    incast: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         """JSON-ready dict."""
@@ -85,8 +101,9 @@ class RunReport:
 class Session:
     """Open connections of one run: SSH hosts for nodes, drivers for switches."""
 
-    def __init__(self, inv: Inventory, devices: list[Device], workers: int):
+    def __init__(self, inv: Inventory, devices: list[Device], workers: int, policy: RolloutPolicy | None = None):
         self.inv, self.devices = inv, devices
+        self.timeouts = (policy or inv.policy).timeouts  # per device per phase (DeviceTimeout past them)
         self.nr = nornir_for(devices, workers)
         self.nodes: dict[str, SshHost] = {}
         self.switches: dict[str, object] = {}
@@ -103,7 +120,7 @@ class Session:
         """Connect to every device in parallel. Raises the first ConnectError."""
         def connect(dev: Device):
             return SshHost(dev.name, dev.connection) if dev.role == "node" else switch_ops.open_driver(dev)
-        ok, failed = outcomes(fan_out(self.nr, connect, "connect"))
+        ok, failed = outcomes(fan_out(self.nr, connect, "connect", timeout_s=self.timeouts.connect_s))
         for name, conn in ok.items():
             (self.nodes if self.inv.devices[name].role == "node" else self.switches)[name] = conn
         if failed:
@@ -134,7 +151,7 @@ def _collect(s: Session, only: set[str] | None = None) -> dict[str, object]:
         if dev.role == "node":
             return node_mod.collect(s.nodes[dev.name], dev, only)
         return switch_ops.collect(s.switches[dev.name], dev)
-    ok, failed = outcomes(fan_out(s.nr, read, "collect"))
+    ok, failed = outcomes(fan_out(s.nr, read, "collect", timeout_s=s.timeouts.collect_s))
     if failed:
         raise next(iter(failed.values()))
     return ok
@@ -192,9 +209,11 @@ def _refuse_firmware(plans: dict, allowed: bool) -> None:
 
 def pause_for_test(stage: str, run_id: str | None = None) -> None:
     """Test hook: ``FABTUNE_TEST_PAUSE_AT=STAGE[:SECONDS]`` makes the run block on entering STAGE
-    (``collect``, ``apply-node``, ``apply-switch``, ``verify``, ``confirm``): for SECONDS, else until
-    killed. It says ``fabtune: test pause at STAGE`` on stderr first. Used only by the fault matrix
-    tests (a controller killed at a known point); unset, it costs one environment lookup."""
+    (``collect``, ``apply-node``, ``apply-switch``, ``verify``, ``confirm``, and per batch N
+    ``apply-batch-N``, ``apply-node-batch-N``, ``apply-switch-batch-N``, ``verify-batch-N``,
+    ``confirm-batch-N``): for SECONDS, else until killed.
+    It says ``fabtune: test pause at STAGE`` on stderr first. Used only by tests (a controller
+    killed, or a fault injected, at a known point); unset, it costs one environment lookup."""
     want = os.environ.get("FABTUNE_TEST_PAUSE_AT", "")
     name, _, secs = want.partition(":")
     if name != stage:
@@ -203,8 +222,10 @@ def pause_for_test(stage: str, run_id: str | None = None) -> None:
     time.sleep(float(secs) if secs else 600.0)
 
 
-def _apply(s: Session, plans: dict, j: Journal, confirm_s: int | None) -> dict[str, BaseException]:
-    """Push every device's plan in parallel. Each device is journaled as ``pushing`` BEFORE its
+def _apply(s: Session, plans: dict, j: Journal, confirm_s: int | None,
+           only: set[str] | None = None) -> dict[str, BaseException]:
+    """Push every device's plan (of ``only``, when given) in parallel, each within the policy's
+    ``apply_s`` (else ``DeviceTimeout``). Each device is journaled as ``pushing`` BEFORE its
     first write, so a controller killed mid-push still leaves a journal that can be rolled back."""
     def push(dev: Device):
         j.update(dev.name, state="pushing")
@@ -216,6 +237,7 @@ def _apply(s: Session, plans: dict, j: Journal, confirm_s: int | None) -> dict[s
                          reset=bool(getattr(e, "reset", False)))
                 raise
             pause_for_test("apply-node", j.run_id)
+            pause_for_test(f"apply-node-batch-{j.device(dev.name).get('batch')}", j.run_id)
             j.update(dev.name, state="applied", applied=[c.as_dict() for c in applied])
             return True
         try:
@@ -227,10 +249,13 @@ def _apply(s: Session, plans: dict, j: Journal, confirm_s: int | None) -> dict[s
         j.update(dev.name, state="applied" if rev else "unchanged", revision=rev,
                  applied=[c.as_dict() for c in plans[dev.name]] if rev else [])
         pause_for_test("apply-switch", j.run_id)
+        pause_for_test(f"apply-switch-batch-{j.device(dev.name).get('batch')}", j.run_id)
         return True
 
-    todo = {name for name, ch in plans.items() if ch}
-    _, failed = outcomes(fan_out(s.nr, push, "apply", only=todo))
+    todo = {name for name, ch in plans.items() if ch and (only is None or name in only)}
+    if not todo:
+        return {}
+    _, failed = outcomes(fan_out(s.nr, push, "apply", only=todo, timeout_s=s.timeouts.apply_s))
     return failed
 
 
@@ -271,7 +296,8 @@ def confirm_window(opts: Options, pairs: list[Pair], n_devices: int, workers: in
     """The switch commit-confirm window of a rollout (seconds), derived from what it must outlast:
     minimum = expected verification time (:func:`tuning.verify.runner.expected_seconds` of
     ``pairs``: their rounds, up to ``workers`` pairs at a time) + pushing ``n_devices``
-    (:data:`APPLY_S` per batch of ``opts.workers``) + :data:`CONFIRM_MARGIN_S`; default =
+    (:data:`APPLY_S` per batch of ``opts.workers``) + the policy's ``settle_s`` +
+    :data:`CONFIRM_MARGIN_S`; default =
     max(600, 2 x minimum). The lab's 18 pairs (2 rounds) and 7 devices: minimum 21 + 3 + 15 =
     39 s, default 600 s.
 
@@ -280,7 +306,8 @@ def confirm_window(opts: Options, pairs: list[Pair], n_devices: int, workers: in
             minimum (names it): the switches would revert while verification still runs.
     """
     pushes = math.ceil(n_devices / max(1, opts.workers)) * APPLY_S
-    need = math.ceil(expected_seconds(pairs, workers)) + pushes + CONFIRM_MARGIN_S
+    settle = math.ceil(opts.policy.settle_s) if opts.policy is not None else 0  # a batch settles before it verifies
+    need = math.ceil(expected_seconds(pairs, workers)) + pushes + settle + CONFIRM_MARGIN_S
     if opts.confirm_s is None:
         return max(DEFAULT_CONFIRM_S, 2 * need)
     if isinstance(opts.confirm_s, bool) or not isinstance(opts.confirm_s, int) or opts.confirm_s <= 0:
@@ -293,10 +320,12 @@ def confirm_window(opts: Options, pairs: list[Pair], n_devices: int, workers: in
 
 
 def verify_fabric(s: Session, opts: Options, baseline: dict | None, progress: Progress,
-                  pairs: list[Pair] | None = None):
+                  pairs: list[Pair] | None = None, absolute: bool = True, timeout_s: float | None = None):
     """Verify with node pairs of the WHOLE inventory: a change limited to one leaf is proven
     by the nodes behind it. Nodes outside the selection are opened once, read-only. Without
     ``pairs`` (a stand-alone ``verify``), the pairs of :func:`verify_pairs` for ``opts.limit``.
+    ``absolute`` False judges regression against ``baseline`` only (a batch before the last);
+    ``timeout_s``: per round trip / test (:func:`tuning.verify.runner.verify`).
 
     Returns:
         ``(ok, [PairResult, ...])`` as :func:`tuning.verify.runner.verify`.
@@ -306,7 +335,7 @@ def verify_fabric(s: Session, opts: Options, baseline: dict | None, progress: Pr
     """
     pairs = pairs if pairs is not None else verify_pairs(s.inv, opts.rails, opts.limit)
     hosts = s.node_hosts({p.client for p in pairs} | {p.server for p in pairs})
-    return verify(pairs, hosts, opts.thresholds, baseline, progress)
+    return verify(pairs, hosts, opts.thresholds, baseline, progress, absolute=absolute, timeout_s=timeout_s)
 
 
 def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) -> RunReport:
@@ -323,6 +352,7 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
         RollbackError: restoring after a failure failed (a human must look).
     """
     t0 = time.monotonic()
+    opts = replace(opts, policy=opts.policy or inv.policy)
     devices = inv.select(opts.limit)
     pairs, window = None, None
     if opts.mode == "rollout" and opts.verify:
@@ -333,7 +363,7 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
     # diff under another run's push
     lock = RunLock(lock_path(inv.path), run_id, opts.mode, opts.journal_dir / f"{run_id}.json",
                    wait_s=opts.lock_wait_s).acquire()
-    s = Session(inv, devices, opts.workers)
+    s = Session(inv, devices, opts.workers, opts.policy)
     try:
         progress(f"connecting to {len(devices)} device(s)")
         s.open()
@@ -342,6 +372,11 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
         states = s.states = _collect(s, opts.domains)
         plans = _plan(s, states, opts.domains)
         report = RunReport(None, opts.mode)
+        policy = opts.policy
+        batches = plan_batches(inv, devices, policy, plans)  # InputError: no safe order (nothing pushed)
+        report.policy = policy.model_dump()
+        report.batches = [{**b.as_dict(), "outcome": "not-run", "failed": [], "unreachable": [], "verify_ok": None}
+                          for b in batches]
         report.changes = {n: [c.as_dict() for c in ch] for n, ch in plans.items() if ch}
         report.findings = _findings(s, states, opts.domains)
         if opts.mode != "plan":
@@ -349,7 +384,11 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
         if opts.mode == "plan":
             report.outcome = "planned"
             return report
-        _execute(s, inv, opts, states, plans, report, progress, Run(run_id, pairs, window))
+        r = Run(run_id, pairs, window, policy, batches)
+        if opts.mode == "rollout" and opts.verify:
+            r.batch_pairs = {b.index: (pairs if len(batches) == 1 else verify_pairs(inv, opts.rails, b.devices))
+                             for b in batches}
+        _execute(s, inv, opts, states, plans, report, progress, r)
         if report.outcome in ("applied", "kept"):
             report.findings = _findings_after(s, opts, report, progress)
         return report
@@ -363,22 +402,43 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
 
 @dataclass
 class Run:
-    """What a run fixed before connecting: its id, its verification pairs and confirm window (s)."""
+    """What a run fixed before its first push: its id, its verification pairs (whole inventory),
+    the confirm window (s) checked against them, its policy and batches, each batch's pairs
+    (index -> pairs of its scope) and the batch being run (``current``)."""
 
     run_id: str
     pairs: list[Pair] | None
     confirm_s: int | None
+    policy: RolloutPolicy = field(default_factory=RolloutPolicy)
+    batches: list[Batch] = field(default_factory=list)
+    batch_pairs: dict[int, list[Pair]] = field(default_factory=dict)
+    current: Batch | None = None
+    incast_pending: set[str] = field(default_factory=set)  # changed leaves no incast has proven yet
 
 
-def _snapshot(s: Session, inv: Inventory, opts: Options, states: dict, plans: dict, run_id: str) -> Journal:
-    """Journal everything a restore needs, before the first write (contract: docs/architecture.md)."""
-    j = Journal.create(opts.journal_dir, str(inv.path), opts.mode, run_id)
+def baseline_pairs(r: Run) -> list[Pair] | None:
+    """The pairs the baseline measures: the whole schedule, and every batch's own pairs that it
+    lacks (a batch is judged on regression against the baseline, so each of its pairs needs a
+    baseline value of the same pair); one batch: the whole schedule alone."""
+    if r.pairs is None:
+        return None
+    seen = {p.name for p in r.pairs}
+    extra = [p for b in r.batches for p in r.batch_pairs.get(b.index) or []
+             if p.name not in seen and not seen.add(p.name)]
+    return [*r.pairs, *extra]
+
+
+def _snapshot(s: Session, inv: Inventory, opts: Options, states: dict, plans: dict, r: Run) -> Journal:
+    """Journal everything a restore needs, before the first write (contract: docs/architecture.md),
+    with each device's batch and the run's batches."""
+    j = Journal.create(opts.journal_dir, str(inv.path), opts.mode, r.run_id)
     for dev in s.devices:
         rec = j.device(dev.name)
         rec.update({"role": dev.role, "platform": getattr(dev.spec, "platform", "linux"),
                     "connection": connection_record(dev), "changes": [c.as_dict() for c in plans[dev.name]]})
         if dev.role == "switch":
             rec["revision_before"] = switch_ops.revision(states[dev.name])
+    journal_batches(j, r.batches)
     j.stage("snapshot")
     return j
 
@@ -389,12 +449,12 @@ def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dic
     if not report.changes and not rollout:
         report.outcome = "no-change"
         return
-    j = _snapshot(s, inv, opts, states, plans, r.run_id)
+    j = _snapshot(s, inv, opts, states, plans, r)
     report.run_id = j.run_id
     baseline, ok = None, True
     if rollout and opts.verify:
         j.stage("baseline")
-        ok, before = verify_fabric(s, opts, None, progress, r.pairs)
+        ok, before = verify_fabric(s, opts, None, progress, baseline_pairs(r))
         report.verify_before = [x.__dict__ for x in before]
         baseline = as_baseline(before)
         j.data["verify"]["before"] = report.verify_before
@@ -405,63 +465,23 @@ def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dic
         j.stage("done")
         return
     try:
-        _transact(s, opts, plans, report, progress, j, baseline, r)
+        run_batches(s, opts, plans, report, progress, j, baseline, r)
     except TuningError as e:  # a lost session, an expired or refused confirm: restore and report
         if j.data["outcome"] is not None:
             raise
         report.errors[e.host or "run"] = str(e)
-        _fail(s, j, report, progress, f"{type(e).__name__}: {e}")
+        _fail(s, j, report, progress, f"{type(e).__name__}: {e}", r)
     except BaseException as e:  # Ctrl-C or a bug mid-change: restore, say so, re-raise
         if j.data["outcome"] is None:
             report.errors["run"] = f"{type(e).__name__}: {e}"
             s.reopen_switches()  # a switch command cut short leaves its output in the session
-            _fail(s, j, report, progress, f"stopped by {type(e).__name__}")
+            _fail(s, j, report, progress, f"stopped by {type(e).__name__}", r)
         raise
 
 
-def _transact(s: Session, opts: Options, plans: dict, report: RunReport,
-              progress: Progress, j: Journal, baseline: dict | None, r: Run) -> None:
-    """APPLY -> VERIFY -> CONFIRM, or RESTORE when apply fails or verification fails."""
-    rollout = opts.mode == "rollout"
-    j.stage("apply")
-    progress(f"applying {report.n_changes} change(s) on {len(report.changes)} device(s)"
-             + (f"; switch confirm window {r.confirm_s} s" if r.confirm_s else ""))
-    failed = _apply(s, plans, j, r.confirm_s if rollout and opts.verify else None)
-    if failed:
-        report.errors = {n: getattr(e, "message", str(e)) for n, e in failed.items()}  # keyed by device already
-        _fail(s, j, report, progress, "apply failed")
-        return
-    if rollout and opts.verify:
-        j.stage("verify")
-        pause_for_test("verify", j.run_id)
-        ok, after = verify_fabric(s, opts, baseline, progress, r.pairs)
-        report.verify_after = [x.__dict__ for x in after]
-        report.verify_ok = ok
-        j.data["verify"]["after"] = report.verify_after
-        if not ok:
-            _fail(s, j, report, progress, "verification failed or regressed")
-            return
-    j.stage("confirm")
-    pause_for_test("confirm", j.run_id)
-    for name, drv in s.switches.items():
-        rev = j.device(name).get("revision")
-        if rev:
-            switch_ops.confirm(drv, rev)  # proves ``rev`` is still the applied one, else CommitConfirmError
-            j.update(name, confirmed=True)
-    if report.verify_after:
-        save_baseline(opts.journal_dir, s.inv.path, as_baseline([PairResult(**x) for x in report.verify_after]),
-                      {p.name for p in verify_pairs(s.inv, None)})
-    report.outcome = "kept" if rollout else "applied"
+def _fail(s: Session, j: Journal, report: RunReport, progress: Progress, why: str, r: Run) -> None:
+    """An error stopped the run mid-change: restore the current batch's touched devices (every
+    batch's up to it with ``restore-all``), no re-verification (:func:`restore_batches`)."""
+    restore_batches(s, report, progress, j, r, why)
     j.data["outcome"] = report.outcome
-    j.stage("done")
-
-
-def _fail(s: Session, j: Journal, report: RunReport, progress: Progress, why: str) -> None:
-    progress(f"{why}: restoring the snapshot")
-    j.stage("restore", why)
-    conns = {**s.nodes, **s.switches}
-    report.restored = restore_touched(j, conns, progress)
-    report.kept = kept_changes(j)
-    report.outcome = "rolled-back"
-    j.data["outcome"] = "rolled-back"
     j.stage("done", why)

@@ -14,6 +14,7 @@ from nornir.core.inventory import Defaults, Groups, Host, Hosts, Inventory as Nr
 from nornir.core.task import AggregatedResult, Result, Task
 from nornir.plugins.runners import ThreadedRunner
 
+from tuning.errors import DeviceTimeout
 from tuning.inventory import Device
 
 # Nornir logs each failed task's traceback; fabtune reports the error itself, in one line.
@@ -32,19 +33,58 @@ def nornir_for(devices: list[Device], workers: int = 20) -> Nornir:
     return Nornir(inventory=inv, runner=ThreadedRunner(num_workers=max(1, min(workers, len(devices) or 1))))
 
 
-def fan_out(nr: Nornir, fn: Callable[[Device], Any], name: str, only: set[str] | None = None) -> AggregatedResult:
+def fan_out(nr: Nornir, fn: Callable[[Device], Any], name: str, only: set[str] | None = None,
+            timeout_s: float | None = None) -> AggregatedResult:
     """Run ``fn(device)`` on every host (or those in ``only``) in parallel.
+
+    Args:
+        name: the phase (``collect``, ``apply``...), named in a :class:`DeviceTimeout`.
+        timeout_s: seconds each host's ``fn`` may take (None: no limit). A host whose ``fn`` has
+            not returned by then gets ``DeviceTimeout(host, name, timeout_s)`` as its exception and
+            the fan-out returns without waiting for it.
+
+    What a timeout leaves behind: the late ``fn`` goes on in its own (daemon) thread; nothing can
+    stop a thread blocked in a device's I/O. Its result is dropped. For ``apply`` that means the
+    push may still land: the node-side lock (``tuning.node`` takes it for the whole push) keeps a
+    restore that starts meanwhile from interleaving with it (the restore waits for the lock, or
+    fails on it, and the device is reported unreachable either way); the engine journals a device as
+    ``pushing`` before its push, so ``fabtune rollback`` restores it later.
 
     Returns:
         Nornir's AggregatedResult; ``result[host][0].result`` is what ``fn`` returned, and
-        ``.exception`` is set for a host whose ``fn`` raised.
+        ``.exception`` is set for a host whose ``fn`` raised or timed out.
     """
 
     def task(task: Task) -> Result:
-        return Result(host=task.host, result=fn(task.host.data["device"]))
+        device = task.host.data["device"]
+        if timeout_s is None:
+            return Result(host=task.host, result=fn(device))
+        return Result(host=task.host, result=_within(lambda: fn(device), task.host.name, name, timeout_s))
 
     target = nr.filter(filter_func=lambda h: h.name in only) if only is not None else nr
     return _uninterrupted(lambda: target.run(task=task, name=name, on_failed=True))
+
+
+def _within(call: Callable[[], Any], host: str, phase: str, timeout_s: float) -> Any:
+    """``call()``'s value, or its exception re-raised; :class:`DeviceTimeout` when it has not
+    returned after ``timeout_s`` seconds (it is left running in a daemon thread, its result dropped)."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box["result"] = call()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name=f"fabtune-{phase}-{host}", daemon=True).start()
+    if not done.wait(timeout_s):
+        raise DeviceTimeout(host, phase, timeout_s)
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
 
 
 def _uninterrupted(run: Callable[[], AggregatedResult]) -> AggregatedResult:

@@ -28,12 +28,12 @@ STATES = ("pushing", "applied", "failed", "unchanged")
 ROLES = ("node", "switch")
 NODE_PLATFORMS = ("linux",)
 _DEVICE_KEYS = ("role", "platform", "connection", "changes", "applied", "state", "revision_before",
-                "revision", "restored", "confirmed", "kept", "reset")
+                "revision", "restored", "confirmed", "kept", "reset", "batch")
 _CONN_TYPES = {"hostname": str, "port": int, "username": str, "key_file": (str, type(None)),
                "known_hosts": (str, type(None)), "sysroot": str, "become": bool, "become_user": str,
                "become_method": str}
 _TOP_TYPES = {"run_id": str, "inventory": str, "mode": str, "stage": str, "outcome": (str, type(None)),
-              "started": (int, float), "devices": dict, "verify": dict, "events": list}
+              "started": (int, float), "devices": dict, "verify": dict, "events": list, "batches": list}
 
 
 def _tname(t) -> str:
@@ -120,6 +120,8 @@ def _device(name: str, rec: dict, where: str, fail) -> None:
     for k in ("restored", "confirmed", "reset"):
         if k in rec:
             _typed(rec[k], bool, f"{where}.{k}", fail)
+    if "batch" in rec:
+        _typed(rec["batch"], int, f"{where}.batch", fail)
     for k in ("revision_before", "revision"):
         if k in rec:
             _typed(rec[k], (str, type(None)), f"{where}.{k}", fail)

@@ -111,10 +111,11 @@ def _undo(j: Journal, conns: dict, name: str, irreversible: bool = False) -> Non
 
 
 def restore_touched(j: Journal, conns: dict, progress: Progress, workers: int = 20,
-                    irreversible: bool = False) -> list[str]:
-    """Restore every device the journal says may have changed, in parallel, with ``conns``
-    (name -> open SshHost or switch driver). Irreversible (firmware) changes are kept and listed in
-    the journal (``kept``) unless ``irreversible``.
+                    irreversible: bool = False, only: set[str] | None = None) -> list[str]:
+    """Restore every device the journal says may have changed (of ``only``, when given: one
+    batch's devices, a batch's failed ones), in parallel, with ``conns`` (name -> open SshHost or
+    switch driver). Irreversible (firmware) changes are kept and listed in the journal (``kept``)
+    unless ``irreversible``.
 
     Returns:
         The devices restored.
@@ -122,7 +123,7 @@ def restore_touched(j: Journal, conns: dict, progress: Progress, workers: int = 
     Raises:
         RollbackError: a restore failed (names every failed device and ``fabtune rollback RUN_ID``).
     """
-    names = touched_devices(j, irreversible)
+    names = [n for n in touched_devices(j, irreversible) if only is None or n in only]
     if not names:
         return []
     progress(f"restoring {len(names)} device(s): {', '.join(names)}")

@@ -14,7 +14,14 @@
   ethtool prints on a kernel with ethtool netlink (5.6+).
 - An unknown interface: ``netlink error: no device matches name (offset 24)`` and
   ``netlink error: No such device``, exit 1 (M: the extack text is the kernel's, the offset inferred).
-- Every other verb fails honestly: ``fabtune lab: ethtool stand-in supports -a and -A only``, exit 1.
+- ``ethtool -S|--statistics IF``: ``NIC statistics:`` then one ``     name: value`` line per counter
+  (5 spaces, ethtool ``ioctl.c`` ``dump_stats``) in mlx5's order (:data:`tuning.lab.counters.
+  ETHTOOL_COUNTERS`, the names of shared/cases ``ethtool_S__mlx5_grep_prio3_pause_discards_roce_congested.txt``
+  with the ``prio0..7`` families); no privilege needed. The values are the lab's counters
+  (``run/lab/ethtool/<if>.json``, bumped by the perftest stand-in). ``-S`` without ``--groups``
+  takes the ioctl path (``do_gnicstats``): an unknown interface prints ``Cannot get stats strings
+  information: No such device`` and exits 96 (M: ethtool ``ethtool.c`` as remembered).
+- Every other verb fails honestly: ``fabtune lab: ethtool stand-in supports -a, -A and -S only``, exit 1.
 
 State: ``run/lab/pause/<if>.json`` ``{"autoneg": false, "rx": true, "tx": true}`` (mlx5 loads with
 RX and TX pause on); it is rebuilt at every boot, as the driver's defaults are.
@@ -88,11 +95,26 @@ def _set(root: Path, ifname: str, args: list[str]) -> int:
     return 0
 
 
+def _stats(root: Path, ifname: str) -> int:
+    from tuning.lab.counters import read_stats
+
+    stats = read_stats(root, ifname) if (root / "sys/class/net" / ifname).is_dir() else None
+    if stats is None:
+        print("Cannot get stats strings information: No such device", file=sys.stderr)
+        return 96
+    sys.stdout.write("NIC statistics:\n" + "".join(f"     {k}: {v}\n" for k, v in stats.items()))
+    return 0
+
+
 def ethtool(argv: list[str]) -> int:
-    """``ethtool -a IF`` / ``ethtool -A IF [autoneg|rx|tx on|off]...`` (see the module docstring)."""
+    """``ethtool -a IF`` / ``ethtool -A IF [autoneg|rx|tx on|off]...`` / ``ethtool -S IF``
+    (see the module docstring)."""
     if len(argv) >= 2 and argv[0] in ("-a", "--show-pause") and len(argv) == 2:
         return _show(_sysroot(), argv[1])
     if len(argv) >= 2 and argv[0] in ("-A", "--pause"):
         return _set(_sysroot(), argv[1], list(argv[2:]))
-    print("fabtune lab: ethtool stand-in supports -a|--show-pause IF and -A|--pause IF ... only", file=sys.stderr)
+    if len(argv) == 2 and argv[0] in ("-S", "--statistics"):
+        return _stats(_sysroot(), argv[1])
+    print("fabtune lab: ethtool stand-in supports -a|--show-pause IF, -A|--pause IF ... and -S|--statistics IF only",
+          file=sys.stderr)
     return 1

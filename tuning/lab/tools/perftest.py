@@ -13,6 +13,15 @@ client renames it to ``claimed`` (one client per server), computes the result wi
 :func:`tuning.lab.model.compute` and writes ``result``; the server waits for it (up to
 10 s, polling every 20 ms), prints and removes both files.
 
+Incast (``ib_write_bw``): at its start the client counts the servers of live processes (the
+record's ``pid``) in ``listen`` or ``claimed`` on the receiver's IPv4 (k) and takes the rank
+of its own port among theirs (sender i), then applies :func:`tuning.lab.model.incast` and adds
+:func:`tuning.lab.model.incast_counters` to its own NIC's counters
+(:func:`tuning.lab.counters.bump`); the receiver's part travels in the result and the server
+adds it to its NIC's. A pair test (k = 1) moves no counter, so a verification of pairs leaves
+every sysroot file as it was. With k > 1 a server keeps its files until no server on its IPv4 is
+still ``listen`` (at most 10 s), so a late client still counts every sender.
+
 Output formats, to the character (``shared/cases/``):
     client bandwidth   ``ib_write_bw__roce_client_MiBsec_new_perftest.txt`` (MiB/sec)
     client --report_gbits ``ib_write_bw__client_all_sizes_gbits_mtu1024_gid5.txt``
@@ -21,7 +30,7 @@ Output formats, to the character (``shared/cases/``):
     latency            ``ib_read_lat__roce_mtu1024_gid12_cpufreq_warnings.txt`` (no warnings)
     errors             ``..._err_couldnt_connect_concatenated.txt``, ``..._err_modify_qp_rtr.txt``
 Only the stdlib, networkx, tuning.lab.fabric, tuning.lab.model (and its stdlib-only
-tuning.errors) are imported here, so a
+tuning.errors) are imported here (an incast's client and server also tuning.lab.counters), so a
 stand-in starts in well under 0.5 s.
 """
 
@@ -37,7 +46,7 @@ import time
 from pathlib import Path
 
 from tuning.lab.fabric import Fabric, Nic
-from tuning.lab.model import Outcome, compute_sizes
+from tuning.lab.model import Outcome, compute_sizes, incast, incast_counters
 
 DEFAULT_PORT = 18515
 SERVER_WAIT_S = 10.0
@@ -270,10 +279,19 @@ def serve(tool: str, args: argparse.Namespace, lab: Path, node: str, nic: Nic, t
     f = _files(lab, ip, args.port)
     local = [_qp_addr(f"{node}:{nic.rdma_device}:{args.port}", q) for q in range(args.qps)]
     _remove([f["claimed"], f["result"]])  # a stale result is not this run's
-    _write_json(f["listen"], {"tool": tool, "node": node, "dev": nic.rdma_device, "gid": args.gid, "qps": local})
+    _write_json(f["listen"], {"tool": tool, "node": node, "dev": nic.rdma_device, "gid": args.gid, "qps": local,
+                              "pid": os.getpid()})
     _say(BANNER)
     res = _wait(f["result"], timeout_s)
+    if res is not None and res.get("k", 1) > 1:  # an incast: every sender must still see this server
+        deadline = time.monotonic() + timeout_s
+        while _servers(lab, ip, tool, ("listen",)) and time.monotonic() < deadline:
+            time.sleep(POLL_S)
     _remove(f.values())
+    if res is not None and res.get("receiver_counters"):
+        from tuning.lab.counters import bump  # only an incast counts: pair tests import nothing more
+
+        bump(lab / "nodes" / node / "sysroot", nic.netdev, nic.rdma_device, res["receiver_counters"])
     if res is None:
         _say([f"{tool} (lab): no client connected to {ip}:{args.port} within {timeout_s:g} s"], sys.stderr)
         return 1
@@ -289,9 +307,48 @@ def serve(tool: str, args: argparse.Namespace, lab: Path, node: str, nic: Nic, t
     return 0
 
 
+def _servers(lab: Path, ip: str, tool: str, stages: tuple[str, ...] = ("listen", "claimed")) -> set[int]:
+    """TCP ports of the live ``tool`` servers on ``ip`` whose rendezvous record is in ``stages``
+    (a record whose ``pid`` is gone, a killed server's, does not count)."""
+    from tuning.rollout.lock import pid_alive  # stdlib and tuning.errors only, as this module
+
+    ports = set()
+    for stage in stages:
+        for path in (lab / "run" / "perftest").glob(f"{ip}_*.{stage}.json"):
+            port = path.name[len(ip) + 1:-len(f".{stage}.json")]
+            try:
+                rec = _read_record(path)[0]
+            except (OSError, ValueError):
+                continue
+            pid = rec.get("pid")
+            if port.isdigit() and rec.get("tool") == tool and isinstance(pid, int) and pid_alive(pid):
+                ports.add(int(port))
+    return ports
+
+
+def _incast(outcomes: list[Outcome], args: argparse.Namespace, lab: Path, node: str, nic: Nic,
+            receiver: str, k: int, index: int) -> tuple[list[Outcome], dict[str, int]]:
+    """Sender ``index`` of ``k``: shares per size, its own counters bumped; returns the outcomes
+    and the receiver's counter increments."""
+    outcomes = [incast(o, receiver, k, index) for o in outcomes]
+    mine: dict[str, int] = {}
+    theirs: dict[str, int] = {}
+    for size, o in zip(sizes(args), outcomes):
+        secs = args.duration or (args.iters * size * 8 / (o.bw_avg_gbps * 1e9) if o.bw_avg_gbps else 0.0)
+        c = incast_counters(o, k, secs)
+        for into, add in ((mine, c.sender), (theirs, c.receiver)):
+            for name, v in add.items():
+                into[name] = into.get(name, 0) + v
+    from tuning.lab.counters import bump  # only an incast counts: pair tests import nothing more
+
+    bump(lab / "nodes" / node / "sysroot", nic.netdev, nic.rdma_device, mine)
+    return outcomes, theirs
+
+
 def connect(tool: str, args: argparse.Namespace, lab: Path, node: str, nic: Nic) -> int:
     """Client side: claim the server's listen record, compute, hand the result over, print."""
     f = _files(lab, args.address, args.port)
+    peers = sorted(_servers(lab, args.address, tool) | {args.port}) if tool == "ib_write_bw" else [args.port]
     try:
         os.rename(f["listen"], f["claimed"])
         rec, server_user = _read_record(f["claimed"])
@@ -301,13 +358,18 @@ def connect(tool: str, args: argparse.Namespace, lab: Path, node: str, nic: Nic)
     test = "write_bw" if tool == "ib_write_bw" else "read_lat"
     outcomes = compute_sizes(lab, node, nic.rdma_device, rec["node"], rec["dev"], args.gid, test,
                              server_gid_index=rec["gid"], sizes=sizes(args), qps=args.qps)
+    receiver_counters: dict[str, int] = {}
+    if len(peers) > 1 and not outcomes[0].error:  # a pair test (k = 1) moves no counter
+        outcomes, receiver_counters = _incast(outcomes, args, lab, node, nic, f"{rec['node']}:{rec['dev']}",
+                                              len(peers), peers.index(args.port))
     o = outcomes[0]
     local = [_qp_addr(f"{node}:{nic.rdma_device}:{args.port}:client", q) for q in range(args.qps)]
     head, flavour = _flavours(tool, args, server=False)
     rows = bw_rows(outcomes, args) if flavour and not o.error else []
     _write_json(f["result"], {"error": o.error, "mtu": o.active_mtu, "client_qps": local, "rows": rows,
                               "client_gid": o.client_gid, "server_gid": o.server_gid,
-                              "server_gid_index": o.server_gid_index, "reasons": o.reasons},
+                              "server_gid_index": o.server_gid_index, "reasons": o.reasons,
+                              "k": len(peers), "receiver_counters": receiver_counters},
                 owner=server_user)
     if o.error == "connect_failed":
         _say([CONNECT_ERR.format(addr=args.address, port=args.port).rstrip("\n")], sys.stderr)

@@ -1,0 +1,280 @@
+"""A rollout batch by batch: the engine's APPLY -> settle -> VERIFY -> CONFIRM for each batch of
+:func:`tuning.rollout.batches.plan_batches`, failure accounting and regression handling.
+
+Per batch: its devices are pushed phase after phase (:attr:`Batch.phases`: switches first when the
+MTU rises, ...), each device within the policy's ``apply_s``. A device FAILS when its push or read
+back fails and is restored at once; it is UNREACHABLE when it did not answer (``ConnectError`` or
+``DeviceTimeout``): it is left for ``fabtune rollback RUN_ID`` (the journal holds it) and counted
+apart. Both count toward the caps: failed + unreachable of the batch over its nodes x 100 above
+``max_fail_percentage``, or of the run above ``max_failed_devices`` => REGRESSION. After
+``settle_s`` a rollout verifies the batch: the pairs of its scope
+(:func:`tuning.verify.schedule.plan_schedule`) judged against the run's baseline (absolute marks
+too in the last batch only: a half-tuned fabric fails them), plus a k-to-1 incast per changed leaf
+when the policy enables it and the inventory expects lossless. A verification that fails =>
+REGRESSION; else the batch's switches are confirmed and the batch is kept.
+
+REGRESSION: the batch's touched devices are restored (every batch's with ``on_regression:
+restore-all``), verified again against the baseline (``restored_verified``) and the run halts:
+outcome ``halted`` when earlier batches stay, ``rolled-back`` when nothing stays.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Callable
+
+from tuning.errors import ConnectError, DeviceTimeout
+from tuning.rollout import switch_ops
+from tuning.rollout.batches import Batch
+from tuning.rollout.journal import Journal, save_baseline
+from tuning.rollout.rollback import kept_changes, restore_touched
+from tuning.verify.runner import PairResult, as_baseline, judge
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tuning.rollout.engine import Options, Run, RunReport, Session
+
+Progress = Callable[[str], None]
+
+
+def journal_batches(j: Journal, batches: list[Batch]) -> None:
+    """Record each device's ``batch`` and the run's ``batches`` (all ``not-run``) in the journal."""
+    for b in batches:
+        for name in b.devices:
+            j.device(name)["batch"] = b.index
+    j.data["batches"] = [{"index": b.index, "nodes": b.nodes, "switches": b.switches, "outcome": "not-run",
+                          "failed": [], "unreachable": [], "verify_ok": None} for b in batches]
+
+
+def unreachable(err: BaseException) -> bool:
+    """Whether a device's error means it did not answer (not a failed push)."""
+    return isinstance(err, (ConnectError, DeviceTimeout))
+
+
+def run_batches(s: "Session", opts: "Options", plans: dict, report: "RunReport", progress: Progress,
+                j: Journal, baseline: dict | None, r: "Run") -> None:
+    """Every batch of ``r.batches`` in order (module docstring); sets ``report.outcome``."""
+    from tuning.rollout import engine
+
+    verifying = opts.mode == "rollout" and opts.verify
+    total = 0
+    for b in r.batches:
+        r.current = b
+        rec = j.data["batches"][b.index - 1]
+        todo = {n for n in b.devices if plans.get(n)}
+        pairs = r.batch_pairs.get(b.index) if verifying else None
+        window = engine.confirm_window(opts, pairs, len(todo)) if pairs else None
+        j.stage("apply", f"batch {b.index}/{len(r.batches)}")
+        progress(f"batch {b.index}/{len(r.batches)}: {b.why}; {b.order}"
+                 + (f"; switch confirm window {window} s" if window else ""))
+        pause_for = engine.pause_for_test
+        pause_for(f"apply-batch-{b.index}", j.run_id)
+        failed: dict[str, BaseException] = {}
+        for phase in b.phases:  # a cap exceeded in one phase stops the next (an MTU path half changed)
+            new = engine._apply(s, plans, j, window, only=set(phase) & todo)
+            failed.update(new)
+            total += len(new)
+            why = _account(s, j, report, progress, b, rec, failed, new, total, r)
+            if why:
+                halt(s, opts, report, progress, j, baseline, r, why)
+                return
+        if verifying:
+            if r.policy.settle_s:
+                progress(f"batch {b.index}: settling {r.policy.settle_s:g} s before verification")
+                time.sleep(r.policy.settle_s)
+            j.stage("verify", f"batch {b.index}")
+            pause_for("verify", j.run_id)
+            pause_for(f"verify-batch-{b.index}", j.run_id)
+            ok = _verify_batch(s, opts, report, progress, j, baseline, r, b, plans, pairs)
+            rec["verify_ok"] = ok
+            if not ok:
+                halt(s, opts, report, progress, j, baseline, r, f"batch {b.index}: verification failed or regressed")
+                return
+        j.stage("confirm", f"batch {b.index}")
+        pause_for("confirm", j.run_id)
+        pause_for(f"confirm-batch-{b.index}", j.run_id)
+        for name in b.switches:
+            rev = j.device(name).get("revision")
+            if rev and name in s.switches:
+                switch_ops.confirm(s.switches[name], rev)  # proves ``rev`` is still the applied one
+                j.update(name, confirmed=True)
+        rec["outcome"] = "kept"
+        _sync(report, j)
+    if report.verify_after:
+        save_baseline(opts.journal_dir, s.inv.path, as_baseline([PairResult(**x) for x in _last_per_pair(report)]),
+                      {p.name for p in engine.verify_pairs(s.inv, None)})
+    report.outcome = "kept" if opts.mode == "rollout" else "applied"
+    j.data["outcome"] = report.outcome
+    j.stage("done")
+
+
+def _last_per_pair(report: "RunReport") -> list[dict]:
+    """The latest result of each pair (a pair verified in two batches counts once, as last measured)."""
+    return list({x["pair"]: x for x in report.verify_after}.values())
+
+
+def _account(s: "Session", j: Journal, report: "RunReport", progress: Progress, b: Batch, rec: dict,
+             failed: dict[str, BaseException], new: dict[str, BaseException], total: int, r: "Run") -> str | None:
+    """Record a batch's failed and unreachable devices (``failed``: the batch's so far, ``new``:
+    the last phase's), restore the newly failed ones at once (an unreachable one is left for
+    ``fabtune rollback``), and say why the run must halt (a cap exceeded), else None."""
+    if not new:
+        return None
+    gone = sorted(n for n, e in failed.items() if unreachable(e))
+    report.errors.update({n: getattr(e, "message", str(e)) for n, e in new.items()})
+    report.unreachable += [n for n in gone if n not in report.unreachable]
+    rec["failed"], rec["unreachable"] = sorted(set(failed) - set(gone)), gone
+    if set(gone) & set(new):
+        progress(f"batch {b.index}: no answer from {', '.join(sorted(set(gone) & set(new)))}: left for "
+                 f"`fabtune rollback {j.run_id}`")
+    if set(new) - set(gone):
+        got = restore_touched(j, {**s.nodes, **s.switches}, progress, only=set(new) - set(gone))
+        report.restored = sorted(set(report.restored) | set(got))
+    p = r.policy
+    share = len(failed) / max(1, len(b.nodes) or len(b.devices)) * 100
+    if share > p.max_fail_percentage:
+        return (f"batch {b.index}: {len(failed)} of {len(b.nodes) or len(b.devices)} failed or unreachable "
+                f"({share:.0f} % > max_fail_percentage {p.max_fail_percentage:g})")
+    if p.max_failed_devices is not None and total > p.max_failed_devices:
+        return f"{total} device(s) failed or unreachable in the run (> max_failed_devices {p.max_failed_devices})"
+    progress(f"batch {b.index}: {len(failed)} device(s) failed ({share:.0f} %, within the policy's caps): going on")
+    return None
+
+
+def _verify_batch(s: "Session", opts: "Options", report: "RunReport", progress: Progress, j: Journal,
+                  baseline: dict | None, r: "Run", b: Batch, plans: dict, pairs) -> bool:
+    """Pairs of the batch (absolute marks in the last batch only) and the incasts of its changed leaves."""
+    from tuning.rollout import engine
+
+    last = b is r.batches[-1]
+    ok, after = engine.verify_fabric(s, opts, baseline, progress, pairs, absolute=last,
+                                     timeout_s=r.policy.timeouts.verify_s)
+    if not last:  # a pair whose every end and hop already holds the new settings meets the absolute marks
+        done = _tuned(s, r, b, plans, report)
+        whole = [x for x, p in zip(after, pairs) if {p.client, p.server, p.client_nic.switch, p.server_nic.switch,
+                                                      *(h.split(":")[0] for h in p.route)} <= done]
+        ids = {id(x) for x in whole}
+        rest = [x for x in after if id(x) not in ids]
+        ok = judge(whole, opts.thresholds, baseline, absolute=True) & judge(rest, opts.thresholds, baseline,
+                                                                           absolute=False)
+    report.verify_after += [x.__dict__ for x in after]
+    j.data["batches"][b.index - 1]["pairs"] = [x.pair for x in after]
+    j.data["verify"]["after"] = report.verify_after
+    inc_ok = _incast(s, report, progress, r, b, plans)
+    report.verify_ok = ok and inc_ok
+    return ok and inc_ok
+
+
+def _tuned(s: "Session", r: "Run", b: Batch, plans: dict, report: "RunReport") -> set[str]:
+    """Devices that hold the new settings now: pushed in this batch or a kept one (not failed or
+    unreachable), or selected with nothing to change."""
+    bad = set(report.errors) | set(report.unreachable)
+    pushed = {n for x in r.batches[:b.index] for n in x.devices}
+    return {d.name for d in s.devices if d.name not in bad and (d.name in pushed or not plans.get(d.name))}
+
+
+def changed_leaves(inv, b: Batch, plans: dict) -> set[str]:
+    """Leaves a batch changed: those its changed nodes' NICs are cabled to, and its changed
+    switches that have a NIC cabled (a spine has none)."""
+    cabled = {nic.switch for d in inv.nodes for nic in d.spec.nics}
+    out = {nic.switch for n in b.nodes if plans.get(n) for nic in inv.devices[n].spec.nics}
+    return out | {sw for sw in b.switches if plans.get(sw) and sw in cabled}
+
+
+def _incast(s: "Session", report: "RunReport", progress: Progress, r: "Run", b: Batch, plans: dict) -> bool:
+    """The k-to-1 incasts of the leaves changed so far and not yet proven (policy ``incast``), when
+    the inventory expects a lossless fabric; True when they pass or none is due.
+
+    An incast proves a leaf only when every NIC in it holds the new settings: a sender not yet
+    tuned (no PFC) drops under the pauses the tuned receiver sends, and the incast would fail
+    for a fabric that is merely half done. So the receiver and senders are taken among nodes
+    already pushed (this batch and the kept ones, not failed) and nodes with nothing to change;
+    an incast with fewer than 2 such senders waits for a later batch (the leaf stays pending),
+    and by the last batch every node is eligible.
+    """
+    if not r.policy.incast.enabled:
+        return True
+    from tuning.inventory import Inventory
+    from tuning.verify.incast import Expectation, plan_incasts, run_incasts
+
+    expect = Expectation.from_inventory(s.inv)
+    r.incast_pending |= changed_leaves(s.inv, b, plans)
+    if not expect.lossless or not r.incast_pending:
+        return True
+    eligible = _tuned(s, r, b, plans, report)
+    sub = Inventory(s.inv.path, {n: d for n, d in s.inv.devices.items() if d.role == "switch" or n in eligible},
+                    s.inv.policy)
+    incasts = [inc for inc in plan_incasts(sub, r.incast_pending, r.policy.incast.k) if len(inc.senders) >= 2]
+    last = b is r.batches[-1]
+    if not incasts:
+        if last:
+            progress(f"no incast possible on {', '.join(sorted(r.incast_pending))} (fewer than 2 same-rail senders)")
+        return True
+    hosts = s.node_hosts({inc.receiver for inc in incasts} | {n for inc in incasts for n, _ in inc.senders})
+    ok, results = run_incasts(incasts, hosts, expect, progress)
+    r.incast_pending -= {inc.leaf for inc in incasts}
+    report.incast += [{**asdict(x), "batch": b.index} for x in results]
+    return ok
+
+
+def _sync(report: "RunReport", j: Journal) -> None:
+    """The journal's batch records into the report (the one source of both)."""
+    report.batches = [{**row, **{k: v for k, v in rec.items() if k != "index"}}
+                      for row, rec in zip(report.batches, j.data["batches"])]
+    j.save()
+
+
+def restore_scope(r: "Run", policy_all: bool) -> set[str]:
+    """The devices a regression restores: the current batch's, or every batch's up to it."""
+    if r.current is None or policy_all:
+        upto = r.current.index if r.current is not None else len(r.batches)
+        return {n for b in r.batches[:upto] for n in b.devices}
+    return set(r.current.devices)
+
+
+def restore_batches(s: "Session", report: "RunReport", progress: Progress, j: Journal, r: "Run", why: str) -> None:
+    """Restore :func:`restore_scope`'s devices and record it (batch outcomes ``restored``; the
+    current one ``failed`` when its restore failed, then the RollbackError goes on); sets
+    ``report.outcome`` ``halted`` when a batch stays kept, else ``rolled-back``."""
+    every = r.policy.on_regression == "restore-all"
+    scope = restore_scope(r, every) - set(report.unreachable)  # no answer: left for `fabtune rollback`
+    progress(f"{why}: restoring " + ("every batch" if every or r.current is None else f"batch {r.current.index}"))
+    j.stage("restore", why)
+    upto = r.current.index if r.current is not None else len(r.batches)
+    if upto and j.data.get("batches"):
+        j.data["batches"][upto - 1]["halt"] = why
+    try:
+        got = restore_touched(j, {**s.nodes, **s.switches}, progress, only=scope)
+    except Exception:
+        if upto and j.data.get("batches"):
+            j.data["batches"][upto - 1]["outcome"] = "failed"
+            _sync(report, j)
+        raise
+    report.restored = sorted(set(report.restored) | set(got))
+    report.kept = kept_changes(j)
+    for rec in j.data.get("batches", [])[:upto]:
+        if every or rec["index"] == upto:
+            rec["outcome"] = "restored"
+    kept = [rec for rec in j.data.get("batches", []) if rec["outcome"] == "kept"]
+    report.outcome = "halted" if kept else "rolled-back"
+    _sync(report, j)
+
+
+def halt(s: "Session", opts: "Options", report: "RunReport", progress: Progress, j: Journal,
+         baseline: dict | None, r: "Run", why: str) -> None:
+    """REGRESSION: restore (:func:`restore_batches`), verify the restored pairs against the
+    baseline (``restored_verified``), halt. Raises RollbackError when a restore failed."""
+    from tuning.rollout import engine
+
+    restore_batches(s, report, progress, j, r, why)
+    if opts.mode == "rollout" and opts.verify and baseline is not None:
+        every = r.policy.on_regression == "restore-all"
+        pairs = r.pairs if every else r.batch_pairs.get(r.current.index)
+        if pairs:
+            progress("verifying the restored devices against the baseline")
+            ok, again = engine.verify_fabric(s, opts, baseline, progress, pairs, absolute=False,
+                                             timeout_s=r.policy.timeouts.verify_s)
+            report.restored_verified = ok
+            j.data["verify"]["restored"] = [x.__dict__ for x in again]
+    j.data["outcome"] = report.outcome
+    j.stage("done", why)

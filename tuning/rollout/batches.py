@@ -1,0 +1,244 @@
+"""Batches of a rollout and the safe order inside each (pure: no I/O).
+
+:func:`plan_batches` cuts the selected devices into batches by the policy's ``serial`` (Ansible's
+rolling-update batch sizes, :class:`tuning.model.policy.RolloutPolicy`): nodes ordered by their
+first NIC's leaf (``batch_by: leaf``) or rail (``rail``), then name, so a batch fills one leaf
+before the next; each switch joins the first batch that holds a node cabled to it; a switch no
+selected node is cabled to (a spine, or a leaf whose nodes are not selected) joins batch 1; a
+selection of switches only is cut by ``serial`` too, counting switches (the default is one batch).
+
+:func:`phases` orders one batch's devices so no path is half changed while packets flow:
+
+- MTU raised (a node ``mtu/IF`` or switch ``port/P/mtu`` / ``port/P/oper_mtu`` change with after >
+  before): switches first, then nodes (a host never sends frames a switch port would drop);
+- MTU lowered: nodes first, then switches;
+- lossless turned on (node PFC priorities or ECN enabled; switch ``roce/mode`` lossless, PFC or
+  ECN enabled): switches first (a node's PFC pauses are honoured before it relies on them);
+- lossless turned off: nodes first;
+- MTU raised and lowered in one run, or two rules asking opposite orders: refused (split the
+  rollout), before anything is pushed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Iterable
+
+from tuning.errors import InputError
+from tuning.model.policy import RolloutPolicy
+
+#: switch keys whose value "enable" / "lossless" means the lossless path is on
+_SW_LOSSLESS = ("roce/mode", "roce/pfc_tx", "roce/pfc_rx")
+
+
+@dataclass
+class Batch:
+    """One batch of a rollout.
+
+    Attributes:
+        index: 1-based.  nodes / switches: device names, in push order.
+        phases: device names per phase, pushed phase after phase (one phase: all at once).
+        why: how the batch was formed (``canary: 1 node of leaf01 (serial 1)``).
+        order: why its phases are in this order (``MTU raised 1500 -> 9000: switches first``).
+    """
+
+    index: int
+    nodes: list[str]
+    switches: list[str]
+    phases: list[list[str]] = field(default_factory=list)
+    why: str = ""
+    order: str = ""
+
+    @property
+    def devices(self) -> list[str]:
+        """Nodes then switches."""
+        return [*self.nodes, *self.switches]
+
+    def as_dict(self) -> dict:
+        """JSON-ready dict."""
+        return asdict(self)
+
+
+def _first_nic(dev):
+    nics = getattr(dev.spec, "nics", None) or []
+    return nics[0] if nics else None
+
+
+def order_nodes(nodes: list, batch_by: str) -> list:
+    """``nodes`` (inventory Devices) in batch order: by first NIC's leaf then name (``leaf``), by
+    first NIC's rail, leaf, then name (``rail``), or as given (``none``). A node without a NIC
+    sorts last."""
+    if batch_by == "none":
+        return list(nodes)
+
+    def key(d):
+        nic = _first_nic(d)
+        if nic is None:
+            return (1, 0, "", d.name)
+        return (0, nic.rail if batch_by == "rail" else 0, nic.switch, d.name)
+    return sorted(nodes, key=key)
+
+
+def _label(nodes: list, batch_by: str) -> str:
+    """``leaf01`` / ``leaf01..leaf02`` / ``rail 0`` of a batch's nodes (its first NICs)."""
+    nics = [n for n in (_first_nic(d) for d in nodes) if n is not None]
+    if not nics:
+        return "no NIC"
+    if batch_by == "rail":
+        rails = sorted({n.rail for n in nics})
+        return f"rail {rails[0]}" if len(rails) == 1 else f"rails {rails[0]}..{rails[-1]}"
+    leaves = sorted({n.switch for n in nics})
+    return leaves[0] if len(leaves) == 1 else f"{leaves[0]}..{leaves[-1]} ({len(leaves)} leaves)"
+
+
+def plan_batches(inv, selected: list, policy: RolloutPolicy, changes: dict[str, Iterable] | None = None) -> list[Batch]:
+    """The batches of a rollout of ``selected`` (inventory Devices) under ``policy``.
+
+    Args:
+        inv: the Inventory (cabling of every node, to place switches).
+        changes: device -> planned changes (:class:`tuning.node.base.Change` or their dicts);
+            given, each batch's :attr:`Batch.phases` follow :func:`phases`; None: one phase.
+
+    Returns:
+        Batches in push order, index 1..N; every selected device in exactly one.
+
+    Raises:
+        InputError: the batch order cannot be made safe (see :func:`phases`).
+    """
+    nodes = order_nodes([d for d in selected if d.role == "node"], policy.batch_by)
+    switches = [d for d in selected if d.role == "switch"]
+    batches: list[Batch] = []
+    if nodes:
+        at = 0
+        for i, size in enumerate(policy.sizes(len(nodes))):
+            chunk = nodes[at:at + size]
+            at += size
+            entry = policy.serial[min(i, len(policy.serial) - 1)]
+            kind = "canary" if i == 0 and size < len(nodes) else ("all nodes" if size == len(nodes) else f"batch {i + 1}")
+            batches.append(Batch(i + 1, [d.name for d in chunk], [],
+                                 why=f"{kind}: {size} node(s) of {_label(chunk, policy.batch_by)} (serial {entry})"))
+        cabled = {}  # switch -> first batch index with a node cabled to it
+        for b in batches:
+            for name in b.nodes:
+                for nic in getattr(inv.devices[name].spec, "nics", None) or []:
+                    cabled.setdefault(nic.switch, b.index)
+        joined: dict[int, tuple[list[str], list[str]]] = {}
+        for sw in switches:
+            b = batches[cabled.get(sw.name, 1) - 1]
+            b.switches.append(sw.name)
+            joined.setdefault(b.index, ([], []))[0 if sw.name in cabled else 1].append(sw.name)
+        for idx, (leaves, loose) in joined.items():
+            if leaves:
+                batches[idx - 1].why += f"; with {_names(leaves)} (cabled to its nodes)"
+            if loose:
+                batches[idx - 1].why += f"; with {_names(loose)} (no selected node cabled: batch 1)"
+    elif switches:
+        at = 0
+        for i, size in enumerate(policy.sizes(len(switches))):
+            chunk = switches[at:at + size]
+            at += size
+            batches.append(Batch(i + 1, [], [d.name for d in chunk],
+                                 why=f"switches only: {size} switch(es) (serial "
+                                     f"{policy.serial[min(i, len(policy.serial) - 1)]})"))
+    run_rules = _rules(changes or {}, {d.name: d.role for d in selected})
+    for b in batches:
+        b.phases, b.order = phases(b, changes or {}, {d.name: d.role for d in selected}, run_rules)
+    return batches
+
+
+def _names(names: list[str], shown: int = 3) -> str:
+    """``leaf01, leaf02`` or ``su001-r0, su001-r1, su001-r2 (+5 more)``."""
+    return ", ".join(names[:shown]) + (f" (+{len(names) - shown} more)" if len(names) > shown else "")
+
+
+def _val(c, name: str):
+    return c.get(name) if isinstance(c, dict) else getattr(c, name)
+
+
+def _int(v) -> int | None:
+    try:
+        return int(str(v).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def _mtu_key(key: str, role: str) -> bool:
+    if role == "node":
+        return key.startswith("mtu/")
+    parts = key.split("/")
+    return len(parts) == 3 and parts[0] == "port" and parts[2] in ("mtu", "oper_mtu")
+
+
+def _lossless(key: str, role: str, before, after) -> str | None:
+    """``on`` / ``off`` when this change turns a lossless setting on or off, else None."""
+    b, a = str(before or ""), str(after or "")
+    if role == "node":
+        if key.startswith("pfc/"):
+            on_b = {i for i, x in enumerate(b.split(",")) if x.strip() == "1"}
+            on_a = {i for i, x in enumerate(a.split(",")) if x.strip() == "1"}
+            return "on" if on_a - on_b else ("off" if on_b - on_a else None)
+        if key.startswith("ecn/"):
+            return "on" if a == "1" and b != "1" else ("off" if b == "1" and a != "1" else None)
+        return None
+    if key in _SW_LOSSLESS or (key.startswith("roce/tc/") and key.endswith("/ecn")):
+        good = ("lossless", "enable")
+        return "on" if a in good and b not in good else ("off" if b in good and a not in good else None)
+    return None
+
+
+def _rules(changes: dict[str, Iterable], roles: dict[str, str]) -> dict[str, list[str]]:
+    """What the whole run's changes ask: ``{"mtu_up": ["node01 mtu/enp12s0np0 1500 -> 9000"], "mtu_down": [...],
+    "lossless_on": [...], "lossless_off": [...]}`` (first few examples each)."""
+    out: dict[str, list[str]] = {"mtu_up": [], "mtu_down": [], "lossless_on": [], "lossless_off": []}
+    for dev, chs in changes.items():
+        role = roles.get(dev, "node")
+        for c in chs:
+            key, before, after = _val(c, "key"), _val(c, "before"), _val(c, "after")
+            what = f"{dev} {key} {before} -> {after}"
+            if _mtu_key(key, role):
+                b, a = _int(before), _int(after)
+                if b is not None and a is not None and a != b:
+                    out["mtu_up" if a > b else "mtu_down"].append(what)
+            flip = _lossless(key, role, before, after)
+            if flip:
+                out[f"lossless_{flip}"].append(what)
+    return out
+
+
+def phases(batch: Batch, changes: dict[str, Iterable], roles: dict[str, str],
+           rules: dict[str, list[str]] | None = None) -> tuple[list[list[str]], str]:
+    """The push phases of ``batch`` and the reason, from the run's changes (:func:`_rules` of the
+    whole run when ``rules`` is None: the same order in every batch).
+
+    Returns:
+        ``([[switches...], [nodes...]], "MTU raised (node01 mtu/... 1500 -> 9000): switches first, then nodes")``;
+        devices without changes are left out; ``([[all]], "no MTU or lossless change: all at once")``.
+
+    Raises:
+        InputError: MTU raised and lowered in one run, or lossless turned on and off, or an MTU
+            rule and a lossless rule asking opposite orders: split the rollout.
+    """
+    r = rules if rules is not None else _rules(changes, roles)
+    if r["mtu_up"] and r["mtu_down"]:
+        raise InputError("inventory", "mtu", f"the MTU goes up ({r['mtu_up'][0]}) and down ({r['mtu_down'][0]}) in one "
+                         "run: no push order is safe for both; split the rollout (one direction per run, --limit or "
+                         "--domain)")
+    if r["lossless_on"] and r["lossless_off"]:
+        raise InputError("inventory", "nic_qos", f"lossless is turned on ({r['lossless_on'][0]}) and off "
+                         f"({r['lossless_off'][0]}) in one run; split the rollout")
+    switches_first = [f"MTU raised ({r['mtu_up'][0]})"] if r["mtu_up"] else []
+    switches_first += [f"lossless turned on ({r['lossless_on'][0]})"] if r["lossless_on"] else []
+    nodes_first = [f"MTU lowered ({r['mtu_down'][0]})"] if r["mtu_down"] else []
+    nodes_first += [f"lossless turned off ({r['lossless_off'][0]})"] if r["lossless_off"] else []
+    if switches_first and nodes_first:
+        raise InputError("inventory", "mtu", f"{switches_first[0]} needs switches first but {nodes_first[0]} needs "
+                         "nodes first; split the rollout")
+    todo = [n for n in batch.devices if changes.get(n) or not changes]
+    nodes = [n for n in batch.nodes if n in todo]
+    sws = [n for n in batch.switches if n in todo]
+    if not (switches_first or nodes_first) or not nodes or not sws:
+        why = "; ".join(switches_first + nodes_first) or "no MTU or lossless change"
+        return ([todo] if todo else []), f"{why}: all at once"
+    if switches_first:
+        return [sws, nodes], f"{'; '.join(switches_first)}: switches first, then nodes"
+    return [nodes, sws], f"{'; '.join(nodes_first)}: nodes first, then switches"
