@@ -14,8 +14,8 @@ from typing import Optional
 import typer
 
 from tuning import inventory as inv_mod
-from tuning.cli_args import (MAX_CONFIRM_S, click, finite, integer, journal_dir_arg, out_dir_arg,
-                             usage_line)
+from tuning.cli_args import (MAX_CONFIRM_S, click, deferred, integer, journal_dir_arg, number, out_dir_arg,
+                             raise_refused, usage_line)
 from tuning.errors import ConnectError, InputError, TuningError
 from tuning.node import domains as node_domains
 from tuning.report import batches_text, changes_table, console, file_diffs, findings_table, verify_table
@@ -33,16 +33,24 @@ LIMIT = typer.Option(None, "--limit", "-l", help="Only these hosts or groups (re
 JSON = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
 JDIR = typer.Option(DEFAULT_DIR, "--journal-dir", parser=journal_dir_arg,
                     help="Where run journals and the baseline live (yours, not group/world-writable).")
+#: the same, for a command that writes reports: a refusal is raised in its body (cli_args.Refused)
+JDIR_RUN = typer.Option(DEFAULT_DIR, "--journal-dir", parser=deferred(journal_dir_arg),
+                        help="Where run journals and the baseline live (yours, not group/world-writable).")
 #: every domain a run can be limited to: the node domains in apply order, then the switches
 DOMAINS = tuple(d.name for d in node_domains()) + ("switch",)
 DOMAIN = typer.Option(None, "--domain", "-d", help=f"Only these domains (repeatable): {', '.join(DOMAINS)}.")
-RAIL = typer.Option(None, "--rail", parser=integer(0, 31, "a rail"), metavar="0..31",
+RAIL = typer.Option(None, "--rail", parser=deferred(integer("--rail", 0, 31, "a rail")), metavar="0..31",
                     help="Verify on these rails only (an integer 0..31, repeatable; default: every rail).")
-MIN_BW = typer.Option(300.0, "--min-bw", callback=finite, help="Pass mark per pair, Gb/s (finite, >= 0).")
+# The pass marks: None keeps the inventory policy's (fabtune_rollout.thresholds), see _thresholds
+MIN_BW = typer.Option(None, "--min-bw", parser=deferred(number("--min-bw")), metavar="GBPS",
+                      help="Pass mark per pair, Gb/s, finite >= 0 (default: the policy's, 300).")
+MAX_LAT = typer.Option(None, "--max-lat", parser=deferred(number("--max-lat")), metavar="US",
+                       help="Pass mark per pair, typical latency us, finite >= 0 (default: the policy's, 10).")
+MIN_BW_SHARE = typer.Option(None, "--min-bw-share", parser=deferred(number("--min-bw-share", 1, "a fraction of "
+                            "line rate")), metavar="0..1", help="Pass mark per pair: share 0..1 of the slower "
+                            "end's line rate (default: the policy's; none: not judged).")
 FIRMWARE = typer.Option(False, "--allow-firmware", help="Push NIC firmware burns the profile pins "
                         "(firmware.version); without it a plan that burns firmware is refused (exit 2).")
-MAX_LAT = typer.Option(10.0, "--max-lat", callback=finite,
-                       help="Pass mark per pair, typical latency us (finite, >= 0).")
 JUNIT = typer.Option(None, "--junit", metavar="FILE", parser=report_file("--junit"),
                      help="Write JUnit XML: a test case per device and per verified pair (docs/reports.md).")
 PROM = typer.Option(None, "--prom-file", metavar="FILE.prom", parser=report_file("--prom-file", ".prom"),
@@ -58,23 +66,25 @@ BATCH_BY = typer.Option(None, "--batch-by", metavar="leaf|rail|none", help="Orde
                         "(or rail) before the next (default leaf).")
 
 
-def _optional_share(value: Optional[float]) -> Optional[float]:
-    """``--min-bw-share``: None, or a finite fraction 0..1."""
-    if value is not None and (finite(value) > 1):
-        raise typer.BadParameter(f"{value} is not a fraction of line rate; allowed: 0..1")
-    return value
-
-
-def _optional_finite(value: Optional[float]) -> Optional[float]:
-    return None if value is None else finite(value)
-
-
 def _policy(inv, serial: Optional[str] = None, **flags):
     """The run's rollout policy: the inventory's ``fabtune_rollout`` with the flags given (None:
     not given). Raises InputError naming the flag."""
     from tuning.model.policy import parse_serial
 
     return inv.policy.override(serial=parse_serial(serial) if serial is not None else None, **flags)
+
+
+def _thresholds(rec: Recorder, policy):
+    """The run's pass marks (:class:`tuning.verify.runner.Thresholds`): the policy's
+    ``thresholds`` (inventory ``fabtune_rollout.thresholds``, the flags already applied by
+    :func:`_policy`), recorded in ``rec``'s reports. One function for rollout and verify."""
+    from dataclasses import asdict
+
+    from tuning.verify.runner import Thresholds
+
+    th = Thresholds(**policy.thresholds.model_dump())
+    rec.ctx.thresholds = asdict(th)
+    return th
 
 
 def _outputs(junit: Optional[Path], prom: Optional[Path], report_json: Optional[Path]) -> Outputs:
@@ -202,10 +212,10 @@ def plan(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opti
     from tuning.rollout import engine
     from tuning.rollout.offline import offline_plan
 
-    if offline and detailed_exitcode:
-        raise InputError("--detailed-exitcode", "--offline", "drift needs each device's current state, and an "
-                         "offline plan reads none; drop --offline")
     with Recorder(_outputs(junit, prom_file, report_json), "plan", inventory, detailed=detailed_exitcode) as rec:
+        if offline and detailed_exitcode:
+            raise InputError("--detailed-exitcode", "--offline", "drift needs each device's current state, and an "
+                             "offline plan reads none; drop --offline")
         inv, only = _load(inventory), _domains(domain)
         rec.select(inv.select(limit))
         policy = _policy(inv, serial, batch_by=batch_by)  # checked offline too (an offline plan shows no batches)
@@ -219,7 +229,7 @@ def plan(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opti
 @app.command()
 def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Optional[list[str]] = DOMAIN,
           check: bool = typer.Option(
-        False, "--check", help="Dry run: same as plan."), as_json: bool = JSON, journal_dir: Path = JDIR,
+        False, "--check", help="Dry run: same as plan."), as_json: bool = JSON, journal_dir: Path = JDIR_RUN,
           allow_firmware: bool = FIRMWARE, junit: Optional[Path] = JUNIT, prom_file: Optional[Path] = PROM,
           report_json: Optional[Path] = REPORT_JSON) -> None:
     """Apply the inventory's settings (no verification; see rollout). A second run changes nothing.
@@ -229,6 +239,7 @@ def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opt
     from tuning.rollout import engine
 
     with Recorder(_outputs(junit, prom_file, report_json), "apply", inventory) as rec:
+        raise_refused(journal_dir)
         inv = _load(inventory)
         rec.select(inv.select(limit))
         report = engine.run(inv, engine.Options(mode="plan" if check else "apply", limit=limit,
@@ -241,28 +252,27 @@ def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opt
 
 @app.command()
 def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: bool = JSON,
-            journal_dir: Path = JDIR, confirm_s: Optional[int] = typer.Option(
-                None, "--confirm-s", parser=integer(None, MAX_CONFIRM_S, "a window in seconds"), metavar="SECONDS", help="Switch commit-confirm window, seconds, at most "
+            journal_dir: Path = JDIR_RUN, confirm_s: Optional[int] = typer.Option(
+                None, "--confirm-s", parser=deferred(integer("--confirm-s", None, MAX_CONFIRM_S, "a window in seconds")),
+                metavar="SECONDS", help="Switch commit-confirm window, seconds, at most "
                 f"{MAX_CONFIRM_S} (default: derived from the expected verification time, at least 600; a shorter "
                 "window than verification needs is refused)."),
-            min_bw: Optional[float] = typer.Option(None, "--min-bw", callback=_optional_finite, help="Pass mark "
-                                                   "per pair, Gb/s (default: the policy's, 300)."),
-            max_lat: Optional[float] = typer.Option(None, "--max-lat", callback=_optional_finite, help="Pass mark "
-                                                    "per pair, typical latency us (default: the policy's, 10)."),
-            min_bw_share: Optional[float] = typer.Option(None, "--min-bw-share", callback=_optional_share,
-                                                         help="Pass mark per pair: share 0..1 of the slower end's "
-                                                              "line rate (default: not judged)."),
+            min_bw: Optional[float] = MIN_BW, max_lat: Optional[float] = MAX_LAT,
+            min_bw_share: Optional[float] = MIN_BW_SHARE,
             rail: Optional[list[int]] = RAIL,
             allow_firmware: bool = FIRMWARE, junit: Optional[Path] = JUNIT, prom_file: Optional[Path] = PROM,
             report_json: Optional[Path] = REPORT_JSON, serial: Optional[str] = SERIAL,
             batch_by: Optional[str] = BATCH_BY,
             max_fail_percentage: Optional[int] = typer.Option(
-                None, "--max-fail-percentage", parser=integer(0, 100, "a percentage"), metavar="0..100",
+                None, "--max-fail-percentage", metavar="0..100",
+                parser=deferred(integer("--max-fail-percentage", 0, 100, "a percentage")),
                 help="Per batch: halt when failed devices / batch nodes x 100 exceeds it (default 0)."),
             max_failed: Optional[int] = typer.Option(
-                None, "--max-failed", parser=integer(0, 1000000, "a count of devices"), metavar="N",
+                None, "--max-failed", metavar="N",
+                parser=deferred(integer("--max-failed", 0, 1000000, "a count of devices")),
                 help="Whole run: halt when more than N devices failed (default: no cap)."),
-            settle_s: Optional[int] = typer.Option(None, "--settle-s", parser=integer(0, 3600, "seconds"),
+            settle_s: Optional[int] = typer.Option(None, "--settle-s",
+                                                   parser=deferred(integer("--settle-s", 0, 3600, "seconds")),
                                                    metavar="SECONDS", help="Wait between a batch's apply and its "
                                                    "verification (default 0)."),
             on_regression: Optional[str] = typer.Option(None, "--on-regression", metavar="restore-batch|restore-all",
@@ -277,19 +287,17 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: 
     devices failed.
     Example: fabtune rollout -i inventory/lab --serial 1,50% --max-failed 1
     """
-    from dataclasses import asdict
-
     from tuning.rollout import engine
-    from tuning.verify.runner import Thresholds
 
     with Recorder(_outputs(junit, prom_file, report_json), "rollout", inventory) as rec:
+        raise_refused(journal_dir, confirm_s, min_bw, max_lat, min_bw_share, rail, max_fail_percentage, max_failed,
+                      settle_s)
         inv = _load(inventory)
         policy = _policy(inv, serial, batch_by=batch_by, max_fail_percentage=max_fail_percentage,
                          max_failed_devices=max_failed, settle_s=settle_s, on_regression=on_regression,
                          min_bw_gbps=min_bw, max_lat_us=max_lat, min_bw_share=min_bw_share,
                          incast_enabled=False if no_incast else None)
-        th = Thresholds(**policy.thresholds.model_dump())
-        rec.ctx.thresholds = asdict(th)
+        th = _thresholds(rec, policy)
         opts = engine.Options(mode="rollout", limit=limit, journal_dir=journal_dir, confirm_s=confirm_s,
                               thresholds=th, rails=tuple(rail) if rail else None, allow_firmware=allow_firmware,
                               policy=policy)
@@ -301,14 +309,16 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: 
 
 
 @app.command()
-def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR,
-           min_bw: float = MIN_BW, max_lat: float = MAX_LAT, rail: Optional[list[int]] = RAIL,
+def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR_RUN,
+           min_bw: Optional[float] = MIN_BW, max_lat: Optional[float] = MAX_LAT,
+           min_bw_share: Optional[float] = MIN_BW_SHARE, rail: Optional[list[int]] = RAIL,
            limit: Optional[list[str]] = LIMIT, junit: Optional[Path] = JUNIT, prom_file: Optional[Path] = PROM,
            report_json: Optional[Path] = REPORT_JSON,
            no_incast: bool = typer.Option(False, "--no-incast", help="Skip the k-to-1 incast per leaf (run when "
                                           "the inventory expects lossless RoCE and its policy enables it).")) -> None:
     """Run ib_write_bw and ib_read_lat between node pairs (leaf and spine paths) against the
-    thresholds and the recorded baseline. Exit 1 if a pair fails. With --limit, only the named
+    pass marks (the inventory's fabtune_rollout.thresholds, the flags overriding them, as rollout's)
+    and the recorded baseline. Exit 1 if a pair fails. With --limit, only the named
     hosts or groups are proven: their NICs (a leaf: the NICs cabled to it), their leaves' uplinks
     and the spines, partners taken from the whole inventory. When the inventory expects lossless
     RoCE, a k-to-1 incast per leaf (of the selection) is judged too: loss, PFC pauses, CNPs, shares.
@@ -318,11 +328,11 @@ def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR
     from tuning.reports import verify_report
     from tuning.rollout.journal import load_baseline
     from tuning.rollout.offline import verify_only
-    from tuning.verify.runner import Thresholds
 
-    th = Thresholds(min_bw_gbps=min_bw, max_lat_us=max_lat)
-    with Recorder(_outputs(junit, prom_file, report_json), "verify", inventory, th) as rec:
+    with Recorder(_outputs(junit, prom_file, report_json), "verify", inventory) as rec:
+        raise_refused(journal_dir, min_bw, max_lat, min_bw_share, rail)
         inv, t0 = _load(inventory), time.monotonic()
+        th = _thresholds(rec, _policy(inv, min_bw_gbps=min_bw, max_lat_us=max_lat, min_bw_share=min_bw_share))
         ok, results, incasts = verify_only(inv, journal_dir, th, _progress, tuple(rail) if rail else None,
                                            limit or None, incast=not no_incast)
         code = rec.done(verify_report(ok, results, time.monotonic() - t0, incasts),
@@ -375,7 +385,8 @@ def _parse_context(pairs: list[str], named: dict[str, Optional[str]]) -> dict[st
 
 @app.command()
 def runs(journal_dir: Path = JDIR, as_json: bool = JSON,
-         last: int = typer.Option(20, "--last", parser=integer(None, 10**6, "a count of runs", "1..1000000"), help="How many of the newest runs (1 or more).")) -> None:
+         last: int = typer.Option(20, "--last", parser=integer("--last", None, 10**6, "a count of runs", "1..1000000"),
+                                  help="How many of the newest runs (1 or more).")) -> None:
     """List journaled runs (newest last): id, start time (UTC), duration, mode, inventory, outcome,
     change count and the devices each touched. `fabtune report RUN_ID` prints one again.
 
@@ -600,9 +611,21 @@ def main() -> None:
         hint = ""
         if isinstance(e, ConnectError) and "127.0.0.1" in str(e):
             hint = " (is the lab up? `fabtune lab up`)"
+        elif isinstance(e, InputError) and e.file.startswith("--"):  # a flag's value: as click's usage errors
+            hint = f" (see `fabtune {_command_words()}--help`)"
         print(f"fabtune: error: {e}{hint}", file=sys.stderr)  # one line, never wrapped
         sys.exit(_error_code(e.exit_code))
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _command_words() -> str:
+    """The command of this process's argv, with a trailing space (``rollout ``, ``lab up ``), or ''."""
+    words: list[str] = []
+    for a in sys.argv[1:]:
+        if a.startswith("-") or len(words) == (2 if words[:1] == ["lab"] else 1):
+            break
+        words.append(a)
+    return "".join(w + " " for w in words)
 
 
 def _error_code(code: int) -> int:

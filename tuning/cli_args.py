@@ -1,8 +1,10 @@
 """Parsers of ``fabtune``'s flag values and the one-line form of a usage error (:mod:`tuning.cli`).
 
 Each parser sees the flag's raw text, so ``''`` is never taken for ``.``, ``1.0`` never for 1 and
-``nan`` never for a pass mark; a refusal is a ``typer.BadParameter`` (printed by :func:`usage_line`)
-or an :class:`~tuning.errors.InputError`, one line either way, exit 2.
+``nan`` never for a pass mark; a refusal is an :class:`~tuning.errors.InputError` naming the flag
+(a click usage error is printed by :func:`usage_line`), one line either way, exit 2. A command that
+writes reports wraps its parsers in :func:`deferred` and calls :func:`raise_refused` inside its
+Recorder, so a refused value is reported too.
 """
 
 from __future__ import annotations
@@ -10,8 +12,6 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-
-import typer
 
 try:  # typer >= 0.24 carries its own copy of click; older ones raise click's own exceptions
     from typer._click import exceptions as click
@@ -40,24 +40,73 @@ def out_dir_arg(value: object) -> Path:
     return Path(str(value))
 
 
-def integer(lo: int | None, hi: int, what: str, shown: str | None = None):
+def integer(flag: str, lo: int | None, hi: int, what: str, shown: str | None = None):
     """A parser of an integer flag written as digits only (``1.0``, ``1e3``, ``0x1`` refused), at most ``hi``
     (and at least ``lo`` when given; the command itself names a minimum it checks, as ``--confirm-s``'s).
-    ``shown``: the allowed span as the message says it (default ``lo..hi`` or ``at most hi``)."""
+    ``shown``: the allowed span as the message says it (default ``lo..hi`` or ``at most hi``).
+
+    Raises:
+        InputError: ``--flag: 'VALUE': not WHAT; allowed: an integer SPAN``.
+    """
     def parse(value: object) -> int:
         v = str(value).strip()
         if not re.fullmatch(r"-?[0-9]{1,12}", v) or int(v) > hi or (lo is not None and int(v) < lo):
             span = shown or (f"{lo}..{hi}" if lo is not None else f"at most {hi}")
-            raise typer.BadParameter(f"{str(value)[:40]!r} is not {what}; allowed: an integer {span}")
+            raise InputError(flag, f"{str(value)[:40]!r}", f"not {what}; allowed: an integer {span}")
         return int(v)
     return parse
 
 
-def finite(value: float) -> float:
-    """A pass mark: a finite number >= 0 (never nan or inf)."""
-    if not math.isfinite(value) or value < 0:
-        raise typer.BadParameter(f"{value} is not a finite number >= 0")
-    return value
+def number(flag: str, hi: float | None = None, what: str = "a pass mark"):
+    """A parser of a pass-mark flag: a finite number >= 0 (and at most ``hi`` when given), never
+    ``nan``, ``inf`` or ``''``.
+
+    Raises:
+        InputError: ``--flag: 'VALUE': not WHAT; allowed: ...``.
+    """
+    span = f"0..{hi:g}" if hi is not None else "a finite number >= 0"
+
+    def parse(value: object) -> float:
+        try:
+            v = float(str(value).strip())
+        except ValueError:
+            v = math.nan
+        if not math.isfinite(v) or v < 0 or (hi is not None and v > hi):
+            raise InputError(flag, f"{str(value)[:40]!r}", f"not {what}; allowed: {span}")
+        return v
+    return parse
+
+
+class Refused:
+    """A flag value its parser refused (``error``), held until the command body raises it with
+    :func:`raise_refused` inside its :class:`~tuning.reports.Recorder`, so the reports asked for
+    are written: click reads flags in command-line order, and a bad flag before ``--report-json``
+    would otherwise be refused before the report's path is known."""
+
+    def __init__(self, error: InputError):
+        self.error = error
+
+
+def deferred(parse):
+    """``parse`` whose InputError is returned as a :class:`Refused` instead of raised (see there)."""
+    def wrapped(value: object):
+        try:
+            return parse(value)
+        except InputError as e:
+            return Refused(e)
+    return wrapped
+
+
+def raise_refused(*values: object) -> None:
+    """Raise the InputError of the first :class:`Refused` among ``values`` (lists looked into).
+
+    Raises:
+        InputError: a flag value its parser refused.
+    """
+    for v in values:
+        for x in (v if isinstance(v, (list, tuple)) else [v]):
+            if isinstance(x, Refused):
+                raise x.error
 
 
 def usage_line(e: click.UsageError) -> str:

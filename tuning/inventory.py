@@ -183,7 +183,9 @@ def _check_keys(role: str, vars_: dict, where: tuple[dict, dict], host: str, mix
             raise InputError(sources[key], key, f"not a {role} setting (host {host}); allowed for a {role}: "
                                                 f"{', '.join(sorted(own))}")
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
-        if key.startswith("fabtune_") or close:
+        if not close and (same := [k for k in known if k.lower() == key.lower()]):  # FABTUNE_ROLLOUT, MTU
+            close = same  # Ansible's variables are case-sensitive: a case variant is never read
+        if key.lower().startswith("fabtune_") or close:
             hint = f"did you mean {nested.get(close[0], close[0])}? " if close else ""
             raise InputError(sources[key], key, f"unknown key (host {host}); {hint}allowed: {', '.join(sorted(own))}")
 

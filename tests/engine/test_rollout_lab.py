@@ -148,8 +148,8 @@ def test_confirm_window_shorter_than_verification_is_refused_before_anything_is_
         with pytest.raises(InputError) as err:
             engine.run(inventory.load(lab_inventory), Options(mode="rollout", journal_dir=tmp_path / "j", confirm_s=bad))
         assert "--confirm-s" in str(err.value)
-    with pytest.raises(InputError, match=r"at least 39 s for 18 pair\(s\) in 2 wave\(s\)"):
-        engine.run(inventory.load(lab_inventory), Options(mode="rollout", journal_dir=tmp_path / "j", confirm_s=38))
+    with pytest.raises(InputError, match=r"at least 49 s for 18 pair\(s\) in 2 wave\(s\) and 10 s of incasts"):
+        engine.run(inventory.load(lab_inventory), Options(mode="rollout", journal_dir=tmp_path / "j", confirm_s=48))
     assert not (tmp_path / "j").exists()
     assert snapshot_fabric(lab_inventory) == untuned
 

@@ -37,6 +37,8 @@ _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 #: the inventory key (``all`` group only)
 POLICY_KEY = "fabtune_rollout"
 _PCT = re.compile(r"([1-9][0-9]?|100)%")
+#: what one ``serial`` entry may be
+SERIAL_ALLOWED = "an integer 1..1000000 or 'N%' (1..100)"
 
 
 class PhaseTimeouts(BaseModel):
@@ -107,11 +109,10 @@ class RolloutPolicy(BaseModel):
     @field_validator("serial")
     @classmethod
     def _serial(cls, v: list) -> list:
-        for x in v:
-            if isinstance(x, bool) or (isinstance(x, int) and not 1 <= x <= 1000000):
-                raise ValueError(f"{x!r} is not a batch size; allowed: an integer 1..1000000 or 'N%' (1..100)")
-            if isinstance(x, str) and not _PCT.fullmatch(x):
-                raise ValueError(f"{x!r} is not a batch size; allowed: an integer 1..1000000 or 'N%' (1..100)")
+        for i, x in enumerate(v, 1):
+            if isinstance(x, bool) or (isinstance(x, int) and not 1 <= x <= 1000000) or (
+                    isinstance(x, str) and not _PCT.fullmatch(x)):
+                raise ValueError(f"entry {i}: {x!r:.40} is not a batch size; allowed: {SERIAL_ALLOWED}")
         return v
 
     def sizes(self, n_nodes: int) -> list[int]:
@@ -152,10 +153,14 @@ class RolloutPolicy(BaseModel):
             key, problem = explain(e)
             name = key.split(".")[-1]
             flag = {"max_failed_devices": "max_failed", "enabled": "no_incast"}.get(name, name)
-            raise InputError(f"--{flag.replace('_', '-')}", str(flags.get(name)), problem) from None
+            shown = f"{flags.get(name)!r:.60}"
+            if name == "serial" and ": " in problem:  # "entry 2: 0 is not a batch size; ..." / "65 entries: ..."
+                shown, problem = problem.split(": ", 1)
+            else:  # the value once, as the key: "--batch-by: 'LEAF': not allowed; allowed: ..."
+                problem = problem.removeprefix(shown + " ").removeprefix("is ")
+            raise InputError(f"--{flag.replace('_', '-')}", shown, problem) from None
 
 
-SERIAL_ALLOWED = "an integer 1..1000000 or 'N%' (1..100)"
 
 
 def explain(err) -> tuple[str, str]:
@@ -176,10 +181,17 @@ def explain(err) -> tuple[str, str]:
         elif first["type"] == "extra_forbidden" and part == str(first["loc"][-1]):
             kept.append(part)
     got = first.get("input")
+    if first["type"] == "literal_error":  # the allowed values once
+        return ".".join(kept), f"{got!r:.60} is not allowed; allowed: {first['ctx']['expected']}"
     if kept == ["serial"]:
         if first["type"] in ("too_long", "too_short"):
             n = len(got) if isinstance(got, list) else "?"
-            return "serial", f"{n} entries; allowed: 1..64 entries, each {SERIAL_ALLOWED}"
+            return "serial", f"{n} entries: {'too many' if n != 0 else 'none'}; allowed: 1..64 entries, " \
+                             f"each {SERIAL_ALLOWED}"
+        if first["type"] == "value_error":  # _serial: "entry N: X is not a batch size; allowed: ..."
+            return "serial", first["msg"].removeprefix("Value error, ")
+        if len(first["loc"]) > 1 and isinstance(first["loc"][1], int):  # an entry of the wrong type
+            return "serial", f"entry {first['loc'][1] + 1}: {got!r:.40} is not a batch size; allowed: {SERIAL_ALLOWED}"
         return "serial", f"{got!r:.60} is not a batch size list; allowed: 1..64 entries, each {SERIAL_ALLOWED}"
     _, info = field_at(RolloutPolicy, kept)
     lo = next((m.ge for m in getattr(info, "metadata", []) if hasattr(m, "ge")), None)
@@ -197,16 +209,16 @@ def parse_serial(text: str) -> list[Union[int, str]]:
     """``--serial 1,5,20%`` as a ``serial`` list: ``[1, 5, "20%"]`` (checked by :class:`RolloutPolicy`).
 
     Raises:
-        InputError: an entry that is neither digits nor ``N%``.
+        InputError: an entry that is neither digits nor ``N%`` (named by its 1-based position).
     """
     out: list[Union[int, str]] = []
-    for part in str(text).split(","):
+    for i, part in enumerate(str(text).split(","), 1):
         p = part.strip()
         if re.fullmatch(r"[0-9]{1,7}", p):
             out.append(int(p))
         elif _PCT.fullmatch(p):
             out.append(p)
         else:
-            raise InputError("--serial", str(text)[:80], f"{p!r} is not a batch size; allowed: a comma list of "
-                             "integers (nodes) and N% (1..100), e.g. 1,5,20%")
+            raise InputError("--serial", f"entry {i}", f"{p!r:.40} is not a batch size; allowed: a comma list of "
+                             f"{SERIAL_ALLOWED}, e.g. 1,5,20%")
     return out
