@@ -76,9 +76,18 @@ def _case(name: str) -> list[str]:
 # ---- formats ---------------------------------------------------------------------------------------------
 
 def test_ethtool_S_lines_and_order_match_the_real_driver(box):
+    """The sample's NIC had PFC on priority 3 and 802.3x pause off (it lists ``rx_prio3_pause`` and no
+    ``*_global_pause*``; mlx5 lists only what the port's configuration enables): configure the lab NIC
+    the same way, as root, for the comparison, and put the untuned state back after."""
     case = _case(ETH_CASE)
     cmd = case[0].lstrip("$ ").replace("ens1f0np0", IF)
-    r = box.sh(cmd, privileged=False)
+    setup = box.sh(f"mlnx_qos -i {IF} --pfc 0,0,0,1,0,0,0,0 >/dev/null && ethtool -A {IF} rx off tx off",
+                   privileged=True)
+    try:
+        assert setup.returncode == 0, setup.stderr
+        r = box.sh(cmd, privileged=False)
+    finally:
+        box.sh(f"mlnx_qos -i {IF} --pfc 0,0,0,0,0,0,0,0 >/dev/null; ethtool -A {IF} rx on tx on", privileged=True)
     assert r.returncode == 0, r.stderr
     want = [line.split(":")[0] for line in case[1:]]
     got = [line.split(":")[0] for line in r.stdout.splitlines()]
@@ -140,9 +149,11 @@ def test_node_user_write_refused_with_the_kernel_text(box, rel):
 @pytest.mark.parametrize("rel", [f"{HW}/out_of_sequence", SPEED])
 def test_root_write_to_read_only_sysfs_is_refused_too(box, rel):
     """kernfs refuses O_WRONLY on an attribute without a store method with EACCES, CAP_DAC_OVERRIDE or not:
-    ``sudo sh -c 'echo 0 > .../hw_counters/out_of_sequence'`` prints Permission denied on a real node."""
+    ``sudo sh -c 'echo 0 > .../hw_counters/out_of_sequence'`` prints Permission denied on a real node.
+    The lab refuses it where fabtune writes sysfs, through ``tee`` (``printf '%s\\n' V | tee FILE``):
+    a root shell's own redirect cannot be intercepted by a stand-in (docs/lab.md, the tee row)."""
     before = box.login.joinpath(rel).read_text()
-    r = box.sh(f"echo 12345 > {rel}", privileged=True)
+    r = box.sh(f"printf '%s\\n' 12345 | tee {rel} >/dev/null", privileged=True)
     after = box.login.joinpath(rel).read_text()
     box.login.joinpath(rel).chmod(0o644)
     box.login.joinpath(rel).write_text(before)  # put it back for the other tests
@@ -224,3 +235,18 @@ def test_incast_client_with_unreadable_output_is_a_failed_incast_not_bad_input()
                ("node03:mlx5_0", Proc("Segmentation fault (core dumped)\n"))]
     _collect(started, running, r)  # must not raise
     assert r.error and r.sender_gbps.get("node02:mlx5_0") is None
+
+
+@pytest.mark.parametrize("lossless,ecn", [(False, False), (True, False), (True, True)])
+def test_incast_traffic_also_counts_on_the_physical_port_counters(lossless, ecn):
+    """mlx5 ``rx_bytes_phy``/``rx_packets_phy`` (``tx_*_phy``) count every frame of the physical port,
+    RoCE included (counters.rst: "physical port counters"), so they rise at least as much as the
+    ``rx_prioN_bytes`` of the same traffic; the lab leaves them at 0 whatever an incast moves."""
+    from tuning.lab.model import Outcome, incast_counters
+
+    c = incast_counters(Outcome(bw_avg_gbps=100.0, active_mtu=4096, lossless=lossless, ecn=ecn,
+                                sender_prio=3, receiver_prio=3), k=4, seconds=2.0)
+    assert c.receiver.get("rx_bytes_phy", 0) >= c.receiver["rx_prio3_bytes"] > 0, c.receiver
+    assert c.receiver.get("rx_packets_phy", 0) >= c.receiver["rx_prio3_packets"], c.receiver
+    assert c.sender.get("tx_bytes_phy", 0) >= c.sender["tx_prio3_bytes"] > 0, c.sender
+    assert c.sender.get("tx_packets_phy", 0) >= c.sender["tx_prio3_packets"], c.sender

@@ -48,7 +48,7 @@ def test_zero_pairs_refused_inventory_change_rolled_back_and_low_mtu_fails(lab_i
         res = _run(*args)
         assert res.returncode == 2, (args, res.stdout, res.stderr)
         assert _errors(res) == ["fabtune: error: --rail: 9: no node has a NIC on rail(s) 9; the inventory's "
-                                "rails: 0, 1, 2, 3, 4, 5, 6, 7"], args
+                                f"rails: 0, 1, 2, 3, 4, 5, 6, 7 (see `fabtune {args[0]} --help`)"], args
         assert "PASS" not in res.stdout
     # item 2: an impossible confirm window is refused before anything is pushed
     for bad in ("-5", "0", "10"):

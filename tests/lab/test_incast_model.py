@@ -16,7 +16,7 @@ from tests.lab.test_fabric_model import TUNED_ROCE, make_state, set_nic, set_swi
 from tuning.lab import counters
 from tuning.lab.fabric import default_fabric
 from tuning.lab.model import compute, incast, incast_counters, incast_weights
-from tuning.lab.sysroot import build_sysroot
+from tuning.lab.sysroot import build_sysroot, dcb_path
 from tuning.parsers.nic import parse_ethtool_s
 from tuning.parsers.rdma_counters import parse_hw_counters
 
@@ -45,8 +45,8 @@ def test_pair_is_unchanged(tmp_path: Path) -> None:
     o = compute(state, "node02", "mlx5_0", "node01", "mlx5_0", None, "write_bw")
     assert incast(o, "node01:mlx5_0", 1, 0) is o
     c = incast_counters(o, 1, 2.0)
-    assert set(c.sender) == {"tx_prio3_bytes", "tx_prio3_packets"} and set(c.receiver) == {
-        "rx_prio3_bytes", "rx_prio3_packets"}
+    assert set(c.sender) == {"tx_prio3_bytes", "tx_prio3_packets", "tx_bytes_phy", "tx_packets_phy"} and set(
+        c.receiver) == {"rx_prio3_bytes", "rx_prio3_packets", "rx_bytes_phy", "rx_packets_phy"}
 
 
 def test_lossy_incast_drops_retransmits_and_is_unfair(tmp_path: Path) -> None:
@@ -114,10 +114,19 @@ def test_counter_files_and_ethtool_s_format(tmp_path: Path, cases_dir: Path, mon
     assert port["np_cnp_sent"] == 7 and port["lifespan"] == 10 and port["out_of_sequence"] == 0
     assert (hw / "np_cnp_sent").stat().st_mode & 0o777 == 0o444
 
-    from tuning.lab.tools.ethtool import ethtool
+    from tuning.lab.tools.ethtool import ethtool, pause_path
 
     monkeypatch.setenv("FABTUNE_LAB_SYSROOT", str(root))
     out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out):  # untuned (PFC off, 802.3x pause on): mlx5 lists no per-priority pause counter
+        assert ethtool(["-S", nic.netdev]) == 0
+    untuned = [ln.split(":")[0].strip() for ln in out.getvalue().splitlines()[1:]]
+    assert "rx_global_pause" in untuned and not [n for n in untuned if re.fullmatch(r"[rt]x_prio\d_pause\w*", n)]
+    # as the sample's NIC: PFC on priority 3, 802.3x pause off
+    dcb = json.loads(dcb_path(root, nic.netdev).read_text())
+    dcb_path(root, nic.netdev).write_text(json.dumps({**dcb, "pfc": [0, 0, 0, 1, 0, 0, 0, 0]}))
+    pause_path(root, nic.netdev).write_text(json.dumps({"autoneg": False, "rx": False, "tx": False}))
+    out = io.StringIO()
     with redirect_stdout(out):
         assert ethtool(["-S", nic.netdev]) == 0
     with redirect_stderr(err):
@@ -132,7 +141,8 @@ def test_counter_files_and_ethtool_s_format(tmp_path: Path, cases_dir: Path, mon
     assert [n for n in ours if n in want] == want  # every sample name, in the sample's (the driver's) order
     for p in range(8):
         for fam in ("bytes", "packets", "pause", "pause_duration", "discards"):
-            assert f"     rx_prio{p}_{fam}: " in out.getvalue()
+            assert (f"     rx_prio{p}_{fam}: " in out.getvalue()) == (p == 3 or "pause" not in fam), (p, fam)
+    assert "global_pause" not in out.getvalue()
     stats = parse_ethtool_s(out.getvalue()).counters
     assert stats["rx_prio3_pause"] == 9 and stats["rx_prio3_discards"] == 2 and "np_cnp_sent" not in stats
     assert json.loads(counters.stats_path(root, nic.netdev).read_text())["rx_prio3_pause"] == 9

@@ -5,7 +5,9 @@ A fault sits on one end of a cable: a node NIC (``node01:mlx5_0``) or a switch p
 as ``{"target": "leaf01:swp1", "kind": "degrade"}`` (one entry per target, the latest
 wins) and read by the fabric model (:mod:`tuning.lab.model`) on every test:
 ``degrade`` halves bandwidth and adds about 5 us, ``down`` makes the client fail to
-connect. ``clear`` removes the target's fault.
+connect and, on a node NIC, shows the link down in the node's files (``operstate`` ``down``,
+``speed`` ``-1``, RDMA port ``state`` ``1: DOWN``; ``clear`` or another kind puts them back).
+``clear`` removes the target's fault.
 
 A node as a whole (``node01``) takes an agent that undoes tuning (:mod:`tuning.lab.agents`):
 ``irqbalance`` puts IRQ affinities back within 0.1 s while ``systemctl is-active irqbalance``
@@ -70,11 +72,35 @@ def inject(state_dir: Path | str, target: str, kind: str, value: str | None = No
     if target not in _targets(fabric):
         raise InputError("TARGET", "target", f"{target!r} is not a NIC or switch port of the lab; "
                          f"allowed: {_allowed(fabric)}")
+    nic = _node_nic(fabric, target)
+    if nic is not None:  # the NIC's own files show the link (a switch port's far end is not followed)
+        privileges.require_write_access(path.parent / "nodes" / target.split(":")[0] / "sysroot", "fabtune lab inject")
     fabric.injections = [i for i in fabric.injections if i.get("target") != target]
     if kind != "clear":
         fabric.injections.append({"target": target, "kind": kind})
     fabric.save(path)
+    if nic is not None:
+        _show_link(path.parent / "nodes" / target.split(":")[0] / "sysroot", nic, up=kind != "down")
     return list(fabric.injections)
+
+
+def _node_nic(fabric: Fabric, target: str):
+    """The :class:`~tuning.lab.fabric.Nic` of a ``NODE:RDMA_DEVICE`` target; None for a switch port."""
+    node, _, dev = target.partition(":")
+    return next((c for n in fabric.nodes if n.name == node for c in n.nics if c.rdma_device == dev), None)
+
+
+def _show_link(sysroot: Path, nic, up: bool) -> None:
+    """What the kernel shows of a NIC whose link is up or down: ``sys/class/net/IF/operstate``
+    (``up`` / ``down``), ``speed`` (Mb/s, ``-1`` when down: ethtool SPEED_UNKNOWN) and the RDMA
+    ``ports/1/state`` (``4: ACTIVE`` / ``1: DOWN``). The files keep their mode (0444 ``speed``)."""
+    net = sysroot / "sys/class/net" / nic.netdev
+    port = sysroot / "sys/class/infiniband" / nic.rdma_device / "ports/1"
+    for f, text in ((net / "operstate", "up" if up else "down"),
+                    (net / "speed", str(nic.speed_gbps * 1000) if up else "-1"),
+                    (port / "state", "4: ACTIVE" if up else "1: DOWN")):
+        if f.parent.is_dir():
+            f.write_text(text + "\n")
 
 
 def _inject_node(path: Path, fabric: Fabric, node: str, kind: str) -> list[dict]:

@@ -68,7 +68,9 @@ Incast (:func:`incast`; ``ib_write_bw`` only): k senders writing to one receiver
     bandwidth (degrade, MTU drop still apply). Bandwidth peak = average x 1.0012.
     Counters per sender per run (D = the ``-D`` seconds, else bytes / bandwidth; P = the
     priority each end sees the RoCE DSCP on, 0 under trust pcp; n = bytes / active MTU packets):
-        every k:   sender ``tx_prio{P}_bytes/_packets``, receiver ``rx_prio{P}_bytes/_packets``
+        every k:   sender ``tx_prio{P}_bytes/_packets`` and ``tx_bytes_phy/_packets_phy``, receiver
+                   ``rx_prio{P}_bytes/_packets`` and ``rx_bytes_phy/_packets_phy`` (the physical port counts
+                   every frame, RoCE included)
                    (the perftest stand-in applies counters for k >= 2 only: a pair test moves none)
         lossy:     drops d = max(1, n x 0.02 x (k-1)/k): receiver ``rx_prio{P}_discards`` and
                    ``rx_discards_phy`` + d, ``out_of_sequence`` + 3d, ``packet_seq_err`` + d/2 (>= 1);
@@ -510,8 +512,11 @@ def incast_counters(out: Outcome, k: int, seconds: float) -> IncastCounters:
     nbytes = int(out.bw_avg_gbps * 1e9 / 8 * seconds)
     pkts = math.ceil(nbytes / out.active_mtu)
     ps, pr = out.sender_prio, out.receiver_prio
-    c.sender.update({f"tx_prio{ps}_bytes": nbytes, f"tx_prio{ps}_packets": pkts})
-    c.receiver.update({f"rx_prio{pr}_bytes": nbytes, f"rx_prio{pr}_packets": pkts})
+    # the physical port counts every frame it sends or receives, RoCE included (counters.rst)
+    c.sender.update({f"tx_prio{ps}_bytes": nbytes, f"tx_prio{ps}_packets": pkts,
+                     "tx_bytes_phy": nbytes, "tx_packets_phy": pkts})
+    c.receiver.update({f"rx_prio{pr}_bytes": nbytes, f"rx_prio{pr}_packets": pkts,
+                       "rx_bytes_phy": nbytes, "rx_packets_phy": pkts})
     if k < 2:
         return c
     mode = incast_mode(out)

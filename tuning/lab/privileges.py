@@ -23,7 +23,8 @@ The daemon identifies the caller by its peer pid (SO_PEERCRED): it must descend 
 (or a sudo'ed command) of THIS socket's node (:func:`node_of`; never the caller's
 ``FABTUNE_LAB_*`` variables); then it checks the lab's sudo policy (``<state>/sudoers.json``:
 NOPASSWD unless a password hash is set) and runs the command with full privileges in the
-socket's node's environment.
+socket's node's environment. One lab-internal request needs no sudo policy: ``{"op": "counters"}``
+adds a perftest stand-in's increments to its node's NIC counters (:func:`tuning.lab.counters.bump`).
 """
 
 from __future__ import annotations
@@ -292,6 +293,9 @@ class SudoServer:
         if request.get("op") == "policy":
             _reply(conn, {"password": _password_hash(self.state_dir) is not None})
             return
+        if request.get("op") == "counters":  # the NIC updating its own counters, not a sudo: no password
+            _reply(conn, self._counters(request))
+            return
         want = _password_hash(self.state_dir)
         given = request.get("password")
         if want is not None and (given is None or hashlib.sha256(given.encode()).hexdigest() != want):
@@ -301,6 +305,17 @@ class SudoServer:
             _reply(conn, {"rc": 1, "error": "sudo: lab daemon: bad request"})
             return
         _reply(conn, {"rc": self._run(conn, request, fds)})
+
+    def _counters(self, request: dict) -> dict:
+        """Add a perftest stand-in's counter increments to this node's NIC counters (files the
+        daemon owns, as sysfs files are root's: :func:`tuning.lab.counters.apply_request`)."""
+        from tuning.lab import counters
+
+        try:
+            counters.apply_request(Path(self.env["FABTUNE_LAB_SYSROOT"]), request)
+        except (ValueError, OSError, KeyError) as exc:
+            return {"rc": 1, "error": f"{self.node}: {exc}"}
+        return {"rc": 0}
 
     def _run(self, conn: socket.socket, request: dict, fds: list[int]) -> int:
         """Run the command as root with the caller's stdio; kill it if the caller goes away."""

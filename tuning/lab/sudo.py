@@ -89,6 +89,17 @@ def _ask(sock_path: str, request: dict, pass_fds: bool) -> dict:
     return json.loads(reply) if reply else {"rc": 1, "error": "sudo: the lab daemon went away"}
 
 
+def lab_request(sock_path: str, request: dict) -> dict:
+    """Send one lab-internal request (no stdio, no password: ``{"op": "counters", ...}`` of
+    :func:`tuning.lab.counters.bump`) to a node's socket; returns the daemon's reply
+    (``{"rc": 0}`` or ``{"rc": 1, "error": TEXT}``).
+
+    Raises:
+        OSError: the socket cannot be reached.  ValueError: the reply is not JSON.
+    """
+    return _ask(sock_path, request, False)
+
+
 def _read_line() -> str | None:
     """One line from fd 0, byte by byte (the rest of stdin stays for the command)."""
     out = bytearray()

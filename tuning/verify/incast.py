@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from tuning.errors import TuningError
+from tuning.errors import ParseError, TuningError
 from tuning.inventory import Inventory
 from tuning.parsers.nic import parse_ethtool_s
 from tuning.parsers.perftest import parse_perftest
@@ -211,6 +211,17 @@ def _rounds(incasts: list[Incast]) -> list[list[int]]:
     return [r[0] for r in rounds]
 
 
+#: seconds one round of incasts takes: the servers' banners, 2 s of traffic (``-D 2``) with
+#: connection setup, and the two counter reads; the lab measures 5-7 s unloaded
+ROUND_S = 10.0
+
+
+def expected_seconds(incasts: list[Incast]) -> float:
+    """How long :func:`run_incasts` should take for ``incasts``: :data:`ROUND_S` per round of
+    :func:`_rounds` (incasts sharing no NIC run at once), seconds; 0.0 for none."""
+    return ROUND_S * len(_rounds(incasts))
+
+
 def reported_counters(prio: int) -> tuple[str, ...]:
     """Every counter an :class:`IncastResult` carries per end, for priority ``prio``."""
     return (*LOSS_COUNTERS, *CNP_COUNTERS, *prio_counters(prio), "rx_discards_phy")
@@ -337,8 +348,11 @@ def _collect(started: list, running: list, r: IncastResult) -> None:
         except TuningError as e:
             res, r.error = None, r.error or f"{name}: {e}"
         if res is not None:
-            parsed = parse_perftest(res.stdout + res.stderr, "ib_write_bw")
-            why = no_result(parsed, "ib_write_bw")
+            try:
+                parsed = parse_perftest(res.stdout + res.stderr, "ib_write_bw")
+                why = no_result(parsed, "ib_write_bw")
+            except ParseError as e:  # a crash, a loader error: this sender has no value, the rest still count
+                parsed, why = None, ("unknown", f"ib_write_bw exit {res.rc}, output not perftest's: {e}")
             r.sender_gbps[name] = None if why else parsed.best_bw_gbps()
             if why and not r.error:
                 r.error = f"{name}: {why[0]}: {why[1]}"
@@ -397,8 +411,11 @@ def _run_round(group: list[Incast], results: list[IncastResult], hosts: dict[str
             d = _deltas(before, after, end, prio)
             if isinstance(d, TuningError):
                 r.error = r.error or f"counters of {end}: {d}"
-            else:
-                r.counters[end] = d
+                continue
+            r.counters[end] = d
+            back = [f"{end} {n} {before[end][n]} -> {after[end][n]}" for n, v in d.items() if v < 0]
+            if back:  # a driver reload, a reboot or a hand edit: the delta says nothing about loss
+                r.error = r.error or "counters reset between reads: " + ", ".join(back)
         speed = after.get(inc.receiver_name)
         if isinstance(speed, dict) and speed.get("speed_mbps"):
             r.line_gbps = speed["speed_mbps"] / 1000
@@ -430,29 +447,38 @@ def judge_incast(r: IncastResult, expect: Expectation) -> bool:
     """Set ``r.verdict``, ``reasons`` and ``evidence`` from its numbers and counter deltas
     (also ``fair_gbps``, ``share_min`` and ``total_gbps`` from ``sender_gbps`` and ``line_gbps``).
 
-    Fails: it did not run (``error``); any loss counter, ``rx_prioN_discards`` (any N) or
+    Fails: it did not run (``error``); a counter went backwards between the reads (a driver
+    reload, a reboot, a hand edit: ``counters reset between reads``, judged as did not run, since
+    the delta says nothing about loss); any loss counter, ``rx_prioN_discards`` (any N) or
     ``rx_discards_phy`` rose (``lossy under incast: ...``); ``expect.lossless`` and no PFC pause on
     any end; ``expect.ecn`` and no CNP; a sender below :data:`MIN_SHARE` of its fair share (line
-    rate / k; the mean when the line rate is unknown) or without a value.
+    rate / k) or without a value; the receiver's line rate unknown (``speed`` -1, EINVAL or
+    unreadable: the share check could not run, so it fails, naming the receiver).
 
     Returns:
         True when the incast passes.
     """
     r.reasons, r.evidence = [], []
     p = expect.priority
+    back = [f"{end} {n} {v:+d}" for end, c in r.counters.items() for n, v in c.items() if v < 0]
+    if back and not r.error:
+        r.error = "counters reset between reads: " + ", ".join(back)
     if r.error:
         r.reasons.append(f"incast did not run: {r.error}")
     vals = [v for v in r.sender_gbps.values() if v is not None]
     k = len(r.senders)
     if vals and k:
         r.total_gbps = round(sum(vals), 2)
-        r.fair_gbps = round((r.line_gbps if r.line_gbps else r.total_gbps) / k, 2)
+        r.fair_gbps = round(r.line_gbps / k, 2) if r.line_gbps and r.line_gbps > 0 else None
         slowest = min(r.senders, key=lambda s: r.sender_gbps.get(s) or 0.0)
-        r.share_min = round((r.sender_gbps.get(slowest) or 0.0) / r.fair_gbps, 3) if r.fair_gbps else 0.0
-        r.evidence.append(f"total {r.total_gbps:.1f} Gb/s" + (f" of line {r.line_gbps:g}" if r.line_gbps else "")
-                          + f"; fair share {r.fair_gbps:.1f} Gb/s; senders " + ", ".join(
-                              f"{s} {r.sender_gbps.get(s) or 0:.1f}" for s in r.senders))
-        if not r.error and r.share_min < MIN_SHARE:
+        r.share_min = round((r.sender_gbps.get(slowest) or 0.0) / r.fair_gbps, 3) if r.fair_gbps else None
+        r.evidence.append(f"total {r.total_gbps:.1f} Gb/s" + (f" of line {r.line_gbps:g}" if r.fair_gbps else "")
+                          + (f"; fair share {r.fair_gbps:.1f} Gb/s" if r.fair_gbps else "; line rate unknown")
+                          + "; senders " + ", ".join(f"{s} {r.sender_gbps.get(s) or 0:.1f}" for s in r.senders))
+        if not r.error and r.share_min is None:
+            r.reasons.append(f"fair-share check could not run: link speed of the receiver {r.receiver} unknown "
+                             f"(its /sys/class/net/*/speed read -1, EINVAL or nothing: link down?)")
+        elif not r.error and r.share_min < MIN_SHARE:
             r.reasons.append(f"sender {slowest} got {r.sender_gbps.get(slowest) or 0:.1f} Gb/s, {r.share_min:.2f} "
                              f"of its fair share {r.fair_gbps:.1f} Gb/s (below {MIN_SHARE})")
     elif not r.error:

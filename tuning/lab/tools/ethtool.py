@@ -17,7 +17,9 @@
 - ``ethtool -S|--statistics IF``: ``NIC statistics:`` then one ``     name: value`` line per counter
   (5 spaces, ethtool ``ioctl.c`` ``dump_stats``) in mlx5's order (:data:`tuning.lab.counters.
   ETHTOOL_COUNTERS`, the names of shared/cases ``ethtool_S__mlx5_grep_prio3_pause_discards_roce_congested.txt``
-  with the ``prio0..7`` families); no privilege needed. The values are the lab's counters
+  with the ``prio0..7`` families; the PFC counters only of the priorities with PFC on, the
+  ``*_global_pause*`` ones only while 802.3x pause is on, as mlx5 ``en_stats.c``
+  ``mlx5e_grp_per_prio_pfc_fill_strings``); no privilege needed. The values are the lab's counters
   (``run/lab/ethtool/<if>.json``, bumped by the perftest stand-in). ``-S`` without ``--groups``
   takes the ioctl path (``do_gnicstats``): an unknown interface prints ``Cannot get stats strings
   information: No such device`` and exits 96 (M: ethtool ``ethtool.c`` as remembered).

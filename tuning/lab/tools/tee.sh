@@ -119,6 +119,8 @@ kernel_check() {  # kernel_check FILE VALUE: sets err to what the kernel answers
     */cpuidle/state[0-9]*/*|*/cpufreq/scaling_available_governors|*/cpufreq/scaling_driver|*/cpufreq/affected_cpus\
     |*/cpufreq/related_cpus|*/cpu/cpuidle/current_driver|*/module/intel_idle/parameters/*|*/node/node[0-9]*/meminfo\
     |*/hugepages/hugepages-*kB/*|*proc/meminfo|*proc/cmdline) err="Permission denied" ;;
+    # issue 8: RDMA port counters and the link speed have no store method (kernfs: EACCES, root too)
+    */infiniband/*/ports/[0-9]*/hw_counters/*|*sys/class/net/*/speed) err="Permission denied" ;;
     *proc/irq/*/smp_affinity_list) cpulist_check "$v" ;;
     *proc/irq/*/smp_affinity) [[ $v =~ ^[0-9a-fA-F]+(,[0-9a-fA-F]+)*$ ]] || err=$EINVAL ;;
     */ecn/roce_np/enable/[0-7]|*/ecn/roce_rp/enable/[0-7]) [[ $v == [01] ]] || err=$EINVAL ;;
