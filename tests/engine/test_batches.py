@@ -220,3 +220,65 @@ def test_exit_codes_reports_and_junit_of_a_halted_run():
     props = {p.get("name"): p.get("value") for p in root.find("testsuite/properties")}
     assert props["batches"] == "2" and props["batch.1"] == "kept" and props["batch.2"] == "restored; failed node02"
     assert props["halted_at"].startswith("2: batch 2: 1 of 1 failed")
+
+
+def test_order_quotes_a_change_of_its_own_batch_or_none():
+    """The run's MTU rule orders every batch, but batch 2's reason never names batch 1's node01."""
+    inv = inventory.load(LAB)
+    changes = {"node01": [_ch("mtu/enp12s0np0", "1500", "9000")], "node02": [_ch("mtu/enp12s0np0", "1500", "9000")],
+               "node03": [_ch("sysctl/x", "1", "2")], "node04": [_ch("sysctl/x", "1", "2")],
+               "leaf01": [_ch("port/swp1/mtu", "1500", "9216")], "leaf02": [], "spine01": []}
+    batches = plan_batches(inv, inv.nodes + inv.switches, RolloutPolicy(serial=[1]), changes)
+    assert batches[0].order == "MTU raised (node01 mtu/enp12s0np0 1500 -> 9000): switches first, then nodes"
+    assert batches[1].order == "MTU raised (node02 mtu/enp12s0np0 1500 -> 9000): all at once"
+    assert batches[2].order == "MTU raised: all at once"  # node03 changes no MTU: no device quoted
+
+
+def _measure(r, b: int, pairs, absolute) -> None:
+    """Record ``pairs`` as measured in batch ``b`` (``absolute``: pair name -> judged with the absolute marks)."""
+    from tuning.rollout.batch_run import Measured, pair_devices
+
+    for p in pairs:
+        r.pair_devs[p.name] = pair_devices(p)
+        r.measured.append(Measured(b, {"pair": p.name, "batch": b}, absolute(p)))
+
+
+def test_final_results_are_measured_after_the_last_change_of_each_pair():
+    """The lab in batches [1, "50%"]: node01 with every switch (so batch 1 measures all 18 pairs, most
+    with an untuned end), node02 + node03, node04. A pair's final result is its measurement after the
+    last batch changing an end or hop; the last batch measures again every pair of the whole schedule
+    left without one, and a halted run keeps the halting batch's results as its last word."""
+    from tuning.rollout import engine
+    from tuning.rollout.batch_run import final_results, missing_pairs
+
+    inv = inventory.load(LAB)
+    devs = inv.nodes + inv.switches
+    policy = RolloutPolicy(serial=[1, "50%"])
+    batches = plan_batches(inv, devs, policy)
+    assert [(b.nodes, b.switches) for b in batches] == [(["node01"], ["leaf01", "leaf02", "spine01"]),
+                                                         (["node02", "node03"], []), (["node04"], [])]
+    whole = engine.verify_pairs(inv, None)
+    r = engine.Run("x", whole, None, policy, batches, changed={d.name for d in devs})
+    own = {b.index: engine.verify_pairs(inv, None, b.devices) for b in batches}
+    assert {p.name for p in own[1]} == {p.name for p in whole}  # every NIC is in batch 1's scope
+    tuned = {1: {"node01"}, 2: {"node01", "node02", "node03"}, 3: {d.name for d in inv.nodes}}
+    for b in (1, 2):
+        _measure(r, b, own[b], lambda p, b=b: {p.client, p.server} <= tuned[b])
+    halted = final_results(r, 2, complete=False)  # the run stops in batch 2: what batches 1-2 say
+    # node04 never changed then: batch 1's values of its pairs stand; a pair of node02 or node03
+    # counts only as batch 2 measured it (after their change)
+    assert {x["pair"] for x in halted} == {p.name for p in whole if not {"node02", "node03"} & {p.client, p.server}} \
+        | {p.name for p in own[2]}
+    extra = missing_pairs(r, own[3])
+    mine = {p.name for p in own[3]}
+    # pairs of the whole schedule not in batch 3's own, whose ends were not all tuned when last measured
+    want = {p.name for p in whole if p.name not in mine
+            and not any(m.absolute and m.batch >= 2 for m in r.measured if m.pair == p.name)}
+    assert {p.name for p in extra} == want and want and not mine & want
+    _measure(r, 3, own[3] + extra, lambda p: True)
+    final = final_results(r, 3, complete=True)
+    names = [x["pair"] for x in final]
+    assert len(names) == len(set(names)) and {p.name for p in whole} <= set(names)  # one per pair, all there
+    by = {x["pair"]: x["batch"] for x in final}
+    assert all(by[p.name] == 3 for p in whole if "node04" in p.name)
+    assert "node01:mlx5_0->node02:mlx5_0" in by and by["node01:mlx5_0->node02:mlx5_0"] >= 2  # never batch 1's value

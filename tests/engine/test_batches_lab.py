@@ -123,9 +123,9 @@ def test_one_failure_per_batch_trips_the_global_cap(lab, tmp_path: Path):
 def test_a_link_degraded_during_batch_3_restores_batch_3_and_keeps_1_and_2(lab, tmp_path: Path):
     inv_dir, untuned = lab
     assert _diff(snapshot_fabric(inv_dir), untuned) == []
-    junit = tmp_path / "run.xml"
+    junit, rj = tmp_path / "run.xml", tmp_path / "run.json"
     cmd = [sys.executable, "-m", "tuning", "rollout", "-i", str(inv_dir), "--journal-dir", str(tmp_path / "j"),
-           "--serial", "1", "--no-incast", "--junit", str(junit)]
+           "--serial", "1", "--no-incast", "--junit", str(junit), "--report-json", str(rj)]
     env = {**__import__("os").environ, "FABTUNE_TEST_PAUSE_AT": "verify-batch-3:5"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     seen = []
@@ -152,6 +152,28 @@ def test_a_link_degraded_during_batch_3_restores_batch_3_and_keeps_1_and_2(lab, 
         node03 = {k for k in untuned if k.startswith("node03:")}
         node04 = {k for k in untuned if k.startswith("node04:")}
         assert _diff(now, untuned, node03 | node04) == []  # batch 3 restored, batch 4 never pushed
+        import json
+
+        live = json.loads(rj.read_text())
+        # each pair once, as last measured, and never a value from before a later batch changed an end:
+        # batch 1 measured node02's pairs with node02 untuned, batch 2 measured them again
+        names = [p["pair"] for p in live["verify_after"]]
+        assert len(names) == len(set(names)), names
+        last = {x["pair"]: (b["index"], x) for b in live["batches"] for x in b.get("results") or []}
+        assert all(last[p["pair"]][1] == p for p in live["verify_after"])
+        assert all(last[n][0] >= 2 for n in names if "node02:" in n) and any("node02:" in n for n in names)
+        dev = {d["name"]: d["outcome"] for d in live["devices"]}
+        assert dev["node04"] == "not-run" and dev["node03"] == "restored" and dev["node01"] == "changed"
+        assert live["not_run"] == ["node04"] and live["summary"]["not-run"] == 1
+        assert live["n_changes"] == sum(len(v) for n, v in live["changes"].items() if n != "node04")
+        assert "switch confirm window" not in "".join(line for line in err.splitlines(True) if "batch 2/4" in line)
+        code = subprocess.run([sys.executable, "-m", "tuning", "report", live["run_id"], "--journal-dir",
+                               str(tmp_path / "j"), "--json"], capture_output=True, text=True, timeout=120)
+        again = json.loads(code.stdout)
+        for key in ("batches", "summary", "n_changes", "verify_after", "verify_ok", "not_run", "outcome",
+                    "exit_code", "policy", "incast", "restored_verified"):
+            assert again[key] == live[key], key
+        assert sorted(again["devices"], key=lambda d: d["name"]) == sorted(live["devices"], key=lambda d: d["name"])
     finally:
         inject(inv_dir / ".state", "node03:mlx5_0", "clear")
 

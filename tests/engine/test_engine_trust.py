@@ -125,7 +125,7 @@ def test_unreadable_journals_get_one_line_and_never_hide_the_other_runs(tmp_path
 def test_runs_last_below_one_is_refused(tmp_path: Path):
     for bad in ("-1", "0"):
         res = _fabtune("runs", "--last", bad, "--journal-dir", str(tmp_path))
-        assert res.returncode == 2 and res.stderr.strip() == f"fabtune: error: --last: {bad}: must be 1 or more"
+        assert res.returncode == 2 and res.stderr.strip() == f"fabtune: error: --last: {bad}: must be 1 or more (see `fabtune runs --help`)"
 
 
 def test_later_runs_on_the_same_keys_are_listed(tmp_path: Path):

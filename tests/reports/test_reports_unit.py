@@ -298,3 +298,74 @@ def test_report_and_runs_from_journals(tmp_path: Path):
     assert code == 0 and doc["outcome"] == "unfinished" and doc["exit_code"] is None and doc["finished"] is None
     code, _, err = cli("report", "20261130T999999-nonexi", "--journal-dir", str(jdir))
     assert_one_line(code, err, "RUN_ID", "recent runs")
+
+
+def test_report_of_a_halted_batched_journal_equals_the_live_report(tmp_path: Path):
+    """A rollout in 3 batches that halted in batch 2 (its verification failed): batch 1 kept with
+    an incast, batch 3 never pushed. The journal the engine writes (journal_batches, per-device
+    state, per-batch results, incasts, verdict) gives back the live report: batches with their
+    why/order/phases, the incast rows and JUnit suite, node03 as not-run (JUnit <skipped>, not
+    counted in n_changes), and the same summary."""
+    from tuning.reports.history import load
+    from tuning.rollout.batch_run import journal_batches
+    from tuning.rollout.batches import Batch
+    from tuning.rollout.journal import Journal
+    from tuning.verify.incast import judge_incast
+    from tests.verify.test_incast_report import EXPECT, _ecn_ok
+
+    run_id = "20261130T091258-bbbbbb"
+    batches = [Batch(1, ["node01"], ["leaf01"], [["leaf01"], ["node01"]], "canary: 1 node(s) of leaf01 (serial 1)",
+                     "MTU raised (node01 mtu/enp12s0np0 1500 -> 9000): switches first, then nodes"),
+               Batch(2, ["node02"], [], [["node02"]], "batch 2: 1 node(s) of leaf01 (serial 1)",
+                     "MTU raised (node02 mtu/enp12s0np0 1500 -> 9000): all at once"),
+               Batch(3, ["node03"], [], [["node03"]], "batch 3: 1 node(s) of leaf02 (serial 1)",
+                     "MTU raised (node03 mtu/enp12s0np0 1500 -> 9000): all at once")]
+    changes = {n: [_change(n, "mtu/enp12s0np0", "1500", "9000")] for n in ("node01", "node02", "node03")}
+    changes["leaf01"] = [_change("leaf01", "port/swp1/mtu", "1500", "9216")]
+    inc = _ecn_ok()
+    judge_incast(inc, EXPECT)
+    incast = [{**dataclasses.asdict(inc), "batch": 1}]
+    ok, bad = _pair(GOOD, 390.5, 2.0), _pair(BAD, 195.3, 7.15, "fail", ["bandwidth regressed 389.9 -> 195.3 Gb/s"])
+
+    j = Journal.create(tmp_path / "j", str(LAB), "rollout", run_id)
+    for n, ch in changes.items():
+        j.device(n).update(role="switch" if n == "leaf01" else "node", platform="nvue" if n == "leaf01" else "linux",
+                           changes=ch)
+    journal_batches(j, batches)
+    j.data["policy"] = {"serial": [1]}
+    for n in ("node01", "leaf01"):
+        j.update(n, state="applied", applied=changes[n])
+    j.update("node02", state="applied", applied=changes["node02"], restored=True)
+    j.data["batches"][0].update(outcome="kept", verify_ok=True, pairs=[GOOD], results=[ok])
+    j.data["batches"][1].update(outcome="restored", verify_ok=False, pairs=[BAD], results=[bad],
+                                halt="batch 2: verification failed or regressed")
+    j.data["verify"] = {"before": [_pair(GOOD, 390.1, 2.05), _pair(BAD, 389.9, 2.1)], "after": [ok, bad]}
+    j.data.update(incast=incast, verify_ok=False, restored_verified=True, outcome="halted", started=T0)
+    j.data["events"] = [["snapshot", "", T0], ["restore", "batch 2: verification failed or regressed", T0 + 3],
+                        ["done", "batch 2: verification failed or regressed", T0 + 4.5]]
+    j.save()
+
+    live = RunReport(run_id, "rollout", outcome="halted", changes=changes, restored=["node02"],
+                     verify_before=j.data["verify"]["before"], verify_after=[ok, bad], verify_ok=False,
+                     batches=[{k: v for k, v in rec.items()} for rec in j.data["batches"]], policy={"serial": [1]},
+                     restored_verified=True, incast=incast, not_run=["node03"])
+    assert live.n_changes == 3  # node03's planned change was never pushed
+    rep, doc = load(tmp_path / "j", run_id)
+    for key in ("batches", "incast", "policy", "verify_after", "verify_ok", "restored_verified", "not_run",
+                "restored", "outcome"):
+        assert getattr(rep, key) == getattr(live, key), key
+    assert rep.n_changes == live.n_changes == 3
+    assert rep.batches[1]["why"] == "batch 2: 1 node(s) of leaf01 (serial 1)"
+    assert rep.batches[2]["phases"] == [["node03"]]
+    valid_json(doc)
+    want = build(live, _ctx(devices={d["name"]: d["role"] for d in doc["devices"]}, exit_code=1,
+                            baseline={x["pair"]: x for x in live.verify_before}, thresholds=None))
+    for key in ("devices", "summary", "n_changes", "pairs", "incast", "batches"):
+        assert doc[key] == want[key], key
+    dev = {d["name"]: d["outcome"] for d in doc["devices"]}
+    assert dev == {"node01": "changed", "node02": "restored", "node03": "not-run", "leaf01": "changed"}
+    assert doc["summary"]["not-run"] == 1 and doc["summary"]["changed"] == 2 and doc["n_changes"] == 3
+    cases = valid_junit(junit.to_xml(doc))
+    assert cases["fabtune.rollout.node/node03"][0] == "skipped"
+    assert cases["fabtune.rollout.incast/" + inc.incast][0] is None
+    assert cases == valid_junit(junit.to_xml(want))

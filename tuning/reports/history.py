@@ -1,17 +1,21 @@
 """Past runs, from their journals alone: ``fabtune runs`` and ``fabtune report RUN_ID``.
 
-A journal (:mod:`tuning.rollout.journal`) is written by every apply and rollout that changes
-something; it holds the run's mode, inventory, start time, stage events (each with its time),
-outcome, per device the planned changes, state and ``restored`` flag, and the verification
-before and after. :func:`load` turns one back into the RunReport the run printed (and the report
-document, :mod:`tuning.reports.json_report`); a plan, or an apply with nothing to change, writes
-no journal and so is not listed.
+A journal (:mod:`tuning.rollout.journal`) is written by every apply that changes something and
+by every rollout (one with nothing to change too: its baseline verification and outcome
+``no-change``); it holds the run's mode, inventory, start time, stage events (each with its
+time), outcome, policy, per device the planned changes, state and ``restored`` flag, the
+batches (how each was formed, its push phases and their order, outcome, per-batch results),
+the verification before and after (each pair's final result), the incasts, the verdict and the
+restored devices' re-verification. :func:`load` turns one back into the RunReport the run
+printed (and the report document, :mod:`tuning.reports.json_report`); a plan, or an apply with
+nothing to change, writes no journal and so is not listed.
 
 What a journal does not keep is said, not invented: the error text of a device whose apply
 failed (the report says the device failed and that the text was not journaled), the findings,
 and the pass marks the run was judged by (``thresholds`` is null; each pair's reasons carry the
-values it failed by). Durations run from the journal's creation (the snapshot, after connect and
-collect) to its last event, so they are a little shorter than the run's own ``seconds``.
+values it failed by; ``policy`` holds the rollout's own ``thresholds``). Durations run from the
+journal's creation (the snapshot, after connect and collect) to its last event, so they are a
+little shorter than the run's own ``seconds``.
 """
 
 from __future__ import annotations
@@ -30,7 +34,10 @@ def _finished(doc: dict) -> float | None:
 
 
 def _n_changes(doc: dict) -> int:
-    return sum(len(rec.get("changes") or []) for rec in doc["devices"].values() if isinstance(rec, dict))
+    """Setting changes the run pushed: those of devices with a journaled state (a device whose
+    batch never ran has none)."""
+    return sum(len(rec.get("changes") or []) for rec in doc["devices"].values()
+               if isinstance(rec, dict) and rec.get("state"))
 
 
 def rows(journal_dir: Path, last: int = 20) -> list[dict]:
@@ -40,7 +47,7 @@ def rows(journal_dir: Path, last: int = 20) -> list[dict]:
         :func:`tuning.rollout.journal.list_runs` rows (``run_id``, ``mode``, ``stage``, ``outcome``,
         ``touched``, ``inventory``) plus ``started`` (ISO 8601 UTC), ``seconds`` (from the
         snapshot to the last event; None while unfinished) and ``n_changes`` (setting changes
-        planned for the run's devices); all three None for an unreadable journal.
+        pushed to the run's devices); all three None for an unreadable journal.
 
     Raises:
         InputError: ``last`` below 1.
@@ -89,6 +96,7 @@ def report_of(doc: dict, kept: dict[str, list[dict]]):
     devices = {n: rec for n, rec in doc["devices"].items() if isinstance(rec, dict)}
     rep = RunReport(doc["run_id"], doc.get("mode") or "unknown", outcome=_outcome(doc.get("outcome")))
     rep.changes = {n: list(rec["changes"]) for n, rec in devices.items() if rec.get("changes")}
+    rep.not_run = sorted(n for n in rep.changes if not devices[n].get("state"))  # never pushed
     rep.restored = sorted(n for n, rec in devices.items() if rec.get("restored"))
     rep.errors = {n: NO_TEXT for n, rec in devices.items() if rec.get("state") == "failed"}
     rep.kept = kept
@@ -98,7 +106,12 @@ def report_of(doc: dict, kept: dict[str, list[dict]]):
     rep.unreachable = sorted({n for b in rep.batches for n in b.get("unreachable") or []})
     for n in rep.unreachable:
         rep.errors.pop(n, None)  # did not answer: counted apart from the failed
-    if rep.verify_after:
+    rep.incast = [x for x in doc.get("incast") or [] if isinstance(x, dict)]
+    rep.policy = doc.get("policy") if isinstance(doc.get("policy"), dict) else None
+    rep.restored_verified = doc.get("restored_verified")
+    if "verify_ok" in doc:  # the run's own verdict (incasts included)
+        rep.verify_ok = doc["verify_ok"]
+    elif rep.verify_after:  # journals written before the verdict was journaled
         rep.verify_ok = _verdict(rep.verify_after)
     elif rep.outcome == "no-change" and rep.verify_before:
         rep.verify_ok = _verdict(rep.verify_before)

@@ -27,7 +27,8 @@ SCHEMA_VERSION = 1
 SCHEMA_FILE = "report.schema.json"
 
 #: device outcomes (docs/reports.md): what the run did to each selected device
-DEVICE_OUTCOMES = ("unchanged", "planned", "changed", "restored", "failed", "unreachable", "error", "unknown")
+DEVICE_OUTCOMES = ("unchanged", "planned", "changed", "restored", "failed", "unreachable", "error", "unknown",
+                   "not-run")
 #: run outcomes: RunReport's own (planned, no-change, applied, kept, halted, rolled-back, failed), then
 #: ``passed`` (verify), ``unreachable`` / ``rollback-failed`` / ``error`` (the run raised),
 #: ``unfinished`` (a journal without an outcome: still running, or its controller died)
@@ -98,6 +99,8 @@ def _device_outcome(name: str, rep: dict, ctx: Context) -> tuple[str, str | None
         return "unreachable", rep.get("errors", {}).get(name)
     if name in rep.get("errors", {}):
         return "failed", rep["errors"][name]
+    if name in (rep.get("not_run") or []):  # its batch (or push phase) never ran: nothing pushed
+        return "not-run", None
     has_changes = bool(rep.get("changes", {}).get(name))
     if name in rep.get("restored", []):
         return "restored", None
@@ -173,7 +176,7 @@ def build(report, ctx: Context) -> dict:
         **rep, "outcome": run_outcome(rep, ctx),
         "inventory": ctx.inventory, "started": iso_utc(ctx.started), "finished": iso_utc(ctx.finished),
         "exit_code": ctx.exit_code, "error": _error(ctx.error),
-        "n_changes": sum(len(v) for v in rep.get("changes", {}).values()),
+        "n_changes": sum(len(v) for n, v in rep.get("changes", {}).items() if n not in (rep.get("not_run") or [])),
         "thresholds": ctx.thresholds, "devices": devices, "pairs": pairs,
         "summary": {"devices": len(devices), **{o: _count(devices, o) for o in DEVICE_OUTCOMES},
                     "pairs": len(pairs), "pairs_passed": _count(pairs, "pass"),

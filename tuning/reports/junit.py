@@ -6,7 +6,8 @@ Drawn from the run's report document (:func:`tuning.reports.json_report.build`):
 - suite ``devices`` (package ``fabtune.<mode>``): one test case per selected device, classname
   ``fabtune.<mode>.<role>``. A device whose apply failed, or that was changed and then restored
   (the run was rolled back), is a ``<failure>``; a device that did not answer is an ``<error>``
-  (type ``unreachable``), never a failure; a device the run stopped before is ``<skipped>``.
+  (type ``unreachable``), never a failure; a device the run stopped before is ``<skipped>``, and
+  so is a device the run never pushed (outcome ``not-run``: it halted before its batch).
   A run-level error (a lost session, a refused confirm, an exception with no device) adds a test
   case ``run`` with an ``<error>``.
 - suite ``verification``: one test case per judged pair (:func:`~tuning.reports.json_report.judged_pairs`),
@@ -91,6 +92,9 @@ def _device_case(suite: ET.Element, doc: dict, d: dict) -> None:
               d["error"] or o)
     elif o == "unknown":
         _case(suite, d["name"], cls, "skipped", message=d["error"] or "no result")
+    elif o == "not-run":
+        _case(suite, d["name"], cls, "skipped", message=f"not run: the run stopped before pushing it "
+              f"({len(mine)} change(s) planned, none pushed)")
     else:
         _case(suite, d["name"], cls)
 

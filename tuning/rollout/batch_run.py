@@ -16,12 +16,20 @@ REGRESSION; else the batch's switches are confirmed and the batch is kept.
 REGRESSION: the batch's touched devices are restored (every batch's with ``on_regression:
 restore-all``), verified again against the baseline (``restored_verified``) and the run halts:
 outcome ``halted`` when earlier batches stay, ``rolled-back`` when nothing stays.
+
+A pair's FINAL result is the one measured after the last batch that changed an end or a hop on
+its path (:func:`final_results`): a pair measured while one of its ends was still untuned is
+judged on regression only, and its value says nothing of the tuned fabric. The last batch
+therefore also measures, with the absolute marks, every pair of the whole schedule whose final
+result is missing (:func:`missing_pairs`). ``verify_after`` (what "N/N pairs passed" counts) and
+the saved baseline hold final results only, one per pair; each batch keeps its own results in
+``batches[i].results``.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Callable
 
 from tuning.errors import ConnectError, DeviceTimeout
@@ -37,13 +45,76 @@ if TYPE_CHECKING:  # pragma: no cover
 Progress = Callable[[str], None]
 
 
+@dataclass
+class Measured:
+    """One pair's result as measured in one batch: ``batch`` (1-based index), ``result`` (a
+    PairResult dict as judged then), ``absolute`` (judged with the absolute marks too)."""
+
+    batch: int
+    result: dict
+    absolute: bool
+
+    @property
+    def pair(self) -> str:
+        """The pair's name."""
+        return self.result["pair"]
+
+
 def journal_batches(j: Journal, batches: list[Batch]) -> None:
-    """Record each device's ``batch`` and the run's ``batches`` (all ``not-run``) in the journal."""
+    """Record each device's ``batch`` and the run's ``batches`` (all ``not-run``, each with its
+    ``phases``, ``why`` and ``order``: what ``fabtune report RUN_ID`` prints) in the journal."""
     for b in batches:
         for name in b.devices:
             j.device(name)["batch"] = b.index
-    j.data["batches"] = [{"index": b.index, "nodes": b.nodes, "switches": b.switches, "outcome": "not-run",
-                          "failed": [], "unreachable": [], "verify_ok": None} for b in batches]
+    j.data["batches"] = [{**b.as_dict(), "outcome": "not-run", "failed": [], "unreachable": [], "verify_ok": None}
+                         for b in batches]
+
+
+def pair_devices(p) -> set[str]:
+    """The devices a pair's result depends on: both nodes, both leaves and every hop of its route."""
+    return {p.client, p.server, p.client_nic.switch, p.server_nic.switch, *(h.split(":")[0] for h in p.route)}
+
+
+def last_change(r: "Run", devices: set[str], upto: int) -> int:
+    """The index of the last batch among the first ``upto`` that changes one of ``devices``
+    (a device with planned changes, :attr:`Run.changed`); 0 when none does."""
+    return max((b.index for b in r.batches[:upto] if r.changed & devices & set(b.devices)), default=0)
+
+
+def final_results(r: "Run", upto: int, complete: bool) -> list[dict]:
+    """Each pair's final result, once, in the order they were measured: its latest measurement,
+    when taken at or after :func:`last_change` of its devices over the first ``upto`` batches
+    (those that ran). ``complete`` (the last batch verified): only results judged with the
+    absolute marks count; else (the run halted) the latest results of the halting batch count
+    as they were judged, they are the run's last word on those pairs."""
+    latest: dict[str, Measured] = {}
+    for m in r.measured:
+        latest.pop(m.pair, None)
+        latest[m.pair] = m
+    return [m.result for name, m in latest.items()
+            if m.batch >= last_change(r, r.pair_devs[name], upto) and (m.absolute or not complete)]
+
+
+def missing_pairs(r: "Run", own: list) -> list:
+    """Pairs of the whole schedule (``r.pairs``) the last batch must measure beyond its ``own``:
+    those with no final result yet (never measured, measured before a later batch changed an end
+    or hop, or judged without the absolute marks)."""
+    names = {p.name for p in own}
+    latest = {m.pair: m for m in r.measured}
+    out = []
+    for p in r.pairs or []:
+        m = latest.get(p.name)
+        if p.name not in names and (m is None or not m.absolute
+                                    or m.batch < last_change(r, pair_devices(p), len(r.batches))):
+            out.append(p)
+            names.add(p.name)
+    return out
+
+
+def not_run(j: Journal, changes: dict) -> list[str]:
+    """Devices with planned changes the run never pushed (no journaled state: their batch or
+    phase never ran)."""
+    return sorted(n for n, ch in changes.items() if ch and not j.device(n).get("state"))
 
 
 def unreachable(err: BaseException) -> bool:
@@ -57,16 +128,22 @@ def run_batches(s: "Session", opts: "Options", plans: dict, report: "RunReport",
     from tuning.rollout import engine
 
     verifying = opts.mode == "rollout" and opts.verify
+    r.changed = {n for n, ch in plans.items() if ch}
     total = 0
     for b in r.batches:
         r.current = b
         rec = j.data["batches"][b.index - 1]
         todo = {n for n in b.devices if plans.get(n)}
         pairs = r.batch_pairs.get(b.index) if verifying else None
-        window = engine.confirm_window(opts, pairs, len(todo)) if pairs else None
+        extra = missing_pairs(r, pairs) if pairs is not None and b is r.batches[-1] else []
+        if extra:  # measured once more with the absolute marks: their earlier values are of a half-tuned fabric
+            progress(f"batch {b.index}: also measuring {len(extra)} pair(s) of the whole schedule whose last "
+                     "measurement came before a later batch changed an end or hop")
+            pairs = [*pairs, *extra]
+        window = engine.confirm_window(opts, pairs, len(todo), extra_s=_incast_bound(s, r, b, plans)) if pairs else None
         j.stage("apply", f"batch {b.index}/{len(r.batches)}")
         progress(f"batch {b.index}/{len(r.batches)}: {b.why}; {b.order}"
-                 + (f"; switch confirm window {window} s" if window else ""))
+                 + (f"; switch confirm window {window} s" if window and todo & set(b.switches) else ""))
         pause_for = engine.pause_for_test
         pause_for(f"apply-batch-{b.index}", j.run_id)
         failed: dict[str, BaseException] = {}
@@ -100,17 +177,13 @@ def run_batches(s: "Session", opts: "Options", plans: dict, report: "RunReport",
                 j.update(name, confirmed=True)
         rec["outcome"] = "kept"
         _sync(report, j)
-    if report.verify_after:
-        save_baseline(opts.journal_dir, s.inv.path, as_baseline([PairResult(**x) for x in _last_per_pair(report)]),
+    if report.verify_after:  # final results only (module docstring): never a half-tuned fabric's values
+        save_baseline(opts.journal_dir, s.inv.path, as_baseline([PairResult(**x) for x in report.verify_after]),
                       {p.name for p in engine.verify_pairs(s.inv, None)})
     report.outcome = "kept" if opts.mode == "rollout" else "applied"
     j.data["outcome"] = report.outcome
+    _sync(report, j)
     j.stage("done")
-
-
-def _last_per_pair(report: "RunReport") -> list[dict]:
-    """The latest result of each pair (a pair verified in two batches counts once, as last measured)."""
-    return list({x["pair"]: x for x in report.verify_after}.values())
 
 
 def _account(s: "Session", j: Journal, report: "RunReport", progress: Progress, b: Batch, rec: dict,
@@ -149,19 +222,26 @@ def _verify_batch(s: "Session", opts: "Options", report: "RunReport", progress: 
     last = b is r.batches[-1]
     ok, after = engine.verify_fabric(s, opts, baseline, progress, pairs, absolute=last,
                                      timeout_s=r.policy.timeouts.verify_s)
+    ids = {id(x) for x in after}
     if not last:  # a pair whose every end and hop already holds the new settings meets the absolute marks
         done = _tuned(s, r, b, plans, report)
-        whole = [x for x, p in zip(after, pairs) if {p.client, p.server, p.client_nic.switch, p.server_nic.switch,
-                                                      *(h.split(":")[0] for h in p.route)} <= done]
+        whole = [x for x, p in zip(after, pairs) if pair_devices(p) <= done]
         ids = {id(x) for x in whole}
         rest = [x for x in after if id(x) not in ids]
         ok = judge(whole, opts.thresholds, baseline, absolute=True) & judge(rest, opts.thresholds, baseline,
                                                                            absolute=False)
-    report.verify_after += [x.__dict__ for x in after]
-    j.data["batches"][b.index - 1]["pairs"] = [x.pair for x in after]
+    for x, p in zip(after, pairs):
+        r.pair_devs[p.name] = pair_devices(p)
+        r.measured.append(Measured(b.index, dict(x.__dict__), id(x) in ids))
+    rec = j.data["batches"][b.index - 1]
+    rec["pairs"] = [x.pair for x in after]
+    rec["results"] = [m.result for m in r.measured[-len(after):]] if after else []
+    report.verify_after = final_results(r, b.index, complete=last)
     j.data["verify"]["after"] = report.verify_after
     inc_ok = _incast(s, report, progress, r, b, plans)
+    j.data["incast"] = report.incast
     report.verify_ok = ok and inc_ok
+    j.data["verify_ok"] = report.verify_ok
     return ok and inc_ok
 
 
@@ -179,6 +259,20 @@ def changed_leaves(inv, b: Batch, plans: dict) -> set[str]:
     cabled = {nic.switch for d in inv.nodes for nic in d.spec.nics}
     out = {nic.switch for n in b.nodes if plans.get(n) for nic in inv.devices[n].spec.nics}
     return out | {sw for sw in b.switches if plans.get(sw) and sw in cabled}
+
+
+def _incast_bound(s: "Session", r: "Run", b: Batch, plans: dict) -> float:
+    """Seconds the batch's incasts may take at most (the switch confirm window must outlast them):
+    those of every leaf pending after this batch, planned over every node (the tuned-only choice of
+    :func:`_incast` can only plan fewer)."""
+    if not r.policy.incast.enabled:
+        return 0.0
+    from tuning.verify.incast import Expectation, expected_seconds, plan_incasts
+
+    leaves = r.incast_pending | changed_leaves(s.inv, b, plans)
+    if not leaves or not Expectation.from_inventory(s.inv).lossless:
+        return 0.0
+    return expected_seconds([i for i in plan_incasts(s.inv, leaves, r.policy.incast.k) if len(i.senders) >= 2])
 
 
 def _incast(s: "Session", report: "RunReport", progress: Progress, r: "Run", b: Batch, plans: dict) -> bool:
@@ -218,9 +312,11 @@ def _incast(s: "Session", report: "RunReport", progress: Progress, r: "Run", b: 
 
 
 def _sync(report: "RunReport", j: Journal) -> None:
-    """The journal's batch records into the report (the one source of both)."""
+    """The journal's batch records into the report (the one source of both), and the devices
+    not run (:func:`not_run`)."""
     report.batches = [{**row, **{k: v for k, v in rec.items() if k != "index"}}
                       for row, rec in zip(report.batches, j.data["batches"])]
+    report.not_run = not_run(j, report.changes)
     j.save()
 
 
@@ -252,6 +348,9 @@ def restore_batches(s: "Session", report: "RunReport", progress: Progress, j: Jo
         raise
     report.restored = sorted(set(report.restored) | set(got))
     report.kept = kept_changes(j)
+    if r.measured:  # the run stops here: each pair's last word, as far as the batches that ran go
+        report.verify_after = final_results(r, upto, complete=False)
+        j.data["verify"]["after"] = report.verify_after
     for rec in j.data.get("batches", [])[:upto]:
         if every or rec["index"] == upto:
             rec["outcome"] = "restored"
@@ -275,6 +374,7 @@ def halt(s: "Session", opts: "Options", report: "RunReport", progress: Progress,
             ok, again = engine.verify_fabric(s, opts, baseline, progress, pairs, absolute=False,
                                              timeout_s=r.policy.timeouts.verify_s)
             report.restored_verified = ok
+            j.data["restored_verified"] = ok
             j.data["verify"]["restored"] = [x.__dict__ for x in again]
     j.data["outcome"] = report.outcome
     j.stage("done", why)

@@ -207,8 +207,10 @@ def _rules(changes: dict[str, Iterable], roles: dict[str, str]) -> dict[str, lis
 
 def phases(batch: Batch, changes: dict[str, Iterable], roles: dict[str, str],
            rules: dict[str, list[str]] | None = None) -> tuple[list[list[str]], str]:
-    """The push phases of ``batch`` and the reason, from the run's changes (:func:`_rules` of the
-    whole run when ``rules`` is None: the same order in every batch).
+    """The push phases of ``batch`` and the reason, from the run's changes (``rules``: :func:`_rules`
+    of the whole run, so every batch is pushed in the same order; None: of ``changes``). The
+    reason quotes the first change of this batch that asks for the order, or no device when the
+    batch has none (a batch of nodes whose MTU rule comes from another batch's switches).
 
     Returns:
         ``([[switches...], [nodes...]], "MTU raised (node01 mtu/... 1500 -> 9000): switches first, then nodes")``;
@@ -226,13 +228,20 @@ def phases(batch: Batch, changes: dict[str, Iterable], roles: dict[str, str],
     if r["lossless_on"] and r["lossless_off"]:
         raise InputError("inventory", "nic_qos", f"lossless is turned on ({r['lossless_on'][0]}) and off "
                          f"({r['lossless_off'][0]}) in one run; split the rollout")
-    switches_first = [f"MTU raised ({r['mtu_up'][0]})"] if r["mtu_up"] else []
-    switches_first += [f"lossless turned on ({r['lossless_on'][0]})"] if r["lossless_on"] else []
-    nodes_first = [f"MTU lowered ({r['mtu_down'][0]})"] if r["mtu_down"] else []
-    nodes_first += [f"lossless turned off ({r['lossless_off'][0]})"] if r["lossless_off"] else []
+    def said(ex: dict[str, list[str]]) -> tuple[list[str], list[str]]:
+        """The rules' reasons, each with its first example of ``ex`` (none when ``ex`` has none)."""
+        def one(kind: str, what: str) -> list[str]:
+            return [f"{what} ({ex[kind][0]})" if ex[kind] else what] if r[kind] else []
+        return (one("mtu_up", "MTU raised") + one("lossless_on", "lossless turned on"),
+                one("mtu_down", "MTU lowered") + one("lossless_off", "lossless turned off"))
+
+    switches_first, nodes_first = said(r)
     if switches_first and nodes_first:
         raise InputError("inventory", "mtu", f"{switches_first[0]} needs switches first but {nodes_first[0]} needs "
                          "nodes first; split the rollout")
+    # the reason quotes a change of THIS batch (the run's rule orders every batch alike), or none
+    own = set(batch.devices)
+    switches_first, nodes_first = said(_rules({n: c for n, c in changes.items() if n in own}, roles))
     todo = [n for n in batch.devices if changes.get(n) or not changes]
     nodes = [n for n in batch.nodes if n in todo]
     sws = [n for n in batch.switches if n in todo]

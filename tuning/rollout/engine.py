@@ -68,6 +68,11 @@ class RunReport:
     ``unreachable``: devices that did not answer (counted apart from ``errors``' failed ones);
     ``restored_verified``: after a regression's restore, whether verification is back to the
     baseline (None: not verified); ``incast``: :class:`tuning.verify.incast.IncastResult` dicts.
+    ``verify_after``: each verified pair's FINAL result once (measured after the last batch that
+    changed an end or hop of it, :func:`tuning.rollout.batch_run.final_results`); every batch's
+    own results are in ``batches[i]["results"]``. ``not_run``: devices with planned changes the
+    run never pushed (it halted before their batch or phase); their changes stay in ``changes``
+    as planned and are not counted by :attr:`n_changes`.
     """
 
     run_id: str | None
@@ -87,6 +92,7 @@ class RunReport:
     unreachable: list[str] = field(default_factory=list)
     restored_verified: bool | None = None
     incast: list[dict] = field(default_factory=list)
+    not_run: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         """JSON-ready dict."""
@@ -94,8 +100,10 @@ class RunReport:
 
     @property
     def n_changes(self) -> int:
-        """Number of setting changes planned or made."""
-        return sum(len(v) for v in self.changes.values())
+        """Number of setting changes planned (a plan) or pushed: the changes of :attr:`not_run`
+        devices are not counted."""
+        skip = set(self.not_run)
+        return sum(len(v) for n, v in self.changes.items() if n not in skip)
 
 
 class Session:
@@ -292,12 +300,13 @@ APPLY_S = 3
 DEFAULT_CONFIRM_S = 600
 
 
-def confirm_window(opts: Options, pairs: list[Pair], n_devices: int, workers: int = WORKER_CAP) -> int:
+def confirm_window(opts: Options, pairs: list[Pair], n_devices: int, workers: int = WORKER_CAP,
+                   extra_s: float = 0.0) -> int:
     """The switch commit-confirm window of a rollout (seconds), derived from what it must outlast:
     minimum = expected verification time (:func:`tuning.verify.runner.expected_seconds` of
     ``pairs``: their rounds, up to ``workers`` pairs at a time) + pushing ``n_devices``
-    (:data:`APPLY_S` per batch of ``opts.workers``) + the policy's ``settle_s`` +
-    :data:`CONFIRM_MARGIN_S`; default =
+    (:data:`APPLY_S` per batch of ``opts.workers``) + the policy's ``settle_s`` + ``extra_s`` (the
+    batch's incasts, :func:`tuning.verify.incast.expected_seconds`) + :data:`CONFIRM_MARGIN_S`; default =
     max(600, 2 x minimum). The lab's 18 pairs (2 rounds) and 7 devices: minimum 21 + 3 + 15 =
     39 s, default 600 s.
 
@@ -307,7 +316,7 @@ def confirm_window(opts: Options, pairs: list[Pair], n_devices: int, workers: in
     """
     pushes = math.ceil(n_devices / max(1, opts.workers)) * APPLY_S
     settle = math.ceil(opts.policy.settle_s) if opts.policy is not None else 0  # a batch settles before it verifies
-    need = math.ceil(expected_seconds(pairs, workers)) + pushes + settle + CONFIRM_MARGIN_S
+    need = math.ceil(expected_seconds(pairs, workers) + extra_s) + pushes + settle + CONFIRM_MARGIN_S
     if opts.confirm_s is None:
         return max(DEFAULT_CONFIRM_S, 2 * need)
     if isinstance(opts.confirm_s, bool) or not isinstance(opts.confirm_s, int) or opts.confirm_s <= 0:
@@ -315,8 +324,23 @@ def confirm_window(opts: Options, pairs: list[Pair], n_devices: int, workers: in
     if opts.confirm_s < need:
         raise InputError("--confirm-s", str(opts.confirm_s), f"shorter than the verification it must outlast: "
                          f"at least {need} s for {len(pairs)} pair(s) in "
-                         f"{len(build_rounds(pairs, default_per_node(pairs)))} wave(s)")
+                         f"{len(build_rounds(pairs, default_per_node(pairs)))} wave(s)"
+                         + (f" and {extra_s:g} s of incasts" if extra_s else ""))
     return opts.confirm_s
+
+
+def incast_bound(inv: Inventory, opts: Options) -> float:
+    """Seconds the incasts of a rollout of ``opts.limit`` may take (one per leaf of the selection,
+    :func:`tuning.verify.incast.expected_seconds`); 0 when the policy or ``--no-incast`` turns
+    them off or the inventory does not expect a lossless fabric."""
+    if not opts.policy.incast.enabled:
+        return 0.0
+    from tuning.verify.incast import Expectation, expected_seconds, leaves_of, plan_incasts
+
+    if not Expectation.from_inventory(inv).lossless:
+        return 0.0
+    incasts = plan_incasts(inv, leaves_of(inv, opts.limit), opts.policy.incast.k)
+    return expected_seconds([i for i in incasts if len(i.senders) >= 2])
 
 
 def verify_fabric(s: Session, opts: Options, baseline: dict | None, progress: Progress,
@@ -357,7 +381,7 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
     pairs, window = None, None
     if opts.mode == "rollout" and opts.verify:
         pairs = verify_pairs(inv, opts.rails)
-        window = confirm_window(opts, pairs, len(devices))
+        window = confirm_window(opts, pairs, len(devices), extra_s=incast_bound(inv, opts))
     run_id = new_run_id()
     # plan locks too: collecting a switch stages and discards a candidate, which would move the
     # diff under another run's push
@@ -374,7 +398,7 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
         report = RunReport(None, opts.mode)
         policy = opts.policy
         batches = plan_batches(inv, devices, policy, plans)  # InputError: no safe order (nothing pushed)
-        report.policy = policy.model_dump()
+        report.policy = policy.model_dump(mode="json")
         report.batches = [{**b.as_dict(), "outcome": "not-run", "failed": [], "unreachable": [], "verify_ok": None}
                           for b in batches]
         report.changes = {n: [c.as_dict() for c in ch] for n, ch in plans.items() if ch}
@@ -414,6 +438,9 @@ class Run:
     batch_pairs: dict[int, list[Pair]] = field(default_factory=dict)
     current: Batch | None = None
     incast_pending: set[str] = field(default_factory=set)  # changed leaves no incast has proven yet
+    changed: set[str] = field(default_factory=set)  # devices with planned changes
+    measured: list = field(default_factory=list)  # batch_run.Measured, in measurement order
+    pair_devs: dict[str, set[str]] = field(default_factory=dict)  # pair name -> devices its result depends on
 
 
 def baseline_pairs(r: Run) -> list[Pair] | None:
@@ -439,6 +466,7 @@ def _snapshot(s: Session, inv: Inventory, opts: Options, states: dict, plans: di
         if dev.role == "switch":
             rec["revision_before"] = switch_ops.revision(states[dev.name])
     journal_batches(j, r.batches)
+    j.data["policy"] = r.policy.model_dump(mode="json")  # `fabtune report RUN_ID` prints it again
     j.stage("snapshot")
     return j
 
@@ -461,6 +489,7 @@ def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dic
     if not report.changes:
         report.outcome = "no-change"
         report.verify_ok = ok if rollout and opts.verify else None
+        j.data["verify_ok"] = report.verify_ok
         j.data["outcome"] = "no-change"
         j.stage("done")
         return

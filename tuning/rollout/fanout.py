@@ -6,6 +6,7 @@ per device (Nornir marks the host failed); fleet results are data.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from typing import Any, Callable
 
@@ -62,7 +63,7 @@ def fan_out(nr: Nornir, fn: Callable[[Device], Any], name: str, only: set[str] |
         return Result(host=task.host, result=_within(lambda: fn(device), task.host.name, name, timeout_s))
 
     target = nr.filter(filter_func=lambda h: h.name in only) if only is not None else nr
-    return _uninterrupted(lambda: target.run(task=task, name=name, on_failed=True))
+    return _uninterrupted(lambda: target.run(task=task, name=name, on_failed=True), name, timeout_s)
 
 
 def _within(call: Callable[[], Any], host: str, phase: str, timeout_s: float) -> Any:
@@ -87,12 +88,15 @@ def _within(call: Callable[[], Any], host: str, phase: str, timeout_s: float) ->
     return box["result"]
 
 
-def _uninterrupted(run: Callable[[], AggregatedResult]) -> AggregatedResult:
+def _uninterrupted(run: Callable[[], AggregatedResult], phase: str = "", timeout_s: float | None = None
+                   ) -> AggregatedResult:
     """Run ``run`` in a thread and wait for it even through Ctrl-C, then re-raise the interrupt.
 
     Nornir's threaded runner stops waiting on KeyboardInterrupt while its workers go on writing
     to devices; a restore started then would race them on the same sessions. Waiting lets every
-    in-flight device task end (and be journaled) before the engine restores.
+    in-flight device task end (and be journaled) before the engine restores. The first Ctrl-C says
+    so on stderr (``phase``, and the per-device limit ``timeout_s`` when there is one); the next
+    ones are absorbed the same way.
     """
     box: dict[str, Any] = {}
     done = threading.Event()  # not Thread.is_alive(): a join() cut short by Ctrl-C can mark a running
@@ -113,6 +117,10 @@ def _uninterrupted(run: Callable[[], AggregatedResult]) -> AggregatedResult:
         try:
             done.wait(0.2)
         except KeyboardInterrupt as e:  # finish the devices' in-flight work first
+            if interrupted is None:
+                limit = f" (at most {timeout_s:g} s per device)" if timeout_s else ""
+                print(f"fabtune: interrupted: waiting for the in-flight {phase or 'device'} work to end{limit}, "
+                      "then restoring what this run changed", file=sys.stderr, flush=True)
             interrupted = interrupted or e
     if interrupted is not None:
         raise interrupted

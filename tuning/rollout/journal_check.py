@@ -33,7 +33,9 @@ _CONN_TYPES = {"hostname": str, "port": int, "username": str, "key_file": (str, 
                "known_hosts": (str, type(None)), "sysroot": str, "become": bool, "become_user": str,
                "become_method": str}
 _TOP_TYPES = {"run_id": str, "inventory": str, "mode": str, "stage": str, "outcome": (str, type(None)),
-              "started": (int, float), "devices": dict, "verify": dict, "events": list, "batches": list}
+              "started": (int, float), "devices": dict, "verify": dict, "events": list, "batches": list,
+              "incast": list, "policy": (dict, type(None)), "verify_ok": (bool, type(None)),
+              "restored_verified": (bool, type(None))}
 
 
 def _tname(t) -> str:
