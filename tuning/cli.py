@@ -251,7 +251,8 @@ def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opt
 
 
 @app.command()
-def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: bool = JSON,
+def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Optional[list[str]] = DOMAIN,
+            as_json: bool = JSON,
             journal_dir: Path = JDIR_RUN, confirm_s: Optional[int] = typer.Option(
                 None, "--confirm-s", parser=deferred(integer("--confirm-s", None, MAX_CONFIRM_S, "a window in seconds")),
                 metavar="SECONDS", help="Switch commit-confirm window, seconds, at most "
@@ -286,6 +287,7 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: 
     Exit 0 kept (or nothing to do), 1 rolled back or halted, 3 rollback failed, 4 only unreachable
     devices failed.
     Example: fabtune rollout -i inventory/lab --serial 1,50% --max-failed 1
+    Example: fabtune rollout -i inventory/lab --domain sysctl --domain irq
     """
     from tuning.rollout import engine
 
@@ -300,7 +302,7 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, as_json: 
         th = _thresholds(rec, policy)
         opts = engine.Options(mode="rollout", limit=limit, journal_dir=journal_dir, confirm_s=confirm_s,
                               thresholds=th, rails=tuple(rail) if rail else None, allow_firmware=allow_firmware,
-                              policy=policy)
+                              policy=policy, domains=_domains(domain))
         rec.select(inv.select(limit))
         report = engine.run(inv, opts, _progress)
         code = rec.done(report)

@@ -46,3 +46,13 @@ def test_bad_policy_flag_is_one_line_exit_2(flag, value, tmp_path):
     text = (out + err).strip()
     assert "Traceback" not in text
     assert len(text.splitlines()) == 1, text
+
+
+def test_rollout_takes_domain_and_refuses_an_unknown_one_before_connecting():
+    """Issue 8: ``--domain`` on rollout, checked as apply checks it (the lab is not running: a
+    refusal must come before any connection)."""
+    assert "--domain" in _help("rollout")
+    rc, out, err = cli("rollout", "-i", "inventory/lab", "--domain", "nonsense")
+    assert rc == 2 and "Traceback" not in err, (rc, out, err)
+    assert err.startswith("fabtune: error: --domain: nonsense: unknown domain; allowed: services,") and \
+        err.count("\n") == 1, err
