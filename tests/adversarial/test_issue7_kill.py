@@ -179,13 +179,14 @@ def _kept_listed(text: str) -> bool:
     return "rollback --firmware" in text and all(f"mlxconfig/{FIRST_NIC}/{p}" in text for p in PROFILE["firmware"]["mlxconfig"])
 
 
-def _rollback_exact(inv: Path, journal: Path, rid: str, pre: dict, switch: bool = False) -> None:
-    """``rollback RUN_ID``: all but hw/nic back, the kept firmware listed; ``rollback --firmware``: all back."""
+def _rollback_exact(inv: Path, journal: Path, rid: str, pre: dict, switch: bool = False, kept: bool = True) -> None:
+    """``rollback RUN_ID``: all but hw/nic back, the kept firmware listed (``kept``: node01 was
+    pushed); ``rollback --firmware``: all back."""
     rb = _run("rollback", rid, "--journal-dir", str(journal))
     assert rb.returncode == 0, rb.stdout[-600:] + rb.stderr[-600:]
     assert _diff(pre, _snap(inv, switch), skip=("hw/nic/",)) == []
     text = " ".join((rb.stdout + rb.stderr).split())
-    assert _kept_listed(text), text[-1200:]
+    assert _kept_listed(text) == kept, text[-1200:]
     fw = _run("rollback", rid, "--journal-dir", str(journal), "--firmware")
     assert fw.returncode == 0, fw.stdout[-600:] + fw.stderr[-600:]
     assert _diff(pre, _snap(inv, switch)) == []
@@ -209,7 +210,8 @@ def test_sigkill_mid_push_then_rollback_from_the_journal(lab: Path, tmp_path: Pa
 
 
 def test_sigkill_at_apply_switch_then_rollback(lab: Path, tmp_path: Path):
-    """SIGKILL while leaf01's commit is journaled but node01 may still be pushing (stage apply-switch)."""
+    """SIGKILL once leaf01's commit is journaled (stage apply-switch). The MTU goes up, so the switch is
+    pushed before node01 (issue 8's safe order): node01 is not touched yet, and nothing is kept."""
     journal = tmp_path / "j"
     pre = _snap(lab, switch=True)
     c = Controller("apply", "-i", str(lab), "--journal-dir", str(journal), "-l", NODE, "-l", "leaf01",
@@ -217,7 +219,10 @@ def test_sigkill_at_apply_switch_then_rollback(lab: Path, tmp_path: Path):
     c.signal_when(signal.SIGKILL, lambda: c.paused_run() is not None)
     code, _, err = c.finish()
     assert code == -signal.SIGKILL, err[-600:]
-    _rollback_exact(lab, journal, c.paused_run() or _newest(journal), pre, switch=True)
+    rid = c.paused_run() or _newest(journal)
+    devices = json.loads((journal / f"{rid}.json").read_text())["devices"]
+    assert devices["leaf01"]["state"] == "applied" and devices[NODE].get("state") is None, devices
+    _rollback_exact(lab, journal, rid, pre, switch=True, kept=False)
 
 
 def test_sigint_at_apply_node_restores_and_lists_the_kept_firmware(lab: Path, tmp_path: Path):
