@@ -127,7 +127,7 @@ def test_kill_at_batch_stage_then_rollback_exact(lab: Path, tmp_path: Path, stag
     if sig == signal.SIGKILL:
         assert code == -9
         for name, d in j["devices"].items():  # every device of a done batch, and every one pushed now
-            if d.get("batch", 9) < n:
+            if d.get("batch", 9) < n and d.get("changes"):  # a device with nothing to change is never pushed
                 assert states[name] in ("applied", "unchanged"), states
     else:
         assert code == 130, out[-600:]
