@@ -26,11 +26,16 @@ from pathlib import Path
 NO_TEXT = "apply failed on this device (the journal keeps no error text; see the run's own output)"
 
 
-def _finished(doc: dict) -> float | None:
-    """Time of the journal's last event (epoch seconds), None when it has none or no outcome yet."""
+def _last_event(doc: dict) -> float | None:
+    """Time of the journal's last event (epoch seconds), None when it has none."""
     events = [e for e in doc.get("events") or [] if isinstance(e, list) and len(e) == 3
               and isinstance(e[2], (int, float)) and not isinstance(e[2], bool)]
-    return float(events[-1][2]) if events and doc.get("outcome") is not None else None
+    return float(events[-1][2]) if events else None
+
+
+def _finished(doc: dict) -> float | None:
+    """Time of the journal's last event (epoch seconds), None when it has none or no outcome yet."""
+    return _last_event(doc) if doc.get("outcome") is not None else None
 
 
 def _n_changes(doc: dict) -> int:
@@ -115,7 +120,7 @@ def report_of(doc: dict, kept: dict[str, list[dict]]):
         rep.verify_ok = _verdict(rep.verify_after)
     elif rep.outcome == "no-change" and rep.verify_before:
         rep.verify_ok = _verdict(rep.verify_before)
-    end = _finished(doc)
+    end = _last_event(doc)  # an unfinished run: how long it ran until its last journaled event
     rep.seconds = round(end - doc["started"], 2) if end is not None and doc.get("started") else 0.0
     why = next((e[1] for e in reversed(doc.get("events") or []) if isinstance(e, list) and len(e) == 3
                 and e[0] == "restore" and e[1]), None)
