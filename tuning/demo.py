@@ -2,8 +2,8 @@
 
 1. start the lab (untuned: MTU 1500, no PFC/ECN, IRQs remote, switches lossy);
 2. roll out ``inventory/lab``: performance improves, the change is kept;
-3. roll out a deliberately wrong variant (leaf01's RoCE lossy: consistent enough to pass the
-   inventory checks, which refuse a port MTU under the node's, but slower): verification regresses
+3. roll out a deliberately wrong variant (leaf01's uplink to the spine at MTU 1500: consistent
+   enough to pass the inventory checks, but the spine paths drop RoCE frames): verification fails
    and every touched device is restored;
 4. print per-pair bandwidth and latency before / after, stop the lab; exit 0 only if both
    outcomes were the expected ones.
@@ -27,15 +27,15 @@ LAB = Path("inventory/lab")
 
 
 def wrong_variant(src: Path, dst: Path) -> Path:
-    """Copy ``src`` to ``dst`` with leaf01's RoCE lossy (the lab state is shared by a symlink)."""
+    """Copy ``src`` to ``dst`` with leaf01's uplink to the spine (``swp31``) at MTU 1500; the lab
+    state is shared by a symlink. Every consistency rule of the inventory holds (a node-facing port
+    under the node MTU is refused at input, issue 6 item 13), but the pairs through the spine that
+    cross leaf01 drop their RoCE frames (4096 B + 78 B of headers > 1500): verification fails them."""
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     (dst / ".state").symlink_to((src / ".state").resolve())
     hv = dst / "host_vars" / "leaf01.yml"
-    data = yaml.safe_load(hv.read_text())
-    roce = yaml.safe_load((src / "group_vars" / "switches.yml").read_text())["roce"]
-    data = data or {}
-    data["roce"] = {**roce, "mode": "lossy"}
-    hv.write_text(yaml.safe_dump(data, sort_keys=False))
+    hv.write_text(yaml.safe_dump({**(yaml.safe_load(hv.read_text()) or {}), "port_mtu_overrides": {"swp31": 1500}},
+                                 sort_keys=False))
     return dst
 
 
@@ -57,7 +57,7 @@ def main() -> int:
         ok &= good.outcome == "kept"
         with tempfile.TemporaryDirectory() as tmp:
             bad_inv = wrong_variant(LAB, Path(tmp) / "lab-wrong")
-            out.rule("2. roll out a wrong variant (leaf01 RoCE lossy: no PFC on the lossless queue)")
+            out.rule("2. roll out a wrong variant (leaf01's spine uplink at MTU 1500: RoCE frames dropped)")
             bad = engine.run(inventory.load(bad_inv), engine.Options(mode="rollout", journal_dir=journal), progress)
             out.print(verify_table(bad.verify_after, "per pair, before -> after", bad.verify_before))
             out.print(f"outcome: [bold]{bad.outcome}[/bold], restored: {', '.join(bad.restored)}, run {bad.run_id}")

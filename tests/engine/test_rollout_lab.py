@@ -52,21 +52,11 @@ def test_apply_then_second_apply_changes_nothing(lab_inventory: Path, tmp_path: 
 
 
 def _wrong_variant(src: Path) -> Path:
-    """``src`` copied to ``lab-wrong`` with leaf01's uplink to the spine (swp31) at MTU 1500: every
-    consistency rule of the inventory holds (a node-facing port under the node MTU is now refused
-    at input, issue 6 item 13), but the pairs through the spine that cross leaf01 drop their RoCE
-    frames. The lab state is shared by a symlink."""
-    import shutil
+    """``src`` copied to ``lab-wrong`` as ``make demo``'s wrong variant (:func:`tuning.demo.wrong_variant`:
+    leaf01's spine uplink at MTU 1500, every inventory rule holding, the spine pairs dropping frames)."""
+    from tuning.demo import wrong_variant
 
-    import yaml
-
-    dst = src.parent / "lab-wrong"
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
-    (dst / ".state").symlink_to((src / ".state").resolve())
-    hv = dst / "host_vars" / "leaf01.yml"
-    hv.write_text(yaml.safe_dump({**(yaml.safe_load(hv.read_text()) or {}), "port_mtu_overrides": {"swp31": 1500}},
-                                 sort_keys=False))
-    return dst
+    return wrong_variant(src, src.parent / "lab-wrong")
 
 
 def test_rollout_keeps_good_then_restores_wrong_byte_for_byte(lab_inventory: Path, tmp_path: Path):
