@@ -11,13 +11,18 @@ from typing import Iterator
 import pytest
 
 
-@pytest.fixture(scope="session")
-def cases_dir() -> Path:
+def shared_cases() -> Path:
     """Folder of the reference tool outputs: ``shared/cases`` next to the repository,
     else ``$FABTUNE_CASES_DIR``."""
     beside = Path(__file__).resolve().parents[1].parent / "shared" / "cases"
     env = os.environ.get("FABTUNE_CASES_DIR")
     return Path(env) if env and not beside.is_dir() else beside
+
+
+@pytest.fixture(scope="session")
+def cases_dir() -> Path:
+    """:func:`shared_cases` as a fixture."""
+    return shared_cases()
 
 
 REPO = Path(__file__).resolve().parents[1]

@@ -44,7 +44,7 @@ import pytest
 import yaml
 
 from tests.adversarial._cli import cli
-from tests.conftest import REPO
+from tests.conftest import REPO, shared_cases
 from tuning.errors import InputError, ParseError
 
 KEY = "fabtune_rollout"
@@ -590,7 +590,7 @@ def test_cli_valid_flags_reach_the_policy(inv, no_engine, argv, expect):
 
 # ---- 3. perftest outputs ------------------------------------------------------------------------------
 
-CASE_FILES = sorted(p for p in [*glob.glob("/work/shared/cases/ib_*.txt"),
+CASE_FILES = sorted(p for p in [*glob.glob(str(shared_cases() / "ib_*.txt")),
                                 *glob.glob(str(REPO / "tests" / "parsers" / "cases" / "ib_*.txt"))]
                     if Path(p).name.split("__")[0] in ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_write_lat",
                                                        "ib_read_lat", "ib_send_lat"))
@@ -769,8 +769,8 @@ def test_parse_cli_sample(tmp_path, f):
             assert code == 2 and err.count("\n") == 1 and err.startswith("fabtune: error: "), (name, code, err)
 
 
-_SAMPLE_BW = "/work/shared/cases/ib_write_bw__roce_client_MiBsec_new_perftest.txt"
-_SAMPLE_LAT = "/work/shared/cases/ib_read_lat__roce_mtu1024_gid12_cpufreq_warnings.txt"
+_SAMPLE_BW = shared_cases() / "ib_write_bw__roce_client_MiBsec_new_perftest.txt"
+_SAMPLE_LAT = shared_cases() / "ib_read_lat__roce_mtu1024_gid12_cpufreq_warnings.txt"
 
 
 def test_perftest_qpn_leading_zero_no_traceback():
