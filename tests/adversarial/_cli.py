@@ -9,7 +9,9 @@ import os
 import shutil
 import sys
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
@@ -59,6 +61,19 @@ def adv_lab(tmp_path_factory) -> Path:
     """One running lab for this module (this process's TEST_BASE_PORT); yields its inventory dir."""
     with running_lab(tmp_path_factory.mktemp("advlab")) as inv:
         yield inv
+
+
+@contextmanager
+def lab_up(inv: Path) -> Iterator[Path]:
+    """Start a lab for the inventory ``inv`` (on the ports it names), yield ``inv``, stop the lab after."""
+    from tuning.lab import controller
+    from tuning.lab.fabric import fabric_for_inventory
+
+    controller.up(inv / ".state", fabric_for_inventory(inv))
+    try:
+        yield inv
+    finally:
+        controller.down(inv / ".state")
 
 
 def copy_lab_inventory(dest: Path, ports: dict[str, int]) -> Path:

@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.adversarial._cli import cli
+from tests.adversarial._cli import cli, copy_lab_inventory, lab_up
 from tests.conftest import REPO, TEST_BASE_PORT
 
 G = "group_vars/gpu_nodes.yml"
@@ -354,26 +354,10 @@ SEMANTIC = [
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """One lab for this module on BASE+1..4 (nodes) and BASE+11..13 (switches); yields its inventory."""
-    from tuning.lab import controller
-    from tuning.lab.fabric import fabric_for_inventory
-
-    inv = tmp_path_factory.mktemp("t2lab") / "lab"
-    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune*"))
     ports = {"node01": 1, "node02": 2, "node03": 3, "node04": 4, "leaf01": 11, "leaf02": 12, "spine01": 13}
-    hosts = yaml.safe_load((inv / "hosts.yaml").read_text())
-
-    def walk(group: dict) -> None:
-        for name, hv in (group.get("hosts") or {}).items():
-            hv["ansible_port"] = BASE + ports[name]
-        for child in (group.get("children") or {}).values():
-            walk(child)
-    walk(hosts["all"])
-    (inv / "hosts.yaml").write_text(yaml.safe_dump(hosts, sort_keys=False))
-    controller.up(inv / ".state", fabric_for_inventory(inv))
-    try:
+    inv = copy_lab_inventory(tmp_path_factory.mktemp("t2lab") / "lab", {n: BASE + p for n, p in ports.items()})
+    with lab_up(inv):
         yield inv
-    finally:
-        controller.down(inv / ".state")
 
 
 def _node_files(lab: Path) -> dict[str, bytes]:

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.adversarial._cli import copy_lab_inventory
+from tests.adversarial._cli import copy_lab_inventory, lab_up
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.lab
@@ -81,15 +81,8 @@ def _profile(inv: Path, extra: dict) -> None:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    from tuning.lab import controller
-    from tuning.lab.fabric import fabric_for_inventory
-
-    inv = _inventory(tmp_path_factory.mktemp("t3kill") / "lab")
-    controller.up(inv / ".state", fabric_for_inventory(inv))
-    try:
+    with lab_up(_inventory(tmp_path_factory.mktemp("t3kill") / "lab")) as inv:
         yield inv
-    finally:
-        controller.down(inv / ".state")
 
 
 def _sysroot(inv: Path) -> Path:

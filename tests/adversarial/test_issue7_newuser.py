@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.adversarial._cli import assert_one_line, cli, copy_lab_inventory
+from tests.adversarial._cli import assert_one_line, cli, copy_lab_inventory, lab_up
 from tests.conftest import REPO, TEST_BASE_PORT
 
 BASE = int(os.environ.get("T1_LAB_BASE_PORT", TEST_BASE_PORT))
@@ -124,15 +124,8 @@ def test_load_refusal_cross_field_names_file(dead_inv: Path, extra: str, key: st
 @pytest.fixture(scope="module")
 def inv(tmp_path_factory):
     assert os.geteuid() == 0, "the lab tests need root or make test's user namespace (docs/lab.md): run `make test`"
-    from tuning.lab import controller
-    from tuning.lab.fabric import fabric_for_inventory
-
-    d = _copy_inventory(tmp_path_factory.mktemp("t1") / "inv")
-    controller.up(d / ".state", fabric_for_inventory(d))
-    try:
+    with lab_up(_copy_inventory(tmp_path_factory.mktemp("t1") / "inv")) as d:
         yield d
-    finally:
-        controller.down(d / ".state")
 
 
 @pytest.fixture(scope="module")

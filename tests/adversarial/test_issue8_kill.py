@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.adversarial._cli import copy_lab_inventory
+from tests.adversarial._cli import copy_lab_inventory, lab_up
 from tests.conftest import REPO, snapshot_fabric
 
 pytestmark = pytest.mark.lab
@@ -38,19 +38,13 @@ PORTS = {"node01": BASE + 1, "node02": BASE + 2, "node03": BASE + 3, "node04": B
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    from tuning.lab import controller
-    from tuning.lab.fabric import fabric_for_inventory
-
     inv = copy_lab_inventory(tmp_path_factory.mktemp("t3k8") / "lab", PORTS)
     allv = inv / "group_vars" / "all.yml"
     data = yaml.safe_load(allv.read_text())
     data["fabtune_rollout"] = {"serial": [1, 1, "100%"]}
     allv.write_text(yaml.safe_dump(data, sort_keys=False))
-    controller.up(inv / ".state", fabric_for_inventory(inv))
-    try:
+    with lab_up(inv):
         yield inv
-    finally:
-        controller.down(inv / ".state")
 
 
 def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
