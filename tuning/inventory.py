@@ -225,9 +225,21 @@ def _hosts_file(path: str | Path) -> Path:
 
 
 def _device(tree: Tree, cache: VarsCache, host: str, role_of: dict, mixed: set[str]) -> Device:
-    groups = tree.groups_of(host)
-    model = ROLE_GROUPS[role_of[host]]
     vars_, sources, scopes = host_vars(tree, cache, host)
+    return _build(cache.inv, host, tree.groups_of(host), role_of[host], (vars_, sources, scopes), mixed)
+
+
+def _build(inv: Path, host: str, groups: list[str], role_group: str, layered: tuple[dict, dict, dict],
+           mixed: set[str]) -> Device:
+    """One validated Device from a host's merged variables: the ONE validation path of :func:`load`
+    (files on disk) and :func:`device_from_vars` (Ansible's resolved hostvars).
+
+    Args:
+        layered: (vars, key -> file that set it, key -> group that set it or None for the host).
+        mixed: groups whose hosts have both roles (a key of the other role set there is ignored).
+    """
+    vars_, sources, scopes = layered
+    model = ROLE_GROUPS[role_group]
     _check_keys(model.model_fields["role"].default, vars_, (sources, scopes), host, mixed)
     fields = {k: v for k, v in vars_.items() if k in model.model_fields and k != "role"}
     try:
@@ -237,7 +249,7 @@ def _device(tree: Tree, cache: VarsCache, host: str, role_of: dict, mixed: set[s
     if isinstance(spec, NodeSpec):  # a setting the profile gives twice, named with the file that set it
         for key, problem in overlaps(spec.kernel, spec.cpu, spec.sysctl):
             raise InputError(sources.get(key.split(".")[0], "inventory"), key, f"{problem} (host {host})")
-    return Device(host, groups, _connection(cache.inv, host, vars_, sources), spec, sources)
+    return Device(host, groups, _connection(inv, host, vars_, sources), spec, sources)
 
 
 def load(path: str | Path) -> Inventory:
@@ -286,7 +298,11 @@ def _policy(tree: Tree, cache: VarsCache, hosts: list[str]) -> RolloutPolicy:
         found = found or (vars_[POLICY_KEY], sources[POLICY_KEY])
     if found is None:
         return RolloutPolicy()
-    value, src = found
+    return _validate_policy(*found)
+
+
+def _validate_policy(value: object, src: str) -> RolloutPolicy:
+    """``fabtune_rollout``'s value as a RolloutPolicy. Raises InputError naming ``src`` and the key."""
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise InputError(src, POLICY_KEY, f"{value!r:.60} is not a mapping of policy keys; allowed keys: "
                          f"{', '.join(RolloutPolicy.model_fields)}")
@@ -308,3 +324,7 @@ def resolved_vars(path: str | Path) -> dict[str, dict]:
     tree = parse_tree(hosts_file)
     cache = VarsCache(hosts_file.parent)
     return {host: host_vars(tree, cache, host)[0] for host in tree.inline}
+
+
+# Ansible's resolved variables -> Devices (the Ansible front end): tuning.inventory_vars, re-exported here
+from tuning.inventory_vars import FRONT_END_KEYS, device_from_vars, from_hostvars, policy_of_vars  # noqa: E402,F401

@@ -31,20 +31,21 @@ VENV_PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '
 
 
 def run_playbook(inv: Path, work: Path, cmdline: str = "") -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
-    """Run ``playbooks/tune.yml`` with ansible-runner.
+    """Run ``playbooks/tune.yml`` (tags mtu and sysctl, unverified) with ansible-runner.
 
     Returns:
         (host -> changes of every task, in task order; host -> each task's ``diff`` entries).
     """
     work.mkdir()
     r = ansible_runner.run(private_data_dir=str(work), project_dir=str(REPO), playbook="playbooks/tune.yml",
-                           inventory=str(inv), limit=",".join(NODES), cmdline=cmdline, quiet=True,
-                           envvars={"PATH": VENV_PATH}, extravars={"fabtune_journal_dir": str(work / "journal")})
+                           inventory=str(inv), limit=",".join(NODES), cmdline=f"--tags mtu,sysctl {cmdline}", quiet=True,
+                           envvars={"PATH": VENV_PATH}, extravars={"fabtune_journal_dir": str(work / "journal"),
+                                                                    "fabtune_verify": False})
     assert (r.status, r.rc) == ("successful", 0), r.stdout.read()
     changes: dict[str, list[dict]] = {}
     diffs: dict[str, list[dict]] = {}
     for ev in r.events:
-        if ev.get("event") == "runner_on_ok":
+        if ev.get("event") == "runner_on_ok" and ev["event_data"].get("task_action") == "fabtune_tune":
             host, res = ev["event_data"]["host"], ev["event_data"]["res"]
             assert res["changed"] is bool(res["changes"])
             changes.setdefault(host, []).extend(res["changes"])
@@ -80,7 +81,8 @@ def test_check_diff_parity_then_apply_then_idempotent(lab_inventory: Path, tmp_p
         assert (root / "proc/sys/net/ipv4/conf/all/arp_announce").read_text().strip() == "2"
     untouched = lab_inventory / ".state" / "nodes" / "node03" / "sysroot" / "sys/class/net/enp12s0np0/mtu"
     assert untouched.read_text().strip() == "1500"  # outside the limit
-    assert len(list((tmp_path / "apply" / "journal").glob("*.json"))) == 2 * len(NODES)  # one per task and host
+    runs = list((tmp_path / "apply" / "journal").glob("*.json"))
+    assert len(runs) == 1  # one run (one journal) for every host and task of the playbook
 
     again, _ = run_playbook(lab_inventory, tmp_path / "again")
     assert again == {host: [] for host in want}
@@ -93,20 +95,22 @@ def test_syntax_check() -> None:
     assert "playbook: playbooks/tune.yml" in res.stdout
 
 
-def test_core_error_is_a_one_line_task_failure(tmp_path: Path) -> None:
-    """A TuningError (here: the inventory's known_hosts file is missing, no lab) fails the task."""
+def test_connect_error_is_a_one_line_unreachable_host(tmp_path: Path) -> None:
+    """A ConnectError (here: the inventory's known_hosts file is missing, no lab) makes the host
+    UNREACHABLE with the core's one line, as Ansible reports an SSH failure; exit 4."""
     inv = tmp_path / "inventory"
     shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     res = subprocess.run([str(PLAYBOOK_BIN), "-i", str(inv), "playbooks/tune.yml", "--check", "--limit", "node01"],
                          cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert res.returncode == 2
+    assert res.returncode == 4, res.stdout[-2000:]
     known_hosts = inv / ".state" / "ssh" / "known_hosts"
-    assert ('fatal: [node01]: FAILED! => {"changed": false, "msg": "node01: cannot read known_hosts '
-            f'{known_hosts}: No such file or directory"}}') in res.stdout
+    assert ('fatal: [node01]: UNREACHABLE! => {"changed": false, "msg": "node01: cannot read known_hosts '
+            f'{known_hosts}: No such file or directory", "unreachable": true}}') in res.stdout
 
 
 def test_diff_entries_show_key_lines_and_whole_files() -> None:
-    spec = importlib.util.spec_from_file_location("fabtune_tune", REPO / "playbooks/action_plugins/fabtune_tune.py")
+    sys.path.insert(0, str(REPO / "playbooks" / "action_plugins"))
+    spec = importlib.util.spec_from_file_location("_fabtune_common", REPO / "playbooks/action_plugins/_fabtune_common.py")
     plugin = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plugin)
     changes = [{"device": "node01", "domain": "mtu", "key": "mtu/enp12s0np0", "before": "1500", "after": "9000"},

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -50,15 +51,22 @@ class Journal:
     path: Path
     data: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    #: written by several processes at once (the Ansible front end's forked workers): every save
+    #: takes an ``flock`` on ``<run_id>.json.lock``, re-reads the file and keeps its device records
+    #: (each process updates its own devices), so no process's update is lost; False (the Nornir
+    #: engine, one process): plain atomic writes, as fast as before
+    shared: bool = False
 
     @classmethod
-    def create(cls, journal_dir: Path, inventory: str, mode: str, run_id: str | None = None) -> "Journal":
-        """Start a new journal (written at once). ``inventory`` is stored as an absolute path."""
+    def create(cls, journal_dir: Path, inventory: str, mode: str, run_id: str | None = None,
+               shared: bool = False) -> "Journal":
+        """Start a new journal (written at once). ``inventory`` is stored as an absolute path;
+        ``shared``: see the attribute."""
         run_id = run_id or new_run_id()
         inventory = str(Path(inventory).resolve())
         j = cls(journal_dir / f"{run_id}.json", {
             "run_id": run_id, "inventory": inventory, "mode": mode, "stage": "validate",
-            "outcome": None, "started": time.time(), "devices": {}, "verify": {}, "events": []})
+            "outcome": None, "started": time.time(), "devices": {}, "verify": {}, "events": []}, shared=shared)
         j.save()
         return j
 
@@ -95,15 +103,50 @@ class Journal:
         return self.data["devices"].setdefault(name, {})
 
     def update(self, name: str, **fields: object) -> None:
-        """Set fields of one device's record and save at once (safe from the fan-out threads)."""
+        """Set fields of one device's record and save at once (safe from the fan-out threads and,
+        when :attr:`shared`, from other processes)."""
+        if self.shared:
+            self._save_shared(name, fields)
+            return
         with self._lock:
             self.data["devices"].setdefault(name, {}).update(fields)
         self.save()
 
     def save(self) -> None:
-        """Atomic write (tmp file + rename), serialised across threads."""
+        """Atomic write (tmp file + rename), serialised across threads (and processes when :attr:`shared`)."""
+        if self.shared:
+            self._save_shared()
+            return
         with self._lock:
             _write_private(self.path, json.dumps(self.data, indent=2, sort_keys=True, default=str) + "\n")
+
+    def _save_shared(self, name: str | None = None, fields: dict | None = None) -> None:
+        """Under the flock of ``<run_id>.json.lock``: merge every device record of the file into
+        this process's (the file's keys win: other processes' updates; records and keys only this
+        process holds stay: a snapshot being written), set ``fields`` on ``name``'s, write
+        atomically. The rest of the document is this process's own (one process at a time drives a
+        run's stages)."""
+        with self._lock, _flocked(self.path.with_name(self.path.name + ".lock")):
+            disk, _ = read_doc(self.path)
+            if disk is not None:
+                mine = self.data["devices"]
+                for dev, rec in disk["devices"].items():
+                    mine[dev] = {**mine.get(dev, {}), **rec}
+            if name is not None:
+                self.data["devices"].setdefault(name, {}).update(fields or {})
+            _write_private(self.path, json.dumps(self.data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+@contextlib.contextmanager
+def _flocked(path: Path):
+    """Hold an exclusive ``flock(2)`` on ``path`` (created ``0600``) for the block."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -95,6 +95,10 @@ class RunLock:
     take_over_run: str | None = None  # rollback RUN_ID may take over the stale lock of RUN_ID
     wait_s: float = 0.0  # wait this long for a live holder to end (the Ansible front end's hosts)
     held: bool = False
+    #: the process the lock names as its holder (None: this one). The Ansible front end names the
+    #: ``ansible-playbook`` process, which outlives the worker that takes the lock: the stale-lock
+    #: rules then judge the playbook run itself
+    pid: int | None = None
 
     def describe(self, info: dict) -> str:
         """``run R (rollout, pid 4242 on ctl01, since 10:15:00 UTC)``."""
@@ -127,7 +131,7 @@ class RunLock:
             self.path.unlink(missing_ok=True)  # stale and safe: take it over
 
     def _create(self) -> bool:
-        doc = {"run_id": self.run_id, "pid": os.getpid(), "host": socket.gethostname(), "mode": self.mode,
+        doc = {"run_id": self.run_id, "pid": self.pid or os.getpid(), "host": socket.gethostname(), "mode": self.mode,
                "started": time.time(), "journal": str(self.journal.resolve())}
         try:
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -179,7 +183,7 @@ class RunLock:
             info = json.loads(self.path.read_text())
         except (OSError, ValueError):
             return
-        if isinstance(info, dict) and info.get("run_id") == self.run_id and info.get("pid") == os.getpid():
+        if isinstance(info, dict) and info.get("run_id") == self.run_id and info.get("pid") == (self.pid or os.getpid()):
             self.path.unlink(missing_ok=True)
 
     def __enter__(self) -> "RunLock":

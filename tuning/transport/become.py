@@ -24,6 +24,7 @@ import os
 import re
 import shlex
 from dataclasses import dataclass, field
+from typing import Callable
 
 from pathlib import Path
 
@@ -43,6 +44,10 @@ VAULT_FILE_ENV = "ANSIBLE_VAULT_PASSWORD_FILE"
 VAULT_KEY = "__ansible_vault"
 #: inventory keys this module reads
 KEYS = ("ansible_become", "ansible_become_method", "ansible_become_user") + PASSWORD_KEYS
+#: (issue 9, Ansible front end) a function ``ciphertext -> password`` a front end registers to decrypt
+#: vault values with its own secrets (``ansible-playbook --vault-id``/``--ask-vault-pass``: the Ansible
+#: plugins register Ansible's own VaultLib); tried before ``ANSIBLE_VAULT_PASSWORD_FILE``; None: unused
+decrypt_hook: Callable[[str], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,12 @@ def password(vault: str | None, host: str) -> str | None:
     env = os.environ.get(PASSWORD_ENV)
     if env or vault is None:
         return env or None
+    if decrypt_hook is not None:  # a front end decrypting with its own vault secrets (Ansible's)
+        try:
+            return decrypt_hook(vault)
+        except Exception:  # its text may quote the data: never passed on
+            raise ConnectError("cannot decrypt ansible_become_password with the playbook's vault secrets",
+                               host=host, phase="connect") from None
     path = os.environ.get(VAULT_FILE_ENV)
     if not path:
         raise ConnectError(f"ansible_become_password is vault-encrypted: set {VAULT_FILE_ENV} "

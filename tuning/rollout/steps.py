@@ -1,0 +1,383 @@
+"""A rollout cut into stages a front end drives one at a time (the Ansible playbooks): the same
+engine as ``fabtune rollout``, with the run's state kept in its journal between stages.
+
+Stages (each may run in another process: Ansible forks a worker per host and task):
+
+- :func:`begin` (once): the whole inventory validated, the inventory's lock taken in the name of
+  the front end's long-lived process (``holder_pid``: the ``ansible-playbook`` process, so the
+  stale-lock rules of :mod:`tuning.rollout.lock` judge the playbook run), every selected device
+  collected and planned, batches cut as the front end will run them, the push order checked against
+  the front end's play order, the journal created (``engine``, policy, batches, each device's plan
+  and connection facts) and, for a verified run, the baseline measured.
+- :func:`push` (per device and task): collect, plan, journal the snapshot BEFORE the first write,
+  apply with read back (switches with commit-confirm); a failed device is restored at once.
+- :func:`tuning.rollout.steps_verify.verify_batch` (once per batch): verify the batch as the engine
+  does, confirm its switches, or restore it and halt.
+- :func:`end` (once): outcome, baseline merge, lock released.
+
+Check mode (``check``): :func:`begin` and :func:`push` plan only, nothing is written on a device
+and no journal is created (the lock is held meanwhile, as ``fabtune plan`` holds it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from tuning import node as node_mod
+from tuning.errors import InputError, TuningError
+from tuning.inventory import Device, Inventory
+from tuning.model.policy import RolloutPolicy, parse_serial
+from tuning.rollout import engine, switch_ops
+from tuning.rollout.batch_run import journal_batches
+from tuning.rollout.batches import plan_batches
+from tuning.rollout.fanout import _within
+from tuning.rollout.journal import DEFAULT_DIR, Journal, connection_record, new_run_id, save_baseline
+from tuning.rollout.lock import RunLock, lock_path
+from tuning.rollout.rollback import restore_touched
+from tuning.verify.runner import PairResult, Thresholds, as_baseline
+
+Progress = Callable[[str], None]
+#: the play orders a front end may run: all switches before the node batches, or after them
+PLAY_ORDERS = ("switches-first", "nodes-first")
+#: effects (:attr:`tuning.node.base.Change.effect`) a front end reports as facts
+EFFECTS = ("reboot_required", "pending_reset")
+
+
+@dataclass
+class StepOptions:
+    """What every stage of one front-end run shares.
+
+    Attributes:
+        journal_dir: where the run's journal goes (default ``.fabtune/journal``, as the CLI).
+        verify: verify each batch with RDMA tests (a rollout), else only confirm (an apply).
+        confirm_s: switch commit-confirm window (s); None: derived (:func:`engine.confirm_window`).
+        allow_firmware: push firmware burns (``fw/`` keys); refused without it (exit 2).
+        domains: the domains of this run (None: all); a front end's tags.
+        rails: verify on these rails only (None: every rail).
+        serial: the front end's batch sizes (Ansible's ``serial``; None: the policy's).
+        max_fail_percentage: the front end's cap (None: the policy's).
+        check: plan only (Ansible's check mode).
+        workers: parallel devices in begin's collect and the verification.
+    """
+
+    journal_dir: Path = DEFAULT_DIR
+    verify: bool = True
+    confirm_s: int | None = None
+    allow_firmware: bool = False
+    domains: set[str] | None = None
+    rails: tuple[int, ...] | None = None
+    serial: str | None = None
+    max_fail_percentage: int | float | None = None
+    check: bool = False
+    workers: int = 20
+    thresholds: Thresholds | None = field(default=None)
+
+    def policy(self, inv: Inventory) -> RolloutPolicy:
+        """The run's policy: the inventory's, with the front end's serial and cap; nodes batched in the
+        front end's host order (``batch_by: none``: Ansible cuts ``serial`` batches in inventory order).
+
+        Raises:
+            InputError: a serial or cap outside its range (names ``fabtune_serial`` / ``fabtune_max_fail_percentage``).
+        """
+        try:
+            serial = parse_serial(self.serial) if self.serial is not None else None
+        except InputError as e:
+            raise InputError("fabtune_serial", str(self.serial), e.problem) from None
+        return inv.policy.override(serial=serial, batch_by="none", max_fail_percentage=self.max_fail_percentage)
+
+    def engine_options(self, inv: Inventory) -> engine.Options:
+        """The engine's Options for this run (mode ``rollout`` when verified, else ``apply``)."""
+        policy = self.policy(inv)
+        th = self.thresholds or Thresholds(**policy.thresholds.model_dump())
+        return engine.Options(mode="rollout" if self.verify else "apply", journal_dir=self.journal_dir,
+                              confirm_s=self.confirm_s, verify=self.verify, thresholds=th, workers=self.workers,
+                              domains=self.domains, rails=self.rails, allow_firmware=self.allow_firmware,
+                              policy=policy)
+
+
+def _reads(domains: set[str] | None) -> set[str] | None:
+    """The node domains to read for a plan of ``domains``: every one for the ``files`` domain (its
+    files are built from the other domains' plans: a files-only read cannot plan it), else those."""
+    return None if domains is None or "files" in domains else domains
+
+
+def _selected(inv: Inventory, hosts: list[str]) -> list[Device]:
+    """The inventory's devices among ``hosts``, in the front end's order (nodes first, as played)."""
+    devs = [inv.devices[h] for h in hosts if h in inv.devices]
+    return [d for d in devs if d.role == "node"] + [d for d in devs if d.role == "switch"]
+
+
+def _check_order(batches: list, play_order: str) -> None:
+    """Refuse a play order the plan makes unsafe (:func:`tuning.rollout.batches.phases`).
+
+    Raises:
+        InputError: one line naming the rule and how to split the run.
+    """
+    if play_order not in PLAY_ORDERS:
+        raise InputError("play_order", play_order, f"allowed: {', '.join(PLAY_ORDERS)}")
+    for b in batches:
+        if len(b.phases) == 2 and (b.phases[0][0] in b.nodes) != (play_order == "nodes-first"):
+            raise InputError("play order", play_order, f"unsafe for this plan: {b.order}; push the two "
+                             "groups in separate runs in that order (e.g. --tags for the node domains, then "
+                             "--tags switch), nothing was pushed")
+
+
+def begin(inv: Inventory, hosts: list[str], opts: StepOptions, holder_pid: int, run_id: str | None = None,
+          play_order: str = "switches-first", progress: Progress = lambda m: None) -> dict:
+    """Start a run (module docstring).
+
+    Args:
+        hosts: the selected hosts in the front end's order (Ansible's play hosts after ``--limit``).
+        holder_pid: the process the lock names (the ``ansible-playbook`` process).
+        run_id: the run's id (None: a new one).
+        play_order: whether the front end pushes every switch before the node batches.
+
+    Returns:
+        ``{"run_id", "check", "confirm_s", "batches": [{"index", "nodes", "switches", ...}],
+        "changes": {device: [change dicts]}, "baseline_pairs": int, "unreachable_hosts": [devices
+        that did not answer: left out of the run, each reported by its own push]}``.
+
+    Raises:
+        InputError: bad options, an unsafe play order, a firmware burn not allowed, no pair to verify with.
+        LockError: another run holds the inventory.  ConnectError: a device did not answer.
+    """
+    eopts = opts.engine_options(inv)
+    devices = _selected(inv, hosts)
+    run_id = run_id or new_run_id()
+    lock = RunLock(lock_path(inv.path), run_id, "plan" if opts.check else eopts.mode,
+                   opts.journal_dir / f"{run_id}.json", pid=holder_pid).acquire()
+    s = engine.Session(inv, devices, opts.workers, eopts.policy)
+    try:
+        gone = _open_reachable(s)
+        s.states = engine._collect(s, _reads(opts.domains))
+        plans = engine._plan(s, s.states, opts.domains)
+        batches = plan_batches(inv, devices, eopts.policy, plans)
+        _check_order(batches, play_order)
+        out = {"run_id": run_id, "check": opts.check, "confirm_s": None, "baseline_pairs": 0,
+               "unreachable_hosts": gone,
+               "batches": [b.as_dict() for b in batches],
+               "changes": {n: [c.as_dict() for c in ch] for n, ch in plans.items() if ch}}
+        if opts.check:
+            return out
+        engine._refuse_firmware(plans, opts.allow_firmware)
+        r = engine.Run(run_id, None, None, eopts.policy, batches)
+        if opts.verify:
+            r.pairs = engine.verify_pairs(inv, opts.rails)
+            r.batch_pairs = {b.index: engine.verify_pairs(inv, opts.rails, b.devices) for b in batches}
+            every = [p for b in batches for p in r.batch_pairs[b.index]]  # switches outlast every batch
+            out["confirm_s"] = engine.confirm_window(eopts, every, len(devices),
+                                                     extra_s=engine.incast_bound(inv, eopts) * len(batches))
+        j = _create_journal(s, inv, eopts, plans, r)
+        if opts.verify:
+            j.stage("baseline")
+            _, before = engine.verify_fabric(s, eopts, None, progress, engine.baseline_pairs(r))
+            j.data["verify"]["before"] = [x.__dict__ for x in before]
+            out["baseline_pairs"] = len(before)
+        j.data["ansible"]["confirm_s"] = out["confirm_s"]
+        j.stage("apply")
+        return out
+    except BaseException:
+        lock.release()
+        raise
+    finally:
+        s.close()
+
+
+def _open_reachable(s: engine.Session) -> list[str]:
+    """Connect the session's devices in parallel; those that do not answer (ConnectError,
+    DeviceTimeout) are dropped from the session and returned: the front end reports each one
+    unreachable from its own task, and the run goes on without them (as a batch's unreachable
+    devices). Any other error closes the session and is raised."""
+    from tuning.rollout.batch_run import unreachable
+    from tuning.rollout.fanout import fan_out, nornir_for, outcomes
+
+    def connect(dev: Device):
+        return _connect(dev, s.timeouts.connect_s)
+    ok, failed = outcomes(fan_out(s.nr, connect, "connect"))
+    for name, conn in ok.items():
+        (s.nodes if s.inv.devices[name].role == "node" else s.switches)[name] = conn
+    bad = {n: e for n, e in failed.items() if not unreachable(e)}
+    if bad:
+        s.close()
+        raise next(iter(bad.values()))
+    s.devices = [d for d in s.devices if d.name not in failed]
+    s.nr = nornir_for(s.devices, len(s.devices) or 1)
+    return sorted(failed)
+
+
+def _create_journal(s: engine.Session, inv: Inventory, eopts: engine.Options, plans: dict,
+                    r: engine.Run) -> Journal:
+    """The run's journal, as the engine's snapshot writes it (:func:`engine._snapshot`), plus
+    ``engine: ansible`` and the front end's state (``ansible``: confirm window, measured pairs,
+    leaves no incast has proven yet)."""
+    j = Journal.create(eopts.journal_dir, str(inv.path), eopts.mode, r.run_id, shared=True)
+    for dev in s.devices:
+        rec = j.device(dev.name)
+        rec.update({"role": dev.role, "platform": getattr(dev.spec, "platform", "linux"),
+                    "connection": connection_record(dev), "changes": [c.as_dict() for c in plans[dev.name]]})
+        if dev.role == "switch":
+            rec["revision_before"] = switch_ops.revision(s.states[dev.name])
+    journal_batches(j, r.batches)
+    j.data.update(engine="ansible", policy=eopts.policy.model_dump(mode="json"),
+                  ansible={"confirm_s": None, "measured": [], "incast_pending": [], "verify": eopts.verify})
+    j.stage("snapshot")
+    return j
+
+
+def open_journal(journal_dir: Path, run_id: str) -> Journal:
+    """A front-end run's journal, for updates from several processes (:attr:`Journal.shared`).
+
+    Raises:
+        InputError: no such run, or not a run :func:`begin` started (no ``ansible`` state).
+    """
+    j = Journal.load(journal_dir, run_id)
+    if not isinstance(j.data.get("ansible"), dict):
+        raise InputError("fabtune_run_id", run_id, "not a run begun by the playbooks' begin stage")
+    j.shared = True
+    return j
+
+
+def _connect(dev: Device, timeout_s: float):
+    """An open SshHost or switch driver, within ``timeout_s`` (DeviceTimeout past it). Raises ConnectError."""
+    def one():
+        from tuning.transport.ssh import SshHost
+
+        return switch_ops.open_driver(dev) if dev.role == "switch" else SshHost(dev.name, dev.connection)
+    return _within(one, dev.name, "connect", timeout_s)
+
+
+def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | None,
+         progress: Progress = lambda m: None) -> dict:
+    """Plan (check mode) or push one device's changes of ``opts.domains`` (module docstring).
+
+    Returns:
+        ``{"changes": [change dicts], "effects": {"reboot_required": bool, "pending_reset": bool},
+        "pushed": bool}``; ``changes`` are the planned ones in check mode, else the applied ones.
+
+    Raises:
+        ConnectError / DeviceTimeout: the device did not answer (a timed-out push is journaled
+            ``pushing``: ``fabtune rollback RUN_ID`` restores it).
+        InputError: the inventory asks for what the device cannot take; a firmware burn not allowed.
+        CommandError / VerifyError / CommitError / CandidateError: the push failed; the device
+            was restored at once (a RollbackError when that failed too).
+    """
+    t = policy.timeouts
+    conn = _connect(dev, t.connect_s)
+    try:
+        if dev.role == "node":
+            state = _within(lambda: node_mod.collect(conn, dev, _reads(opts.domains)), dev.name, "collect",
+                            t.collect_s)
+            changes = [c for c in node_mod.plan(dev, state) if opts.domains is None or c.domain in opts.domains]
+        else:
+            state = _within(lambda: switch_ops.collect(conn, dev), dev.name, "collect", t.collect_s)
+            changes = [c for c in switch_ops.plan(dev, state)
+                       if opts.domains is None or c.domain in opts.domains]
+        effects = {e: any(c.effect == e for c in changes) for e in EFFECTS}
+        if opts.check or not changes:
+            return {"changes": [c.as_dict() for c in changes], "effects": effects, "pushed": False}
+        engine._refuse_firmware({dev.name: changes}, opts.allow_firmware)
+        if run_id is None:
+            raise InputError("fabtune_run_id", "-", "no run id: the playbook's begin stage must run first")
+        j = open_journal(opts.journal_dir, run_id)
+        applied = _apply(conn, dev, changes, j, state, t.apply_s, progress)
+        return {"changes": applied, "effects": effects, "pushed": True}
+    finally:
+        conn.close()
+
+
+def _apply(conn, dev: Device, changes: list, j: Journal, state, apply_s: float, progress: Progress) -> list[dict]:
+    """Journal the snapshot, push with read back, journal the outcome; restore at once on failure."""
+    rec = j.device(dev.name)
+    planned = [c.as_dict() for c in changes]
+    domains = {c.domain for c in changes}
+    others = [c for c in rec.get("changes") or [] if c.get("domain") not in domains]
+    snap = {"role": dev.role, "platform": getattr(dev.spec, "platform", "linux"),
+            "connection": connection_record(dev), "changes": others + planned, "state": "pushing"}
+    if dev.role == "switch" and "revision_before" not in rec:
+        snap["revision_before"] = switch_ops.revision(state)
+    j.update(dev.name, **snap)  # BEFORE the first write: a killed worker leaves a restorable journal
+    before = list(rec.get("applied") or [])
+    try:
+        if dev.role == "node":
+            done = [c.as_dict() for c in _within(lambda: node_mod.apply(conn, dev, changes), dev.name, "apply", apply_s)]
+            engine.pause_for_test("apply-node", j.run_id)
+            j.update(dev.name, state="applied", applied=before + done)
+            return done
+        window = j.data["ansible"].get("confirm_s")
+        rev = _within(lambda: switch_ops.apply(conn, dev, changes, window, j.device(dev.name)["revision_before"]),
+                      dev.name, "apply", apply_s)
+        j.update(dev.name, state="applied" if rev else "unchanged", revision=rev, applied=before + planned if rev else before)
+        engine.pause_for_test("apply-switch", j.run_id)
+        return planned if rev else []
+    except TuningError as e:
+        from tuning.rollout.batch_run import unreachable
+
+        if unreachable(e):
+            raise  # no answer: left for `fabtune rollback RUN_ID` (journaled `pushing`)
+        j.update(dev.name, state="failed", applied=before + [c.as_dict() for c in getattr(e, "applied", [])],
+                 reset=bool(getattr(e, "reset", False)))
+        restore_touched(j, {dev.name: conn}, progress, only={dev.name})
+        raise
+
+
+def end(inv: Inventory, opts: StepOptions, run_id: str, progress: Progress = lambda m: None) -> dict:
+    """End a run: its outcome (``kept`` verified, ``applied`` unverified, ``no-change``; a halted run
+    keeps the outcome its gate wrote), the baseline merged with the final results of a verified
+    run, the lock released.
+
+    Returns:
+        ``{"run_id", "outcome", "not_run": [devices never pushed]}``.
+    """
+    try:
+        if opts.check:
+            return {"run_id": run_id, "outcome": "planned", "not_run": []}
+        j = open_journal(opts.journal_dir, run_id)
+        pushed = [n for n, rec in j.data["devices"].items() if rec.get("state")]
+        planned = [n for n, rec in j.data["devices"].items() if rec.get("changes")]
+        if j.data.get("outcome") is None:
+            done = [b for b in j.data.get("batches", []) if b["outcome"] == "kept"]
+            verified = j.data["ansible"].get("verify")
+            j.data["outcome"] = ("no-change" if not pushed and not planned else
+                                 ("kept" if verified else "applied") if len(done) == len(j.data["batches"])
+                                 else "halted" if done else "failed")
+            after = j.data["verify"].get("after") or []
+            if j.data["outcome"] in ("kept", "applied"):
+                j.data["findings"] = _findings_after(inv, opts, pushed)
+            if verified and after and j.data["outcome"] == "kept":
+                save_baseline(opts.journal_dir, inv.path, as_baseline([PairResult(**x) for x in after]),
+                              {p.name for p in engine.verify_pairs(inv, None)})
+            j.stage("done", "ansible end")
+        return {"run_id": run_id, "outcome": j.data["outcome"], "not_run": sorted(set(planned) - set(pushed))}
+    finally:
+        release(inv.path, run_id)
+
+
+def _findings_after(inv: Inventory, opts: StepOptions, pushed: list[str]) -> list[dict]:
+    """The pushed nodes' findings as the run left them (as the engine's report: a node read again,
+    :func:`tuning.node.findings`), journaled so ``fabtune report RUN_ID`` shows them."""
+    nodes = [inv.devices[n] for n in pushed if n in inv.devices and inv.devices[n].role == "node"]
+    if not nodes:
+        return []
+    s = engine.Session(inv, nodes, opts.workers, inv.policy)
+    try:
+        s.open()
+        return engine._findings(s, engine._collect(s, _reads(opts.domains)), opts.domains)
+    except TuningError as e:  # a node gone since its push: the run's outcome stands, the report says so
+        return [{"device": e.host or "run", "domain": "run", "code": "findings-unread",
+                 "message": f"findings not read after the run: {e}", "evidence": ""}]
+    finally:
+        s.close()
+
+
+def release(inv_path: Path, run_id: str) -> None:
+    """Give back the inventory's lock if ``run_id`` holds it (whatever process took it)."""
+    path = lock_path(inv_path)
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(info, dict) and info.get("run_id") == run_id:
+        path.unlink(missing_ok=True)

@@ -1,0 +1,155 @@
+"""The batch gate of a staged run (:mod:`tuning.rollout.steps`): verify one batch the way the
+engine does (:mod:`tuning.rollout.batch_run`), then confirm the batch's switches, or restore the
+batch (every batch with ``on_regression: restore-all``), verify the restored pairs and halt.
+
+The engine keeps a rollout's state in memory (:class:`tuning.rollout.engine.Run`); a front end
+runs each batch's gate in a new process, so :func:`verify_batch` rebuilds that state from the
+journal (batches, each device's plan, the baseline, the pairs measured so far and the leaves no
+incast has proven yet, kept under the journal's ``ansible`` key) and writes it back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Callable
+
+from tuning.errors import InputError
+from tuning.inventory import Inventory
+from tuning.node.base import Change
+from tuning.rollout import engine, switch_ops
+from tuning.rollout.batch_run import Measured, _sync, _verify_batch, halt, missing_pairs, pair_devices
+from tuning.rollout.batches import Batch
+from tuning.rollout.journal import Journal
+from tuning.rollout.steps import StepOptions, open_journal, release
+from tuning.verify.runner import PairResult, as_baseline
+
+Progress = Callable[[str], None]
+
+
+def _current(j: Journal, active: list[str]) -> Batch:
+    """The batch the front end is gating: the first not yet run whose nodes hold every ``active``
+    host (Ansible's ``ansible_play_batch``: the batch's hosts that did not fail).
+
+    Raises:
+        InputError: no such batch (the front end cut other batches than begin planned).
+    """
+    fields = ("index", "nodes", "switches", "phases", "why", "order")
+    for rec in j.data.get("batches", []):
+        if rec["outcome"] == "not-run" and set(active) <= set(rec["nodes"]) | set(rec["switches"]):
+            return Batch(**{k: rec[k] for k in fields})
+    raise InputError("ansible_play_batch", ",".join(active)[:80], "is no batch this run planned (begin cut "
+                     "its batches with fabtune_serial; the play's serial must be the same)")
+
+
+def _run_state(j: Journal, inv: Inventory, eopts: engine.Options, b: Batch) -> engine.Run:
+    """The engine's :class:`~tuning.rollout.engine.Run` of this run, rebuilt from the journal."""
+    fields = ("index", "nodes", "switches", "phases", "why", "order")
+    batches = [Batch(**{k: rec[k] for k in fields}) for rec in j.data["batches"]]
+    r = engine.Run(j.run_id, None, j.data["ansible"].get("confirm_s"), eopts.policy, batches, current=None)
+    r.current = next(x for x in batches if x.index == b.index)
+    r.changed = {n for n, rec in j.data["devices"].items() if rec.get("changes")}
+    r.incast_pending = set(j.data["ansible"].get("incast_pending") or [])
+    r.measured = [Measured(**m) for m in j.data["ansible"].get("measured") or []]
+    if eopts.verify:
+        r.pairs = engine.verify_pairs(inv, eopts.rails)
+        r.batch_pairs = {x.index: engine.verify_pairs(inv, eopts.rails, x.devices) for x in batches}
+        for p in [*r.pairs, *(p for ps in r.batch_pairs.values() for p in ps)]:
+            r.pair_devs[p.name] = pair_devices(p)
+    return r
+
+
+def _report(j: Journal, eopts: engine.Options, gone: list[str]) -> engine.RunReport:
+    """A RunReport holding what the journal says so far (the engine's functions fill it further)."""
+    rep = engine.RunReport(j.run_id, eopts.mode, outcome="applied")
+    rep.policy = j.data.get("policy")
+    rep.batches = [{k: v for k, v in rec.items() if k in ("index", "nodes", "switches", "phases", "why", "order")}
+                   for rec in j.data["batches"]]
+    rep.changes = {n: rec["changes"] for n, rec in j.data["devices"].items() if rec.get("changes")}
+    rep.errors = {n: "failed (restored at once)" for n, rec in j.data["devices"].items() if rec.get("state") == "failed"}
+    rep.unreachable = list(gone)
+    rep.verify_after = list(j.data["verify"].get("after") or [])
+    rep.incast = list(j.data.get("incast") or [])
+    return rep
+
+
+def verify_batch(inv: Inventory, opts: StepOptions, run_id: str, active: list[str],
+                 progress: Progress = lambda m: None) -> dict:
+    """Gate one batch (module docstring).
+
+    Args:
+        active: the batch's hosts still in play (Ansible's ``ansible_play_batch``).
+
+    Returns:
+        ``{"batch": index, "ok": bool, "outcome": "kept" | "halted" | "rolled-back", "pairs": n,
+        "restored": [devices], "restored_verified": bool | None, "reasons": [one line per failed pair]}``.
+
+    Raises:
+        InputError: not a batch of this run.  RollbackError: restoring the batch failed.
+    """
+    eopts = opts.engine_options(inv)
+    j = open_journal(opts.journal_dir, run_id)
+    b = _current(j, active)
+    r = _run_state(j, inv, eopts, b)
+    rec = j.data["batches"][b.index - 1]
+    gone = sorted(n for n in b.nodes if n not in active and j.device(n).get("state") != "failed")
+    rec["failed"] = sorted(n for n in b.devices if j.device(n).get("state") == "failed")
+    rec["unreachable"] = gone
+    scope = {n for x in r.batches[:b.index] for n in x.devices} if eopts.policy.on_regression == "restore-all" \
+        else set(b.devices)
+    devices = [inv.devices[n] for n in sorted(scope - set(gone)) if n in inv.devices]
+    s = engine.Session(inv, devices, opts.workers, eopts.policy)
+    report = _report(j, eopts, gone)
+    plans = {n: [Change(**c) for c in rec2.get("changes") or []] for n, rec2 in j.data["devices"].items()}
+    try:
+        s.open()
+        # the engine's "tuned" set (absolute marks, incast senders) is judged over every selected device
+        s.devices = [inv.devices[n] for n in j.data["devices"] if n in inv.devices]
+        ok = _gate(s, eopts, report, progress, j, r, b, plans)
+        if ok:
+            _confirm(s, j, b)
+            rec["outcome"] = "kept"
+            _sync(report, j)
+        else:
+            baseline = as_baseline([PairResult(**x) for x in j.data["verify"].get("before") or []]) or None
+            halt(s, eopts, report, progress, j, baseline, r, f"batch {b.index}: verification failed or regressed")
+        j.data["ansible"]["measured"] = [asdict(m) for m in r.measured]
+        j.data["ansible"]["incast_pending"] = sorted(r.incast_pending)
+        j.save()
+    finally:
+        s.close()
+        if j.data.get("outcome") is not None:
+            release(inv.path, run_id)  # halted: the run is over
+    failed = [f"{x['pair']}: {'; '.join(x.get('reasons') or [])}" for x in report.verify_after
+              if x.get("status") != "pass"]
+    return {"batch": b.index, "ok": ok, "outcome": "kept" if ok else report.outcome, "restored": report.restored,
+            "pairs": len(rec.get("pairs") or []), "restored_verified": report.restored_verified, "reasons": failed}
+
+
+def _gate(s: engine.Session, eopts: engine.Options, report: engine.RunReport, progress: Progress, j: Journal,
+          r: engine.Run, b: Batch, plans: dict) -> bool:
+    """Verify the batch (when the run is verified) as :func:`tuning.rollout.batch_run.run_batches` does."""
+    if not eopts.verify:
+        return True
+    pairs = r.batch_pairs.get(b.index) or []
+    if b is r.batches[-1]:
+        pairs = [*pairs, *missing_pairs(r, pairs)]
+    if r.policy.settle_s:
+        progress(f"batch {b.index}: settling {r.policy.settle_s:g} s before verification")
+        time.sleep(r.policy.settle_s)
+    j.stage("verify", f"batch {b.index}")
+    engine.pause_for_test(f"verify-batch-{b.index}", j.run_id)
+    baseline = as_baseline([PairResult(**x) for x in j.data["verify"].get("before") or []])
+    ok = _verify_batch(s, eopts, report, progress, j, baseline, r, b, plans, pairs)
+    j.data["batches"][b.index - 1]["verify_ok"] = ok
+    return ok
+
+
+def _confirm(s: engine.Session, j: Journal, b: Batch) -> None:
+    """Keep the batch's switch commits (each proven to be the journaled revision)."""
+    j.stage("confirm", f"batch {b.index}")
+    for name in b.switches:
+        rev = j.device(name).get("revision")
+        if rev and name in s.switches:
+            switch_ops.confirm(s.switches[name], rev)
+            j.update(name, confirmed=True)
