@@ -279,7 +279,11 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
             on_regression: Optional[str] = typer.Option(None, "--on-regression", metavar="restore-batch|restore-all",
                                                         help="On a regression restore the batch (keep earlier "
                                                              "batches; default) or every batch."),
-            no_incast: bool = typer.Option(False, "--no-incast", help="Skip the k-to-1 incast per changed leaf.")) -> None:
+            no_incast: bool = typer.Option(False, "--no-incast", help="Skip the k-to-1 incast per changed leaf."),
+            engine_name: str = typer.Option("nornir", "--engine", metavar="nornir|ansible",
+                                            help="Drive the rollout with the Nornir fan-out (default) or through "
+                                                 "playbooks/tune.yml with ansible-runner; same journal and report.")
+            ) -> None:
     """Snapshot, then per batch (the policy's: inventory fabtune_rollout, flags): apply in a safe
     order, verify with RDMA tests (and an incast per changed leaf), confirm; on a regression restore
     the batch (or every batch) and halt.
@@ -288,12 +292,15 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
     devices failed.
     Example: fabtune rollout -i inventory/lab --serial 1,50% --max-failed 1
     Example: fabtune rollout -i inventory/lab --domain sysctl --domain irq
+    Example: fabtune rollout -i inventory/lab --engine ansible --serial 2 --report-json run.json
     """
     from tuning.rollout import engine
 
     with Recorder(_outputs(junit, prom_file, report_json), "rollout", inventory) as rec:
         raise_refused(journal_dir, confirm_s, min_bw, max_lat, min_bw_share, rail, max_fail_percentage, max_failed,
                       settle_s)
+        if engine_name not in ("nornir", "ansible"):
+            raise InputError("--engine", engine_name, "unknown engine; allowed: nornir, ansible")
         inv = _load(inventory)
         policy = _policy(inv, serial, batch_by=batch_by, max_fail_percentage=max_fail_percentage,
                          max_failed_devices=max_failed, settle_s=settle_s, on_regression=on_regression,
@@ -304,7 +311,13 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
                               thresholds=th, rails=tuple(rail) if rail else None, allow_firmware=allow_firmware,
                               policy=policy, domains=_domains(domain))
         rec.select(inv.select(limit))
-        report = engine.run(inv, opts, _progress)
+        if engine_name == "ansible":  # tuning/rollout/ansible_engine.py: flags it cannot honour are refused
+            from tuning.rollout import ansible_engine
+            ansible_engine.refuse_unsupported(rail=rail, batch_by=batch_by)
+            report = ansible_engine.run(ansible_engine.AnsibleRun(
+                inventory, policy, limit, opts.domains, journal_dir, confirm_s, allow_firmware=allow_firmware), _progress)
+        else:
+            report = engine.run(inv, opts, _progress)
         code = rec.done(report)
     _emit(report, as_json, "rollout")
     raise typer.Exit(code)
@@ -541,10 +554,10 @@ def _lab_status(sd: Path, as_json: bool = False) -> bool:
 
 @lab_app.command("inject")
 def lab_inject(target: str = typer.Argument(..., help="node01:mlx5_0 or leaf01:swp1"),
-               kind: str = typer.Argument("degrade", help="degrade | down | clear; node: irqbalance | dcbx; "
-                                          "switch: apply-fails | "
+               kind: str = typer.Argument("degrade", help="degrade | down | clear | flap | lossy | pcie-width W "
+                                          "(NODE:DEV); node: irqbalance | dcbx | gpu-xid N; switch: apply-fails | "
                                           "nvued-down | slow-apply SECONDS | (SWITCH:PORT) oper-mtu N"),
-               value: Optional[str] = typer.Argument(None, help="SECONDS (slow-apply) or MTU (oper-mtu)"),
+               value: Optional[str] = typer.Argument(None, help="SECONDS (slow-apply), MTU (oper-mtu), W (pcie-width) or N (gpu-xid)"),
                inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
     """Inject a fault on a link (the fabric model applies it to every RDMA test crossing it)
     or on a switch (see tuning.lab.nvue_faults).
@@ -590,6 +603,11 @@ def lab_down(inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
 
     stopped = controller.down(_state_dir(inventory, state_dir))
     out.print("lab stopped" if stopped else "lab was not running")
+
+
+from tuning.cli_burnin import register as _register_burnin  # noqa: E402  (its own room: tuning/cli_burnin.py)
+
+_register_burnin(app, lab_app)
 
 
 def main() -> None:

@@ -7,6 +7,8 @@ Files (per node sysroot, built at lab up and at every lab reboot, all zero but `
     ``run/lab/ethtool/<if>.json``  ``{name: value}`` of :data:`ETHTOOL_COUNTERS`, which the
         ``ethtool -S`` stand-in prints in mlx5's order (``shared/cases/ethtool_S__*.txt``)
     ``sys/class/net/<if>/speed``  the link speed in Mb/s (400000 for a 400 Gb/s NIC), if missing
+    ``sys/class/net/<if>/{carrier_changes,carrier_up_count,carrier_down_count}``  :data:`NET_COUNTERS`
+        (1, 1, 0 at boot); a ``flap`` injection (:mod:`tuning.lab.hw_faults`) moves them
 
 Counters change only through :func:`bump` (the perftest stand-in: the client for its own NIC,
 the server for the receiver's), under an exclusive ``flock`` of the node's ``run/lab/ethtool``
@@ -54,7 +56,7 @@ HW_INITIAL = {"lifespan": 10}
 ETHTOOL_COUNTERS = (
     "rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "rx_out_of_buffer",
     "rx_packets_phy", "rx_bytes_phy", "tx_packets_phy", "tx_bytes_phy",
-    "rx_pause_ctrl_phy", "tx_pause_ctrl_phy", "rx_discards_phy", "tx_discards_phy",
+    "rx_pause_ctrl_phy", "tx_pause_ctrl_phy", "rx_discards_phy", "tx_discards_phy", "link_down_events_phy",
     *(f"{d}_prio{p}_{n}" for p in range(8) for d, n in (("rx", "bytes"), ("rx", "packets"), ("rx", "discards"),
                                                           ("tx", "bytes"), ("tx", "packets"))),
     *(f"{d}_prio{p}_{n}" for p in range(8) for d, n in (("rx", "pause"), ("rx", "pause_duration"), ("tx", "pause"),
@@ -64,6 +66,11 @@ ETHTOOL_COUNTERS = (
     "tx_pause_storm_warning_events", "tx_pause_storm_error_events",
     *(f"rx_prio{p}_{n}" for p in range(8) for n in ("buf_discard", "cong_discard", "marked")),
 )
+
+
+#: the netdev's sysfs carrier counters (kernel ``Documentation/ABI/testing/sysfs-class-net``:
+#: ``carrier_changes``, ``carrier_up_count``, ``carrier_down_count``) and their value at boot (up once)
+NET_COUNTERS = {"carrier_changes": 1, "carrier_up_count": 1, "carrier_down_count": 0}
 
 
 def stats_dir(sysroot: Path) -> Path:
@@ -187,7 +194,7 @@ def apply_request(sysroot: Path, request: dict) -> None:
     if not (isinstance(dev, str) and _NAME.fullmatch(dev) and hw_dir(sysroot, dev).is_dir()):
         raise ValueError(f"lab counters: no RDMA device {dev!r} on this node")
     if not isinstance(deltas, dict) or not all(
-            k in ETHTOOL_COUNTERS or k in HW_COUNTERS for k in deltas) or not all(
+            k in ETHTOOL_COUNTERS or k in HW_COUNTERS or k in NET_COUNTERS for k in deltas) or not all(
             type(v) is int and 0 <= v <= 1 << 48 for v in deltas.values()):
         raise ValueError("lab counters: increments must be known counters with integers in 0..2**48")
     _apply(sysroot, ifname, dev, deltas)
@@ -203,8 +210,9 @@ def _apply(sysroot: Path, ifname: str, dev: str, deltas: dict[str, int]) -> None
                 stats[k] = int(stats.get(k, 0)) + int(v)
             _write_in_place(path, json.dumps(stats, sort_keys=True) + "\n")
         for name, v in deltas.items():
-            if name in HW_COUNTERS and v:
-                f = hw_dir(sysroot, dev) / name
+            f = hw_dir(sysroot, dev) / name if name in HW_COUNTERS else (
+                sysroot / "sys/class/net" / ifname / name if name in NET_COUNTERS else None)
+            if f is not None and v and f.is_file():
                 _write_in_place(f, f"{int(f.read_text().strip() or 0) + int(v)}\n")
 
 
@@ -219,6 +227,10 @@ def build(root: Path, node: Node) -> None:
         if not speed.exists():
             speed.write_text(f"{nic.speed_gbps * 1000}\n")
             speed.chmod(0o444)
+        for name, value in NET_COUNTERS.items():
+            f = speed.with_name(name)
+            f.write_text(f"{value}\n")
+            f.chmod(0o444)
         path = stats_path(root, nic.netdev)
         path.write_text(json.dumps({k: 0 for k in ETHTOOL_COUNTERS}, sort_keys=True) + "\n")
         path.chmod(0o444)

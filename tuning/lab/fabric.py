@@ -164,13 +164,21 @@ def pcie_layout(node: Node) -> list[dict]:
     return out
 
 
+def uplink_port(n_nodes: int) -> str:
+    """A leaf's uplink to the spine in a ``n_nodes`` lab: ``swp31`` while the node ports
+    (``swp1..swp{4 n_nodes}``, 4 rails per leaf) end below it, else the first port past them
+    (8 nodes: ``swp33``), so an uplink never shares a port with a node cable."""
+    return f"swp{max(31, 4 * n_nodes + 1)}"
+
+
 def default_fabric(base_port: int = DEFAULT_BASE_PORT, n_nodes: int = 4) -> Fabric:
     """The embedded default lab: ``n_nodes`` nodes, leaf01/leaf02, spine01.
 
     Ports: node k (1-based) listens on ``base_port + k``; leaf01, leaf02 and spine01
     on ``base_port + 101..103``. NIC i of node k: ``mlx5_i``, rail i, IPv4
     ``10.i.0.k/24``, cabled to leaf01 (even i) or leaf02 (odd i) port
-    ``swp{(i // 2) * n_nodes + k}``. Uplinks: leaf01/leaf02 ``swp31`` to spine01
+    ``swp{(i // 2) * n_nodes + k}``. Uplinks: leaf01/leaf02 :func:`uplink_port` (``swp31`` up to
+    7 nodes, else the first port past the node ports: ``swp33`` for 8) to spine01
     ``swp1``/``swp2``. node04 runs the inbox driver; node03's mlx5_0 has an extra
     link-local address (RoCEv2 IPv4 GID at index 5, not 3).
     """
@@ -188,12 +196,13 @@ def default_fabric(base_port: int = DEFAULT_BASE_PORT, n_nodes: int = 4) -> Fabr
         nodes.append(Node(name=f"node{k:02d}", port=base_port + k,
                           driver="inbox" if k == 4 else "ofed", nics=nics))
     down = [f"swp{p}" for p in range(1, 4 * n_nodes + 1)]
+    up = uplink_port(n_nodes)
     switches = [
-        Switch("leaf01", base_port + 101, "leaf", down + ["swp31"]),
-        Switch("leaf02", base_port + 102, "leaf", down + ["swp31"]),
+        Switch("leaf01", base_port + 101, "leaf", down + [up]),
+        Switch("leaf02", base_port + 102, "leaf", down + [up]),
         Switch("spine01", base_port + 103, "spine", ["swp1", "swp2"]),
     ]
-    links = [Link("leaf01", "swp31", "spine01", "swp1"), Link("leaf02", "swp31", "spine01", "swp2")]
+    links = [Link("leaf01", up, "spine01", "swp1"), Link("leaf02", up, "spine01", "swp2")]
     return Fabric(nodes=nodes, switches=switches, links=links)
 
 
@@ -207,8 +216,8 @@ def fabric_for_inventory(inv_dir: Path) -> Fabric:
     from tuning import inventory
     from tuning.errors import InputError
 
-    fabric = default_fabric()
     inv = inventory.load(inv_dir)
+    fabric = default_fabric(n_nodes=_node_count(inv_dir, inv.devices))
     lab = {n.name: n for n in fabric.nodes} | {s.name: s for s in fabric.switches}
     for name, dev in inv.devices.items():
         if name not in lab:
@@ -216,6 +225,38 @@ def fabric_for_inventory(inv_dir: Path) -> Fabric:
                              f"not a lab device; the lab has {', '.join(sorted(lab))}")
         lab[name].port = dev.connection.port
     return fabric
+
+
+def _node_count(inv_dir: Path, devices: dict) -> int:
+    """How many nodes a lab inventory's fabric has: its nodes are ``node01..nodeNN`` without a gap
+    (N = 1..100, :data:`MAX_NODES`), as :func:`tuning.lab.scale.write_inventory` writes them.
+
+    Raises:
+        InputError: a node name that is not ``nodeNN`` within 1..100, or a gap (names the host and
+            what is allowed).
+    """
+    from tuning.errors import InputError
+
+    where = str(inv_dir / "hosts.yaml")
+    index = {}
+    for name, dev in devices.items():
+        k = name[4:]
+        if dev.role != "node":
+            continue
+        if not (name.startswith("node") and k.isdigit() and 1 <= int(k) <= MAX_NODES):
+            raise InputError(where, name, f"not a lab device; lab nodes are node01..node{MAX_NODES}")
+        index[name] = int(k)
+    n = max([1, *index.values()])
+    missing = [f"node{k:02d}" for k in range(1, n + 1) if f"node{k:02d}" not in index]
+    if missing:
+        top = max(index, key=index.get)
+        raise InputError(where, top, f"not a lab device of a {len(index)}-node lab; a lab's nodes are "
+                         f"node01..nodeNN without a gap (missing {', '.join(missing[:4])})")
+    return n
+
+
+#: the largest lab ``fabtune lab init --nodes`` builds (node ports ``base + 1..100`` stay below the switches')
+MAX_NODES = 100
 
 
 def retarget_inventory(hosts_yaml: Path, fabric: Fabric) -> None:

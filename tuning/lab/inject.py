@@ -7,7 +7,8 @@ wins) and read by the fabric model (:mod:`tuning.lab.model`) on every test:
 ``degrade`` halves bandwidth and adds about 5 us, ``down`` makes the client fail to
 connect and, on a node NIC, shows the link down in the node's files (``operstate`` ``down``,
 ``speed`` ``-1``, RDMA port ``state`` ``1: DOWN``; ``clear`` or another kind puts them back).
-``clear`` removes the target's fault.
+``clear`` removes the target's fault. The burn-in faults (``flap``, ``pcie-width W``,
+``gpu-xid N``, ``lossy``) are :mod:`tuning.lab.hw_faults`'s; they sit beside a target's other fault.
 
 A node as a whole (``node01``) takes an agent that undoes tuning (:mod:`tuning.lab.agents`):
 ``irqbalance`` puts IRQ affinities back within 0.1 s while ``systemctl is-active irqbalance``
@@ -20,12 +21,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuning.errors import InputError
-from tuning.lab import agents, nvue_faults, privileges
-from tuning.lab.fabric import Fabric
+from tuning.lab import agents, hw_faults, nvue_faults, privileges
+from tuning.lab.fabric import GPU_BDFS, Fabric
 
-KINDS = ("degrade", "down", "clear")
+KINDS = ("degrade", "down", "clear") + hw_faults.KINDS
 #: the only kinds that take a VALUE, and what it is
-VALUE_KINDS = {"slow-apply": "SECONDS", "oper-mtu": "MTU"}
+VALUE_KINDS = {"slow-apply": "SECONDS", "oper-mtu": "MTU", **hw_faults.VALUE_KINDS}
 
 
 def _targets(fabric: Fabric) -> list[str]:
@@ -63,6 +64,13 @@ def inject(state_dir: Path | str, target: str, kind: str, value: str | None = No
         raise InputError("VALUE", value[:40], f"{kind} takes no value; only "
                          f"{', '.join(f'{k} {v}' for k, v in VALUE_KINDS.items())} take one")
     fabric = Fabric.load(path)
+    if kind in hw_faults.KINDS:  # burn-in faults: tuning.lab.hw_faults
+        return _inject_hw(path, fabric, target, kind, value)
+    if kind == "clear" and any(i.get("target") == target and i.get("kind") == "gpu-xid" for i in fabric.injections):
+        _clear_hw(path, fabric, target)  # NODE:gpuI
+        fabric.injections = [i for i in fabric.injections if i.get("target") != target]
+        fabric.save(path)
+        return list(fabric.injections)
     if nvue_faults.handles(fabric, target, kind):  # switch faults: tuning.lab.nvue_faults
         return nvue_faults.inject_switch(path, fabric, target, kind, value)
     if target in {n.name for n in fabric.nodes}:
@@ -75,6 +83,8 @@ def inject(state_dir: Path | str, target: str, kind: str, value: str | None = No
     nic = _node_nic(fabric, target)
     if nic is not None:  # the NIC's own files show the link (a switch port's far end is not followed)
         privileges.require_write_access(path.parent / "nodes" / target.split(":")[0] / "sysroot", "fabtune lab inject")
+    if kind == "clear":
+        _clear_hw(path, fabric, target)
     fabric.injections = [i for i in fabric.injections if i.get("target") != target]
     if kind != "clear":
         fabric.injections.append({"target": target, "kind": kind})
@@ -103,6 +113,38 @@ def _show_link(sysroot: Path, nic, up: bool) -> None:
             f.write_text(text + "\n")
 
 
+def _inject_hw(path: Path, fabric: Fabric, target: str, kind: str, value: str | None) -> list[dict]:
+    """Add a burn-in fault (:mod:`tuning.lab.hw_faults`): kept in ``injections`` beside the target's
+    other faults (one per target and kind) and, for ``pcie-width`` / ``gpu-xid``, shown in the
+    node's files at once."""
+    nics = {f"{n.name}:{c.rdma_device}" for n in fabric.nodes for c in n.nics}
+    ports = {f"{s.name}:{p}" for s in fabric.switches for p in s.ports}
+    try:
+        norm = hw_faults.check(kind, target, value, nics, ports, {n.name for n in fabric.nodes})
+    except ValueError as exc:
+        raise InputError("TARGET", target[:40], f"{exc}; allowed: {_allowed(fabric)}") from None
+    node = target.split(":")[0]
+    sysroot = path.parent / "nodes" / node / "sysroot"
+    if node in {n.name for n in fabric.nodes} and kind in ("pcie-width", "gpu-xid"):
+        privileges.require_write_access(sysroot, "fabtune lab inject")
+        nic = _node_nic(fabric, target)
+        hw_faults.apply(sysroot, nic.bdf if nic else None, kind, target, norm, GPU_BDFS)
+    fabric.injections = [i for i in fabric.injections if (i.get("target"), i.get("kind")) != (target, kind)]
+    fabric.injections.append({"target": target, "kind": kind, **({"value": norm} if norm else {})})
+    fabric.save(path)
+    return list(fabric.injections)
+
+
+def _clear_hw(path: Path, fabric: Fabric, target: str) -> None:
+    """``clear`` of a target's burn-in faults in the node's files (see :func:`hw_faults.clear`)."""
+    mine = (target, *(f"{target}:gpu{k}" for k in range(8)))  # a node's clear covers its GPUs
+    kinds = {i["kind"] for i in fabric.injections if i.get("target") in mine and i.get("kind") in hw_faults.KINDS}
+    node = target.split(":")[0]
+    if kinds and node in {n.name for n in fabric.nodes}:
+        nic = _node_nic(fabric, target)
+        hw_faults.clear(path.parent / "nodes" / node / "sysroot", nic.bdf if nic else None, kinds)
+
+
 def _inject_node(path: Path, fabric: Fabric, node: str, kind: str) -> list[dict]:
     """Start (``irqbalance`` / ``dcbx``) or stop (``clear``) the agents of a whole node."""
     if kind not in (*agents.KINDS, "clear"):
@@ -110,8 +152,12 @@ def _inject_node(path: Path, fabric: Fabric, node: str, kind: str) -> list[dict]
                          f"(a whole node {node} takes agents; NIC faults target {node}:mlx5_N)")
     if kind != "clear":  # an agent writes the node's tree
         privileges.require_write_access(path.parent / "nodes" / node / "sysroot", "fabtune lab inject")
+    else:
+        _clear_hw(path, fabric, node)
     fabric.injections = [i for i in fabric.injections
                          if i.get("target") != node or (kind != "clear" and i.get("kind") != kind)]
+    if kind == "clear":
+        fabric.injections = [i for i in fabric.injections if not i.get("target", "").startswith(f"{node}:gpu")]
     if kind != "clear":
         fabric.injections.append({"target": node, "kind": kind})
     fabric.save(path)

@@ -42,7 +42,10 @@ Rules:
     Latency: 1.6 us NIC to NIC + 0.6 us per switch hop + serialisation of the message.
     Injections (``fabric.json`` ``injections``, per node NIC or switch port on the path):
         ``degrade`` bandwidth x 0.5, latency +5 us, p99 +5 us each; ``down``: error
-        ``connect_failed`` (no numbers).
+        ``connect_failed`` (no numbers); ``flap`` bandwidth x 0.6, latency +3 us each; ``lossy``
+        the lossy penalty (once); ``pcie-width`` (read back from the NIC's sysfs
+        ``current_link_*``): the line rate capped at :func:`tuning.lab.hw_faults.pcie_gbps`
+        (:mod:`tuning.lab.hw_faults` has the counters these faults move).
     GIDs: both ends' GID (client ``gid_index``, server ``server_gid_index``; None = the
         first RoCE v2 IPv4 entry, as perftest picks) must be a RoCE v2 entry holding that
         end's IPv4 address, else error ``qp_rtr_failed`` (perftest's "Failed to modify QP
@@ -95,6 +98,7 @@ from pathlib import Path
 import networkx as nx
 
 from tuning.errors import InputError
+from tuning.lab import hw_faults
 from tuning.lab.fabric import Fabric, Nic, Node
 
 ROCE_MTUS = (4096, 2048, 1024, 512, 256)
@@ -111,6 +115,7 @@ PENALTIES = {
     "lossy": (0.70, 2.5, 6.0, 15.0),
     "ecn_off": (0.90, 1.0, 1.5, 3.0),
     "degrade": (0.50, 5.0, 5.0, 10.0),
+    "flap": (0.60, 3.0, 20.0, 50.0),
 }
 TESTS = ("write_bw", "read_lat")
 
@@ -137,6 +142,7 @@ class End:
     dscp: int
     gids: dict[int, tuple[str, str]]
     speed_gbps: int
+    pcie_gbps: float | None = None
 
     @property
     def prio(self) -> int:
@@ -229,6 +235,7 @@ def read_end(state_dir: Path, node: Node, nic: Nic) -> End:
         mtu=int(_read(net / "mtu", "1500") or 1500), trust=dcb.get("trust", "pcp"), pfc=pfc,
         dscp2prio=_dscp2prio(dcb.get("dscp2prio")), ecn_rp=rp, ecn_np=np_, dscp=int(tos or 0) >> 2,
         gids=_gids(root / "sys/class/infiniband" / nic.rdma_device / "ports/1"), speed_gbps=nic.speed_gbps,
+        pcie_gbps=(lambda link: hw_faults.pcie_gbps(*link) if link else None)(hw_faults.read_pcie(root, nic.bdf)),
     )
 
 
@@ -348,6 +355,13 @@ def _penalties(state_dir: Path, fabric: Fabric, path: list[str], ends: list[End]
         if inj.get("kind") == "degrade" and inj.get("target") in path:
             names.append("degrade")
             reasons.append(f"{inj['target']} degraded (injected)")
+    for t in hw_faults.on_path(fabric.injections, path, "flap"):
+        names.append("flap")
+        reasons.append(f"{t} link flapped during the test (injected)")
+    lossy_at = hw_faults.on_path(fabric.injections, path, "lossy")
+    if lossy_at and "lossy" not in names:
+        names.append("lossy")
+    reasons += [f"{t} drops frames: lossy path (injected)" for t in lossy_at]
     return names, reasons, lossless, not ecn_problems
 
 
@@ -428,11 +442,16 @@ def compute_sizes(state_dir: Path | str, client_node: str, client_dev: str, serv
     out.sender_prio = ends[0].prio
     out.receiver_prio = ends[1].dscp2prio[ends[0].dscp] if ends[1].trust == "dscp" else 0
     hops = sum(1 for h in path if ":" not in h)
+    line = float(min(e.speed_gbps for e in ends))
+    for e in ends:  # a NIC whose PCIe link is narrower than its port moves no more than PCIe carries
+        if e.pcie_gbps is not None and e.pcie_gbps < line:
+            line = e.pcie_gbps
+            out.reasons.append(f"{e.name} PCIe link carries {e.pcie_gbps:.1f} Gb/s < port {e.speed_gbps} Gb/s")
     results = []
     for size in sizes:
         j = _jitter(client_node, client_dev, server_node, server_dev, test, size, qps, out.active_mtu, names)
         one = dataclasses.replace(out, path=list(out.path), reasons=list(out.reasons))
-        _numbers(one, names, float(min(e.speed_gbps for e in ends)), hops, size, qps, j)
+        _numbers(one, names, line, hops, size, qps, j)
         results.append(one)
     return results
 

@@ -42,6 +42,8 @@ TOOLS: dict[str, str] = {
     "modprobe": "tuning.lab.tools.modtools:modprobe",
     "lsmod": "tuning.lab.tools.modtools:lsmod",
     "ethtool": "tuning.lab.tools.ethtool:ethtool",
+    # issue 10 (burn-in health)
+    "dmesg": "tuning.lab.tools.health:dmesg",
 }
 
 #: stand-ins written in bash (no interpreter start-up: ``tee`` runs once per sysfs write):

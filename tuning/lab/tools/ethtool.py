@@ -23,6 +23,13 @@
   (``run/lab/ethtool/<if>.json``, bumped by the perftest stand-in). ``-S`` without ``--groups``
   takes the ioctl path (``do_gnicstats``): an unknown interface prints ``Cannot get stats strings
   information: No such device`` and exits 96 (M: ethtool ``ethtool.c`` as remembered).
+- ``ethtool IF`` (link settings, ``netlink/settings.c``): ``Settings for IF:`` then the ConnectX-7
+  port's supported and advertised modes (``100000baseCR4/Full`` .. ``400000baseCR4/Full``, the
+  continuation lines aligned under the first mode as ethtool's ``dump_link_modes`` does), ``Speed:
+  400000Mb/s`` from sysfs ``speed`` (``Unknown!`` and ``Duplex: Unknown! (255)`` while the link is
+  down), ``Lanes``, ``Duplex``, ``Auto-negotiation``, ``Port: Direct Attach Copper``, ``PHYAD``,
+  ``Transceiver`` and ``Link detected: yes|no``. The Wake-on and message-level lines (root-only ioctls
+  on a real host) are left out (M: the mode list is a ConnectX-7's as remembered).
 - Every other verb fails honestly: ``fabtune lab: ethtool stand-in supports -a, -A and -S only``, exit 1.
 
 State: ``run/lab/pause/<if>.json`` ``{"autoneg": false, "rx": true, "tx": true}`` (mlx5 loads with
@@ -108,6 +115,37 @@ def _stats(root: Path, ifname: str) -> int:
     return 0
 
 
+#: the link modes a lab ConnectX-7 port supports (ethtool link mode names)
+LINK_MODES = ("100000baseCR4/Full", "200000baseCR4/Full", "400000baseCR4/Full")
+
+
+def _settings(root: Path, ifname: str) -> int:
+    net = root / "sys/class/net" / ifname
+    if not net.is_dir():
+        print("netlink error: no device matches name (offset 24)\nnetlink error: No such device", file=sys.stderr)
+        return 1
+    try:
+        speed = int((net / "speed").read_text().strip())
+    except (OSError, ValueError):
+        speed = -1
+    up = speed > 0
+    pad = "\n\t" + " " * 24
+
+    def modes(label: str) -> str:
+        return f"\t{label}" + " " * (24 - len(label)) + pad.join(LINK_MODES) + "\n"
+
+    sys.stdout.write(
+        f"Settings for {ifname}:\n\tSupported ports: [ Backplane ]\n" + modes("Supported link modes:")
+        + "\tSupported pause frame use: Symmetric\n\tSupports auto-negotiation: Yes\n"
+        "\tSupported FEC modes: Not reported\n" + modes("Advertised link modes:")
+        + "\tAdvertised pause frame use: No\n\tAdvertised auto-negotiation: Yes\n"
+        "\tAdvertised FEC modes: Not reported\n"
+        + (f"\tSpeed: {speed}Mb/s\n\tLanes: 4\n\tDuplex: Full\n" if up else "\tSpeed: Unknown!\n\tDuplex: Unknown! (255)\n")
+        + "\tAuto-negotiation: on\n\tPort: Direct Attach Copper\n\tPHYAD: 0\n\tTransceiver: internal\n"
+        + f"\tLink detected: {'yes' if up else 'no'}\n")
+    return 0
+
+
 def ethtool(argv: list[str]) -> int:
     """``ethtool -a IF`` / ``ethtool -A IF [autoneg|rx|tx on|off]...`` / ``ethtool -S IF``
     (see the module docstring)."""
@@ -117,6 +155,8 @@ def ethtool(argv: list[str]) -> int:
         return _set(_sysroot(), argv[1], list(argv[2:]))
     if len(argv) == 2 and argv[0] in ("-S", "--statistics"):
         return _stats(_sysroot(), argv[1])
+    if len(argv) == 1 and not argv[0].startswith("-"):
+        return _settings(_sysroot(), argv[0])
     print("fabtune lab: ethtool stand-in supports -a|--show-pause IF, -A|--pause IF ... and -S|--statistics IF only",
           file=sys.stderr)
     return 1

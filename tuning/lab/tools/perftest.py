@@ -345,6 +345,28 @@ def _incast(outcomes: list[Outcome], args: argparse.Namespace, lab: Path, node: 
     return outcomes, theirs
 
 
+def _fault_counters(outcomes: list[Outcome], args: argparse.Namespace, lab: Path, node: str, nic: Nic,
+                    rec: dict, theirs: dict[str, int]) -> dict[str, int]:
+    """Bump this NIC's counters for the ``flap`` / ``lossy`` injections on the test's path
+    (:func:`tuning.lab.hw_faults.traffic_counters`); returns ``theirs`` plus the server's part."""
+    from tuning.lab import hw_faults
+
+    fabric = Fabric.load(lab / "fabric.json")
+    if not any(i.get("kind") in ("flap", "lossy") for i in fabric.injections):
+        return theirs
+    cable = {f"{c.switch}:{c.switch_port}": f"{n.name}:{c.rdma_device}" for n in fabric.nodes for c in n.nics}
+    o = outcomes[0]
+    secs = args.duration or 0.0
+    nbytes = int(o.bw_avg_gbps * 1e9 / 8 * secs) if secs else args.iters * sizes(args)[0]
+    mine, server = hw_faults.traffic_counters(fabric.injections, o.path, cable, f"{node}:{nic.rdma_device}",
+                                              f"{rec['node']}:{rec['dev']}", True, nbytes, o.active_mtu,
+                                              o.receiver_prio)
+    from tuning.lab.counters import bump
+
+    bump(lab / "nodes" / node / "sysroot", nic.netdev, nic.rdma_device, mine)
+    return {k: theirs.get(k, 0) + server.get(k, 0) for k in {*theirs, *server}}
+
+
 def connect(tool: str, args: argparse.Namespace, lab: Path, node: str, nic: Nic) -> int:
     """Client side: claim the server's listen record, compute, hand the result over, print."""
     f = _files(lab, args.address, args.port)
@@ -362,6 +384,8 @@ def connect(tool: str, args: argparse.Namespace, lab: Path, node: str, nic: Nic)
     if len(peers) > 1 and not outcomes[0].error:  # a pair test (k = 1) moves no counter
         outcomes, receiver_counters = _incast(outcomes, args, lab, node, nic, f"{rec['node']}:{rec['dev']}",
                                               len(peers), peers.index(args.port))
+    if tool == "ib_write_bw" and not outcomes[0].error:  # flap / lossy faults on the path count per test
+        receiver_counters = _fault_counters(outcomes, args, lab, node, nic, rec, receiver_counters)
     o = outcomes[0]
     local = [_qp_addr(f"{node}:{nic.rdma_device}:{args.port}:client", q) for q in range(args.qps)]
     head, flavour = _flavours(tool, args, server=False)

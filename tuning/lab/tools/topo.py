@@ -75,8 +75,13 @@ def _topo_matrix(root: Path) -> str:
 
 
 def nvidia_smi(argv: list[str]) -> int:
-    """``nvidia-smi topo -m`` (``--matrix``) and ``nvidia-smi -L`` (``--list-gpus``); anything else
-    is refused (exit 2) rather than guessed."""
+    """``nvidia-smi topo -m`` (``--matrix``), ``nvidia-smi -L`` (``--list-gpus``) and the health
+    queries of :mod:`tuning.lab.tools.health`; anything else is refused (exit 2) rather than guessed."""
+    from tuning.lab.tools.health import query  # --query-gpu / --query-remapped-rows (burn-in health)
+
+    rc = query(argv)
+    if rc is not None:
+        return rc
     root = _root()
     if argv in (["topo", "-m"], ["topo", "--matrix"]):
         sys.stdout.write(_topo_matrix(root))

@@ -1,0 +1,219 @@
+"""Drain adapters: dry-run log, the cap, reason quoting, Slurm through a stand-in ``scontrol``
+on PATH (real argv, real output format), Kubernetes calls, undrain only fabtune's own drains."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.burnin.burnin_docs import fabric, make_doc
+from tuning.burnin import drain as dr
+from tuning.burnin.localise import localise
+from tuning.errors import InputError
+
+RUN = "20261130T160000-abcd"
+
+#: a stand-in for Slurm's scontrol: records each argv (JSON line) and keeps node state in a JSON
+#: file; ``show node`` answers in scontrol's multi-line layout (Slurm src/api/node_info.c,
+#: ``Reason=%s [%s@%s]``), an unknown node as scontrol does ("Node X not found", exit 1)
+SCONTROL = r'''#!PYTHON
+import json, os, sys
+log, state_file = os.environ["SCONTROL_LOG"], os.environ["SCONTROL_STATE"]
+with open(log, "a") as fh:
+    fh.write(json.dumps(sys.argv[1:]) + "\n")
+state = json.load(open(state_file))
+args = sys.argv[1:]
+if args[:2] == ["show", "node"]:
+    node = state.get(args[2])
+    if node is None:
+        print(f"Node {args[2]} not found"); sys.exit(1)
+    reason = f"   Reason={node['reason']} [root@2026-11-30T16:00:00]\n" if node["reason"] else ""
+    print(f"NodeName={args[2]} Arch=x86_64 CoresPerSocket=28\n   CPUAlloc=0 CPUEfctv=112 CPUTot=112 CPULoad=0.02\n"
+          f"   Gres=gpu:8\n   NodeAddr={args[2]} NodeHostName={args[2]} Version=23.11.4\n"
+          f"   State={node['state']} ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A\n"
+          f"   Partitions=batch\n   CfgTRES=cpu=112,mem=2000000M,billing=112,gres/gpu=8\n{reason}", end="")
+    sys.exit(0)
+if args[:1] == ["update"]:
+    kv = dict(a.split("=", 1) for a in args[1:])
+    if kv.get("NodeName") not in state:
+        print("slurm_update error: Invalid node name specified", file=sys.stderr); sys.exit(1)
+    node = state[kv["NodeName"]]
+    if kv.get("State") == "DRAIN":
+        if not kv.get("Reason"):
+            print("You must specify a reason when DOWNING or DRAINING a node. Request denied", file=sys.stderr)
+            sys.exit(1)
+        node.update(state="IDLE+DRAIN", reason=kv["Reason"])
+    elif kv.get("State") == "RESUME":
+        node.update(state="IDLE", reason=None)
+    json.dump(state, open(state_file, "w"))
+    sys.exit(0)
+print(f"invalid keyword: {args[0]}", file=sys.stderr); sys.exit(1)
+'''
+
+
+@pytest.fixture
+def scontrol(tmp_path, monkeypatch):
+    """PATH with the stand-in scontrol; yields (argv log path, state path)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "scontrol"
+    exe.write_text(SCONTROL.replace("PYTHON", sys.executable, 1))
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    state = tmp_path / "slurm.json"
+    state.write_text(json.dumps({f"node{k:02d}": {"state": "IDLE", "reason": None} for k in range(1, 9)}))
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("SCONTROL_LOG", str(tmp_path / "argv.jsonl"))
+    monkeypatch.setenv("SCONTROL_STATE", str(state))
+    return tmp_path / "argv.jsonl", state
+
+
+def three_bad_nodes() -> list[dict]:
+    def mutate(rnd, i):
+        rnd["gpus"]["node02"][3]["xid"] = [79]
+        rnd["gpus"]["node05"][0]["ecc_uncorrected"] = 2
+    doc = make_doc(fabric(8, 4, 2, 1), rounds=1, slow={"node07:mlx5_1": 0.4}, mutate=mutate)
+    found = localise(doc)
+    assert [f["target"].split(":")[0] for f in found] == ["node02", "node05", "node07"]
+    return found
+
+
+def test_dry_run_log_has_run_id_and_cap_holds(tmp_path):
+    log = tmp_path / "drain.log"
+    out = dr.drain(three_bad_nodes(), RUN, "slurm", act=False, max_drain=1, log=log)
+    assert out["dry_run"] and out["drained"] == ["node02"] and out["over_cap"] == ["node05", "node07"]
+    assert out["capped"] is True
+    text = log.read_text().splitlines()
+    calls = [line for line in text if line.startswith("scontrol ")]
+    assert calls == out["calls"] and len(calls) == 1
+    argv = shlex.split(calls[0])
+    assert argv[:4] == ["scontrol", "update", "NodeName=node02", "State=DRAIN"]
+    assert argv[4].startswith(f"Reason=fabtune {RUN}: gpu-xid node02: GPU 3")
+    assert f"# over the cap of 1, not drained: node05: gpu-ecc (node05)" in text
+    assert f"# over the cap of 1, not drained: node07: link-slow (node07:mlx5_1<->leaf02:swp7)" in text
+
+
+def test_cap_of_three_drains_all_and_link_finding_drains_its_node(tmp_path):
+    out = dr.drain(three_bad_nodes(), RUN, "slurm", max_drain=3, log=tmp_path / "d.log")
+    assert out["drained"] == ["node02", "node05", "node07"] and not out["over_cap"] and not out["capped"]
+
+
+def test_switch_findings_drain_nothing():
+    f = {"code": "switch-congested", "kind": "switch", "target": "leaf01", "message": "m", "evidence": {}}
+    assert dr.plan([f], 5).drain == []
+
+
+@pytest.mark.parametrize("message", ['x"; rm -rf / #', "a'b\\c$(id)`id`\nnext line", "é\t\x00" * 100])
+def test_reason_is_one_safe_argument(message):
+    r = dr.reason_text(RUN, {"code": "node-slow", "message": message})
+    assert r.startswith(f"fabtune {RUN}: node-slow") and len(r) <= dr.REASON_MAX
+    assert not set(r) & set("\"'\\`$\n\t\x00") and r.isprintable() and r.isascii()
+    assert shlex.split(shlex.join(["scontrol", f"Reason={r}"]))[1] == f"Reason={r}"
+
+
+def test_bad_node_name_and_adapter_and_cap_refused():
+    bad = {"code": "gpu-xid", "kind": "node", "target": "node01;reboot", "message": "m"}
+    with pytest.raises(InputError, match="not a host name"):
+        dr.plan([bad])
+    with pytest.raises(InputError, match="allowed: slurm, k8s"):
+        dr.drain([], RUN, "pbs")
+    with pytest.raises(InputError, match="0 or more"):
+        dr.plan([], -1)
+
+
+def test_slurm_real_path_runs_scontrol_from_path(scontrol, tmp_path):
+    argv_log, state = scontrol
+    out = dr.drain(three_bad_nodes(), RUN, "slurm", act=True, max_drain=2, log=tmp_path / "d.log")
+    assert out["drained"] == ["node02", "node05"] and not out["failed"]
+    calls = [json.loads(line) for line in argv_log.read_text().splitlines()]
+    assert [c[:4] for c in calls] == [["update", "NodeName=node02", "State=DRAIN", calls[0][3]],
+                                      ["update", "NodeName=node05", "State=DRAIN", calls[1][3]]]
+    assert calls[0][3].startswith(f"Reason=fabtune {RUN}: gpu-xid")
+    nodes = json.loads(state.read_text())
+    assert nodes["node02"]["state"] == "IDLE+DRAIN" and nodes["node07"]["state"] == "IDLE"
+    assert dr.Slurm().reason("node02").startswith(f"fabtune {RUN}: gpu-xid")
+
+
+def test_undrain_only_fabtune_drains_after_retest(scontrol, tmp_path):
+    argv_log, state = scontrol
+    nodes = json.loads(state.read_text())
+    nodes["node04"] = {"state": "IDLE+DRAIN", "reason": "bad DIMM, ticket 4711"}
+    state.write_text(json.dumps(nodes))
+    dr.drain(three_bad_nodes(), RUN, "slurm", act=True, max_drain=1)
+    dry = dr.undrain(["node02", "node04", "node06"], "slurm", act=False, log=tmp_path / "u.log")
+    assert dry["resumed"] == ["node02"] and json.loads(state.read_text())["node02"]["state"] == "IDLE+DRAIN"
+    assert dry["left"] == {"node04": "reason 'bad DIMM, ticket 4711' is not fabtune's", "node06": "not drained"}
+    out = dr.undrain(["node02", "node04"], "slurm", act=True)
+    assert out["resumed"] == ["node02"]
+    now = json.loads(state.read_text())
+    assert now["node02"] == {"state": "IDLE", "reason": None} and now["node04"]["state"] == "IDLE+DRAIN"
+    argv = [json.loads(line) for line in argv_log.read_text().splitlines()]
+    assert argv.count(["update", "NodeName=node02", "State=RESUME"]) == 1
+    assert not [a for a in argv if a[:2] == ["update", "NodeName=node04"]]
+
+
+def test_slurm_failure_is_reported_per_node(scontrol):
+    f = {"code": "gpu-xid", "kind": "node", "target": "node99", "message": "m"}
+    out = dr.drain([f], RUN, "slurm", act=True)
+    assert out["drained"] == [] and "Invalid node name specified" in out["failed"]["node99"]
+    assert "not found" in dr.undrain(["node99"], "slurm", act=True)["failed"]["node99"]
+
+
+def test_reason_of_scontrol_formats():
+    text = "NodeName=n1\n   Reason=fabtune r: x y [root@2026-11-30T16:00:00]\n"
+    assert dr.reason_of_scontrol(text) == "fabtune r: x y"
+    assert dr.reason_of_scontrol("NodeName=n1 State=IDLE\n") is None
+    assert dr.reason_of_scontrol("   Reason=(null)\n") is None
+
+
+def test_k8s_dry_run_without_client_and_act_says_it_is_needed(tmp_path):
+    log = tmp_path / "k.log"
+    out = dr.drain(three_bad_nodes(), RUN, "k8s", max_drain=1, log=log)
+    call = out["calls"][0]
+    assert call.startswith("PATCH /api/v1/nodes/node02 ")
+    body = json.loads(call.split(" ", 2)[2])
+    assert body["spec"] == {"taints": [{"effect": "NoSchedule", "key": "fabtune.io/unhealthy", "value": "gpu-xid"}],
+                            "unschedulable": True}
+    assert body["metadata"]["annotations"]["fabtune.io/reason"].startswith(f"fabtune {RUN}: gpu-xid")
+    try:
+        import kubernetes  # noqa: F401
+    except ImportError:
+        act = dr.drain(three_bad_nodes(), RUN, "k8s", act=True)
+        assert "needs the kubernetes Python client" in act["failed"]["node02"]
+
+
+class _Api:
+    """The two CoreV1Api methods the adapter uses, over an in-memory node (kubernetes' own shapes:
+    ``read_node(name).spec.taints`` / ``.metadata.annotations``, ``patch_node(name, body)``)."""
+
+    class _NS:
+        def __init__(self, **kw):
+            self.__dict__.update(kw)
+
+    def __init__(self):
+        self.patches = []
+        self.taints = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+        self.annotations = {}
+
+    def read_node(self, name):
+        return self._NS(spec=self._NS(taints=[self._NS(**t) for t in self.taints]),
+                        metadata=self._NS(annotations=dict(self.annotations)))
+
+    def patch_node(self, name, body):
+        self.patches.append((name, body))
+        self.taints = body["spec"]["taints"]
+        self.annotations = {k: v for k, v in {**self.annotations, **body["metadata"]["annotations"]}.items() if v}
+
+
+def test_k8s_act_keeps_other_taints_and_undrains():
+    api = _Api()
+    out = dr.drain(three_bad_nodes(), RUN, "k8s", act=True, backend=dr.Kubernetes(api))
+    assert out["drained"] == ["node02"]
+    assert [t["key"] for t in api.taints] == ["nvidia.com/gpu", "fabtune.io/unhealthy"]
+    assert dr.undrain(["node02"], "k8s", act=True, backend=dr.Kubernetes(api))["resumed"] == ["node02"]
+    assert [t["key"] for t in api.taints] == ["nvidia.com/gpu"] and api.patches[-1][1]["spec"]["unschedulable"] is False

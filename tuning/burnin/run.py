@@ -1,0 +1,242 @@
+"""``fabtune burnin``: repeated all-pairs RDMA rounds with NIC / PCIe / GPU health between them, then
+localisation, drain and reports (issue 10; the document is docs/burnin.md's).
+
+A round (:func:`one_round`): every pair of nodes on every selected rail, scheduled by the circle
+method (:func:`tuning.verify.pairs.round_robin`, each NIC once per wave) and measured by the
+verification runner (:func:`tuning.verify.runner.verify`: ``ib_write_bw`` bandwidth, ``ib_read_lat``
+latency, the same parser as the real samples); then, where ``all_reduce_perf`` (nccl-tests) is on a
+node's PATH, one single-node ``all_reduce_perf -b 8M -e 128M -f 2 -g <GPUs>`` per node (NVLink and
+GPU health; parsed by :func:`tuning.parsers.nccl.parse_nccl`); then every node is read once
+(:mod:`tuning.burnin.collect`) and the counters are taken as deltas against the previous read (a
+baseline read precedes round 0). Rounds repeat until ``iterations`` are done or ``duration_s`` has
+passed (at least one round). At the end :mod:`tuning.burnin.localise` names the findings,
+:mod:`tuning.burnin.drain` drains (dry run unless asked) and the reports are written.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tuning.burnin.collect import deltas, read_nodes
+from tuning.errors import ConnectError, InputError, TuningError
+from tuning.verify.pairs import round_robin, with_mtu_allowed
+from tuning.verify.runner import Thresholds, verify
+
+Progress = Callable[[str], None]
+NCCL_ARGS = "-b 8M -e 128M -f 2"
+
+
+@dataclass
+class BurninOptions:
+    """What a burn-in runs and writes.
+
+    Attributes:
+        iterations: rounds to run (None: until ``duration_s``).  duration_s: seconds (None: ``iterations``).
+        rails: rails to test (None: every rail the nodes share).  limit: node names (None: every node).
+        thresholds: the runner's pass marks (a pair's ``status``; localisation judges on its own).
+        html / report_json / prom_file: report files (None: not written).
+        drain_adapter: ``slurm`` | ``k8s`` | None (no drain step).  drain: act (False: dry run).
+        max_drain: the cap on nodes one run drains.  drain_log: where the dry-run commands go.
+        kind: ``burnin`` or ``health`` (one quick round).  timeout_s: per node round trip / perftest client.
+        nccl: run ``all_reduce_perf`` where installed.
+    """
+
+    iterations: int | None = 1
+    duration_s: float | None = None
+    rails: tuple[int, ...] | None = None
+    limit: list[str] | None = None
+    thresholds: Thresholds = field(default_factory=lambda: Thresholds(min_bw_gbps=0.0, max_lat_us=1e6))
+    html: Path | None = None
+    report_json: Path | None = None
+    prom_file: Path | None = None
+    drain_adapter: str | None = None
+    drain: bool = False
+    max_drain: int = 1
+    drain_log: Path | None = None
+    kind: str = "burnin"
+    timeout_s: float = 60.0
+    nccl: bool = True
+
+    def check(self) -> "BurninOptions":
+        """Validate. Raises InputError naming the option and the allowed values."""
+        if self.iterations is None and self.duration_s is None:
+            raise InputError("--iterations", "", "give --iterations N or --duration (e.g. 2h)")
+        if self.iterations is not None and not 1 <= self.iterations <= 100000:
+            raise InputError("--iterations", str(self.iterations), "an integer 1..100000")
+        if self.duration_s is not None and not (math.isfinite(self.duration_s) and 0 < self.duration_s <= 30 * 86400):
+            raise InputError("--duration", str(self.duration_s), "a duration above 0 and at most 30d (e.g. 90m, 2h)")
+        if self.drain_adapter not in (None, "slurm", "k8s"):
+            raise InputError("--drain-adapter", str(self.drain_adapter), "slurm or k8s")
+        if self.max_drain < 0:
+            raise InputError("--max-drain", str(self.max_drain), "an integer 0 or more")
+        return self
+
+
+def _eta(started: float, done: int, opts: BurninOptions) -> str:
+    """``ETA 3m20s`` from the mean round so far (duration mode: the time left)."""
+    spent = time.monotonic() - started
+    left = (opts.duration_s - spent) if opts.duration_s is not None else spent / max(1, done) * (
+        (opts.iterations or done) - done)
+    left = max(0.0, left)
+    return f"ETA {int(left // 60)}m{int(left % 60):02d}s"
+
+
+def _nccl(devices: list[Any], hosts: dict, timeout_s: float) -> dict[str, dict]:
+    """Run ``all_reduce_perf`` on each node that has it: node -> ``{"avg_busbw_gbps", "rows"}`` or
+    ``{"error": one line}``; nodes without it are left out."""
+    from tuning.parsers.nccl import parse_nccl
+
+    out: dict[str, dict] = {}
+    for dev in devices:
+        host = hosts.get(dev.name)
+        if host is None:
+            continue
+        try:
+            probe = host.run("command -v all_reduce_perf", timeout=timeout_s, privileged=False)
+            if probe.rc != 0:
+                continue
+            res = host.run(f"all_reduce_perf {NCCL_ARGS} -g {len(dev.spec.nics) or 1}", timeout=600.0,
+                           privileged=False)
+            parsed = parse_nccl(res.stdout, "all_reduce_perf")
+            out[dev.name] = {"avg_busbw_gbps": parsed.avg_busbw.value if parsed.avg_busbw else None,
+                             "rows": len(parsed.rows),
+                             "error": parsed.failure.message if parsed.failure else None}
+        except TuningError as e:
+            out[dev.name] = {"error": " ".join(str(e).split())[:300]}
+    return out
+
+
+def one_round(index: int, t0: float, pairs: list, devices: list[Any], hosts: dict, opts: BurninOptions,
+              prev: dict[str, dict], reported: dict[str, set[str]]) -> dict:
+    """Run one round (module docstring) and return its document entry; ``prev`` (node -> last
+    snapshot) and ``reported`` (node -> XID lines already reported) are updated."""
+    results = verify(pairs, hosts, opts.thresholds, timeout_s=opts.timeout_s)[1] if pairs else []
+    nccl = _nccl(devices, hosts, opts.timeout_s) if opts.nccl and opts.kind == "burnin" else {}
+    snaps = read_nodes(devices, hosts, opts.timeout_s)
+    rnd: dict[str, Any] = {"index": index, "t": round(time.time() - t0, 3), "pairs": [asdict(r) for r in results],
+                           "nics": {}, "gpus": {}, "errors": {}}
+    if nccl:
+        rnd["nccl"] = nccl
+    for name, snap in snaps.items():
+        if isinstance(snap, str):
+            rnd["errors"][name] = snap
+            continue
+        rnd["nics"][name], rnd["gpus"][name] = deltas(prev.get(name), snap, reported.setdefault(name, set()))
+        prev[name] = snap
+    return rnd
+
+
+def open_hosts(devices: list[Any]) -> tuple[dict, dict[str, str]]:
+    """SSH sessions to ``devices``: (name -> host, name -> one-line error of the unreachable)."""
+    from tuning.transport.ssh import SshHost
+
+    hosts, errors = {}, {}
+    for dev in devices:
+        try:
+            hosts[dev.name] = SshHost(dev.name, dev.connection)
+        except ConnectError as e:
+            errors[dev.name] = " ".join(str(e).split())[:300]
+    return hosts, errors
+
+
+def run_id() -> str:
+    """``burnin-20261130T161500-1a2b3c`` (UTC, 6 random hex digits)."""
+    return f"burnin-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
+
+
+def _nodes(inv: Any, limit: list[str] | None) -> list[Any]:
+    nodes = list(inv.nodes)
+    if limit:
+        unknown = [n for n in limit if n not in {d.name for d in nodes}]
+        if unknown:
+            raise InputError("--limit", unknown[0], f"not a node of {inv.path}; nodes: "
+                             f"{', '.join(d.name for d in nodes[:8])}{' ...' if len(nodes) > 8 else ''}")
+        nodes = [d for d in nodes if d.name in limit]
+    return nodes
+
+
+def run_burnin(inv: Any, opts: BurninOptions, progress: Progress | None = None) -> dict:
+    """Run a burn-in (or one health round) over ``inv``'s nodes and return the document with
+    ``findings``, ``drain`` and ``reports`` added (docs/burnin.md).
+
+    Args:
+        inv: a :class:`tuning.inventory.Inventory`.  opts: :class:`BurninOptions` (checked here).
+        progress: called with one line per step (``round 2/3: 56 pairs ... ETA 1m04s``).
+
+    Raises:
+        InputError: bad options or ``--limit`` names.
+    """
+    from tuning.burnin.localise import topology_of
+
+    opts.check()
+    say = progress or (lambda _msg: None)
+    devices = _nodes(inv, opts.limit)
+    started, t0 = time.monotonic(), time.time()
+    doc: dict[str, Any] = {"run_id": run_id(), "inventory": str(inv.path), "started": t0, "seconds": 0.0,
+                           "kind": opts.kind, "topology": topology_of(inv), "rounds": []}
+    hosts, unreachable = open_hosts(devices)
+    doc["unreachable"] = unreachable
+    try:
+        reach = [d for d in devices if d.name in hosts]
+        pairs = [p for rnd in round_robin(reach, opts.rails) for p in rnd] if len(reach) > 1 else []
+        pairs = with_mtu_allowed(pairs, list(inv.nodes), list(inv.switches)) if pairs else []
+        say(f"{doc['run_id']}: {len(reach)} node(s), {len(pairs)} pair(s) a round; baseline read")
+        prev = {n: s for n, s in read_nodes(reach, hosts, opts.timeout_s).items() if isinstance(s, dict)}
+        reported: dict[str, set[str]] = {}
+        i = 0
+        while True:
+            total = f"/{opts.iterations}" if opts.iterations else ""
+            say(f"round {i + 1}{total}: {len(pairs)} pair(s), {_eta(started, i, opts) if i else 'ETA after round 1'}")
+            rnd = one_round(i, t0, pairs, reach, hosts, opts, prev, reported)
+            rnd["errors"].update(unreachable)
+            doc["rounds"].append(rnd)
+            i += 1
+            bad = sum(1 for p in rnd["pairs"] if p["status"] != "pass")
+            say(f"round {i}{total} done: {bad} pair(s) not passing, {_eta(started, i, opts)}")
+            if (opts.iterations is not None and i >= opts.iterations) or (
+                    opts.duration_s is not None and time.monotonic() - started >= opts.duration_s):
+                break
+    finally:
+        for h in hosts.values():
+            h.close()
+    doc["seconds"] = round(time.monotonic() - started, 3)
+    return finish(doc, opts, say)
+
+
+def finish(doc: dict, opts: BurninOptions, say: Progress) -> dict:
+    """Localise, drain (dry run unless ``opts.drain``) and write the reports; returns ``doc`` with
+    ``findings``, ``drain`` (None without an adapter) and ``reports`` (kind -> path) added."""
+    import json
+
+    from tuning.burnin import localise
+
+    findings = localise.localise(doc)
+    doc["findings"] = findings
+    doc["drain"] = None
+    if opts.drain_adapter:
+        from tuning.burnin import drain
+
+        doc["drain"] = drain.drain(findings, doc["run_id"], opts.drain_adapter, act=opts.drain,
+                                   max_drain=opts.max_drain, log=opts.drain_log)
+    doc["reports"] = {}
+    if opts.report_json:
+        opts.report_json.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        doc["reports"]["json"] = str(opts.report_json)
+    if opts.html:
+        from tuning.burnin import html_report
+
+        html_report.write(doc, findings, opts.html)
+        doc["reports"]["html"] = str(opts.html)
+    if opts.prom_file:
+        from tuning.burnin import prom
+
+        prom.write(doc, findings, opts.prom_file)
+        doc["reports"]["prom"] = str(opts.prom_file)
+    say(f"{len(findings)} finding(s): " + ", ".join(f"{f['code']} {f['target']}" for f in findings) if findings
+        else "no findings")
+    return doc

@@ -1,0 +1,149 @@
+"""``fabtune lab init``, ``fabtune burnin`` and ``fabtune health`` (issue 10).
+
+Registered at the end of :mod:`tuning.cli`'s command registrations (``register(app, lab_app)``).
+Exit codes (``fabtune burnin`` / ``fabtune health``): 0 healthy, 1 findings, 2 bad input, 4 a node
+unreachable.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from tuning.lab.fabric import DEFAULT_BASE_PORT, MAX_NODES
+
+
+def lab_init(directory: Path = typer.Argument(..., metavar="DIR", help="A new (or empty) inventory folder."),
+             nodes: int = typer.Option(4, "--nodes", "-n", min=1, max=MAX_NODES,
+                                       help=f"GPU nodes, 1..{MAX_NODES} (8 rails each, 2 leaves, 1 spine)."),
+             base_port: int = typer.Option(DEFAULT_BASE_PORT, "--base-port", min=1024, max=32664,
+                                           help="Node k listens on BASE+k, the switches on BASE+101..103.")) -> None:
+    """Write the inventory of an N-node lab (4 nodes on the default ports = inventory/lab).
+
+    Example: fabtune lab init /tmp/lab8 --nodes 8 --base-port 28000 && fabtune lab up -i /tmp/lab8
+    """
+    from tuning.lab.scale import write_inventory
+
+    dest = write_inventory(directory, nodes, base_port)
+    print(f"lab inventory of {nodes} node(s) in {dest}; start it with `fabtune lab up -i {dest}`")
+
+
+def parse_duration(text: str) -> float:
+    """``90s`` / ``45m`` / ``2h`` / ``1d`` (or plain seconds) -> seconds.
+
+    Raises:
+        InputError: anything else (names ``--duration`` and the allowed forms).
+    """
+    import re
+
+    from tuning.errors import InputError
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text or "")
+    if not m or float(m.group(1)) <= 0:
+        raise InputError("--duration", (text or "")[:40], "a duration like 90s, 45m, 2h or 1d (above 0)")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+
+
+#: exit codes of burnin / health: 0 healthy, 1 findings (or the drain cap held), 2 bad input, 4 a node unreachable
+EXIT_HEALTHY, EXIT_FINDINGS, EXIT_UNREACHABLE = 0, 1, 4
+
+
+def _exit_code(doc: dict) -> int:
+    if doc.get("unreachable") or any(r.get("errors") for r in doc.get("rounds", [])):
+        return EXIT_UNREACHABLE
+    if doc.get("findings") or (doc.get("drain") or {}).get("capped"):
+        return EXIT_FINDINGS
+    return EXIT_HEALTHY
+
+
+def _show(doc: dict, as_json: bool) -> None:
+    import json
+
+    if as_json:
+        print(json.dumps(doc, indent=2, default=str))
+        return
+    for name, why in (doc.get("unreachable") or {}).items():
+        print(f"UNREACHABLE {name}: {why}")
+    for f in doc.get("findings") or []:
+        print(f"{f['code']:<22} {f['kind']:<6} {f['target']}: {f['message']}")
+    d = doc.get("drain")
+    if d:
+        print(f"drain ({d['adapter']}, {'dry run' if d['dry_run'] else 'acted'}): {', '.join(d['drained']) or 'none'}"
+              + (f"; over the cap, not drained: {', '.join(d['over_cap'])}" if d.get("capped") else ""))
+    print(f"{doc['run_id']}: {len(doc.get('rounds', []))} round(s) in {doc['seconds']:.0f} s, "
+          f"{len(doc.get('findings') or [])} finding(s)" + "".join(f"; {k} {v}" for k, v in doc.get("reports", {}).items()))
+
+
+def burnin(inventory: Path = typer.Option(Path("inventory/lab"), "-i", "--inventory", help="Ansible-format inventory."),
+           duration: Optional[str] = typer.Option(None, "--duration", metavar="2h", help="Run rounds for this long (90s, 45m, 2h, 1d)."),
+           iterations: Optional[int] = typer.Option(None, "--iterations", "-n", metavar="N", help="Run N rounds (1..100000)."),
+           rail: Optional[list[int]] = typer.Option(None, "--rail", help="Only these rails (repeatable; default every rail)."),
+           limit: Optional[list[str]] = typer.Option(None, "--limit", "-l", help="Only these nodes (repeatable)."),
+           html: Optional[Path] = typer.Option(None, "--html", metavar="FILE.html", help="Write the HTML report."),
+           report_json: Optional[Path] = typer.Option(None, "--report-json", metavar="FILE", help="Write the burn-in document as JSON."),
+           prom_file: Optional[Path] = typer.Option(None, "--prom-file", metavar="FILE.prom", help="Write Prometheus textfile metrics."),
+           drain_adapter: Optional[str] = typer.Option(None, "--drain-adapter", metavar="slurm|k8s", help="Drain nodes with findings (dry run unless --drain)."),
+           drain: bool = typer.Option(False, "--drain", help="Act on the drain (default: dry run, commands logged)."),
+           max_drain: int = typer.Option(1, "--max-drain", metavar="N", help="Drain at most N nodes in this run (default 1)."),
+           drain_log: Optional[Path] = typer.Option(None, "--drain-log", metavar="FILE", help="Where the drain commands are logged."),
+           as_json: bool = typer.Option(False, "--json", help="Print the document as JSON on stdout.")) -> None:
+    """Burn in a fabric: repeated all-pairs RDMA rounds (bandwidth, latency; nccl-tests when present),
+    NIC counter deltas, link and PCIe state against capability, GPU health; then name the bad nodes
+    and links, drain (dry run by default) and write the reports. Exit 0 healthy, 1 findings, 2 bad
+    input, 4 a node unreachable.
+
+    Example: fabtune burnin -i inventory/lab --iterations 3 --html burnin.html --drain-adapter slurm
+    """
+    from tuning import inventory as inv_mod
+    from tuning.burnin.run import BurninOptions, run_burnin
+    from tuning.errors import InputError
+
+    if (duration is None) == (iterations is None):
+        raise InputError("--iterations", "", "give exactly one of --duration (e.g. 2h) and --iterations N")
+    opts = BurninOptions(iterations=iterations, duration_s=parse_duration(duration) if duration else None,
+                         rails=tuple(rail) if rail else None, limit=limit or None, html=html,
+                         report_json=report_json, prom_file=prom_file, drain_adapter=drain_adapter, drain=drain,
+                         max_drain=max_drain, drain_log=drain_log).check()
+    doc = run_burnin(inv_mod.load(inventory), opts, lambda m: print(f"... {m}", file=sys.stderr))
+    _show(doc, as_json)
+    raise typer.Exit(_exit_code(doc))
+
+
+def health(inventory: Path = typer.Option(Path("inventory/lab"), "-i", "--inventory", help="Ansible-format inventory."),
+           local: bool = typer.Option(False, "--local", help="Read this machine (sysfs, NVML, kernel log) without SSH or traffic."),
+           rail: Optional[list[int]] = typer.Option(None, "--rail", help="The rail(s) of the quick round (default the lowest)."),
+           limit: Optional[list[str]] = typer.Option(None, "--limit", "-l", help="Only these nodes (repeatable)."),
+           report_json: Optional[Path] = typer.Option(None, "--report-json", metavar="FILE", help="Write the document as JSON."),
+           prom_file: Optional[Path] = typer.Option(None, "--prom-file", metavar="FILE.prom", help="Write Prometheus textfile metrics."),
+           as_json: bool = typer.Option(False, "--json", help="Print the document as JSON on stdout.")) -> None:
+    """One quick health round (for cron, a Slurm HealthCheckProgram, a node-problem-detector plugin):
+    over SSH, one rail's pairs between two reads of every node; with --local, this machine only.
+    Exit 0 healthy, 1 findings, 2 bad input, 4 a node unreachable.
+
+    Example: fabtune health --local --prom-file /var/lib/node_exporter/fabtune.prom
+    """
+    from tuning.burnin.run import BurninOptions
+
+    opts = BurninOptions(kind="health", rails=tuple(rail) if rail else None, limit=limit or None,
+                         report_json=report_json, prom_file=prom_file).check()
+    if local:
+        from tuning.burnin.health import local_document
+
+        doc = local_document(Path("/"), opts)
+    else:
+        from tuning import inventory as inv_mod
+        from tuning.burnin.health import run_health
+
+        doc = run_health(inv_mod.load(inventory), opts, lambda m: print(f"... {m}", file=sys.stderr))
+    _show(doc, as_json)
+    raise typer.Exit(_exit_code(doc))
+
+
+def register(app: typer.Typer, lab_app: typer.Typer) -> None:
+    """Add this module's commands to the ``fabtune`` app and its ``lab`` group."""
+    lab_app.command("init")(lab_init)
+    app.command("burnin")(burnin)
+    app.command("health")(health)

@@ -1,0 +1,106 @@
+"""Lab inventories of any size: ``fabtune lab init DIR --nodes N`` (issue 10, burn-in at scale).
+
+:func:`write_inventory` writes the Ansible-format inventory of ``default_fabric(base_port, n_nodes)``
+(``tuning.lab.fabric``): ``hosts.yaml`` (every node and switch on ``127.0.0.1`` at the fabric's port),
+``group_vars/`` copied from the repository's ``inventory/lab/`` (the profile and the SSH settings
+are the same at every size) and one ``host_vars/<host>.yml`` per node (its 8 NICs and their leaf
+ports) and switch (its ports, NVUE ranges). For 4 nodes on the default base port (22100) every file
+is byte-identical to ``inventory/lab/`` (``tests/lab/test_scale.py`` checks it), so the 4-node
+lab is the embedded one. ``fabtune lab up -i DIR`` then sizes the fabric from the inventory
+(:func:`tuning.lab.fabric.fabric_for_inventory`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tuning.errors import InputError
+from tuning.lab.fabric import DEFAULT_BASE_PORT, MAX_NODES, Fabric, Node, Switch, default_fabric
+
+#: where ``group_vars`` come from: the repository's embedded lab inventory
+LAB_INVENTORY = Path(__file__).resolve().parents[2] / "inventory" / "lab"
+
+
+def _hosts_yaml(fabric: Fabric) -> str:
+    """``hosts.yaml`` in the layout of ``inventory/lab/hosts.yaml`` (groups gpu_nodes, switches:
+    leaves, spines)."""
+    def host(name: str, port: int, indent: str) -> str:
+        return f"{indent}{name}:\n{indent}  ansible_host: 127.0.0.1\n{indent}  ansible_port: {port}\n"
+
+    leaves = [s for s in fabric.switches if s.role == "leaf"]
+    spines = [s for s in fabric.switches if s.role == "spine"]
+    text = (f"# The embedded lab (tuning/lab/fabric.py default_fabric): {len(fabric.nodes)} GPU nodes, "
+            f"{len(leaves)} rail leaves, {len(spines)} spine,\n"
+            "# all SSH endpoints on 127.0.0.1. Start it with `fabtune lab up`.\n"
+            "all:\n  children:\n    gpu_nodes:\n      hosts:\n")
+    text += "".join(host(n.name, n.port, " " * 8) for n in fabric.nodes)
+    text += "    switches:\n      children:\n        leaves:\n          hosts:\n"
+    text += "".join(host(s.name, s.port, " " * 12) for s in leaves)
+    text += "        spines:\n          hosts:\n"
+    return text + "".join(host(s.name, s.port, " " * 12) for s in spines)
+
+
+def _node_vars(node: Node) -> str:
+    """``host_vars/<node>.yml``: the NIC list as ``inventory/lab`` writes it."""
+    numa = {z: [c.rdma_device for c in node.nics if c.numa_node == z] for z in (0, 1)}
+    head = (f"# {node.name}: {len(node.nics)} ConnectX-7 NICs, one per rail; NUMA 0 holds "
+            f"{numa[0][0]}-{numa[0][-1].split('_')[-1]}, NUMA 1 {numa[1][0]}-{numa[1][-1].split('_')[-1]}.\n")
+    rows = "".join(f"- netdev: {c.netdev}\n  rdma_device: {c.rdma_device}\n  rail: {c.rail}\n  ipv4: {c.ipv4}\n"
+                   f"  switch: {c.switch}\n  switch_port: {c.switch_port}\n" for c in node.nics)
+    return head + "nics:\n" + rows
+
+
+def _ranges(ports: list[str]) -> list[str]:
+    """``swp1..swp16, swp31`` -> ``["swp1-16", "swp31"]`` (NVUE range form, as host_vars write it)."""
+    nums = sorted(int(p[3:]) for p in ports)
+    out: list[str] = []
+    start = prev = nums[0]
+    for n in nums[1:] + [None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        out.append(f"swp{start}" if start == prev else f"swp{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return out
+
+
+def _switch_vars(sw: Switch) -> str:
+    """``host_vars/<switch>.yml``: ``ports`` as NVUE ranges."""
+    return f"# {sw.name} ({sw.role})\nports:\n" + "".join(f"- {r}\n" for r in _ranges(sw.ports))
+
+
+def write_inventory(dest: Path, n_nodes: int, base_port: int = DEFAULT_BASE_PORT) -> Path:
+    """Write the inventory of an ``n_nodes`` lab into ``dest`` (created; must be empty or absent).
+
+    Args:
+        dest: the inventory folder to create.
+        n_nodes: 1..100 GPU nodes (``node01..nodeNN``), each with 8 rails, on 2 leaves and 1 spine.
+        base_port: node k listens on ``base_port + k``, the switches on ``base_port + 101..103``.
+
+    Returns:
+        ``dest``.
+
+    Raises:
+        InputError: ``n_nodes`` outside 1..100, a base port whose ports would reach the kernel's
+            ephemeral range (32768) or fall below 1024, or ``dest`` not empty.
+    """
+    if not isinstance(n_nodes, int) or not 1 <= n_nodes <= MAX_NODES:
+        raise InputError("--nodes", str(n_nodes), f"a lab has 1..{MAX_NODES} nodes")
+    if not isinstance(base_port, int) or not 1024 <= base_port <= 32768 - 104:
+        raise InputError("--base-port", str(base_port), "an integer 1024..32664: the lab's ports "
+                         "(base + 1..103) stay below the kernel's ephemeral range (32768)")
+    dest = Path(dest)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise InputError(str(dest), "DIR", "exists and is not an empty folder; a lab inventory is written "
+                         "into a new folder")
+    fabric = default_fabric(base_port=base_port, n_nodes=n_nodes)
+    (dest / "host_vars").mkdir(parents=True, exist_ok=True)
+    shutil.copytree(LAB_INVENTORY / "group_vars", dest / "group_vars")
+    (dest / "hosts.yaml").write_text(_hosts_yaml(fabric))
+    for node in fabric.nodes:
+        (dest / "host_vars" / f"{node.name}.yml").write_text(_node_vars(node))
+    for sw in fabric.switches:
+        (dest / "host_vars" / f"{sw.name}.yml").write_text(_switch_vars(sw))
+    return dest
