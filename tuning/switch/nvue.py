@@ -185,7 +185,13 @@ class NvueDriver(SwitchDriver):
     # ----- candidate -------------------------------------------------------------------------
     def load_candidate(self, config: str, *, replace: bool = False) -> None:
         """Stage every ``nv set``/``nv unset`` line, all written at once and read back until one
-        prompt per line (shared/NOTES.md: ~0.06 s instead of ~3.4 s for 51 lines)."""
+        prompt per line (shared/NOTES.md: ~0.06 s instead of ~3.4 s for 51 lines). Their echo may
+        come back cut and repeated (:func:`_residue`); only text of the switch's own is an error.
+
+        Raises:
+            CandidateError: a line that is not ``nv set``/``nv unset``, a failure text (naming the
+                line), anything else printed, or fewer prompts than lines in time.
+        """
         if replace:
             raise NotSupportedError("NVUE driver merges only (replace=False)", host=self.name, phase="apply")
         lines = [line.strip() for line in config.splitlines() if line.strip() and not line.strip().startswith("#")]
@@ -357,11 +363,24 @@ def _culprit(lines: list[str], why: str) -> str:
 
 
 def _residue(out: str, lines: list[str], base_prompt: str) -> str:
-    """What a batch printed besides the echo of its lines and the prompts (``nv set`` prints nothing)."""
-    rest = re.sub(re.escape(base_prompt) + r"[$#]", "", out)
-    for line in lines:
-        rest = rest.replace(line, "", 1)
-    return "".join(rest.split())
+    """What a batch printed besides the echo of its lines and the prompts (``nv set`` prints nothing).
+
+    Lines written at once are not echoed one whole line per prompt: a terminal echoes type-ahead as
+    the pty takes it in (in pieces, cut anywhere, between the prompts of earlier commands), and
+    readline may echo a line again when it reads it (duplicate echo, as netmiko PRs #2944 and #3742
+    handle for Arista and Check Point). So the output is cut at prompts and line ends, and a piece
+    counts as echo when, without whitespace, it is part of the staged lines written back to back.
+
+    Args:
+        out: what the batch read (netmiko has stripped ANSI codes).  lines: the staged ``nv`` lines.
+        base_prompt: netmiko's base prompt (``cumulus@leaf01:mgmt:~``).
+
+    Returns:
+        The other pieces, joined by ``" | "`` ("" when the device printed nothing of its own).
+    """
+    typed = "".join("".join(line.split()) for line in lines)
+    pieces = re.split(re.escape(base_prompt) + r"[$#]|[\r\n]", out)
+    return " | ".join(p.strip() for p in pieces if "".join(p.split()) and "".join(p.split()) not in typed)
 
 
 def _roce_state(qos) -> RoceState:  # type: ignore[no-untyped-def]
