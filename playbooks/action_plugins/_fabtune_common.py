@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ansible import constants as C
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 
 try:
@@ -69,14 +69,26 @@ def native(value: object) -> object:
     return value
 
 
-def host_vars(templar, vars_: dict) -> dict:
+def host_vars(templar, vars_, host: str | None = None) -> dict:
     """One host's variables, templated, without Ansible's own (:data:`SKIP`); the become password
-    stays its vault ciphertext."""
+    stays its vault ciphertext.
+
+    Raises:
+        AnsibleActionFail: a value Ansible cannot render (a vault value it cannot decrypt, a broken
+            template): one line naming the host and the key, as the core names its refusals.
+    """
+    host = host or str(vars_.get("inventory_hostname", "?"))
     out = {}
-    for key, value in vars_.items():
-        if key in SKIP or key.startswith("__"):
+    for key in list(vars_):
+        if key in SKIP or str(key).startswith("__"):
             continue
-        out[key] = _vault(value) if key in PASSWORD_KEYS else native(templar.template(value))
+        try:
+            value = vars_[key]
+            out[key] = _vault(value) if key in PASSWORD_KEYS else native(templar.template(value))
+        except AnsibleError as e:
+            problem = " ".join(str(getattr(e, "message", e)).split())[:300]
+            raise AnsibleActionFail(f"ansible hostvars of {host}: {key}: {problem}",
+                                    result={"exit_code": 2}) from None
     return out
 
 

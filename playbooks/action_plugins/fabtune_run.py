@@ -78,9 +78,9 @@ class ActionModule(ActionBase):
             hv = hostvars[h]  # a view that templates on access under h's own variables
             raw = getattr(hv, "_vars", None)  # untemplated: a vault value keeps its ciphertext
             if raw is not None:
-                resolved[h] = common.host_vars(getattr(hv, "_templar", self._templar), raw)
+                resolved[h] = common.host_vars(getattr(hv, "_templar", self._templar), raw, h)
             else:  # an ansible-core without the view: every value already templated for h
-                resolved[h] = common.host_vars(_Identity(), {k: hv[k] for k in hv})
+                resolved[h] = common.host_vars(_Identity(), hv, h)
         return common.inventory.from_hostvars(common.inventory_dir(task_vars), resolved, groups_of)
 
     def run(self, tmp=None, task_vars=None):

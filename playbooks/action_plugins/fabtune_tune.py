@@ -5,7 +5,9 @@ Runs on the controller (after Arista AVD's action plugins; hosts use ``ansible_c
 local``, the core opens SSH itself). It takes THIS host's variables from Ansible (the task's
 resolved variables, templated with the task's templar: ``-e``, vault values and group_vars folders
 count) and builds only this host's Device (:func:`tuning.inventory.device_from_vars`): the cost per
-host does not grow with the fleet. The whole inventory is validated once, by ``fabtune_run``'s
+host does not grow with the fleet. In check mode the plan is the one ``begin`` made for every
+device at once (:func:`tuning.rollout.steps.planned`): a check run reads each device once.
+The whole inventory is validated once, by ``fabtune_run``'s
 ``begin`` stage, whose run id (registered as ``__fabtune_begin``, or the extra var ``fabtune_run_id``)
 every push journals under.
 
@@ -66,7 +68,9 @@ class ActionModule(ActionBase):
             if dev is None:
                 return {**result, "skipped": True, "msg": f"{host} is in no fabtune role group"}
             policy = common.inventory.policy_of_vars(vars_, host)
-            out = common.steps.push(dev, policy, opts, common.run_id(task_vars))
+            begun = common.native(task_vars.get("__fabtune_begin"))
+            out = common.steps.planned(begun, host, opts.domains) if opts.check else None
+            out = out or common.steps.push(dev, policy, opts, common.run_id(task_vars))
         except (ConnectError, DeviceTimeout) as e:
             return {**result, "unreachable": True, "changed": False, "msg": str(e)}
         except TuningError as e:

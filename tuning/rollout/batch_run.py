@@ -111,6 +111,25 @@ def missing_pairs(r: "Run", own: list) -> list:
     return out
 
 
+def is_last(r: "Run", b: Batch) -> bool:
+    """Whether ``b`` is the run's last batch, by index (a front end rebuilds the run's batches from
+    the journal in each gate, so ``b`` need not be the very object of ``r.batches``)."""
+    return bool(r.batches) and b.index == r.batches[-1].index
+
+
+def batch_verify_pairs(r: "Run", b: Batch, progress: Progress) -> list:
+    """The pairs batch ``b`` verifies: its own (``r.batch_pairs[b.index]``) and, in the last batch,
+    :func:`missing_pairs` too (said through ``progress``), measured once more with the absolute
+    marks: their earlier values are of a half-tuned fabric. Used by the engine and the front ends'
+    batch gate (:mod:`tuning.rollout.steps_verify`) alike."""
+    pairs = list(r.batch_pairs.get(b.index) or [])
+    extra = missing_pairs(r, pairs) if is_last(r, b) else []
+    if extra:
+        progress(f"batch {b.index}: also measuring {len(extra)} pair(s) of the whole schedule whose last "
+                 "measurement came before a later batch changed an end or hop")
+    return [*pairs, *extra]
+
+
 def not_run(j: Journal, changes: dict) -> list[str]:
     """Devices with planned changes the run never pushed (no journaled state: their batch or
     phase never ran)."""
@@ -134,12 +153,7 @@ def run_batches(s: "Session", opts: "Options", plans: dict, report: "RunReport",
         r.current = b
         rec = j.data["batches"][b.index - 1]
         todo = {n for n in b.devices if plans.get(n)}
-        pairs = r.batch_pairs.get(b.index) if verifying else None
-        extra = missing_pairs(r, pairs) if pairs is not None and b is r.batches[-1] else []
-        if extra:  # measured once more with the absolute marks: their earlier values are of a half-tuned fabric
-            progress(f"batch {b.index}: also measuring {len(extra)} pair(s) of the whole schedule whose last "
-                     "measurement came before a later batch changed an end or hop")
-            pairs = [*pairs, *extra]
+        pairs = batch_verify_pairs(r, b, progress) if verifying else None
         window = engine.confirm_window(opts, pairs, len(todo), extra_s=_incast_bound(s, r, b, plans)) if pairs else None
         j.stage("apply", f"batch {b.index}/{len(r.batches)}")
         progress(f"batch {b.index}/{len(r.batches)}: {b.why}; {b.order}"
@@ -219,7 +233,7 @@ def _verify_batch(s: "Session", opts: "Options", report: "RunReport", progress: 
     """Pairs of the batch (absolute marks in the last batch only) and the incasts of its changed leaves."""
     from tuning.rollout import engine
 
-    last = b is r.batches[-1]
+    last = is_last(r, b)
     ok, after = engine.verify_fabric(s, opts, baseline, progress, pairs, absolute=last,
                                      timeout_s=r.policy.timeouts.verify_s)
     ids = {id(x) for x in after}
@@ -299,7 +313,7 @@ def _incast(s: "Session", report: "RunReport", progress: Progress, r: "Run", b: 
     sub = Inventory(s.inv.path, {n: d for n, d in s.inv.devices.items() if d.role == "switch" or n in eligible},
                     s.inv.policy)
     incasts = [inc for inc in plan_incasts(sub, r.incast_pending, r.policy.incast.k) if len(inc.senders) >= 2]
-    last = b is r.batches[-1]
+    last = is_last(r, b)
     if not incasts:
         if last:
             progress(f"no incast possible on {', '.join(sorted(r.incast_pending))} (fewer than 2 same-rail senders)")

@@ -142,7 +142,11 @@ def begin(inv: Inventory, hosts: list[str], opts: StepOptions, holder_pid: int, 
 
     Raises:
         InputError: bad options, an unsafe play order, a firmware burn not allowed, no pair to verify with.
-        LockError: another run holds the inventory.  ConnectError: a device did not answer.
+        LockError: another run holds the inventory.
+        ConnectError / DeviceTimeout: a device did not answer and the run cannot go on without it
+            (a verified run's baseline measures every pair of the schedule: a node that is an end
+            of one did not answer), raised before anything is journaled or pushed, as the
+            engine's connect (``fabtune rollout --engine nornir`` exits 4 the same way).
     """
     eopts = opts.engine_options(inv)
     devices = _selected(inv, hosts)
@@ -157,7 +161,7 @@ def begin(inv: Inventory, hosts: list[str], opts: StepOptions, holder_pid: int, 
         batches = plan_batches(inv, devices, eopts.policy, plans)
         _check_order(batches, play_order)
         out = {"run_id": run_id, "check": opts.check, "confirm_s": None, "baseline_pairs": 0,
-               "unreachable_hosts": gone,
+               "unreachable_hosts": sorted(gone),
                "batches": [b.as_dict() for b in batches],
                "changes": {n: [c.as_dict() for c in ch] for n, ch in plans.items() if ch}}
         if opts.check:
@@ -167,9 +171,12 @@ def begin(inv: Inventory, hosts: list[str], opts: StepOptions, holder_pid: int, 
         if opts.verify:
             r.pairs = engine.verify_pairs(inv, opts.rails)
             r.batch_pairs = {b.index: engine.verify_pairs(inv, opts.rails, b.devices) for b in batches}
-            every = [p for b in batches for p in r.batch_pairs[b.index]]  # switches outlast every batch
+            every = [p for b in batches for p in r.batch_pairs[b.index]]  # switches outlast every batch,
+            if len(batches) > 1:  # and the last one's re-measured pairs (batch_run.missing_pairs: within r.pairs)
+                every += r.pairs
             out["confirm_s"] = engine.confirm_window(eopts, every, len(devices),
                                                      extra_s=engine.incast_bound(inv, eopts) * len(batches))
+            _refuse_unmeasurable(gone, engine.baseline_pairs(r))
         j = _create_journal(s, inv, eopts, plans, r)
         if opts.verify:
             j.stage("baseline")
@@ -186,11 +193,22 @@ def begin(inv: Inventory, hosts: list[str], opts: StepOptions, holder_pid: int, 
         s.close()
 
 
-def _open_reachable(s: engine.Session) -> list[str]:
+def _refuse_unmeasurable(gone: dict[str, BaseException], pairs: list | None) -> None:
+    """Raise the connect error of the first device in ``gone`` (name -> its ConnectError or
+    DeviceTimeout) that is an end of one of ``pairs`` (the baseline's): that pair cannot be
+    measured, so the verified run cannot begin."""
+    ends = {n for p in pairs or [] for n in (p.client, p.server)}
+    lost = sorted(set(gone) & ends)
+    if lost:
+        raise gone[lost[0]]
+
+
+def _open_reachable(s: engine.Session) -> dict[str, BaseException]:
     """Connect the session's devices in parallel; those that do not answer (ConnectError,
-    DeviceTimeout) are dropped from the session and returned: the front end reports each one
-    unreachable from its own task, and the run goes on without them (as a batch's unreachable
-    devices). Any other error closes the session and is raised."""
+    DeviceTimeout) are dropped from the session and returned with their errors (name -> error):
+    the front end reports each one unreachable from its own task, and an unverified run goes on
+    without them (as a batch's unreachable devices). Any other error closes the session and is
+    raised."""
     from tuning.rollout.batch_run import unreachable
     from tuning.rollout.fanout import fan_out, nornir_for, outcomes
 
@@ -205,7 +223,7 @@ def _open_reachable(s: engine.Session) -> list[str]:
         raise next(iter(bad.values()))
     s.devices = [d for d in s.devices if d.name not in failed]
     s.nr = nornir_for(s.devices, len(s.devices) or 1)
-    return sorted(failed)
+    return dict(sorted(failed.items()))
 
 
 def _create_journal(s: engine.Session, inv: Inventory, eopts: engine.Options, plans: dict,
@@ -286,6 +304,29 @@ def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | No
         return {"changes": applied, "effects": effects, "pushed": True}
     finally:
         conn.close()
+
+
+def planned(begun: object, host: str, domains: set[str] | None) -> dict | None:
+    """A check-mode :func:`push` answered from the plan :func:`begin` made in the same check run
+    (one parallel collect of every device, as ``fabtune plan``), so a check run costs each host task
+    no SSH session and no second read; a real push always reads the device again.
+
+    Args:
+        begun: what :func:`begin` returned in this run (the playbook's registered result).
+        host: the task's host.  domains: the task's domains (None: all).
+
+    Returns:
+        :func:`push`'s shape, ``pushed`` False; None when ``begun`` is no check-mode begin result
+        or ``host`` did not answer begin (the caller then plans by reading the device, and reports
+        its own connect error).
+    """
+    if not isinstance(begun, dict) or begun.get("check") is not True or not isinstance(begun.get("changes"), dict):
+        return None
+    if host in (begun.get("unreachable_hosts") or []):
+        return None  # the caller's own connect gives the device's own error (ConnectError, DeviceTimeout)
+    changes = [c for c in begun["changes"].get(host) or [] if domains is None or c.get("domain") in domains]
+    effects = {e: any(c.get("effect") == e for c in changes) for e in EFFECTS}
+    return {"changes": changes, "effects": effects, "pushed": False}
 
 
 def _apply(conn, dev: Device, changes: list, j: Journal, state, apply_s: float, progress: Progress) -> list[dict]:

@@ -18,7 +18,7 @@ from tuning.errors import InputError
 from tuning.inventory import Inventory
 from tuning.node.base import Change
 from tuning.rollout import engine, switch_ops
-from tuning.rollout.batch_run import Measured, _sync, _verify_batch, halt, missing_pairs, pair_devices
+from tuning.rollout.batch_run import Measured, _sync, _verify_batch, batch_verify_pairs, halt, pair_devices
 from tuning.rollout.batches import Batch
 from tuning.rollout.journal import Journal
 from tuning.rollout.steps import StepOptions, open_journal, release
@@ -90,8 +90,16 @@ def verify_batch(inv: Inventory, opts: StepOptions, run_id: str, active: list[st
     eopts = opts.engine_options(inv)
     j = open_journal(opts.journal_dir, run_id)
     b = _current(j, active)
-    r = _run_state(j, inv, eopts, b)
     rec = j.data["batches"][b.index - 1]
+    if not any(d.get("changes") for d in j.data["devices"].values()):
+        # nothing planned anywhere (a second, idempotent run): begin's baseline was the run's one
+        # verification, as in the engine's no-change rollout; measuring the same fabric again proves nothing
+        rec["outcome"] = "kept"
+        j.save()
+        return {"batch": b.index, "ok": True, "outcome": "kept", "restored": [], "pairs": 0,
+                "restored_verified": None, "reasons": []}
+    r = _run_state(j, inv, eopts, b)
+    b = r.current  # the run state's own batch object (the engine's functions compare against r.batches)
     gone = sorted(n for n in b.nodes if n not in active and j.device(n).get("state") != "failed")
     rec["failed"] = sorted(n for n in b.devices if j.device(n).get("state") == "failed")
     rec["unreachable"] = gone
@@ -131,9 +139,7 @@ def _gate(s: engine.Session, eopts: engine.Options, report: engine.RunReport, pr
     """Verify the batch (when the run is verified) as :func:`tuning.rollout.batch_run.run_batches` does."""
     if not eopts.verify:
         return True
-    pairs = r.batch_pairs.get(b.index) or []
-    if b is r.batches[-1]:
-        pairs = [*pairs, *missing_pairs(r, pairs)]
+    pairs = batch_verify_pairs(r, b, progress)
     if r.policy.settle_s:
         progress(f"batch {b.index}: settling {r.policy.settle_s:g} s before verification")
         time.sleep(r.policy.settle_s)
