@@ -34,6 +34,8 @@ def lab_init(directory: Path = typer.Argument(..., metavar="DIR", help="A new (o
 def parse_duration(text: str) -> float:
     """``90s`` / ``45m`` / ``2h`` / ``1d`` (or plain seconds) -> seconds.
 
+    Digits are ASCII only (``\u0661h``, Arabic-Indic one, is refused though ``float`` reads it).
+
     Raises:
         InputError: anything else (names ``--duration`` and the allowed forms).
     """
@@ -41,10 +43,27 @@ def parse_duration(text: str) -> float:
 
     from tuning.errors import InputError
 
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text or "")
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([smhd]?)\s*", text or "", re.ASCII)
     if not m or float(m.group(1)) <= 0:
         raise InputError("--duration", (text or "")[:40], "a duration like 90s, 45m, 2h or 1d (above 0)")
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+
+
+def parse_iterations(text: str | None) -> int | None:
+    """``--iterations N``: ASCII digits only (``int`` also reads ``\u0663`` as 3), None when not given.
+
+    Raises:
+        InputError: not a plain decimal (names ``--iterations``; the range is checked by BurninOptions).
+    """
+    import re
+
+    from tuning.errors import InputError
+
+    if text is None:
+        return None
+    if not re.fullmatch(r"[0-9]{1,9}", text.strip(), re.ASCII):
+        raise InputError("--iterations", text[:40], "an integer 1..100000 (ASCII digits)")
+    return int(text)
 
 
 #: exit codes of burnin / health: 0 healthy, 1 findings (or the drain cap held), 2 bad input, 4 a node unreachable
@@ -68,18 +87,33 @@ def _show(doc: dict, as_json: bool) -> None:
     for name, why in (doc.get("unreachable") or {}).items():
         print(f"UNREACHABLE {name}: {why}")
     for f in doc.get("findings") or []:
-        print(f"{f['code']:<22} {f['kind']:<6} {f['target']}: {f['message']}")
+        msg = f["message"]  # localise's node messages open with the target itself: print it once
+        msg = msg[len(f["target"]) + 2:] if msg.startswith(f"{f['target']}: ") else msg
+        print(f"{f['code']:<22} {f['kind']:<6} {f['target']}: {msg}")
     d = doc.get("drain")
     if d:
         print(f"drain ({d['adapter']}, {'dry run' if d['dry_run'] else 'acted'}): {', '.join(d['drained']) or 'none'}"
               + (f"; over the cap, not drained: {', '.join(d['over_cap'])}" if d.get("capped") else ""))
+    u = doc.get("undrain")
+    if u:
+        whys: dict[str, list[str]] = {}  # one reason (scontrol missing...) said once for its nodes
+        for n, why in {**u["left"], **u["failed"]}.items():
+            if why != "not drained":
+                whys.setdefault(why, []).append(n)
+        print(f"undrain ({u['adapter']}, {'dry run' if u['dry_run'] else 'acted'}): "
+              f"{', '.join(u['resumed']) or 'none'} resumed"
+              + "".join(f"; {', '.join(ns)} not: {w}" for w, ns in whys.items()))
     print(f"{doc['run_id']}: {len(doc.get('rounds', []))} round(s) in {doc['seconds']:.0f} s, "
           f"{len(doc.get('findings') or [])} finding(s)" + "".join(f"; {k} {v}" for k, v in doc.get("reports", {}).items()))
 
 
+UNDRAIN_HELP = ("Resume (Slurm State=RESUME / uncordon) the nodes this run found clean whose drain reason "
+                "starts with 'fabtune ' (needs --drain-adapter; dry run unless --drain).")
+
+
 def burnin(inventory: Path = typer.Option(Path("inventory/lab"), "-i", "--inventory", help="Ansible-format inventory."),
            duration: Optional[str] = typer.Option(None, "--duration", metavar="2h", help="Run rounds for this long (90s, 45m, 2h, 1d)."),
-           iterations: Optional[int] = typer.Option(None, "--iterations", "-n", metavar="N", help="Run N rounds (1..100000)."),
+           iterations: Optional[str] = typer.Option(None, "--iterations", "-n", metavar="N", help="Run N rounds (1..100000)."),
            rail: Optional[list[int]] = typer.Option(None, "--rail", help="Only these rails (repeatable; default every rail)."),
            limit: Optional[list[str]] = typer.Option(None, "--limit", "-l", help="Only these nodes (repeatable)."),
            html: Optional[Path] = typer.Option(None, "--html", metavar="FILE.html", help="Write the HTML report."),
@@ -89,6 +123,7 @@ def burnin(inventory: Path = typer.Option(Path("inventory/lab"), "-i", "--invent
            drain: bool = typer.Option(False, "--drain", help="Act on the drain (default: dry run, commands logged)."),
            max_drain: int = typer.Option(1, "--max-drain", metavar="N", help="Drain at most N nodes in this run (default 1)."),
            drain_log: Optional[Path] = typer.Option(None, "--drain-log", metavar="FILE", help="Where the drain commands are logged."),
+           undrain: bool = typer.Option(False, "--undrain", help=UNDRAIN_HELP),
            as_json: bool = typer.Option(False, "--json", help="Print the document as JSON on stdout.")) -> None:
     """Burn in a fabric: repeated all-pairs RDMA rounds (bandwidth, latency; nccl-tests when present),
     NIC counter deltas, link and PCIe state against capability, GPU health; then name the bad nodes
@@ -103,10 +138,11 @@ def burnin(inventory: Path = typer.Option(Path("inventory/lab"), "-i", "--invent
 
     if (duration is None) == (iterations is None):
         raise InputError("--iterations", "", "give exactly one of --duration (e.g. 2h) and --iterations N")
-    opts = BurninOptions(iterations=iterations, duration_s=parse_duration(duration) if duration else None,
+    opts = BurninOptions(iterations=parse_iterations(iterations),
+                         duration_s=parse_duration(duration) if duration else None,
                          rails=tuple(rail) if rail else None, limit=limit or None, html=html,
                          report_json=report_json, prom_file=prom_file, drain_adapter=drain_adapter, drain=drain,
-                         max_drain=max_drain, drain_log=drain_log).check()
+                         max_drain=max_drain, drain_log=drain_log, undrain=undrain).check()
     doc = run_burnin(inv_mod.load(inventory), opts, lambda m: print(f"... {m}", file=sys.stderr))
     _show(doc, as_json)
     raise typer.Exit(_exit_code(doc))
@@ -118,6 +154,10 @@ def health(inventory: Path = typer.Option(Path("inventory/lab"), "-i", "--invent
            limit: Optional[list[str]] = typer.Option(None, "--limit", "-l", help="Only these nodes (repeatable)."),
            report_json: Optional[Path] = typer.Option(None, "--report-json", metavar="FILE", help="Write the document as JSON."),
            prom_file: Optional[Path] = typer.Option(None, "--prom-file", metavar="FILE.prom", help="Write Prometheus textfile metrics."),
+           drain_adapter: Optional[str] = typer.Option(None, "--drain-adapter", metavar="slurm|k8s", help="Drain a node with findings (dry run unless --drain; at most one)."),
+           drain: bool = typer.Option(False, "--drain", help="Act on the drain / undrain (default: dry run, commands logged)."),
+           drain_log: Optional[Path] = typer.Option(None, "--drain-log", metavar="FILE", help="Where the drain commands are logged."),
+           undrain: bool = typer.Option(False, "--undrain", help=UNDRAIN_HELP),
            as_json: bool = typer.Option(False, "--json", help="Print the document as JSON on stdout.")) -> None:
     """One quick health round (for cron, a Slurm HealthCheckProgram, a node-problem-detector plugin):
     over SSH, one rail's pairs between two reads of every node; with --local, this machine only.
@@ -128,7 +168,8 @@ def health(inventory: Path = typer.Option(Path("inventory/lab"), "-i", "--invent
     from tuning.burnin.run import BurninOptions
 
     opts = BurninOptions(kind="health", rails=tuple(rail) if rail else None, limit=limit or None,
-                         report_json=report_json, prom_file=prom_file).check()
+                         report_json=report_json, prom_file=prom_file, drain_adapter=drain_adapter, drain=drain,
+                         drain_log=drain_log, undrain=undrain).check()
     if local:
         from tuning.burnin.health import local_document
 

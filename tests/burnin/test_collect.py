@@ -40,6 +40,31 @@ def test_an_xid_line_is_reported_once_per_run():
 
 
 @pytest.mark.lab
+def test_malformed_values_read_as_unknown_or_a_parse_error_naming_the_line():
+    """Issue 10 finding 4: ``[N/A]``, ``-1`` and '\u00b2' (``str.isdigit`` says yes, ``int`` says no)
+    are never numbers; a bus id that is none is a ParseError with the nvidia-smi line."""
+    from tuning.errors import ParseError
+
+    text = "\n".join(["@@fabtune-burnin hw mlx5_0", "rx_atomic_requests:\u00b2", "out_of_sequence:-1", "np_cnp_sent:12",
+                      "@@fabtune-burnin link mlx5_0", "\tSpeed: \u0664\u0660\u0660Mb/s", "carrier_down_count=[N/A]",
+                      "@@fabtune-burnin pcie mlx5_0", "current_link_width=\u00b2", "max_link_width=16",
+                      "@@fabtune-burnin gpu -", "0, 00000000:1B:00.0, [N/A], [N/A]", "\u0661, 00000000:43:00.0, 0, 0x0",
+                      "@@fabtune-burnin remap -", "00000000:1B:00.0, No, No"])
+    snap = parse_node(text)
+    nic = snap["nics"]["mlx5_0"]
+    assert nic["counters"] == {"np_cnp_sent": 12}
+    assert nic["link"]["speed_mbps"] is None and nic["link"]["carrier_down_count"] is None
+    assert nic["pcie"]["width"] is None and nic["pcie"]["max_width"] == 16
+    gpus = [(g["bdf"], g["ecc_uncorrected"], g["throttle_reasons"]) for g in snap["gpus"]]
+    assert gpus == [("0000:1b:00.0", None, [])]
+    for bad in ("0, [N/A], 0, 0x0", "0, 00000000:ZZ:00.0, 0, 0x0"):
+        with pytest.raises(ParseError, match="line 1: expected a PCI bus id") as e:
+            parse_node(text.replace("0, 00000000:1B:00.0, [N/A], [N/A]", bad))
+        assert bad in str(e.value)
+    with pytest.raises(ParseError, match="remapped-rows"):
+        parse_node(text.replace("00000000:1B:00.0, No, No", "[N/A], No, No"))
+
+
 def test_one_round_trip_per_node_reads_every_fault(tmp_path):
     with running_lab(tmp_path) as inv_dir:
         inv = inventory.load(inv_dir)

@@ -217,3 +217,37 @@ def test_k8s_act_keeps_other_taints_and_undrains():
     assert [t["key"] for t in api.taints] == ["nvidia.com/gpu", "fabtune.io/unhealthy"]
     assert dr.undrain(["node02"], "k8s", act=True, backend=dr.Kubernetes(api))["resumed"] == ["node02"]
     assert [t["key"] for t in api.taints] == ["nvidia.com/gpu"] and api.patches[-1][1]["spec"]["unschedulable"] is False
+
+
+def test_finish_undrains_clean_fabtune_drains_only(scontrol, tmp_path):
+    """Issue 10 finding 3: a run with ``undrain`` resumes the nodes it found clean whose reason is
+    fabtune's; a node with a finding, one not read in a round, and an operator's drain stay."""
+    from tuning.burnin.run import BurninOptions, clean_nodes, finish
+
+    argv_log, state = scontrol
+    nodes = json.loads(state.read_text())
+    for n, why in (("node02", f"fabtune {RUN}: gpu-xid old"), ("node03", f"fabtune {RUN}: pcie-degraded x"),
+                   ("node04", "bad DIMM, ticket 4711"), ("node05", f"fabtune {RUN}: gpu-ecc y")):
+        nodes[n] = {"state": "IDLE+DRAIN", "reason": why}
+    state.write_text(json.dumps(nodes))
+
+    def mutate(rnd, i):
+        rnd["gpus"]["node02"][3]["xid"] = [79] if i == 0 else []
+        if i == 1:
+            rnd["errors"]["node05"] = "ssh: timed out"
+            rnd["nics"].pop("node05")
+            rnd["gpus"].pop("node05")
+    doc = make_doc(fabric(6, 2, 2, 1), rounds=2, mutate=mutate)
+    assert clean_nodes(doc, localise(doc)) == ["node01", "node03", "node04", "node06"]
+    dry = finish(json.loads(json.dumps(doc)), BurninOptions(drain_adapter="slurm", undrain=True, max_drain=0,
+                                                            drain_log=tmp_path / "d.log"), lambda _m: None)
+    assert dry["undrain"]["dry_run"] and dry["undrain"]["resumed"] == ["node03"]
+    assert json.loads(state.read_text())["node03"]["state"] == "IDLE+DRAIN"
+    assert "scontrol update NodeName=node03 State=RESUME" in (tmp_path / "d.log").read_text()
+    out = finish(doc, BurninOptions(drain_adapter="slurm", drain=True, undrain=True, max_drain=0), lambda _m: None)
+    assert out["undrain"]["resumed"] == ["node03"] and out["undrain"]["left"]["node04"].startswith("reason 'bad DIMM")
+    now = json.loads(state.read_text())
+    assert now["node03"] == {"state": "IDLE", "reason": None}
+    assert [now[n]["state"] for n in ("node02", "node04", "node05")] == ["IDLE+DRAIN"] * 3
+    with pytest.raises(InputError, match="--undrain"):
+        BurninOptions(undrain=True).check()

@@ -113,3 +113,27 @@ def test_prometheus_textfile(tmp_path):
     assert max(bw) == pytest.approx(400e9 / 8 * 0.93, rel=0.06)
     info = fams["fabtune_burnin_info"].samples[0]
     assert info.labels["run_id"] == doc["run_id"] and info.value == 1
+
+
+def test_nodes_table_is_per_node_and_heatmap_only_rails_that_ran():
+    """Issue 10 finding 2: one row per node (its pairs, shares, slow pairs, GPUs), the node a
+    finding names highlighted; a ``--rail 0`` run draws rail 0's NICs only."""
+    def rail0(rnd, i):
+        rnd["pairs"] = [p for p in rnd["pairs"]
+                        if p["client_nic"].endswith(":mlx5_0") and p["server_nic"].endswith(":mlx5_0")]
+        rnd["gpus"]["node02"][1]["xid"] = [79]
+    doc = make_doc(fabric(4, 8, 2, 1), rounds=2, slow={"node03:mlx5_0": 0.3}, mutate=rail0)
+    found = localise(doc)
+    from tuning.burnin.localise import fabric_graph, pair_stats
+
+    labels, _ = html_report.share_matrix(doc, pair_stats(doc, fabric_graph(doc["topology"])))
+    assert labels == [f"node0{k}:mlx5_0" for k in range(1, 5)]
+    nodes = html_report.render(doc, found).split("<h2>Nodes</h2>")[1].split("<h2>")[0]
+    rows = re.findall(r"<tr([^>]*)><td>(node0\d)</td><td>(\d+)</td><td>([\d.]*)</td><td>([\d.]*)</td><td>(\d+)</td>"
+                      r"<td>(\d+)</td>", nodes)
+    assert [r[1] for r in rows] == ["node01", "node02", "node03", "node04"]
+    assert all(int(r[2]) == 3 and r[3] and int(r[6]) == len(doc["rounds"][-1]["gpus"][r[1]]) for r in rows)
+    by = {r[1]: r for r in rows}
+    assert int(by["node03"][5]) == 3 and float(by["node03"][4]) < 0.35 and float(by["node01"][3]) > 0.85
+    named = {f["target"].split(":")[0] for f in found}
+    assert named and all(("bad" in r[0]) == (r[1] in named) for r in rows), (named, rows)

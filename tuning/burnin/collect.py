@@ -28,7 +28,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tuning.errors import TuningError
+from tuning.errors import ParseError, TuningError
 from tuning.parsers.nic import parse_ethtool_s
 from tuning.transport.base import Host, q, sysroot_path
 
@@ -39,10 +39,20 @@ REMAP_QUERY = "gpu_bus_id,remapped_rows.pending,remapped_rows.failure"
 THROTTLE_BITS = {0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x10: "sync_boost",
                  0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
                  0x100: "display_clock_setting"}
-_XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\): (\d+),")
+_XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\): (\d+),", re.ASCII)
 _LOST = re.compile(r"Unable to determine the device handle for GPU ?(\d*):? ?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
-                   r"[0-9A-Fa-f]{2}\.\d)")
-_MODE = re.compile(r"(\d+)base\w+/Full")
+                   r"[0-9A-Fa-f]{2}\.\d)", re.ASCII)
+_MODE = re.compile(r"([0-9]+)base\w+/Full", re.ASCII)
+#: an ASCII decimal (``str.isdigit`` also accepts '²' and other non-ASCII digits ``int`` refuses)
+_UINT = re.compile(r"[0-9]+", re.ASCII)
+#: a PCI bus id as nvidia-smi (``00000000:1B:00.0``) or sysfs (``0000:1b:00.0``) prints it
+_BUS_ID = re.compile(r"([0-9A-Fa-f]{4,8}):([0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])", re.ASCII)
+
+
+def _uint(text: str) -> int | None:
+    """``"12"`` -> 12; anything else (``[N/A]``, ``-1``, ``²``, empty) -> None."""
+    text = (text or "").strip()
+    return int(text) if _UINT.fullmatch(text) else None
 
 
 def node_script(dev: Any) -> str:
@@ -89,65 +99,77 @@ def _kv(lines: list[str]) -> dict[str, str]:
 
 
 def _gts(text: str) -> float | None:
-    m = re.match(r"([\d.]+) GT/s", text or "")
+    m = re.match(r"([0-9]+(?:\.[0-9]+)?) GT/s", text or "", re.ASCII)
     return float(m.group(1)) if m else None
 
 
 def _link(lines: list[str]) -> dict[str, Any]:
     """``ethtool IF`` + carrier count -> ``{"speed_mbps", "max_speed_mbps", "carrier_down_count"}``."""
     text = "\n".join(lines)
-    m = re.search(r"^\s*Speed: (\d+)Mb/s", text, re.M)
+    m = re.search(r"^\s*Speed: ([0-9]+)Mb/s", text, re.M | re.ASCII)
     modes = [int(x) for x in _MODE.findall(text.split("Advertised link modes:")[0])]
     down = _kv([ln for ln in lines if ln.startswith("carrier_down_count=")]).get("carrier_down_count", "")
     return {"speed_mbps": int(m.group(1)) if m else None, "max_speed_mbps": max(modes) if modes else None,
-            "carrier_down_count": int(down) if down.isdigit() else None}
+            "carrier_down_count": _uint(down)}
 
 
 def _pcie(lines: list[str]) -> dict[str, Any]:
     kv = _kv(lines)
-    width = {k: int(kv[k]) if kv.get(k, "").isdigit() else None for k in ("current_link_width", "max_link_width")}
+    width = {k: _uint(kv.get(k, "")) for k in ("current_link_width", "max_link_width")}
     return {"width": width["current_link_width"], "max_width": width["max_link_width"],
             "speed_gts": _gts(kv.get("current_link_speed", "")), "max_speed_gts": _gts(kv.get("max_link_speed", ""))}
 
 
 def _throttle(mask: str) -> list[str]:
-    try:
-        bits = int(mask, 16)
-    except ValueError:
+    if not re.fullmatch(r"(0x)?[0-9A-Fa-f]+", mask or "", re.ASCII):
         return []
+    bits = int(mask, 16)
     return [name for bit, name in THROTTLE_BITS.items() if bits & bit]
 
 
 def _gpus(gpu: list[str], remap: list[str]) -> list[dict]:
-    """nvidia-smi rows (and lost-GPU lines) -> ``[{"index", "bdf", "ecc_uncorrected", ...}]``."""
+    """nvidia-smi rows (and lost-GPU lines) -> ``[{"index", "bdf", "ecc_uncorrected", ...}]``.
+
+    Raises:
+        ParseError: a row of four cells whose bus id is not one (``[N/A]``, ``00000000:ZZ:00.0``),
+            or a remapped-rows row of three cells whose first is not a bus id.
+    """
     out: dict[str, dict] = {}
-    for line in gpu:
+    for no, line in enumerate(gpu, 1):
         lost = _LOST.search(line)
         if lost:
-            bdf = _bdf(lost.group(2))
+            bdf = sysfs_bdf(lost.group(2))
             out[bdf] = {"index": int(lost.group(1)) if lost.group(1) else None, "bdf": bdf, "lost": True,
                         "ecc_uncorrected": None, "throttle_reasons": [], "remapped_rows_pending": None,
                         "remapped_rows_failed": None}
             continue
         cells = [c.strip() for c in line.split(",")]
-        if len(cells) != 4 or not cells[0].isdigit():
+        if len(cells) != 4 or _uint(cells[0]) is None:
             continue
-        bdf = _bdf(cells[1])
-        out[bdf] = {"index": int(cells[0]), "bdf": bdf, "lost": False,
-                    "ecc_uncorrected": int(cells[2]) if cells[2].isdigit() else None,
+        bdf = sysfs_bdf(cells[1], f"nvidia-smi --query-gpu={GPU_QUERY}", no, line)
+        out[bdf] = {"index": _uint(cells[0]), "bdf": bdf, "lost": False, "ecc_uncorrected": _uint(cells[2]),
                     "throttle_reasons": _throttle(cells[3]), "remapped_rows_pending": None, "remapped_rows_failed": None}
-    for line in remap:
+    for no, line in enumerate(remap, 1):
         cells = [c.strip() for c in line.split(",")]
-        if len(cells) == 3 and _bdf(cells[0]) in out:
-            g = out[_bdf(cells[0])]
+        if len(cells) != 3:
+            continue
+        bdf = sysfs_bdf(cells[0], f"nvidia-smi --query-remapped-rows={REMAP_QUERY}", no, line)
+        if bdf in out:
+            g = out[bdf]
             g["remapped_rows_pending"], g["remapped_rows_failed"] = (int(c in ("Yes", "1")) for c in cells[1:])
     return sorted(out.values(), key=lambda g: (g["index"] is None, g["index"] or 0, g["bdf"]))
 
 
-def _bdf(bus_id: str) -> str:
-    """``00000000:1B:00.0`` / ``0000:1b:00.0`` -> ``0000:1b:00.0`` (sysfs form)."""
-    dom, _, rest = bus_id.strip().partition(":")
-    return f"{int(dom, 16):04x}:{rest.lower()}"
+def sysfs_bdf(bus_id: str, tool: str = "nvidia-smi", line_no: int = 0, line: str = "") -> str:
+    """``00000000:1B:00.0`` / ``0000:1b:00.0`` -> ``0000:1b:00.0`` (sysfs form).
+
+    Raises:
+        ParseError: ``bus_id`` is not a PCI bus id (names ``tool``, ``line_no`` and ``line``).
+    """
+    m = _BUS_ID.fullmatch(bus_id.strip())
+    if not m:
+        raise ParseError(tool, line_no, "a PCI bus id like 00000000:1B:00.0", line or bus_id)
+    return f"{int(m.group(1), 16):04x}:{m.group(2).lower()}"
 
 
 def parse_node(text: str) -> dict[str, Any]:
@@ -155,7 +177,9 @@ def parse_node(text: str) -> dict[str, Any]:
     "pcie": {...}}}, "gpus": [...], "xid_lines": [str]}``.
 
     Raises:
-        ParseError: an ``ethtool -S`` section that is neither counters nor one error line.
+        ParseError: an ``ethtool -S`` section that is neither counters nor one error line; an
+            nvidia-smi row whose bus id is not one (:func:`sysfs_bdf`). Other malformed values
+            (``[N/A]``, non-ASCII digits) read as unknown (None / left out), never as a number.
     """
     snap: dict[str, Any] = {"nics": {}, "gpus": [], "xid_lines": []}
     gpu: list[str] = []
@@ -168,8 +192,8 @@ def parse_node(text: str) -> dict[str, Any]:
         elif kind == "hw" and nic is not None:
             for ln in lines:
                 name, _, value = ln.rpartition(":")
-                if value.strip().isdigit() and name:
-                    nic["counters"][name.rsplit("/", 1)[-1]] = int(value)
+                if _uint(value) is not None and name:
+                    nic["counters"][name.rsplit("/", 1)[-1]] = _uint(value)
         elif kind == "link" and nic is not None:
             nic["link"] = _link(lines)
         elif kind == "pcie" and nic is not None:

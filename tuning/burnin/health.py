@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tuning.burnin.collect import THROTTLE_BITS, deltas, parse_node
+from tuning.burnin.collect import THROTTLE_BITS, sysfs_bdf, deltas, parse_node
 from tuning.burnin.run import BurninOptions, Progress, finish, run_burnin, run_id
 
 
@@ -101,7 +101,7 @@ def nvml_gpus() -> list[dict] | None:
             rows = call("nvmlDeviceGetRemappedRows", h)
             mask = call("nvmlDeviceGetCurrentClocksEventReasons", h)
             mask = call("nvmlDeviceGetCurrentClocksThrottleReasons", h) if mask is None else mask
-            out.append({"index": i, "bdf": f"{int(bus.split(':')[0], 16):04x}:{bus.split(':', 1)[1].lower()}" if bus else "",
+            out.append({"index": i, "bdf": sysfs_bdf(bus, "nvmlDeviceGetPciInfo") if bus else "",
                         "lost": False, "xid": [],
                         "ecc_uncorrected": call("nvmlDeviceGetTotalEccErrors", h, 1, 0),
                         "remapped_rows_pending": int(bool(rows[2])) if rows else None,

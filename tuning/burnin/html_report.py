@@ -57,9 +57,13 @@ def share_matrix(doc: dict, stats: dict) -> tuple[list[str], list[list[float | N
     """Labels and the matrix of median bandwidth share of line rate (both directions folded
     together; None: no measured pair between the two). NIC by NIC, ordered rail by rail then by
     node (each rail a block, a bad cable a red cross), or node by node above
-    :data:`NIC_HEATMAP_MAX` NICs."""
+    :data:`NIC_HEATMAP_MAX` NICs. Only the NICs of the rails that ran (a rail with a measured pair;
+    every rail when none ran): ``--rail 0`` draws rail 0's block, not seven empty ones."""
     topo = doc["topology"].get("nodes", {})
     nics = sorted((nic.get("rail", 0), node, dev) for node, devs in topo.items() for dev, nic in devs.items())
+    ends = {nic for pair in stats for nic in pair}
+    ran = {r for r, node, dev in nics if f"{node}:{dev}" in ends}
+    nics = [n for n in nics if n[0] in ran] if ran else nics
     by_nic = len(nics) <= NIC_HEATMAP_MAX
     labels = [f"{node}:{dev}" for _, node, dev in nics] if by_nic else sorted(topo)
     key = (lambda x: x) if by_nic else _node
@@ -161,6 +165,21 @@ def _group_rows(stats: dict, key) -> dict[str, list]:
                   _fmt(min(e["shares"]) if e["shares"] else None), e["slow"]] for grp, e in sorted(groups.items())}
 
 
+def node_table(doc: dict, stats: dict, named: set[str]) -> str:
+    """The "Nodes" table: one row per inventory node (the topology's, sorted), its pairs (each
+    NIC pair it is an end of, counted once), median and lowest share, slow pairs, GPUs of the last
+    round and whether a round could not read it; a row is highlighted when a finding names the node
+    (a node finding, or the NIC end of a link finding)."""
+    names = sorted(doc["topology"].get("nodes", {}))
+    rows = _group_rows(stats, _node)
+    gpus = (doc.get("rounds") or [{}])[-1].get("gpus") or {}
+    errors = {n for r in doc.get("rounds", []) for n in (r.get("errors") or {})}
+    bad = [n in named or n in {t.split(":")[0] for t in named} for n in names]
+    return _table(["node", "pairs", "median share", "lowest share", "slow pairs", "GPUs", "not read in a round"],
+                  [[n, *rows.get(n, [0, "", "", 0]), len(gpus.get(n, [])), "yes" if n in errors else ""]
+                   for n in names], bad)
+
+
 def render(doc: dict, findings: list[dict]) -> str:
     """The report page (module docstring) as one HTML string."""
     g = fabric_graph(doc["topology"])
@@ -184,12 +203,7 @@ def render(doc: dict, findings: list[dict]) -> str:
     parts += ["<h2>Pairwise bandwidth</h2>",
               f'<img id="heatmap" alt="pairwise bandwidth heatmap" src="{heatmap(nodes, matrix)}">',
               "<h2>Nodes</h2>"]
-    rows = _group_rows(stats, _node)
-    gpus = (doc.get("rounds") or [{}])[-1].get("gpus") or {}
-    errors = {n for r in doc.get("rounds", []) for n in (r.get("errors") or {})}
-    parts.append(_table(["node", "pairs", "median share", "lowest share", "slow pairs", "GPUs", "not read in a round"],
-                        [[n, *rows.get(n, [0, "", "", 0]), len(gpus.get(n, [])), "yes" if n in errors else ""]
-                         for n in nodes], [n in named for n in nodes]))
+    parts.append(node_table(doc, stats, named))
     parts.append("<h2>Links</h2>")
     links = _group_rows(stats, lambda nic: link_target(g, nic))
     parts.append(_table(["link", "pairs", "median share", "lowest share", "slow pairs"],

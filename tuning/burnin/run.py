@@ -42,6 +42,9 @@ class BurninOptions:
         html / report_json / prom_file: report files (None: not written).
         drain_adapter: ``slurm`` | ``k8s`` | None (no drain step).  drain: act (False: dry run).
         max_drain: the cap on nodes one run drains.  drain_log: where the dry-run commands go.
+        undrain: resume the nodes this run found clean that fabtune drained earlier (their reason
+            starts with ``fabtune ``; :func:`tuning.burnin.drain.undrain`); needs ``drain_adapter``,
+            dry run unless ``drain``.
         kind: ``burnin`` or ``health`` (one quick round).  timeout_s: per node round trip / perftest client.
         nccl: run ``all_reduce_perf`` where installed.
     """
@@ -58,6 +61,7 @@ class BurninOptions:
     drain: bool = False
     max_drain: int = 1
     drain_log: Path | None = None
+    undrain: bool = False
     kind: str = "burnin"
     timeout_s: float = 60.0
     nccl: bool = True
@@ -74,6 +78,8 @@ class BurninOptions:
             raise InputError("--drain-adapter", str(self.drain_adapter), "slurm or k8s")
         if self.max_drain < 0:
             raise InputError("--max-drain", str(self.max_drain), "an integer 0 or more")
+        if self.undrain and not self.drain_adapter:
+            raise InputError("--undrain", "", "needs --drain-adapter slurm or k8s (the scheduler to resume nodes in)")
         return self
 
 
@@ -168,17 +174,32 @@ def run_burnin(inv: Any, opts: BurninOptions, progress: Progress | None = None) 
         inv: a :class:`tuning.inventory.Inventory`.  opts: :class:`BurninOptions` (checked here).
         progress: called with one line per step (``round 2/3: 56 pairs ... ETA 1m04s``).
 
+    The inventory's run lock (:class:`tuning.rollout.lock.RunLock`, mode ``opts.kind``) is held
+    from before the first SSH session to the end: two runs on one inventory would share the
+    perftest ports and each other's traffic (and a rollout's changes), flagging healthy nodes.
+
     Raises:
         InputError: bad options or ``--limit`` names.
+        LockError: another run (burnin, health, rollout...) holds the inventory (exit 2, names it).
     """
     from tuning.burnin.localise import topology_of
+    from tuning.rollout.lock import RunLock, lock_path
 
     opts.check()
     say = progress or (lambda _msg: None)
     devices = _nodes(inv, opts.limit)
+    rid = run_id()
+    lock = lock_path(inv.path)
+    # no journal: a burn-in changes no device, so its stale lock is always safe to take over
+    with RunLock(lock, rid, opts.kind, lock.parent / ".fabtune" / "journal" / f"{rid}.json"):
+        return _run_locked(inv, opts, say, devices, rid, topology_of(inv))
+
+
+def _run_locked(inv: Any, opts: BurninOptions, say: Progress, devices: list[Any], rid: str, topology: dict) -> dict:
+    """:func:`run_burnin`'s rounds, with the inventory's lock held."""
     started, t0 = time.monotonic(), time.time()
-    doc: dict[str, Any] = {"run_id": run_id(), "inventory": str(inv.path), "started": t0, "seconds": 0.0,
-                           "kind": opts.kind, "topology": topology_of(inv), "rounds": []}
+    doc: dict[str, Any] = {"run_id": rid, "inventory": str(inv.path), "started": t0, "seconds": 0.0,
+                           "kind": opts.kind, "topology": topology, "rounds": []}
     hosts, unreachable = open_hosts(devices)
     doc["unreachable"] = unreachable
     try:
@@ -208,9 +229,24 @@ def run_burnin(inv: Any, opts: BurninOptions, progress: Progress | None = None) 
     return finish(doc, opts, say)
 
 
+def clean_nodes(doc: dict, findings: list[dict]) -> list[str]:
+    """Nodes read in every round of ``doc`` (never unreachable, never an error) that no finding
+    names (:func:`tuning.burnin.drain.node_of`: a node finding, or a link finding's NIC end), sorted."""
+    from tuning.burnin.drain import node_of
+
+    rounds = doc.get("rounds") or []
+    if not rounds:
+        return []
+    seen = set.intersection(*(set(r.get("nics") or {}) | set(r.get("gpus") or {}) for r in rounds))
+    bad = set(doc.get("unreachable") or {}) | {n for r in rounds for n in (r.get("errors") or {})}
+    bad |= {node_of(f) for f in findings}
+    return sorted(seen - bad)
+
+
 def finish(doc: dict, opts: BurninOptions, say: Progress) -> dict:
-    """Localise, drain (dry run unless ``opts.drain``) and write the reports; returns ``doc`` with
-    ``findings``, ``drain`` (None without an adapter) and ``reports`` (kind -> path) added."""
+    """Localise, drain (dry run unless ``opts.drain``), undrain the clean nodes (``opts.undrain``,
+    :func:`clean_nodes`) and write the reports; returns ``doc`` with ``findings``, ``drain`` (None
+    without an adapter), ``undrain`` (None unless asked) and ``reports`` (kind -> path) added."""
     import json
 
     from tuning.burnin import localise
@@ -223,6 +259,14 @@ def finish(doc: dict, opts: BurninOptions, say: Progress) -> dict:
 
         doc["drain"] = drain.drain(findings, doc["run_id"], opts.drain_adapter, act=opts.drain,
                                    max_drain=opts.max_drain, log=opts.drain_log)
+    doc["undrain"] = None
+    if opts.undrain and opts.drain_adapter:
+        from tuning.burnin import drain
+
+        clean = clean_nodes(doc, findings)
+        doc["undrain"] = drain.undrain(clean, opts.drain_adapter, act=opts.drain, log=opts.drain_log)
+        say(f"undrain ({'dry run' if not opts.drain else 'acted'}): {len(clean)} clean node(s), resumed "
+            f"{', '.join(doc['undrain']['resumed']) or 'none'}")
     doc["reports"] = {}
     if opts.report_json:
         opts.report_json.write_text(json.dumps(doc, indent=2, default=str) + "\n")
