@@ -76,6 +76,11 @@ def _parse_lines(text: str) -> dict[str, str]:
     return out
 
 
+#: the read script's own limit (s): the policy's ``timeouts.collect_s`` (at most 3600 s) is what bounds
+#: a collect, through the caller's DeviceTimeout; run()'s 60 s default cut 64-node reads under load
+COLLECT_RUN_S = 3600.0
+
+
 def collect(host: Host, dev: Device, only: set[str] | None = None) -> NodeState:
     """Read facts and every domain's settings (or the domains in ``only``) in ONE command
     (one SSH round trip).
@@ -89,7 +94,8 @@ def collect(host: Host, dev: Device, only: set[str] | None = None) -> NodeState:
     lines = [READ_PRELUDE] + facts_mod.read_script(spec, sysroot)
     for d in doms:
         lines += d.read_script(spec, sysroot)
-    res = host.run("\n".join(lines + [READ_EPILOGUE])).check(dev.name, "collect")
+    # bounded by the caller (the policy's ``timeouts.collect_s``, DeviceTimeout), not by run()'s default
+    res = host.run("\n".join(lines + [READ_EPILOGUE]), timeout=COLLECT_RUN_S).check(dev.name, "collect")
     facts = facts_mod.from_raw(spec, _parse_lines(res.stdout))
     try:
         current = {d.name: d.current(spec, facts) for d in doms}

@@ -198,7 +198,7 @@ def _findings_after(s: Session, opts: Options, report: RunReport, progress: Prog
     progress(f"reading {len(changed)} changed node(s) again for the report's findings")
     dev_by_name = {d.name: d for d in s.devices}
     ok, _ = outcomes(fan_out(s.nr, lambda dev: node_mod.collect(s.nodes[dev.name], dev, opts.domains),
-                             "collect", only=changed))
+                             "collect", only=changed, timeout_s=s.timeouts.collect_s))
     return _findings(s, {**s.states, **{n: st for n, st in ok.items() if n in dev_by_name}}, opts.domains)
 
 

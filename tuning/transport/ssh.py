@@ -62,7 +62,7 @@ class SshRunning:
                 break
             if time.monotonic() > deadline:
                 chan.close()
-                raise ConnectError(f"`{self._command}` did not finish within {timeout:.0f} s", host=self._host)
+                raise ConnectError(f"`{_short(self._command)}` did not finish within {timeout:.0f} s", host=self._host)
             time.sleep(0.005)
         rc = chan.recv_exit_status()
         chan.close()
@@ -70,6 +70,13 @@ class SshRunning:
         # and fabtune's commands never read stdin. (Masking the password in it would corrupt every
         # value that happens to contain it: password "2" turned 212992 into "********1********99********".)
         return CommandResult(self._command, rc, self._out.decode(errors="replace"), self._err.decode(errors="replace"))
+
+
+def _short(command: str, width: int = 100) -> str:
+    """A command as one line of at most ``width`` characters (a read script is kilobytes long):
+    its start, and its length when cut."""
+    line = " ".join(command.split())
+    return line if len(line) <= width else f"{line[:width]}... ({len(command)} chars)"
 
 
 class SshHost:
