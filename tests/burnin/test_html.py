@@ -36,7 +36,8 @@ def doc_and_findings():
 def chromium() -> str:
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if not exe:
-        pytest.skip("chromium is not installed (.ci/run installs the Debian package as root)")
+        pytest.fail("chromium is not installed: the report must be shown to render in a browser "
+                    "(.ci/run installs Debian's chromium as root; elsewhere: apt-get install chromium)")
     return exe
 
 
