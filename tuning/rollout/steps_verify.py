@@ -93,11 +93,18 @@ def verify_batch(inv: Inventory, opts: StepOptions, run_id: str, active: list[st
     rec = j.data["batches"][b.index - 1]
     if not any(d.get("changes") for d in j.data["devices"].values()):
         # nothing planned anywhere (a second, idempotent run): begin's baseline was the run's one
-        # verification, as in the engine's no-change rollout; measuring the same fabric again proves nothing
-        rec["outcome"] = "kept"
+        # verification, as in the engine's no-change rollout, and its verdict is this gate's: measuring
+        # the same fabric again proves nothing, and a verified run whose baseline measured nothing fails
+        before = j.data["verify"].get("before") or []
+        bad = [f"{x.get('pair')}: {'; '.join(x.get('reasons') or [x.get('status', '?')])}" for x in before
+               if x.get("status") != "pass"]
+        ok = not eopts.verify or (bool(before) and not bad)
+        rec["outcome"], rec["verify_ok"] = "kept", ok if eopts.verify else None
+        j.data["verify_ok"] = rec["verify_ok"]
         j.save()
-        return {"batch": b.index, "ok": True, "outcome": "kept", "restored": [], "pairs": 0,
-                "restored_verified": None, "reasons": []}
+        return {"batch": b.index, "ok": ok, "outcome": "kept" if ok else "no-change", "restored": [],
+                "pairs": len(before), "restored_verified": None,
+                "reasons": bad or ([] if ok else ["no pair was measured"])}
     r = _run_state(j, inv, eopts, b)
     b = r.current  # the run state's own batch object (the engine's functions compare against r.batches)
     gone = sorted(n for n in b.nodes if n not in active and j.device(n).get("state") != "failed")
