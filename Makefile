@@ -20,8 +20,10 @@ demo: $(VENV)/.installed
 # namespace where it is root over its own files, as CI is (needs util-linux `unshare`).
 AS_ROOT := $(shell [ "$$(id -u)" = 0 ] || echo unshare --user --map-root-user --)
 
+# Both cores (pytest-xdist, one lab pool per worker, work stealing); the 25 slowest tests and the
+# lab start-ups are printed at the end. `pytest -m "not lab"` is the fast tier: it starts no lab.
 test: $(VENV)/.installed
-	$(AS_ROOT) $(BIN)/python -m pytest -q -p no:cacheprovider
+	$(AS_ROOT) $(BIN)/python -m pytest -q -p no:cacheprovider -n auto --dist worksteal --durations=25
 
 lab-up: $(VENV)/.installed
 	$(BIN)/fabtune lab up

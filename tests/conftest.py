@@ -26,37 +26,80 @@ def cases_dir() -> Path:
 
 
 REPO = Path(__file__).resolve().parents[1]
-#: the test labs' port range: away from inventory/lab's 22101-22203, different per pytest process,
-#: below the kernel's ephemeral range (32768-60999) so a client socket never holds a lab port
-TEST_BASE_PORT = 23000 + (os.getpid() % 36) * 250
+
+
+def _port_range() -> int:
+    """This pytest process's first test port: 800 ports per process (xdist worker), 12 ranges from
+    23000 up, so every one lies below the kernel's ephemeral range (32768-60999) and away from
+    inventory/lab's 22101-22203; the run's seed spreads two concurrent runs apart."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    seed = sum(os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid())).encode())
+    return 23000 + ((seed + index) % 12) * 800
+
+
+#: the test labs' port range (800 ports): the pool's labs from +300, tests' own fixed ports below
+TEST_BASE_PORT = _port_range()
+#: where the pool's labs start in that range
+POOL_OFFSET = 300
+_POOL = None
+
+
+def lab_pool():
+    """This process's :class:`tests.labpool.LabPool` (made at first use; stopped at session end)."""
+    global _POOL
+    if _POOL is None:
+        import tempfile
+
+        from tests.labpool import LabPool
+
+        _POOL = LabPool(Path(tempfile.mkdtemp(prefix="fabtune-labs-")), TEST_BASE_PORT + POOL_OFFSET)
+    return _POOL
+
+
+def copy_lab_inventory_files(dest: Path) -> Path:
+    """A copy of ``inventory/lab`` in ``dest`` without its ``.state`` or lock; returns ``dest``."""
+    import shutil
+
+    shutil.copytree(REPO / "inventory" / "lab", dest, ignore=shutil.ignore_patterns(".state", ".fabtune*"))
+    return dest
 
 
 @contextmanager
-def running_lab(parent: Path, base_port: int = TEST_BASE_PORT) -> Iterator[Path]:
-    """A fresh lab (untuned) for a copy of ``inventory/lab`` in ``parent/lab`` on ``base_port``;
-    yields the inventory dir and stops the lab after. Starting one takes seconds on 2 cores."""
-    import shutil
-
-    from tuning.lab import controller
-    from tuning.lab.fabric import default_fabric, retarget_inventory
-
-    inv = parent / "lab"
-    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
-    fabric = default_fabric(base_port=base_port)
-    retarget_inventory(inv / "hosts.yaml", fabric)
-    controller.up(inv / ".state", fabric)
-    try:
+def running_lab(parent: Path) -> Iterator[Path]:
+    """A power-on (untuned) lab behind a fresh copy of ``inventory/lab`` in ``parent/lab``; yields
+    the inventory dir. The lab comes from this process's pool (started once, reset per lease)."""
+    with lab_pool().lease(copy_lab_inventory_files(parent / "lab")) as inv:
         yield inv
-    finally:
-        controller.down(inv / ".state")
+
+
+@contextmanager
+def lab_up(inv: Path) -> Iterator[Path]:
+    """A power-on lab of the pool with the fabric ``inv`` names (its node count), serving ``inv``
+    (its ``hosts.yaml`` ports are rewritten to the lab's); yields ``inv``."""
+    from tuning.lab.fabric import fabric_for_inventory
+
+    with lab_pool().lease(inv, len(fabric_for_inventory(inv).nodes)) as leased:
+        yield leased
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Stop the pool's labs (each xdist worker stops its own)."""
+    global _POOL
+    if _POOL is not None:
+        import shutil
+
+        _POOL.close()
+        shutil.rmtree(_POOL.root, ignore_errors=True)
+        _POOL = None
 
 
 @pytest.fixture()
 def lab_inventory(tmp_path: Path):
-    """A fresh lab (untuned) for a copy of ``inventory/lab`` in tmp_path; yields the inventory dir.
+    """A power-on lab for a copy of ``inventory/lab`` in tmp_path; yields the inventory dir.
 
-    The lab listens on its own port range (``TEST_BASE_PORT``, per pytest process), so tests never
-    collide with a lab an operator runs on inventory/lab's ports.
+    The lab listens in this process's port range (``TEST_BASE_PORT``), so tests never collide
+    with a lab an operator runs on inventory/lab's ports.
     """
     with running_lab(tmp_path) as inv:
         yield inv
@@ -64,7 +107,7 @@ def lab_inventory(tmp_path: Path):
 
 @pytest.fixture()
 def lab(lab_inventory: Path) -> Path:
-    """The state dir of a running fresh lab (see ``lab_inventory``)."""
+    """The state dir of a running power-on lab (see ``lab_inventory``)."""
     return lab_inventory / ".state"
 
 
@@ -79,23 +122,113 @@ def snapshot_fabric(inv_dir: Path) -> dict[str, bytes | str]:
 
     Keys: ``node01:sys/class/net/enp12s0np0/mtu`` ... and ``leaf01:running-config``.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from tuning import inventory
     from tuning.rollout.switch_ops import open_driver
 
-    state = inv_dir / ".state"
-    out: dict[str, bytes | str] = {}
-    for node_dir in sorted((state / "nodes").iterdir()):
-        root = node_dir / "sysroot"
-        for f in sorted(root.rglob("*")):
-            rel = str(f.relative_to(root))
-            if f.is_file() and not f.is_symlink() and not COUNTER_FILES.match(rel):
-                out[f"{node_dir.name}:{rel}"] = f.read_bytes()
-    inv = inventory.load(inv_dir)
-    for dev in inv.switches:
+    def switch(dev) -> dict[str, str]:
         drv = open_driver(dev)
         try:
-            out[f"{dev.name}:running-config"] = drv.running_config()
-            out[f"{dev.name}:revision"] = drv.current_revision()
+            return {f"{dev.name}:running-config": drv.running_config(), f"{dev.name}:revision": drv.current_revision()}
         finally:
             drv.close()
+
+    with ThreadPoolExecutor(max_workers=4) as pool:  # the switches answer while the files are read
+        switches = pool.map(switch, inventory.load(inv_dir).switches)
+        out: dict[str, bytes | str] = {}
+        for node_dir in sorted((inv_dir / ".state" / "nodes").iterdir()):
+            root = str(node_dir / "sysroot")
+            for folder, _dirs, files in os.walk(root):  # symlinked folders are not entered, as rglob
+                base = os.path.relpath(folder, root)
+                for name in files:
+                    rel = name if base == "." else f"{base}/{name}"
+                    path = os.path.join(folder, name)
+                    if not os.path.islink(path) and os.path.isfile(path) and not COUNTER_FILES.match(rel):
+                        with open(path, "rb") as f:
+                            out[f"{node_dir.name}:{rel}"] = f.read()
+        for part in switches:
+            out.update(part)
     return out
+
+
+# ----- the `lab` marker: on exactly the tests that start or lease a lab; lab start-ups counted -----
+#: what starts or leases a lab in a fixture's or test's source
+STARTS_A_LAB = re.compile(r"\b(?:running_lab|lab_up|lab_pool|controller\.up|start_lab)\(|\"lab\",\s*\"up\""
+                          r"|\bmake\b.*\bdemo\b|molecule")
+
+
+def _starts_a_lab(item) -> bool:
+    """Whether the test or a fixture in its closure starts or leases a lab (read from their source)."""
+    import inspect
+
+    funcs = [getattr(item, "function", None)]
+    for defs in getattr(item, "_fixtureinfo", None).name2fixturedefs.values() if hasattr(item, "_fixtureinfo") else ():
+        funcs += [d.func for d in defs]
+    for func in funcs:
+        try:
+            if func is not None and STARTS_A_LAB.search(inspect.getsource(func)):
+                return True
+        except (OSError, TypeError):
+            continue
+    return False
+
+
+def pytest_configure(config):
+    """Every process of the run appends its lab start-ups to one log (``tuning.lab.controller``)."""
+    from tuning.lab.controller import STARTS_LOG_ENV
+
+    if STARTS_LOG_ENV not in os.environ:
+        import tempfile
+
+        fd, path = tempfile.mkstemp(prefix="fabtune-lab-starts-", suffix=".log")
+        os.close(fd)
+        os.chmod(path, 0o666)  # labs started as another user (tests/priv/test_userns_mode.py) count too
+        os.environ[STARTS_LOG_ENV] = path
+        config._fabtune_starts_log = path  # the controlling process owns (and removes) it
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``lab`` every test whose own source or fixtures start or lease a lab."""
+    for item in items:
+        if _starts_a_lab(item) and item.get_closest_marker("lab") is None:
+            item.add_marker(pytest.mark.lab)
+
+
+def _starts_of(nodeid: str) -> list[str]:
+    from tuning.lab.controller import STARTS_LOG_ENV
+
+    try:
+        lines = Path(os.environ[STARTS_LOG_ENV]).read_text().splitlines()
+    except (KeyError, OSError):
+        return []
+    return [line for line in lines if line.partition("\t")[2].startswith(nodeid + " ")]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """A test without the ``lab`` marker that started a lab is an error: ``-m "not lab"`` must
+    start none."""
+    yield
+    if item.get_closest_marker("lab") is None and _starts_of(item.nodeid):
+        pytest.fail(f"{item.nodeid} started a lab but is not marked `lab` (tests/conftest.py "
+                    f"STARTS_A_LAB did not see it): mark it", pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The number of lab start-ups in this run, and the tests that caused them."""
+    path = getattr(config, "_fabtune_starts_log", None)
+    if path is None:
+        return
+    try:
+        lines = Path(path).read_text().splitlines()
+    finally:
+        Path(path).unlink(missing_ok=True)
+    by_test: dict[str, int] = {}
+    for line in lines:
+        test = line.partition("\t")[2].rsplit(" (", 1)[0] or "(outside a test)"
+        by_test[test] = by_test.get(test, 0) + 1
+    terminalreporter.section("lab start-ups")
+    terminalreporter.write_line(f"{len(lines)} lab start-up(s)")
+    for test, n in sorted(by_test.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"  {n:3d}  {test}")

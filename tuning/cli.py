@@ -605,6 +605,24 @@ def lab_down(inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
     out.print("lab stopped" if stopped else "lab was not running")
 
 
+@lab_app.command("reset")
+def lab_reset(inventory: Path = INV, state_dir: Optional[Path] = STATE, as_json: bool = JSON) -> None:
+    """Put the running lab back to power-on without restarting it: node files, switch revisions,
+    injected faults and agents, the sudo policy (checked after; exit 1 if it is not at power-on).
+
+    Example: fabtune lab reset -i inventory/lab
+    """
+    from tuning.lab import power_on
+
+    done = power_on.reset(_state_dir(inventory, state_dir))
+    if as_json:
+        print(json.dumps(done))
+    else:
+        out.print(f"lab at power-on: {done['paths_restored']} node path(s) restored, "
+                  f"{done['processes_stopped']} process(es) stopped, switches at revision "
+                  + ", ".join(f"{name} {rev}" for name, rev in done["switches"].items()))
+
+
 from tuning.cli_burnin import register as _register_burnin  # noqa: E402  (its own room: tuning/cli_burnin.py)
 
 _register_burnin(app, lab_app)

@@ -16,7 +16,7 @@ from typing import Iterator
 import pytest
 import yaml
 
-from tests.conftest import REPO, running_lab
+from tests.conftest import REPO, lab_up, running_lab  # noqa: F401 (lab_up: the tests import it from here)
 
 
 def cli(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
@@ -61,19 +61,6 @@ def adv_lab(tmp_path_factory) -> Path:
     """One running lab for this module (this process's TEST_BASE_PORT); yields its inventory dir."""
     with running_lab(tmp_path_factory.mktemp("advlab")) as inv:
         yield inv
-
-
-@contextmanager
-def lab_up(inv: Path) -> Iterator[Path]:
-    """Start a lab for the inventory ``inv`` (on the ports it names), yield ``inv``, stop the lab after."""
-    from tuning.lab import controller
-    from tuning.lab.fabric import fabric_for_inventory
-
-    controller.up(inv / ".state", fabric_for_inventory(inv))
-    try:
-        yield inv
-    finally:
-        controller.down(inv / ".state")
 
 
 def copy_lab_inventory(dest: Path, ports: dict[str, int]) -> Path:

@@ -211,17 +211,33 @@ def test_concurrent_burnin_refused(lab4):
     assert not (lab4 / ".fabtune.lock").exists()
 
 
+def _perftests_of(inv: Path) -> list[str]:
+    """The perftest stand-ins running in the lab of ``inv`` (their command lines)."""
+    state = str((inv / ".state").resolve())
+    out = subprocess.run(["pgrep", "-af", "ib_write_bw|ib_read_lat"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if state in line or str(inv) in line]
+
+
+def _wait_for(condition, timeout_s: float) -> bool:
+    """Poll ``condition`` every 20 ms until it holds (True) or ``timeout_s`` passes (False)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
+
+
 def test_sigint_mid_round_leaves_nothing(lab4):
     p = _burnin_bg(lab4)
     _lock_taken(lab4, p)
-    time.sleep(3)  # into round 1 (baseline read, then perftest pairs)
+    # into round 1: a perftest pair of this lab runs
+    assert _wait_for(lambda: _perftests_of(lab4), 60), "no perftest pair started within 60 s"
     p.send_signal(signal.SIGINT)
     _out, err = p.communicate(timeout=120)
     assert "Traceback" not in err, err[-800:]
     assert p.returncode in (130, 1, 4), (p.returncode, err[-300:])
-    time.sleep(2)
-    left = subprocess.run(["pgrep", "-af", f"ib_write_bw|ib_read_lat"], capture_output=True, text=True).stdout
-    assert str(lab4) not in left
+    assert _wait_for(lambda: not _perftests_of(lab4), 10), _perftests_of(lab4)
     assert not (lab4 / ".fabtune.lock").exists(), "SIGINT left the run lock behind"
     r = _fab("burnin", "-i", str(lab4), "--iterations", "1", "--rail", "0", "--limit", "node01", "--limit", "node02")
     assert r.returncode == 0, (r.stdout[-400:], r.stderr[-400:])

@@ -27,6 +27,7 @@ import pytest
 
 from tests.adversarial._cli import assert_one_line, cli, copy_lab_inventory, lab_up
 from tests.conftest import REPO, TEST_BASE_PORT
+from tuning import inventory
 
 BASE = int(os.environ.get("T1_LAB_BASE_PORT", TEST_BASE_PORT))
 PORTS = {"node01": BASE + 1, "node02": BASE + 2, "node03": BASE + 3, "node04": BASE + 4,
@@ -138,8 +139,9 @@ def jdir(tmp_path_factory) -> Path:
 def _node(inv: Path, cmd: str, node: str = "node01") -> str:
     """Run ``cmd`` on a lab node over its SSH endpoint (as the lab user; sudo where the command says)."""
     st = inv / ".state"
+    port = inventory.load(inv).devices[node].connection.port  # the lab's (lab_up retargets the copy)
     r = subprocess.run(["ssh", "-i", str(st / "ssh" / "id_ed25519"), "-o", f"UserKnownHostsFile={st / 'ssh' / 'known_hosts'}",
-                        "-o", "BatchMode=yes", "-p", str(PORTS[node]), "fabtune@127.0.0.1", cmd],
+                        "-o", "BatchMode=yes", "-p", str(port), "fabtune@127.0.0.1", cmd],
                        capture_output=True, text=True, timeout=120)
     return r.stdout + r.stderr
 

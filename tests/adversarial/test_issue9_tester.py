@@ -29,7 +29,6 @@ from tests.conftest import running_lab, snapshot_fabric
 
 pytestmark = [pytest.mark.ansible, pytest.mark.lab]
 
-BASE_PORT = 30050  # this tester's range (30000-30250): nodes 30051-30054, switches 30151-30153
 
 _BAD = {"str": "9000", "float": 9000.5, "neg": -1, "huge": 10**30, "bool": True, "null": None, "list": [9000],
         "dict": {"a": 1}, "inject": "9000; touch /tmp/t9-pwned", "subst": "$(touch /tmp/t9-pwned)",
@@ -76,7 +75,7 @@ def _apply(data: dict, key: object, val: object) -> dict:
 
 @pytest.fixture(scope="module")
 def t9_lab(tmp_path_factory) -> Path:
-    with running_lab(tmp_path_factory.mktemp("t9lab"), base_port=BASE_PORT) as inv:
+    with running_lab(tmp_path_factory.mktemp("t9lab")) as inv:
         yield inv
 
 

@@ -23,13 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TEST_BASE_PORT, running_lab, snapshot_fabric
+from tests.conftest import running_lab, snapshot_fabric
 
 pytestmark = [pytest.mark.ansible, pytest.mark.lab]
 
 REPO = Path(__file__).resolve().parents[2]
-#: the second lab's ports: the first lab uses TEST_BASE_PORT + 1..203 (tests/conftest.py)
-SECOND_LAB = TEST_BASE_PORT + 120
 #: what differs between two runs of the same work: ids, clocks, the inventory's path
 VOLATILE = {"run_id", "started", "finished", "seconds", "inventory", "generator"}
 ROLLOUT = ("--domain", "mtu", "--domain", "sysctl", "--serial", "2", "--batch-by", "none", "--no-incast")
@@ -39,7 +37,7 @@ ROLLOUT = ("--domain", "mtu", "--domain", "sysctl", "--serial", "2", "--batch-by
 def labs(tmp_path_factory):
     """Two fresh labs (nornir, ansible) and the untuned snapshot (the same for both)."""
     with running_lab(tmp_path_factory.mktemp("nornir")) as a, \
-            running_lab(tmp_path_factory.mktemp("ansible"), SECOND_LAB) as b:
+            running_lab(tmp_path_factory.mktemp("ansible")) as b:
         untuned = snapshot_fabric(a)
         assert snapshot_fabric(b) == untuned
         yield a, b, untuned

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -56,8 +58,18 @@ def listening(port: int) -> bool:
 
 
 def test_molecule_test_converges_is_idempotent_and_verifies(tmp_path: Path) -> None:
+    # a short folder: the lab's sudo sockets (<state>/run/sudo/node01.sock) must fit AF_UNIX's 108
+    # bytes, and pytest-xdist's tmp_path (.../popen-gwN/test_molecule_test_converges_i0/) is long
+    short = Path(tempfile.mkdtemp(prefix="mol-"))
+    try:
+        _molecule_test(tmp_path, short)
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
+
+
+def _molecule_test(tmp_path: Path, short: Path) -> None:
     env = os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-                        "MOLECULE_EPHEMERAL_DIRECTORY": str(tmp_path / "molecule"),
+                        "MOLECULE_EPHEMERAL_DIRECTORY": str(short / "molecule"),
                         "FABTUNE_MOLECULE_BASE_PORT": str(TEST_BASE_PORT), "FABTUNE_MOLECULE_VERIFY": "false",
                         "NO_COLOR": "1", "ANSIBLE_NOCOLOR": "1", "PY_COLORS": "0", "COLUMNS": "200",
                         "PYTHONUNBUFFERED": "1"}  # Molecule's log (stderr) and Ansible's output (stdout) in order

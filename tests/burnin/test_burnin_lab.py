@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, TEST_BASE_PORT
+from tests.conftest import REPO, TEST_BASE_PORT, lab_up
 from tuning import inventory
 from tuning.burnin.localise import localise
 from tuning.burnin.run import BurninOptions, run_burnin
@@ -23,20 +23,14 @@ RAILS = (0, 1)  # two rails: a port fault leaves the node's other rail fast, so 
 
 @pytest.fixture(scope="module")
 def lab8(tmp_path_factory):
-    from tuning.lab import controller
-    from tuning.lab.fabric import fabric_for_inventory
     from tuning.lab.inject import inject
     from tuning.lab.scale import write_inventory
 
-    inv_dir = write_inventory(tmp_path_factory.mktemp("burnin") / "lab8", 8, base_port=TEST_BASE_PORT)
-    controller.up(inv_dir / ".state", fabric_for_inventory(inv_dir))
-    try:
+    with lab_up(write_inventory(tmp_path_factory.mktemp("burnin") / "lab8", 8, base_port=TEST_BASE_PORT)) as inv_dir:
         port = {n.rdma_device: n for n in inventory.load(inv_dir).devices["node06"].spec.nics}["mlx5_1"]
         inject(inv_dir / ".state", "node03", "gpu-xid", "79")
         inject(inv_dir / ".state", f"{port.switch}:{port.switch_port}", "degrade")
         yield inv_dir, f"node06:mlx5_1<->{port.switch}:{port.switch_port}"
-    finally:
-        controller.down(inv_dir / ".state")
 
 
 def _named(findings: list[dict]) -> list[tuple[str, str, str]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TEST_BASE_PORT
+from tests.conftest import TEST_BASE_PORT, lab_up
 from tuning import inventory
 from tuning.burnin.localise import localise, topology_of
 from tuning.verify.pairs import round_robin
@@ -19,16 +19,12 @@ pytestmark = pytest.mark.lab
 
 
 def test_degraded_leaf_port_in_an_8_node_lab_is_the_one_link_finding(tmp_path: Path):
-    from tuning.lab import controller
-    from tuning.lab.fabric import fabric_for_inventory
     from tuning.lab.inject import inject
     from tuning.lab.scale import write_inventory
     from tuning.transport.ssh import SshHost
 
-    inv_dir = write_inventory(tmp_path / "lab8", 8, base_port=TEST_BASE_PORT)
-    controller.up(inv_dir / ".state", fabric_for_inventory(inv_dir))
     hosts = {}
-    try:
+    with lab_up(write_inventory(tmp_path / "lab8", 8, base_port=TEST_BASE_PORT)) as inv_dir:
         inv = inventory.load(inv_dir)
         port = {n.rdma_device: n for n in inv.devices["node05"].spec.nics}["mlx5_3"]
         inject(inv_dir / ".state", f"{port.switch}:{port.switch_port}", "degrade")
@@ -36,10 +32,8 @@ def test_degraded_leaf_port_in_an_8_node_lab_is_the_one_link_finding(tmp_path: P
         pairs = [p for rnd in round_robin(inv.nodes, rails=(2, 3)) for p in rnd]
         # generous per-test time: other lab tests may share this machine's cores
         _, results = verify(pairs, hosts, Thresholds(min_bw_gbps=0, max_lat_us=1000), timeout_s=180)
-    finally:
         for h in hosts.values():
             h.close()
-        controller.down(inv_dir / ".state")
     assert len(results) == 56 and all(r.bw_gbps for r in results), [r.error for r in results if not r.bw_gbps]
     doc = {"run_id": "lab", "inventory": str(inv_dir), "started": 0.0, "seconds": 0.0, "kind": "burnin",
            "topology": topology_of(inv),

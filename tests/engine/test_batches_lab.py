@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TEST_BASE_PORT, running_lab, snapshot_fabric
+from tests.conftest import running_lab, snapshot_fabric
 from tests.engine.test_rollout_lab import _wrong_variant
 from tuning import inventory
 from tuning.lab.inject import inject
@@ -186,7 +186,7 @@ def test_a_switch_that_does_not_answer_in_time_is_unreachable_apart_exit_4(tmp_p
     from tuning.reports import exit_code
     from tuning.rollout.rollback import touched_devices
 
-    with running_lab(tmp_path, TEST_BASE_PORT + 110) as inv_dir:  # beside the module's lab
+    with running_lab(tmp_path) as inv_dir:  # a second pooled lab beside the module's
         inject(inv_dir / ".state", "leaf02", "slow-apply", "20")
         policy = RolloutPolicy(serial=[1], max_fail_percentage=100, timeouts={"apply_s": 3})
         rep = engine.run(inventory.load(inv_dir), Options(mode="apply", journal_dir=tmp_path / "j",

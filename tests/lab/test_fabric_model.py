@@ -218,3 +218,25 @@ def test_tos_kept_outside_configfs_is_read(tuned: Path) -> None:
     (tuned / "nodes/node02/sysroot/run/lab/rdma_cm/mlx5_0.json").unlink()  # ToS 0 -> DSCP 0 -> priority 0
     o = compute(tuned, "node01", "mlx5_0", "node02", "mlx5_0", 3, "write_bw")
     assert not o.lossless and "lossy: node01:mlx5_0 PFC off on priority 0 (DSCP 0)" in o.reasons
+
+
+@pytest.mark.parametrize("n_nodes", [4, 8])
+def test_the_stand_ins_path_is_the_one_networkx_gives_for_every_nic_pair(n_nodes: int):
+    """The perftest stand-ins search the cabling themselves (no networkx import per call): the lab's
+    cabling is a tree, so each NIC pair's path equals ``networkx.shortest_path``'s."""
+    import networkx as nx
+
+    from tuning.lab.fabric import default_fabric
+    from tuning.lab.model import fabric_graph, shortest_path
+
+    fabric = default_fabric(n_nodes=n_nodes)
+    graph = fabric_graph(fabric)
+    nics = [f"{n.name}:{c.rdma_device}" for n in fabric.nodes for c in n.nics]
+    for a in nics:
+        for b in nics:
+            if a != b:
+                assert shortest_path(fabric, a, b) == nx.shortest_path(graph, a, b), (a, b)
+    assert shortest_path(fabric, "node01:mlx5_0", "node02:mlx5_0") == [
+        "node01:mlx5_0", "leaf01:swp1", "leaf01", "leaf01:swp2", "node02:mlx5_0"]
+    with pytest.raises(ValueError, match="no path"):
+        shortest_path(fabric, "node01:mlx5_0", "node99:mlx5_0")

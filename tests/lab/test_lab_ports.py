@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, TEST_BASE_PORT
+from tests.conftest import POOL_OFFSET, REPO, TEST_BASE_PORT
+from tests.labpool import MAX_LABS, SLOT
 from tuning.errors import InputError
 from tuning.lab.fabric import default_fabric, fabric_for_inventory, retarget_inventory
 
@@ -29,7 +30,20 @@ def test_every_lab_port_lies_below_the_ephemeral_range():
     for fabric in (default_fabric(), default_fabric(base_port=TEST_BASE_PORT)):
         top = max([n.port for n in fabric.nodes] + [s.port for s in fabric.switches])
         assert top < EPHEMERAL_LOW
-    assert TEST_BASE_PORT + 223 < EPHEMERAL_LOW  # the switch tests' module lab sits at +120..+223
+    # the pool's labs: +POOL_OFFSET + k * SLOT for k < MAX_LABS, each up to 100 nodes and 3 switches
+    top = TEST_BASE_PORT + POOL_OFFSET + (MAX_LABS - 1) * SLOT + 103
+    assert top < TEST_BASE_PORT + 800 and top < EPHEMERAL_LOW  # inside this process's 800 ports
+
+
+def test_every_worker_of_a_run_has_its_own_port_range(monkeypatch):
+    from tests.conftest import _port_range
+
+    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", "run-1")
+    starts = set()
+    for worker in range(12):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", f"gw{worker}")
+        starts.add(_port_range())
+    assert len(starts) == 12 and max(starts) + 800 <= EPHEMERAL_LOW and min(starts) >= 23000
 
 
 def test_an_inventory_host_the_lab_lacks_is_refused(tmp_path: Path):

@@ -8,14 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TEST_BASE_PORT, running_lab
+from tests.conftest import running_lab
 from tuning import inventory
 from tuning.inventory import Device
 from tuning.model.settings import SwitchSpec
 from tuning.rollout import switch_ops
-
-#: inside this process's test port range, clear of the per-test labs of tests/conftest.py
-MODULE_LAB_PORT = TEST_BASE_PORT + 120
 
 
 def leaf(inv_dir: Path, name: str = "leaf01", **changes: object) -> Device:
@@ -36,7 +33,7 @@ def leaf(inv_dir: Path, name: str = "leaf01", **changes: object) -> Device:
 def module_lab(tmp_path_factory: pytest.TempPathFactory):
     """A fresh lab for one test module (a copy of inventory/lab on its own ports); yields the
     inventory dir."""
-    with running_lab(tmp_path_factory.mktemp("switch"), MODULE_LAB_PORT) as inv:
+    with running_lab(tmp_path_factory.mktemp("switch")) as inv:
         yield inv
 
 

@@ -3,17 +3,20 @@
 Started detached by :func:`tuning.lab.controller.up`; serves every node's SSH
 endpoint (:mod:`tuning.lab.nodeserver`) and the switches
 (``tuning.lab.switches.start_switches``) from ``STATE_DIR/fabric.json`` until
-SIGTERM/SIGINT. Logs to stdout, which the controller points at ``lab.log``.
+SIGTERM/SIGINT; SIGHUP power-cycles the switches (:mod:`tuning.lab.power_on`). Logs to stdout, which the controller points at ``lab.log``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
+import threading
 from pathlib import Path
 
+from tuning.lab import power_on
 from tuning.lab.fabric import Fabric
 from tuning.lab.nodeserver import serve_nodes
 
@@ -31,11 +34,29 @@ def _stop_switches(handle: object) -> None:
                 log.exception("stopping switch endpoint %r failed", item)
 
 
-async def _serve(state_dir: Path, fabric: Fabric) -> None:
+def _reset(state_dir: Path, switches: object) -> None:
+    """SIGHUP: put the lab back to power-on (:func:`tuning.lab.power_on.restore`) in a thread, so the
+    loop keeps serving; answer in ``power-on/reset.done``."""
+    def work() -> None:
+        def reset_switches() -> dict[str, int]:
+            return switches.reset() if switches is not None else {}  # type: ignore[attr-defined]
+        try:
+            result = power_on.restore(state_dir, os.getpid(), reset_switches)
+        except Exception as exc:  # reported to the caller; the lab keeps serving
+            log.exception("reset failed")
+            result = {"error": f"the lab's reset failed: {type(exc).__name__}: {exc}"}
+        power_on.answer(state_dir, result)
+        log.info("reset to power-on: %s", result)
+
+    threading.Thread(target=work, name="reset", daemon=True).start()
+
+
+async def _serve(state_dir: Path, fabric: Fabric, switches: object) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, _reset, state_dir, switches)
     await serve_nodes(state_dir, fabric, stop)
 
 
@@ -50,13 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("asyncssh").setLevel(logging.WARNING)  # one INFO line per channel event otherwise
     state_dir = Path(args[0]).resolve()
     fabric = Fabric.load(state_dir / "fabric.json")
+    power_on.keep(state_dir)  # before anything is served: the copy a reset restores
     switches = None
     if fabric.switches:
         from tuning.lab.switches import start_switches  # the switch lab (FakeNOS)
         switches = start_switches(state_dir, fabric)
         log.info("switches up: %s", ", ".join(f"{s.name}:{s.port}" for s in fabric.switches))
     try:
-        asyncio.run(_serve(state_dir, fabric))
+        asyncio.run(_serve(state_dir, fabric, switches))
     finally:
         if switches is not None:
             _stop_switches(switches)

@@ -20,8 +20,10 @@ Switches: ``{"ports": {"swp1": {"mtu": 9216}}, "roce": {...}}`` (lab contract); 
 file or port means the Cumulus defaults: port MTU 9216, RoCE off.
 
 Rules:
-    Path: networkx shortest path NIC -> leaf port -> leaf [-> uplink -> spine -> uplink ->
-        leaf] -> leaf port -> NIC; every switch on it is one hop.
+    Path: the shortest path NIC -> leaf port -> leaf [-> uplink -> spine -> uplink ->
+        leaf] -> leaf port -> NIC (:func:`shortest_path`, a breadth-first search over the cabling;
+        the lab's cabling is a tree, so the path is the one ``networkx.shortest_path`` gives, which
+        a test checks); every switch on it is one hop.
     Line rate: the slower NIC (``Nic.speed_gbps``, 400 Gb/s).
     RoCE active MTU: the largest of 4096/2048/1024/512/256 <= min(netdev MTU both ends) - 88
         (``iboe_get_mtu``: GRH 40 + BTH 12 + XRC 4 + AtomicETH 28 + ICRC 4), so netdev 1500 ->
@@ -94,8 +96,6 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import networkx as nx
 
 from tuning.errors import InputError
 from tuning.lab import hw_faults
@@ -239,18 +239,52 @@ def read_end(state_dir: Path, node: Node, nic: Nic) -> End:
     )
 
 
-def fabric_graph(fabric: Fabric) -> nx.Graph:
-    """The cabling as a graph: NIC ``node:dev``, switch port ``sw:swpN`` and switch ``sw`` vertices."""
-    g = nx.Graph()
-    for sw in fabric.switches:
-        for port in sw.ports:
-            g.add_edge(sw.name, f"{sw.name}:{port}")
-    for node in fabric.nodes:
-        for nic in node.nics:
-            g.add_edge(f"{node.name}:{nic.rdma_device}", f"{nic.switch}:{nic.switch_port}")
-    for link in fabric.links:
-        g.add_edge(f"{link.a}:{link.a_port}", f"{link.b}:{link.b_port}")
-    return g
+def cabling(fabric: Fabric) -> list[tuple[str, str]]:
+    """The cabling as edges between NIC ``node:dev``, switch port ``sw:swpN`` and switch ``sw``
+    vertices."""
+    edges = [(sw.name, f"{sw.name}:{port}") for sw in fabric.switches for port in sw.ports]
+    edges += [(f"{node.name}:{nic.rdma_device}", f"{nic.switch}:{nic.switch_port}")
+              for node in fabric.nodes for nic in node.nics]
+    edges += [(f"{link.a}:{link.a_port}", f"{link.b}:{link.b_port}") for link in fabric.links]
+    return edges
+
+
+def fabric_graph(fabric: Fabric):
+    """:func:`cabling` as a ``networkx.Graph`` (imported here: a stand-in never pays for it)."""
+    import networkx as nx
+
+    return nx.Graph(cabling(fabric))
+
+
+def shortest_path(fabric: Fabric, source: str, target: str) -> list[str]:
+    """The vertices from ``source`` to ``target`` over :func:`cabling` (breadth-first).
+
+    A stand-in runs this per call, so it stays in the stdlib: importing networkx costs ~0.4 s of
+    CPU per perftest process (measured on 2 cores), the whole rest of a pair test ~0.03 s.
+
+    Raises:
+        ValueError: no path (as ``networkx.NetworkXNoPath``'s meaning).
+    """
+    adjacent: dict[str, list[str]] = {}
+    for a, b in cabling(fabric):
+        adjacent.setdefault(a, []).append(b)
+        adjacent.setdefault(b, []).append(a)
+    came_from: dict[str, str | None] = {source: None}
+    frontier = [source]
+    while frontier and target not in came_from:
+        nxt = []
+        for vertex in frontier:
+            for other in adjacent.get(vertex, ()):
+                if other not in came_from:
+                    came_from[other] = vertex
+                    nxt.append(other)
+        frontier = nxt
+    if target not in came_from:
+        raise ValueError(f"no path between {source} and {target} in the lab's cabling")
+    path = [target]
+    while path[-1] != source:
+        path.append(came_from[path[-1]])  # type: ignore[arg-type]
+    return path[::-1]
 
 
 def switch_state(state_dir: Path, name: str) -> dict:
@@ -426,7 +460,7 @@ def compute_sizes(state_dir: Path | str, client_node: str, client_dev: str, serv
     cli = read_end(state_dir, *_find(fabric, client_node, client_dev))
     srv = read_end(state_dir, *_find(fabric, server_node, server_dev))
     ends = [cli, srv] if test == "write_bw" else [srv, cli]  # [data sender, receiver]
-    path = nx.shortest_path(fabric_graph(fabric), f"{client_node}:{client_dev}", f"{server_node}:{server_dev}")
+    path = shortest_path(fabric, f"{client_node}:{client_dev}", f"{server_node}:{server_dev}")
     out = Outcome(path=list(path), active_mtu=active_mtu(min(e.mtu for e in ends)))
     out.client_gid_index, out.client_gid, bad_c = pick_gid(cli, gid_index)
     out.server_gid_index, out.server_gid, bad_s = pick_gid(srv, server_gid_index)

@@ -173,6 +173,18 @@ class SwitchLab:
 
     net: FakeNOS
     devices: dict[str, NvueSwitch]
+    fabric: Fabric
+    state_dir: Path
+    nos: dict[str, Nos]
+
+    def reset(self) -> dict[str, int]:
+        """Power-cycle every switch: a fresh NVUE state machine (revision 1, nothing pending, no
+        confirm timer) behind the same SSH endpoint; open sessions see it at their next command.
+        Returns ``{switch: applied revision}``."""
+        for sw in self.fabric.switches:
+            self.devices[sw.name].close()
+            self.devices[sw.name] = self.nos[sw.name].device = NvueSwitch(sw, self.fabric, self.state_dir)
+        return {name: device.applied_id for name, device in self.devices.items()}
 
     def stop(self) -> None:
         """Stop every switch's SSH server and confirm timer."""
@@ -192,13 +204,14 @@ def start_switches(state_dir: Path, fabric: Fabric) -> SwitchLab:
     """
     state_dir = Path(state_dir)
     authorized = client_public_line(state_dir)
-    hosts, plugins, devices, known = {}, [], {}, {}
+    hosts, plugins, devices, known, by_name = {}, [], {}, {}, {}
     for sw in fabric.switches:
         known[sw.port] = ensure_host_key(state_dir, sw.name)
         device = NvueSwitch(sw, fabric, state_dir)
         nos = Nos(name=f"nvue_{sw.name}", initial_prompt=PROMPT)
         nos.device = device
         plugins.append(nos)
+        by_name[sw.name] = nos
         devices[sw.name] = device
         hosts[sw.name] = {
             "username": USER, "password": "", "port": sw.port,
@@ -213,4 +226,4 @@ def start_switches(state_dir: Path, fabric: Fabric) -> SwitchLab:
     net.shell_plugins["CMDShell"] = NvueShell
     net.servers_plugins["ParamikoSshServer"] = NvueSshServer
     net.start()
-    return SwitchLab(net, devices)
+    return SwitchLab(net, devices, fabric, state_dir, by_name)
