@@ -15,7 +15,6 @@ from tuning.lab.inject import inject
 from tuning.rollout import engine
 from tuning.rollout.engine import Options
 
-pytestmark = pytest.mark.lab
 
 
 def test_a_tuned_faulted_lab_resets_to_its_power_on_fabric(lab_inventory: Path, tmp_path: Path):
