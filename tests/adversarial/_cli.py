@@ -9,9 +9,7 @@ import os
 import shutil
 import sys
 import traceback
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import yaml
