@@ -54,6 +54,9 @@ class Paused:
         self.lines: queue.Queue[str] = queue.Queue()
         self.stderr: list[str] = []
         threading.Thread(target=self._pump, daemon=True).start()
+        self._out: list[str] = []
+        self._out_reader = threading.Thread(target=lambda: self._out.extend(self.proc.stdout), daemon=True)
+        self._out_reader.start()
 
     def _pump(self) -> None:
         for line in self.proc.stderr:
@@ -84,6 +87,13 @@ class Paused:
     def drain(self, timeout: float = 30) -> str:
         """Everything the run printed on stderr after :meth:`wait`, up to its end."""
         return "".join(self._lines(timeout))
+
+    def finish(self, timeout: float = 180) -> str:
+        """Wait for the run to end; its stdout. stderr stays with the pump thread (``communicate``
+        would read it too and take lines :meth:`drain` must see)."""
+        self.proc.wait(timeout=timeout)
+        self._out_reader.join(timeout=30)
+        return "".join(self._out)
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
@@ -198,8 +208,8 @@ def _window_runs_out(inv: Path, journal: Path, tuned: dict, lab: Path) -> None:
                             r"for 2 pair\(s\) in 1 wave\(s\)", res.stderr)[1])
     p = Paused(inv, journal, f"verify:{minimum + 2}", "--confirm-s", str(minimum))
     rid = p.wait()
-    out = p.proc.stdout.read()
-    assert p.proc.wait(timeout=240) == 1, (out, "".join(p.stderr))
+    out = p.finish(timeout=240)
+    assert p.proc.returncode == 1, (out, "".join(p.stderr))
     assert f"ROLLED BACK (run {rid})" in out and "leaf01: revision" in out and "is not kept" in out, out
     doc = _journal(journal, rid)
     assert doc["outcome"] == "rolled-back" and not any(d.get("confirmed") for d in doc["devices"].values())
@@ -253,7 +263,7 @@ def test_ctrl_c_during_switch_apply_and_confirm_restores_everything(lab_inventor
         p = Paused(inv, journal, stage)
         rid = p.wait()
         p.proc.send_signal(signal.SIGINT)
-        out, _ = p.proc.communicate(timeout=180)
+        out = p.finish()
         err = "".join(p.stderr) + p.drain()
         assert p.proc.returncode == 130, (stage, out, err)
         assert "restoring" in err, (stage, err)
