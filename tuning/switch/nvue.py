@@ -17,6 +17,7 @@ an unknown key is a ConnectError. Which texts count as success or failure:
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Iterator
@@ -32,6 +33,10 @@ from tuning.errors import (CandidateError, CommandError, CommitConfirmError, Com
 from tuning.parsers import parse
 from tuning.switch import nvue_text as text
 from tuning.switch.base import Capabilities, RoceState, SwitchDriver, SwitchState
+
+# the libraries log their own socket chatter; fabtune reports errors itself, in one line
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+logging.getLogger("netmiko").addHandler(logging.NullHandler())
 
 _PROMPT_END = r"[$#]\s*$"
 
@@ -76,7 +81,6 @@ class NvueDriver(SwitchDriver):
                 ValueError) as exc:
             raise ConnectError(f"cannot open an NVUE session on {self.host}:{self.port}: {exc}",
                                host=self.name, phase="connect") from exc
-
     def close(self) -> None:
         if self._conn is not None:
             try:

@@ -11,6 +11,7 @@ With ``become`` (``ansible_become: true``) every privileged command is wrapped i
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 
@@ -20,6 +21,9 @@ from tuning.errors import ConnectError
 from tuning.inventory import Connection
 from tuning.transport import become
 from tuning.transport.base import CommandResult
+
+# the library logs its own socket chatter; fabtune reports errors itself, in one line
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 class SshRunning:
