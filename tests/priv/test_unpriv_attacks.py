@@ -65,9 +65,12 @@ def test_run_folders_belong_to_the_daemon_and_perftest_is_sticky(lab):
 @ROOT_LAB
 def test_node_user_cannot_move_replace_or_add_sudo_sockets(lab_inventory):
     res = _shell(lab_inventory, "node01", 'cd "$FABTUNE_LAB_DIR/run" && { mv sudo sudo.moved; '
-                 'mv sudo/node01.sock sudo/x; rm -f sudo/node01.sock; touch sudo/y; mkdir z; true; }')
-    assert res.stderr.count("Permission denied") == 5, res.stderr
-    assert sorted(p.name for p in (lab_inventory / ".state" / "run").iterdir()) == ["perftest", "sudo"]
+                 'mv sudo/node01.sock sudo/x; rm -f sudo/node01.sock; touch sudo/y; mkdir z; '
+                 'mv tools tools.moved; mv tools/root.sock tools/x; rm -f tools/user.sock; touch tools/y; true; }')
+    assert res.stderr.count("Permission denied") == 9, res.stderr
+    run = lab_inventory / ".state" / "run"
+    assert sorted(p.name for p in run.iterdir()) == ["perftest", "sudo", "tools"]
+    assert sorted(p.name for p in (run / "tools").iterdir()) == ["root.sock", "user.sock"]
 
 
 @ROOT_LAB

@@ -3,7 +3,9 @@
 Started detached by :func:`tuning.lab.controller.up`; serves every node's SSH
 endpoint (:mod:`tuning.lab.nodeserver`) and the switches
 (``tuning.lab.switches.start_switches``) from ``STATE_DIR/fabric.json`` until
-SIGTERM/SIGINT; SIGHUP power-cycles the switches (:mod:`tuning.lab.power_on`). Logs to stdout, which the controller points at ``lab.log``.
+SIGTERM/SIGINT, with the stand-ins' two fork servers (:mod:`tuning.lab.toolserver`); SIGHUP resets
+the lab to power-on (:mod:`tuning.lab.power_on`). Logs to stdout, which the controller points at
+``lab.log``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
-from tuning.lab import power_on
+from tuning.lab import power_on, toolserver
 from tuning.lab.fabric import Fabric
 from tuning.lab.nodeserver import serve_nodes
 
@@ -34,14 +36,14 @@ def _stop_switches(handle: object) -> None:
                 log.exception("stopping switch endpoint %r failed", item)
 
 
-def _reset(state_dir: Path, switches: object) -> None:
+def _reset(state_dir: Path, switches: object, servers: frozenset[int]) -> None:
     """SIGHUP: put the lab back to power-on (:func:`tuning.lab.power_on.restore`) in a thread, so the
     loop keeps serving; answer in ``power-on/reset.done``."""
     def work() -> None:
         def reset_switches() -> dict[str, int]:
             return switches.reset() if switches is not None else {}  # type: ignore[attr-defined]
         try:
-            result = power_on.restore(state_dir, os.getpid(), reset_switches)
+            result = power_on.restore(state_dir, os.getpid(), reset_switches, servers)
         except Exception as exc:  # reported to the caller; the lab keeps serving
             log.exception("reset failed")
             result = {"error": f"the lab's reset failed: {type(exc).__name__}: {exc}"}
@@ -51,12 +53,12 @@ def _reset(state_dir: Path, switches: object) -> None:
     threading.Thread(target=work, name="reset", daemon=True).start()
 
 
-async def _serve(state_dir: Path, fabric: Fabric, switches: object) -> None:
+async def _serve(state_dir: Path, fabric: Fabric, switches: object, servers: frozenset[int]) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, _reset, state_dir, switches)
+    loop.add_signal_handler(signal.SIGHUP, _reset, state_dir, switches, servers)
     await serve_nodes(state_dir, fabric, stop)
 
 
@@ -77,9 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         from tuning.lab.switches import start_switches  # the switch lab (FakeNOS)
         switches = start_switches(state_dir, fabric)
         log.info("switches up: %s", ", ".join(f"{s.name}:{s.port}" for s in fabric.switches))
+    tool_servers = toolserver.start(state_dir) if fabric.nodes else []
     try:
-        asyncio.run(_serve(state_dir, fabric, switches))
+        asyncio.run(_serve(state_dir, fabric, switches, frozenset(p.pid for p in tool_servers)))
     finally:
+        toolserver.stop(tool_servers)
         if switches is not None:
             _stop_switches(switches)
         log.info("lab stopped")

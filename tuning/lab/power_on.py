@@ -213,18 +213,20 @@ def _restore_nodes(state_dir: Path, manifest: dict[str, Stat]) -> int:
     return len(changed) + len(extra)
 
 
-def restore(state_dir: Path, daemon: int, reset_switches) -> dict:
+def restore(state_dir: Path, daemon: int, reset_switches, servers: frozenset[int] = frozenset()) -> dict:
     """The daemon's side of a reset (steps 1-5 of the module doc).
 
     Args:
         state_dir: the lab's state folder (absolute).  daemon: the daemon's pid (not stopped).
         reset_switches: callable power-cycling the switches, returning ``{name: revision}``.
+        servers: pids of the daemon's own helpers that hold no node state (the tool servers,
+            :mod:`tuning.lab.toolserver`): kept, while the stand-ins they run are stopped.
 
     Returns:
         ``{"paths_restored", "processes_stopped", "switches": {name: revision}, "error": str | None}``.
     """
     manifest = _load(state_dir)
-    pids = _lab_processes(state_dir, daemon)
+    pids = [pid for pid in _lab_processes(state_dir, daemon) if pid not in servers]
     _stop(pids)
     store = state_dir / FOLDER
     for name in STATE_FILES:
