@@ -36,21 +36,6 @@ def test_plan_changes_nothing_and_names_real_values(lab_inventory: Path, tmp_pat
     assert snapshot_fabric(lab_inventory) == before
 
 
-def test_apply_then_second_apply_changes_nothing(lab_inventory: Path, tmp_path: Path):
-    inv = inventory.load(lab_inventory)
-    first = engine.run(inv, Options(mode="apply", journal_dir=tmp_path / "j"))
-    assert first.outcome == "applied" and first.n_changes > 100
-    root = _sysroot(lab_inventory, "node02")
-    assert (root / "sys/class/net/enp12s0np0/mtu").read_text() == "9000\n"
-    assert (root / "proc/sys/net/core/rmem_max").read_text() == "268435456\n"
-    assert "net.core.rmem_max = 268435456" in (root / "etc/sysctl.d/90-fabtune.conf").read_text()
-    snap = snapshot_fabric(lab_inventory)
-    assert "nv set qos roce mode lossless" in snap["leaf01:running-config"] or "roce" in snap["leaf01:running-config"]
-    second = engine.run(inv, Options(mode="apply", journal_dir=tmp_path / "j"))
-    assert second.outcome == "no-change" and second.n_changes == 0 and second.run_id is None
-    assert snapshot_fabric(lab_inventory) == snap
-
-
 def _wrong_variant(src: Path) -> Path:
     """``src`` copied to ``lab-wrong`` as ``make demo``'s wrong variant (:func:`tuning.demo.wrong_variant`:
     leaf01's spine uplink at MTU 1500, every inventory rule holding, the spine pairs dropping frames)."""
@@ -60,9 +45,18 @@ def _wrong_variant(src: Path) -> Path:
 
 
 def test_rollout_keeps_good_then_restores_wrong_byte_for_byte(lab_inventory: Path, tmp_path: Path):
+    """One tuned lab, five facts (merged: each needs the whole fabric tuned first, ~40 s): a good
+    rollout is kept and a second apply changes nothing; a wrong one is restored byte for byte, also
+    when limited to the leaf; an injected degrade fails exactly the pairs crossing it."""
     journal = tmp_path / "j"
-    good = engine.run(inventory.load(lab_inventory), Options(mode="rollout", journal_dir=journal))
+    inv = inventory.load(lab_inventory)
+    good = engine.run(inv, Options(mode="rollout", journal_dir=journal))
     assert good.outcome == "kept", [(r["pair"], r["reasons"]) for r in good.verify_after if r["reasons"]]
+    assert good.n_changes > 100
+    root = _sysroot(lab_inventory, "node02")
+    assert (root / "sys/class/net/enp12s0np0/mtu").read_text() == "9000\n"
+    assert (root / "proc/sys/net/core/rmem_max").read_text() == "268435456\n"
+    assert "net.core.rmem_max = 268435456" in (root / "etc/sysctl.d/90-fabtune.conf").read_text()
     before_bw = {r["pair"]: r["bw_gbps"] for r in good.verify_before}
     after_bw = {r["pair"]: r["bw_gbps"] for r in good.verify_after}
     assert all(after_bw[p] > before_bw[p] for p in after_bw)
@@ -70,6 +64,10 @@ def test_rollout_keeps_good_then_restores_wrong_byte_for_byte(lab_inventory: Pat
 
     assert set(load_baseline(journal, lab_inventory)) == set(after_bw)  # the inventory's own baseline
     tuned = snapshot_fabric(lab_inventory)
+    assert "nv set qos roce mode lossless" in tuned["leaf01:running-config"] or "roce" in tuned["leaf01:running-config"]
+    second = engine.run(inv, Options(mode="apply", journal_dir=journal))
+    assert second.outcome == "no-change" and second.n_changes == 0 and second.run_id is None
+    assert snapshot_fabric(lab_inventory) == tuned
 
     bad = engine.run(inventory.load(_wrong_variant(lab_inventory)), Options(mode="rollout", journal_dir=journal))
     assert bad.outcome == "rolled-back"
@@ -85,6 +83,29 @@ def test_rollout_keeps_good_then_restores_wrong_byte_for_byte(lab_inventory: Pat
                            Options(mode="rollout", journal_dir=journal, limit=["leaf01"]))
     assert only_leaf.outcome == "rolled-back" and only_leaf.restored == ["leaf01"]
     assert len(only_leaf.verify_after) == 18  # every rail: 16 leaf pairs + 2 through the spine
+    _injected_degrade_fails_exactly_the_pairs_crossing_it(lab_inventory, journal, good)
+
+
+def _injected_degrade_fails_exactly_the_pairs_crossing_it(lab_inventory: Path, journal: Path, good) -> None:
+    """On the tuned fabric of ``good`` (the kept rollout): a degrade on node01:mlx5_0 fails the two
+    pairs crossing it and only them."""
+    import json
+    import subprocess
+    import sys
+
+    run = lambda *a: subprocess.run([sys.executable, "-m", "tuning", *a, "-i", str(lab_inventory)],  # noqa: E731
+                                    capture_output=True, text=True, timeout=120)
+    assert run("lab", "inject", "node01:mlx5_0", "degrade").returncode == 0
+    res = run("verify", "--json", "--journal-dir", str(journal))
+    assert res.returncode == 1, res.stderr
+    pairs = {p["pair"]: p for p in json.loads(res.stdout)["pairs"]}
+    crossing = {n for n in pairs if "node01:mlx5_0" in n}
+    assert crossing == {"node01:mlx5_0->node02:mlx5_0", "node01:mlx5_0->node03:mlx5_1"}
+    for name, p in pairs.items():
+        assert (p["verdict"] == "fail") == (name in crossing), (name, p)
+    hit = pairs["node01:mlx5_0->node02:mlx5_0"]
+    assert any("regressed" in r for r in hit["reasons"])
+    assert hit["bw_gbps"] < 0.6 * good.verify_after[0]["bw_gbps"]
 
 
 def test_rollback_run_id_restores_from_journal(lab_inventory: Path, tmp_path: Path):
@@ -101,29 +122,6 @@ def test_rollback_run_id_restores_from_journal(lab_inventory: Path, tmp_path: Pa
     now = snapshot_fabric(lab_inventory)
     diff = sorted(k for k in set(untuned) | set(now) if untuned.get(k) != now.get(k) and not k.endswith(":revision"))
     assert diff == []
-
-
-def test_injected_degrade_fails_exactly_the_pairs_crossing_it(lab_inventory: Path, tmp_path: Path):
-    import json
-    import subprocess
-    import sys
-
-    journal = tmp_path / "j"
-    good = engine.run(inventory.load(lab_inventory), Options(mode="rollout", journal_dir=journal))
-    assert good.outcome == "kept", (good.errors, [r["reasons"] for r in good.verify_after if r["reasons"]])
-    run = lambda *a: subprocess.run([sys.executable, "-m", "tuning", *a, "-i", str(lab_inventory)],  # noqa: E731
-                                    capture_output=True, text=True, timeout=120)
-    assert run("lab", "inject", "node01:mlx5_0", "degrade").returncode == 0
-    res = run("verify", "--json", "--journal-dir", str(journal))
-    assert res.returncode == 1, res.stderr
-    pairs = {p["pair"]: p for p in json.loads(res.stdout)["pairs"]}
-    crossing = {n for n in pairs if "node01:mlx5_0" in n}
-    assert crossing == {"node01:mlx5_0->node02:mlx5_0", "node01:mlx5_0->node03:mlx5_1"}
-    for name, p in pairs.items():
-        assert (p["verdict"] == "fail") == (name in crossing), (name, p)
-    hit = pairs["node01:mlx5_0->node02:mlx5_0"]
-    assert any("regressed" in r for r in hit["reasons"])
-    assert hit["bw_gbps"] < 0.6 * good.verify_after[0]["bw_gbps"]
 
 
 def test_confirm_window_shorter_than_verification_is_refused_before_anything_is_pushed(lab_inventory: Path,

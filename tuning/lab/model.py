@@ -94,6 +94,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -206,9 +207,19 @@ def _dscp2prio(raw: object) -> list[int]:
 
 
 def _gids(ib_port: Path) -> dict[int, tuple[str, str]]:
+    """``{index: (gid, type)}`` of the port's GID table entries that have a type (index 0-255).
+
+    Only the indices listed in ``gid_attrs/types`` are read (an empty entry's type file is absent
+    in the lab, unreadable on a real node): 4 entries, not 512 failed opens per NIC, per test.
+    """
+    types = ib_port / "gid_attrs" / "types"
+    try:
+        names = os.listdir(types)
+    except OSError:
+        return {}
     out = {}
-    for n in range(256):
-        kind = _read(ib_port / "gid_attrs" / "types" / str(n))
+    for n in sorted(int(name) for name in names if name.isdigit() and int(name) < 256):
+        kind = _read(types / str(n))
         gid = _read(ib_port / "gids" / str(n))
         if kind and gid:
             out[n] = (gid, kind)
