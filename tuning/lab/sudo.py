@@ -81,13 +81,20 @@ def _ask(sock_path: str, request: dict, pass_fds: bool) -> dict:
                 s.sendall(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the daemon refused this caller before reading: its reply is already queued
-        reply = b""
-        while not reply.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            reply += chunk
-    return json.loads(reply) if reply else {"rc": 1, "error": "sudo: the lab daemon went away"}
+        return _reply_of(s, "sudo: the lab daemon went away")
+
+
+def _reply_of(s, gone: str) -> dict:
+    """The one JSON line the other end of ``s`` answers; ``{"rc": 1, "error": gone}`` if none."""
+    import json
+
+    reply = b""
+    while not reply.endswith(b"\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        reply += chunk
+    return json.loads(reply) if reply.strip() else {"rc": 1, "error": gone}
 
 
 def lab_request(sock_path: str, request: dict) -> dict:
@@ -110,13 +117,7 @@ def lab_request(sock_path: str, request: dict) -> dict:
 
     with socket.socket(fileno=os.dup(int(relay))) as s:
         s.sendall(sock_path.encode() + b"\0" + json.dumps(request).encode() + b"\n")
-        reply = b""
-        while not reply.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            reply += chunk
-    return json.loads(reply) if reply.strip() else {"rc": 1, "error": "sudo: the stand-in's wrapper went away"}
+        return _reply_of(s, "sudo: the stand-in's wrapper went away")
 
 
 def _read_line() -> str | None:
