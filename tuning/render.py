@@ -1,7 +1,7 @@
 """Render desired state into device artefacts with Jinja2 (StrictUndefined).
 
-Switches: ``templates/nvue/switch.j2`` -> ``nv set`` lines (Cumulus Linux 5.x NVUE).
-Nodes: ``templates/node/*.j2`` -> files laid on the host so settings survive a reboot:
+Switches: ``tuning/templates/nvue/switch.j2`` -> ``nv set`` lines (Cumulus Linux 5.x NVUE).
+Nodes: ``tuning/templates/node/*.j2`` -> files laid on the host so settings survive a reboot:
 ``/etc/sysctl.d/90-fabtune.conf``, ``/usr/local/sbin/fabtune-nic-setup`` and the systemd unit
 ``/etc/systemd/system/fabtune-nic.service`` that runs it at boot (MTU, NIC QoS, ECN, IRQ affinity).
 The node files are filled from the computed plan values and the very commands apply runs
@@ -29,9 +29,10 @@ NODE_FILES = {
 
 
 def templates_dir() -> Path:
-    """The ``templates/`` folder (``FABTUNE_TEMPLATES`` overrides)."""
+    """The package's ``tuning/templates/`` folder (``FABTUNE_TEMPLATES`` overrides); inside the
+    package so that an installed wheel renders too."""
     env = os.environ.get("FABTUNE_TEMPLATES")
-    return Path(env) if env else Path(__file__).resolve().parents[1] / "templates"
+    return Path(env) if env else Path(__file__).resolve().parent / "templates"
 
 
 @lru_cache(maxsize=4)
@@ -46,7 +47,7 @@ def render_template(template: str, **context: object) -> str:
 
 
 def switch_context(dev: Device) -> dict:
-    """The ``switch`` context of ``templates/nvue/switch.j2``: name, role, ports (name, mtu, description), roce."""
+    """The ``switch`` context of ``tuning/templates/nvue/switch.j2``: name, role, ports (name, mtu, description), roce."""
     spec = dev.spec
     role = "spine" if "spines" in dev.groups else "leaf"
     ports = []

@@ -17,7 +17,7 @@ from tuning.lab.switches import SwitchLab, start_switches
 from tuning.switch.nvue import NvueDriver
 
 pytestmark = pytest.mark.lab
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+TEMPLATES = Path(__file__).resolve().parents[2] / "tuning" / "templates"
 ROCE = {"mode": "lossless", "pfc_priority": 3, "trust": "dscp", "dscp_to_switch_priority": {26: 3, 48: 6},
         "lossless_tc": 3, "cnp_priority": 6, "ecn_min_bytes": 150000, "ecn_max_bytes": 1500000, "ecn_probability": 100}
 

@@ -16,7 +16,7 @@ Slurm (``scontrol``, Slurm's ``scontrol(1)``; run from PATH as an argument vecto
     scontrol update NodeName=node03 State=RESUME
     scontrol show node node03          # the current Reason= line, see :func:`reason_of_scontrol`
 
-Kubernetes (the ``kubernetes`` Python client, an optional dependency: ``pip install kubernetes``;
+Kubernetes (the ``kubernetes`` Python client, an optional dependency: ``pip install 'fabtune[kubernetes]'``;
 only needed to act): cordon (``spec.unschedulable: true``), taint
 ``fabtune.io/unhealthy=<code>:NoSchedule`` and the reason in the annotation ``fabtune.io/reason``,
 all in one ``PATCH /api/v1/nodes/<name>`` (``CoreV1Api.patch_node``, strategic merge); resume
@@ -184,7 +184,7 @@ class Kubernetes:
             try:
                 from kubernetes import client, config
             except ImportError as e:
-                raise DrainError("the k8s drain adapter needs the kubernetes Python client: pip install kubernetes",
+                raise DrainError("the k8s drain adapter needs the kubernetes Python client: pip install 'fabtune[kubernetes]'",
                                  phase="drain") from e
             try:
                 config.load_incluster_config()

@@ -9,6 +9,7 @@ until every node and switch port accepts TCP.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import stat
 import shutil
@@ -26,6 +27,8 @@ from tuning.lab.sysroot import build_sysroot
 from tuning.lab.tools import RELAYED, SHELL_TOOLS, TOOLS
 
 UP_TIMEOUT_S = 30.0
+#: what the daemon imports beyond the core (the ``lab`` extra of pyproject.toml)
+LAB_MODULES = ("asyncssh", "fakenos")
 DOWN_TIMEOUT_S = 5.0
 #: a stand-in's wrapper: the lab's tool server forks it (:mod:`tuning.lab.toolserver`), else it runs here
 WRAPPER = """#!{python} -S
@@ -170,9 +173,13 @@ def up(state_dir: Path, fabric: Fabric | None = None) -> None:
         fabric: the fabric to run; :func:`tuning.lab.fabric.default_fabric` if None.
 
     Raises:
-        TuningError: the lab already runs there, or it did not come up within 30 s
-            (the message carries the tail of ``lab.log``; the daemon is stopped).
+        TuningError: the ``lab`` extra is not installed, the lab already runs there, or it did not
+            come up within 30 s (the message carries the tail of ``lab.log``; the daemon is stopped).
     """
+    missing = [m for m in LAB_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        raise TuningError(f"the lab needs {', '.join(missing)}, which this installation lacks: "
+                          "pip install 'fabtune[lab]' (`make demo` installs it)", phase="lab")
     state_dir = state_dir.resolve()
     pid = running_pid(state_dir)
     if pid is not None:
