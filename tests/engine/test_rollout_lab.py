@@ -190,3 +190,25 @@ def _wait_until_nodes_quiet(inv: Path, quiet_s: float = 2.0, timeout: float = 12
             return
         time.sleep(0.5)
     raise AssertionError("node files kept changing")
+
+
+def test_domain_files_plans_applies_and_restores(lab_inventory: Path, tmp_path: Path):
+    """``--domain files`` alone: the read covers every domain the boot files persist (the files
+    domain says so, for both front ends), only files change, the live values stay, and the run's
+    rollback puts the node back byte for byte."""
+    journal = tmp_path / "j"
+    untuned = snapshot_fabric(lab_inventory)
+    inv = inventory.load(lab_inventory)
+    plan = engine.run(inv, Options(mode="plan", journal_dir=journal, domains={"files"}, limit=["node01"]))
+    assert plan.errors == {} and plan.n_changes > 0
+    rep = engine.run(inv, Options(mode="apply", journal_dir=journal, domains={"files"}, limit=["node01"]))
+    assert rep.outcome == "applied" and rep.n_changes == plan.n_changes
+    assert {c["domain"] for c in rep.changes["node01"]} == {"files"}
+    root = _sysroot(lab_inventory, "node01")
+    assert "net.core.rmem_max = 268435456" in (root / "etc/sysctl.d/90-fabtune.conf").read_text()
+    assert (root / "proc/sys/net/core/rmem_max").read_text() != "268435456\n"  # persisted, not applied live
+    assert (root / "sys/class/net/enp12s0np0/mtu").read_text() == "1500\n"
+    back = rollback_run(journal, rep.run_id)
+    assert back.outcome == "rolled-back" and back.restored == ["node01"]
+    now = snapshot_fabric(lab_inventory)
+    assert sorted(k for k in set(untuned) | set(now) if untuned.get(k) != now.get(k)) == []

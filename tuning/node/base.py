@@ -145,6 +145,11 @@ class Domain(ABC):
         """When a change of ``key`` to ``after`` takes effect (one of :data:`EFFECTS`); default ``live``."""
         return "live"
 
+    def reads(self) -> set[str]:
+        """The domains a read must cover for this one to plan: itself (the ``files`` domain also
+        every domain whose values its boot files persist)."""
+        return {self.name}
+
     @abstractmethod
     def read_script(self, spec: NodeSpec, sysroot: str) -> list[str]:
         """Shell lines that print this domain's ``key\\tvalue`` lines (they may use the facts keys)."""

@@ -73,6 +73,11 @@ class FilesDomain(Domain):
         """The domains whose values the boot files persist."""
         return list(self._settings)
 
+    def reads(self) -> set[str]:
+        """Itself and every domain it persists: its files are built from their desired values,
+        which need their reads (a files-only read cannot plan it)."""
+        return {self.name, *(d.name for d in self._settings)}
+
     def _files(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
         from tuning.render import node_files_from_plan
 

@@ -98,12 +98,6 @@ class StepOptions:
                               policy=policy)
 
 
-def _reads(domains: set[str] | None) -> set[str] | None:
-    """The node domains to read for a plan of ``domains``: every one for the ``files`` domain (its
-    files are built from the other domains' plans: a files-only read cannot plan it), else those."""
-    return None if domains is None or "files" in domains else domains
-
-
 def _selected(inv: Inventory, hosts: list[str]) -> list[Device]:
     """The inventory's devices among ``hosts``, in the front end's order (nodes first, as played)."""
     devs = [inv.devices[h] for h in hosts if h in inv.devices]
@@ -156,7 +150,7 @@ def begin(inv: Inventory, hosts: list[str], opts: StepOptions, holder_pid: int, 
     s = engine.Session(inv, devices, opts.workers, eopts.policy)
     try:
         gone = _open_reachable(s)
-        s.states = engine._collect(s, _reads(opts.domains))
+        s.states = engine._collect(s, opts.domains)
         plans = engine._plan(s, s.states, opts.domains)
         batches = plan_batches(inv, devices, eopts.policy, plans)
         _check_order(batches, play_order)
@@ -286,7 +280,7 @@ def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | No
     conn = _connect(dev, t.connect_s)
     try:
         if dev.role == "node":
-            state = _within(lambda: node_mod.collect(conn, dev, _reads(opts.domains)), dev.name, "collect",
+            state = _within(lambda: node_mod.collect(conn, dev, opts.domains), dev.name, "collect",
                             t.collect_s)
             changes = [c for c in node_mod.plan(dev, state) if opts.domains is None or c.domain in opts.domains]
         else:
@@ -405,7 +399,7 @@ def _findings_after(inv: Inventory, opts: StepOptions, pushed: list[str]) -> lis
     s = engine.Session(inv, nodes, opts.workers, inv.policy)
     try:
         s.open()
-        return engine._findings(s, engine._collect(s, _reads(opts.domains)), opts.domains)
+        return engine._findings(s, engine._collect(s, opts.domains), opts.domains)
     except TuningError as e:  # a node gone since its push: the run's outcome stands, the report says so
         return [{"device": e.host or "run", "domain": "run", "code": "findings-unread",
                  "message": f"findings not read after the run: {e}", "evidence": ""}]
