@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 
-from tuning.errors import CommandError, InputError, ParseError, VerifyError
+from tuning.errors import CommandError, InputError, ParseError, TuningError, VerifyError
 from tuning.inventory import Device
 from tuning.node import facts as facts_mod
 from tuning.node.base import ABSENT, READ_EPILOGUE, READ_PRELUDE, Change, Domain, Finding, NodeFacts, Unfit
@@ -82,15 +82,16 @@ COLLECT_RUN_S = 3600.0
 
 
 def collect(host: Host, dev: Device, only: set[str] | None = None) -> NodeState:
-    """Read facts and every domain's settings (or the domains in ``only``) in ONE command
-    (one SSH round trip).
+    """Read facts and every domain's settings (or the domains in ``only`` and what they need,
+    :meth:`Domain.reads <tuning.node.base.Domain.reads>`) in ONE command (one SSH round trip).
 
     Raises:
         CommandError: the read script itself failed.
         ParseError: a tool printed something that cannot be read (never journaled as absent).
     """
     spec, sysroot = dev.spec, host.sysroot
-    doms = [d for d in domains() if only is None or d.name in only]
+    wanted = None if only is None else set().union(*(d.reads() for d in domains() if d.name in only))
+    doms = [d for d in domains() if wanted is None or d.name in wanted]
     lines = [READ_PRELUDE] + facts_mod.read_script(spec, sysroot)
     for d in doms:
         lines += d.read_script(spec, sysroot)
@@ -229,7 +230,10 @@ def _push(host: Host, name: str, changes: list[Change], use_before: bool, phase:
     """Run the changes' apply (or restore) commands in order, wait, read every written key back.
 
     Raises:
-        CommandError: a command failed (``err.applied``: the changes that went through).
+        CommandError: a command failed (``err.applied``: the changes before it); the script ended
+            without naming a failed command (killed, its shell died) or the node lock was busy
+            (``err.applied``: every change, as the extent is unknown; none for the lock).
+        ConnectError: the channel was lost or the wait timed out (``err.applied``: every change).
         VerifyError: a key read back differs from what was written (``err.applied``: all).
     """
     todo = [c for c in changes if (c.restore_cmd if use_before else c.apply_cmd)]
@@ -237,14 +241,26 @@ def _push(host: Host, name: str, changes: list[Change], use_before: bool, phase:
     reads = list(dict.fromkeys(c.read_cmd for c in todo if c.read_cmd))
     script = (_lock_prelude(host.sysroot) + _script(cmds) + f"sleep {READBACK_SETTLE_S}\n"
               + _readback_script(reads))
-    res = host.run(script, timeout=NODE_LOCK_WAIT_S + 60.0)
+    try:
+        res = host.run(script, timeout=NODE_LOCK_WAIT_S + 60.0)
+    except TuningError as e:  # the channel was lost or the wait timed out: how far it got is unknown
+        e.applied = list(todo)  # type: ignore[attr-defined]  # restore is idempotent: replay every one
+        raise
     if res.rc != 0:
-        failed = next((int(l.split()[1]) for l in res.stderr.splitlines() if l.startswith("@@failed")), 0)
+        marked = [int(l.split()[1]) for l in res.stderr.splitlines() if l.startswith("@@failed")]
         locked = LOCK_MARK in res.stderr  # nothing ran: the script stopped at the node lock
-        said = res.stderr.replace(f"@@failed {failed}", "").replace(LOCK_MARK + " ", "").strip()
+        said = res.stderr.replace(LOCK_MARK + " ", "")
+        said = "\n".join(l for l in said.splitlines() if not l.startswith("@@failed")).strip()
         said = said or "\n".join(res.stdout.strip().splitlines()[-3:])  # tools such as mlxconfig print -E- on stdout
-        err = CommandError("(node lock)" if locked else cmds[failed], res.rc, said, host=name, phase=phase)
-        err.applied = todo[:failed]  # type: ignore[attr-defined]
+        if locked:
+            what, applied = "(node lock)", []
+        elif marked:
+            what, applied = cmds[marked[0]], todo[:marked[0]]
+        else:  # killed, or its shell died, before a command could say it failed: extent unknown
+            what, applied = f"({phase} script ended with exit {res.rc} and no failing command named: how far it " \
+                            f"got is unknown, so every one of its {len(todo)} change(s) counts as applied)", list(todo)
+        err = CommandError(what, res.rc, said, host=name, phase=phase)
+        err.applied = applied  # type: ignore[attr-defined]
         raise err
     bad = _mismatches(todo, _read_back(res.stdout, reads), use_before)
     if bad:
