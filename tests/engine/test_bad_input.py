@@ -66,6 +66,16 @@ CASES = {
     "port mtu": (lambda i: _edit(i / "host_vars/leaf01.yml", port_mtu_overrides={"swp2": 9000}),
                  ["host_vars/leaf01.yml: port_mtu_overrides: node02 and leaf01: leaf01:swp2 MTU 9000 < node MTU "
                   "9000 + 22 header bytes", "allowed: >= 9022"]),
+    "lossless on the cnp tc": (lambda i: _edit(i / "group_vars/switches.yml", roce={"lossless_tc": 6}),
+                               ["switches.yml: roce:", "lossless_tc 6 is the strict-priority traffic class of CNPs",
+                                "allowed: any other TC in 0..7"]),
+    "ecn marks every packet": (lambda i: _edit(i / "group_vars/switches.yml", roce={"ecn_min_bytes": 1,
+                                                                                   "ecn_max_bytes": 1}),
+                               ["switches.yml: roce:", "ecn_max_bytes 1 is below one frame (9216 bytes",
+                                "allowed: >= 9216"]),
+    "override of a missing port": (lambda i: _edit(i / "host_vars/leaf01.yml", port_mtu_overrides={"swp99": 9216}),
+                                   ["host_vars/leaf01.yml: port_mtu_overrides:", "names swp99, not a port of this switch",
+                                    "allowed: the ports swp1-16, swp31"]),
     "no group": (_no_group, ["hosts.yaml: all.*.hosts.stray01:", "exactly one of the groups gpu_nodes, switches"]),
 }
 

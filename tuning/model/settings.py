@@ -13,7 +13,7 @@ from __future__ import annotations
 from ipaddress import IPv4Interface
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from tuning.model import grammar
 from tuning.model.node_tuning import CpuSpec, FirmwareSpec, KernelSpec, ModulesSpec, PauseSpec, PcieSpec
@@ -149,6 +149,10 @@ class NodeSpec(BaseModel):
         return v
 
 
+#: bytes of the largest frame an NVUE port passes (``nv set interface swp1 link mtu`` 552..9216)
+ONE_FRAME_BYTES = 9216
+
+
 class SwitchRoce(BaseModel):
     """RoCE lossless settings of an NVUE switch (``nv set qos roce`` and the PFC / mapping / ECN knobs).
 
@@ -190,6 +194,14 @@ class SwitchRoce(BaseModel):
     def _ecn_order(self) -> "SwitchRoce":
         if self.ecn_min_bytes > self.ecn_max_bytes:
             raise ValueError(f"ecn_min_bytes {self.ecn_min_bytes} is above ecn_max_bytes {self.ecn_max_bytes}; min must be <= max")
+        if self.ecn_max_bytes < ONE_FRAME_BYTES:
+            raise ValueError(f"ecn_max_bytes {self.ecn_max_bytes} is below one frame ({ONE_FRAME_BYTES} bytes, NVUE's "
+                             "largest MTU): every queued packet would be marked and DCQCN would throttle every flow; "
+                             f"allowed: >= {ONE_FRAME_BYTES} (Cumulus default 1500000)")
+        if self.lossless_tc == self.cnp_priority:
+            raise ValueError(f"lossless_tc {self.lossless_tc} is the strict-priority traffic class of CNPs "
+                             f"(cnp_priority {self.cnp_priority} maps to TC {self.cnp_priority}, nvue/switch.j2): RoCE "
+                             "data would share the CNP queue; allowed: any other TC in 0..7")
         return self
 
 
@@ -232,10 +244,15 @@ class SwitchSpec(BaseModel):
 
     @field_validator("port_mtu_overrides")
     @classmethod
-    def _override_range(cls, v: dict[str, int]) -> dict[str, int]:
+    def _override_range(cls, v: dict[str, int], info: ValidationInfo) -> dict[str, int]:
         for port, mtu in v.items():
             if not 552 <= mtu <= 9216:
                 raise ValueError(f"{port}: MTU {mtu} is outside 552..9216 (NVUE range)")
+        ports = info.data.get("ports")  # validated before this field (declared above it)
+        unknown = [p for p in v if p not in set(expand_ports(ports))] if ports else []
+        if unknown:
+            raise ValueError(f"names {', '.join(unknown)}, not a port of this switch (an override of a port it "
+                             f"lacks would be dropped in silence); allowed: the ports {', '.join(ports)}")
         return v
 
 
