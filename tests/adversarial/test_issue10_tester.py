@@ -191,8 +191,11 @@ def _lock_taken(inv: Path, p: subprocess.Popen, timeout: float = 60) -> None:
 
 def _burnin_bg(inv: Path) -> subprocess.Popen:
     """A burn-in of one round on one rail that runs until SIGINT (``--duration 10m``)."""
+    # Ctrl-C's default action, as an interactive shell gives it: a suite started as a background job
+    # (``make test &``) passes SIGINT down ignored, and Python then never raises KeyboardInterrupt
     return subprocess.Popen([sys.executable, "-m", "tuning", "burnin", "-i", str(inv), "--duration", "10m",
-                             "--rail", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+                             "--rail", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def test_concurrent_burnin_refused(lab4):
