@@ -339,16 +339,17 @@ class SudoServer:
     def _watch(conn: socket.socket, proc: subprocess.Popen) -> int:
         while True:
             try:
-                return _status(proc.wait(timeout=0.05))
+                return exit_status(proc.wait(timeout=0.05))
             except subprocess.TimeoutExpired:
                 pass
             ready, _, _ = select.select([conn], [], [], 0)
             if ready and not conn.recv(1):  # the sudo stand-in died (its SSH channel closed)
                 _killpg(proc.pid)
-                return _status(proc.wait())
+                return exit_status(proc.wait())
 
 
-def _status(rc: int) -> int:
+def exit_status(rc: int) -> int:
+    """A child's exit status as a shell reports it: ``rc``, or 128 + N for a kill by signal N (``rc`` = -N)."""
     return rc if rc >= 0 else 128 - rc
 
 

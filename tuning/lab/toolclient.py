@@ -14,16 +14,7 @@ import sys
 
 import _socket
 
-CAP_NET_ADMIN = 12
-
-
-def _kind() -> str:
-    """``root`` when this process holds CAP_NET_ADMIN (as :func:`tuning.lab.sudo.is_privileged`), else ``user``."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("CapEff:"):
-                return "root" if int(line.split()[1], 16) >> CAP_NET_ADMIN & 1 else "user"
-    return "user"
+from tuning.lab.sudo import is_privileged  # stdlib os/sys only: cheap for a wrapper
 
 
 def _request(tool: str, argv: list[str]) -> bytes:
@@ -47,7 +38,7 @@ def ask(tool: str, argv: list[str], tools_dir: str) -> int | None:
         return None
     try:
         try:
-            sock.connect(f"{tools_dir}/{_kind()}.sock")
+            sock.connect(f"{tools_dir}/{'root' if is_privileged() else 'user'}.sock")
             fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in (0, 1, 2))
             sock.sendmsg([_request(tool, argv)], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
         except OSError:

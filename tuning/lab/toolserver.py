@@ -192,8 +192,7 @@ def _finish(sel: selectors.BaseSelector, conn: socket.socket, pid: int, pidfd: i
     sel.unregister(pidfd)
     os.close(pidfd)
     _, status = os.waitpid(pid, 0)
-    rc = os.waitstatus_to_exitcode(status)
-    _send(conn, b"X%d" % (rc if rc >= 0 else 128 - rc))
+    _send(conn, b"X%d" % privileges.exit_status(os.waitstatus_to_exitcode(status)))
     try:
         sel.unregister(conn)
     except KeyError:  # _watch did: the wrapper had gone
