@@ -249,7 +249,8 @@ class SwitchSpec(BaseModel):
             if not 552 <= mtu <= 9216:
                 raise ValueError(f"{port}: MTU {mtu} is outside 552..9216 (NVUE range)")
         ports = info.data.get("ports")  # validated before this field (declared above it)
-        unknown = [p for p in v if p not in set(expand_ports(ports))] if ports else []
+        known = set(expand_ports(ports)) if ports else None
+        unknown = [p for p in v if p not in known] if known is not None else []
         if unknown:
             raise ValueError(f"names {', '.join(unknown)}, not a port of this switch (an override of a port it "
                              f"lacks would be dropped in silence); allowed: the ports {', '.join(ports)}")
