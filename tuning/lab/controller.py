@@ -24,24 +24,18 @@ from tuning.errors import TuningError
 from tuning.lab import keys, privileges, toolserver
 from tuning.lab.fabric import Fabric, default_fabric
 from tuning.lab.sysroot import build_sysroot
-from tuning.lab.tools import IN_PROCESS, SHELL_TOOLS, TOOLS
+from tuning.lab.tools import RELAYED, SHELL_TOOLS, TOOLS
 
 UP_TIMEOUT_S = 30.0
 #: what the daemon imports beyond the core (the ``lab`` extra of pyproject.toml)
 LAB_MODULES = ("asyncssh", "fakenos")
 DOWN_TIMEOUT_S = 5.0
+#: a stand-in's wrapper: the lab's tool server forks it (:mod:`tuning.lab.toolserver`), else it runs here
 WRAPPER = """#!{python} -S
 import sys
 sys.path.insert(0, {root!r})
-from tuning.lab.tools import main
-sys.exit(main({tool!r}, sys.argv[1:]))
-"""
-#: the wrapper of a stand-in that the lab's tool server forks (:mod:`tuning.lab.toolserver`)
-SERVED_WRAPPER = """#!{python} -S
-import sys
-sys.path.insert(0, {root!r})
 from tuning.lab.toolclient import run
-sys.exit(run({tool!r}, {tools_dir!r}))
+sys.exit(run({tool!r}, {tools_dir!r}, {relay!r}))
 """
 
 
@@ -56,9 +50,9 @@ def write_wrappers(bin_dir: Path) -> list[Path]:
     for tool in TOOLS:
         path = bin_dir / tool
         # -S: no site-packages (the stand-ins are stdlib-only), ~45 ms less per call
-        template = WRAPPER if tool in IN_PROCESS else SERVED_WRAPPER
-        path.write_text(template.format(python=sys.executable, root=_package_parent(), tool=tool,
-                                        tools_dir=str(toolserver.socket_path(bin_dir.parent, "root").parent)))
+        path.write_text(WRAPPER.format(python=sys.executable, root=_package_parent(), tool=tool,
+                                              tools_dir=str(toolserver.socket_path(bin_dir.parent, "root").parent),
+                                              relay=tool in RELAYED))
         path.chmod(0o755)
         paths.append(path)
     for tool, script in SHELL_TOOLS.items():  # stand-ins in bash: called once per sysfs write

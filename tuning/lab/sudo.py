@@ -81,13 +81,20 @@ def _ask(sock_path: str, request: dict, pass_fds: bool) -> dict:
                 s.sendall(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the daemon refused this caller before reading: its reply is already queued
-        reply = b""
-        while not reply.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            reply += chunk
-    return json.loads(reply) if reply else {"rc": 1, "error": "sudo: the lab daemon went away"}
+        return _reply_of(s, "sudo: the lab daemon went away")
+
+
+def _reply_of(s, gone: str) -> dict:
+    """The one JSON line the other end of ``s`` answers; ``{"rc": 1, "error": gone}`` if none."""
+    import json
+
+    reply = b""
+    while not reply.endswith(b"\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        reply += chunk
+    return json.loads(reply) if reply.strip() else {"rc": 1, "error": gone}
 
 
 def lab_request(sock_path: str, request: dict) -> dict:
@@ -95,10 +102,22 @@ def lab_request(sock_path: str, request: dict) -> dict:
     :func:`tuning.lab.counters.bump`) to a node's socket; returns the daemon's reply
     (``{"rc": 0}`` or ``{"rc": 1, "error": TEXT}``).
 
+    In a stand-in that the lab's tool server forked, ``$FABTUNE_LAB_RELAY_FD`` names the socket to
+    its wrapper, which sends the request from the node's own process tree
+    (:func:`tuning.lab.toolclient._relay`).
+
     Raises:
         OSError: the socket cannot be reached.  ValueError: the reply is not JSON.
     """
-    return _ask(sock_path, request, False)
+    relay = os.environ.get("FABTUNE_LAB_RELAY_FD")
+    if relay is None:
+        return _ask(sock_path, request, False)
+    import json
+    import socket
+
+    with socket.socket(fileno=os.dup(int(relay))) as s:
+        s.sendall(sock_path.encode() + b"\0" + json.dumps(request).encode() + b"\n")
+        return _reply_of(s, "sudo: the stand-in's wrapper went away")
 
 
 def _read_line() -> str | None:

@@ -18,8 +18,10 @@ have, in its own process group, and sends back the exit status. Nothing about pr
 changes: a server serves only a caller whose uid, gid, groups, capability sets and
 ``no_new_privs`` (``/proc/PID/status``) equal its own, and answers ``R`` to any other, which then
 runs the stand-in itself. When the wrapper goes away (killed, its SSH channel closed) the server
-kills the child's process group. The perftest stand-ins keep running in their own interpreter
-(:data:`tuning.lab.tools.IN_PROCESS`).
+kills the child's process group. The perftest stand-ins ask their node's sudo socket to count
+their traffic, and that socket admits only descendants of the node's shells: their wrapper
+(:data:`tuning.lab.tools.RELAYED`) passes a fourth descriptor, fd 3 in the child
+(``$FABTUNE_LAB_RELAY_FD``), and carries those requests itself.
 
 One thread, one ``selectors`` loop, so ``fork`` never copies a lock that another thread holds.
 The server exits when the daemon that started it is gone.
@@ -42,6 +44,8 @@ from tuning.lab import privileges
 CREDENTIALS = ("Uid:", "Gid:", "Groups:", "CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:", "NoNewPrivs:")
 MAX_REQUEST = 1 << 20  # bytes: argv and environment of one call
 SOCKETS = {"root": "root.sock", "user": "user.sock"}
+#: set in a served child whose wrapper relays its lab requests (:func:`tuning.lab.sudo.lab_request`)
+RELAY_ENV = "FABTUNE_LAB_RELAY_FD"
 
 
 def socket_path(state_dir: Path, kind: str) -> Path:
@@ -157,11 +161,11 @@ def _start(sel: selectors.BaseSelector, conn: socket.socket, allowed: bool) -> N
     lost to a reset connection), then refuse it or fork its child."""
     sel.unregister(conn)
     try:
-        request, fds, _flags, _addr = socket.recv_fds(conn, MAX_REQUEST, 3)
+        request, fds, _flags, _addr = socket.recv_fds(conn, MAX_REQUEST, 4)
     except OSError:
         conn.close()
         return
-    if not allowed or len(fds) != 3 or not request:
+    if not allowed or len(fds) not in (3, 4) or not request:
         for fd in fds:
             os.close(fd)
         _send(conn, b"R")  # nothing ran: the caller runs the stand-in itself
@@ -212,9 +216,9 @@ def _child(request: bytes, fds: list[int]) -> None:
     rc = 1
     try:
         os.setpgid(0, 0)
-        for target, fd in enumerate(fds):
+        for target, fd in enumerate(fds):  # stdin, stdout, stderr and the wrapper's relay (fd 3)
             os.dup2(fd, target)
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        os.closerange(len(fds), os.sysconf("SC_OPEN_MAX"))
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         fields = request.split(b"\0")
         tool, cwd, umask, argc = fields[0].decode(), fields[1], int(fields[2], 8), int(fields[3])
@@ -224,6 +228,9 @@ def _child(request: bytes, fds: list[int]) -> None:
             name, sep, value = item.partition(b"=")
             if sep and name:
                 os.environb[name] = value
+        os.environ.pop(RELAY_ENV, None)  # never the caller's word: set only when the wrapper relays
+        if len(fds) == 4:
+            os.environ[RELAY_ENV] = "3"
         os.chdir(cwd)
         os.umask(umask)
         sys.argv = [tool, *args]

@@ -46,10 +46,10 @@ TOOLS: dict[str, str] = {
     "dmesg": "tuning.lab.tools.health:dmesg",
 }
 
-#: stand-ins that always run in their own interpreter, never forked by :mod:`tuning.lab.toolserver`:
+#: stand-ins whose wrapper relays their lab requests when :mod:`tuning.lab.toolserver` runs them:
 #: the perftest pair asks its node's sudo socket to count its traffic, and that socket admits
-#: only descendants of the node's shells (:func:`tuning.lab.privileges.node_of`)
-IN_PROCESS = frozenset({"ib_write_bw", "ib_read_lat"})
+#: only descendants of the node's shells (:func:`tuning.lab.privileges.node_of`), as the wrapper is
+RELAYED = frozenset({"ib_write_bw", "ib_read_lat"})
 
 #: stand-ins written in bash (no interpreter start-up: ``tee`` runs once per sysfs write):
 #: tool name -> script file, copied into ``bin/`` as is
