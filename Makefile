@@ -12,7 +12,13 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
+# Byte-compile the package: with PYTHONDONTWRITEBYTECODE set (as on CI's image) no interpreter
+# writes .pyc, and each of the suite's thousands of starts (CLI, lab daemons, the lab's tool and
+# sudo wrappers) would compile the sources again; compileall writes them anyway and skips fresh ones.
+BYTECODE = $(BIN)/python -m compileall -q tuning
+
 demo: $(VENV)/.installed
+	$(BYTECODE)
 	$(BIN)/python -m tuning.demo
 
 # The lab's node shells are unprivileged and reach root through the lab's sudo (docs/lab.md). As
@@ -23,6 +29,7 @@ AS_ROOT := $(shell [ "$$(id -u)" = 0 ] || echo unshare --user --map-root-user --
 # Both cores (pytest-xdist, one lab pool per worker, work stealing); the 25 slowest tests and the
 # lab start-ups are printed at the end. `pytest -m "not lab"` is the fast tier: it starts no lab.
 test: $(VENV)/.installed
+	$(BYTECODE)
 	$(AS_ROOT) $(BIN)/python -m pytest -q -p no:cacheprovider -n auto --dist worksteal --durations=25
 
 lab-up: $(VENV)/.installed
