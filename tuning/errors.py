@@ -9,7 +9,7 @@ Exit codes used by the CLI (``tuning.cli``):
     0  success / nothing to change
     1  a device failed, verification failed (and was rolled back)
     2  bad input (inventory, profile, flags, an unreadable tool output)
-    3  a rollback failed: a human must look (page)
+    3  a rollback failed, or the journal became unwritable after a push: a human must look (page)
     4  a device could not be reached (nothing pushed; ansible-playbook's "unreachable" code,
        see docs/reports.md)
 """
@@ -135,6 +135,27 @@ class RollbackError(TuningError):
     """Restoring a snapshot failed. The one that must page a human (exit 3)."""
 
     exit_code = 3
+
+
+class JournalWriteError(TuningError):
+    """A run journal or baseline could not be written (a full disk, a read-only remount, a folder
+    gone or not writable): one line, exit 2 while nothing was pushed, exit 3 once the journal on
+    disk records a device the run may have changed (a human must look: run ``fabtune rollback``
+    once the folder is writable; the journal on disk still names every such device).
+
+    Args:
+        path: the file being written.  reason: the OS's words (``Read-only file system``).
+        pushed: True after a push, False before one, None when unknown (a baseline): exit 2.
+        run_id: the run, named in the rollback hint.
+    """
+
+    def __init__(self, path: str, reason: str, *, pushed: bool | None = False, run_id: str | None = None):
+        self.path, self.reason, self.pushed = path, reason, pushed
+        self.exit_code = 3 if pushed else 2
+        tail = {False: "; nothing was pushed",
+                True: f"; devices may have been changed: run `fabtune rollback {run_id}` once it is writable",
+                None: ""}[pushed]
+        super().__init__(f"cannot write {_one_line(path)}: {reason}{tail}", phase="journal")
 
 
 class DeviceTimeout(TuningError):

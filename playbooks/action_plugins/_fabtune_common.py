@@ -24,7 +24,8 @@ except ImportError:  # a checkout that is not pip-installed: the repository root
     from tuning import errors, inventory
 from tuning import node
 from tuning.rollout import steps
-from tuning.rollout.journal import DEFAULT_DIR
+from tuning.rollout.journal import DEFAULT_DIR, check_dir
+from tuning.rollout.journal_check import check_run_id
 from tuning.transport import become
 
 #: every node domain (:func:`tuning.node.domains`) and ``switch``: the task files and tags
@@ -133,7 +134,14 @@ def _int(task_vars: dict, key: str) -> int | None:
 
 
 def step_options(task_vars: dict, check: bool, domains: set[str] | None, verify_default: bool = True) -> steps.StepOptions:
-    """The playbooks' extra vars as StepOptions (docs/ansible.md lists them with their defaults)."""
+    """The playbooks' extra vars as StepOptions (docs/ansible.md lists them with their defaults).
+
+    Raises:
+        AnsibleActionFail: a flag that is not a boolean, a number that is not a whole number.
+        InputError: ``fabtune_journal_dir`` refused as the CLI refuses ``--journal-dir``
+            (:func:`tuning.rollout.journal.check_dir`: empty, not a directory, another user's,
+            group/world-writable).
+    """
     try:
         verify = boolean(task_vars.get("fabtune_verify", verify_default), strict=True)
         firmware = boolean(task_vars.get("fabtune_allow_firmware", False), strict=True)
@@ -143,7 +151,8 @@ def step_options(task_vars: dict, check: bool, domains: set[str] | None, verify_
     if isinstance(serial, list):
         serial = ",".join(str(x) for x in serial)
     journal = task_vars.get("fabtune_journal_dir") or DEFAULT_DIR
-    return steps.StepOptions(journal_dir=Path(os.path.expanduser(str(journal))), verify=verify,
+    journal_dir = check_dir(os.path.expanduser(str(journal)), "fabtune_journal_dir")
+    return steps.StepOptions(journal_dir=journal_dir, verify=verify,
                              confirm_s=_int(task_vars, "fabtune_confirm_s"), allow_firmware=firmware,
                              domains=domains, serial=None if serial is None else str(serial),
                              max_fail_percentage=_int(task_vars, "fabtune_max_fail_percentage"), check=check)
@@ -151,10 +160,16 @@ def step_options(task_vars: dict, check: bool, domains: set[str] | None, verify_
 
 def run_id(task_vars: dict) -> str | None:
     """The run's id: the extra var ``fabtune_run_id``, else the one the begin stage registered
-    (``__fabtune_begin``; never a cached fact: a fact cache would hand an old run's id to a new run)."""
+    (``__fabtune_begin``; never a cached fact: a fact cache would hand an old run's id to a new run).
+
+    Raises:
+        InputError: not a run id (:func:`tuning.rollout.journal_check.check_run_id`, as the CLI's
+            ``RUN_ID``): ``-e fabtune_run_id=../../x`` never names a path outside the journal folder.
+    """
     given = task_vars.get("fabtune_run_id")
     begun = task_vars.get("__fabtune_begin") or {}
-    return str(given) if given else (begun.get("run_id") if isinstance(begun, dict) else None)
+    found = str(given) if given else (begun.get("run_id") if isinstance(begun, dict) else None)
+    return None if found is None else check_run_id(native(found), "fabtune_run_id")
 
 
 def diff_entries(changes: list[dict]) -> list[dict]:

@@ -68,15 +68,16 @@ class ActionModule(ActionBase):
             if dev is None:
                 return {**result, "skipped": True, "msg": f"{host} is in no fabtune role group"}
             policy = common.inventory.policy_of_vars(vars_, host)
+            run_id = common.run_id(task_vars)  # checked here: never a path outside the journal folder
             begun = common.native(task_vars.get("__fabtune_begin"))
             out = common.steps.planned(begun, host, opts.domains) if opts.check else None
-            out = out or common.steps.push(dev, policy, opts, common.run_id(task_vars))
+            out = out or common.steps.push(dev, policy, opts, run_id)
         except (ConnectError, DeviceTimeout) as e:
             return {**result, "unreachable": True, "changed": False, "msg": str(e)}
         except TuningError as e:
             raise common.fail(e) from None
         facts = {f"fabtune_{k}": bool(v or task_vars.get(f"fabtune_{k}")) for k, v in out["effects"].items()}
-        result.update(changed=bool(out["changes"]), changes=out["changes"], run_id=common.run_id(task_vars),
+        result.update(changed=bool(out["changes"]), changes=out["changes"], run_id=run_id,
                       ansible_facts=facts)
         if self._task.diff and out["changes"]:
             result["diff"] = common.diff_entries(out["changes"])

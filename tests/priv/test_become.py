@@ -123,9 +123,28 @@ def _add_vault_password(inv: Path, vault_password: bytes) -> Path:
     return inv
 
 
+def test_a_wrong_or_missing_vault_password_exits_2_in_one_line(tmp_path):
+    """Issue 18 item 8: the vault password is bad input (exit 2), never "unreachable, retry" (4);
+    decided before any connection, so no lab is needed."""
+    inv = tmp_path / "lab"
+    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune*"))
+    _add_vault_password(inv, b"vault-pw")
+    (tmp_path / "wrong").write_text("not-it\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("FABTUNE_BECOME_PASSWORD", "ANSIBLE_VAULT_PASSWORD_FILE")}
+    for extra, needle in (({"ANSIBLE_VAULT_PASSWORD_FILE": str(tmp_path / "wrong")},
+                           f"node01: {tmp_path / 'wrong'}: ANSIBLE_VAULT_PASSWORD_FILE: cannot decrypt "
+                           "ansible_become_password with this vault password"),
+                          ({}, "node01: ANSIBLE_VAULT_PASSWORD_FILE: unset: ansible_become_password is "
+                               "vault-encrypted: set ANSIBLE_VAULT_PASSWORD_FILE")):
+        res = _fabtune("plan", "-i", str(inv), "--limit", "node01", env={**env, **extra})
+        errors = [line for line in res.stderr.splitlines() if not line.startswith("...")]
+        assert res.returncode == 2 and len(errors) == 1 and errors[0].startswith(f"fabtune: error: {needle}"), \
+            res.stderr
+        assert CANARY not in res.stdout + res.stderr and "Traceback" not in res.stderr
+
+
 @pytest.mark.lab
 def test_become_password_from_ansible_vault(lab_inventory, tmp_path, monkeypatch):
-    from tuning.errors import ConnectError
     from tuning.rollout.journal import connection_record
     from tuning.transport.ssh import SshHost
 
@@ -137,13 +156,14 @@ def test_become_password_from_ansible_vault(lab_inventory, tmp_path, monkeypatch
     assert not [k for k in connection_record(dev) if "vault" in k or "pass" in k]
     monkeypatch.delenv("FABTUNE_BECOME_PASSWORD", raising=False)
     monkeypatch.delenv("ANSIBLE_VAULT_PASSWORD_FILE", raising=False)
-    with pytest.raises(ConnectError, match="vault-encrypted: set ANSIBLE_VAULT_PASSWORD_FILE"):
+    with pytest.raises(InputError, match="vault-encrypted: set ANSIBLE_VAULT_PASSWORD_FILE") as err:
         SshHost("node01", dev.connection)
+    assert err.value.exit_code == 2  # bad input, not an unreachable host (issue 18 item 8)
     (tmp_path / "wrong").write_text("not-it\n")
     monkeypatch.setenv("ANSIBLE_VAULT_PASSWORD_FILE", str(tmp_path / "wrong"))
-    with pytest.raises(ConnectError, match="cannot decrypt ansible_become_password") as err:
+    with pytest.raises(InputError, match="cannot decrypt ansible_become_password") as err:
         SshHost("node01", dev.connection)
-    assert CANARY not in str(err.value)
+    assert CANARY not in str(err.value) and err.value.exit_code == 2
     (tmp_path / "right").write_text("vault-pw\n")
     monkeypatch.setenv("ANSIBLE_VAULT_PASSWORD_FILE", str(tmp_path / "right"))
     host = SshHost("node01", dev.connection)

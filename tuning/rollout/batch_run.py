@@ -32,7 +32,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Callable
 
-from tuning.errors import ConnectError, DeviceTimeout
+from tuning.errors import ConnectError, DeviceTimeout, JournalWriteError
 from tuning.rollout import switch_ops
 from tuning.rollout.batches import Batch
 from tuning.rollout.journal import Journal, save_baseline
@@ -349,7 +349,10 @@ def restore_batches(s: "Session", report: "RunReport", progress: Progress, j: Jo
     every = r.policy.on_regression == "restore-all"
     scope = restore_scope(r, every) - set(report.unreachable)  # no answer: left for `fabtune rollback`
     progress(f"{why}: restoring " + ("every batch" if every or r.current is None else f"batch {r.current.index}"))
-    j.stage("restore", why)
+    try:
+        j.stage("restore", why)
+    except JournalWriteError:
+        pass  # restoring the devices comes first: the saves below raise it again, after the restore
     upto = r.current.index if r.current is not None else len(r.batches)
     if upto and j.data.get("batches"):
         j.data["batches"][upto - 1]["halt"] = why

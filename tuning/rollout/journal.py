@@ -23,8 +23,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tuning.errors import InputError
+from tuning.errors import InputError, JournalWriteError
 from tuning.rollout import journal_check
+from tuning.rollout.statefile import JOURNAL_MAX_BYTES, read_state_file
 
 DEFAULT_DIR = Path(".fabtune") / "journal"
 #: device states that mean the run may have changed the device (see docs/architecture.md)
@@ -56,13 +57,20 @@ class Journal:
     #: (each process updates its own devices), so no process's update is lost; False (the Nornir
     #: engine, one process): plain atomic writes, as fast as before
     shared: bool = False
+    #: the file on disk records a device the run may have changed (a push may have happened since):
+    #: a journal that cannot be written then is exit 3, before it exit 2 (:class:`JournalWriteError`)
+    pushed: bool = field(default=False, repr=False, compare=False)
 
     @classmethod
     def create(cls, journal_dir: Path, inventory: str, mode: str, run_id: str | None = None,
                shared: bool = False) -> "Journal":
         """Start a new journal (written at once). ``inventory`` is stored as an absolute path;
-        ``shared``: see the attribute."""
-        run_id = run_id or new_run_id()
+        ``shared``: see the attribute.
+
+        Raises:
+            InputError: ``run_id`` is not a run id.  JournalWriteError: the folder cannot be written.
+        """
+        run_id = journal_check.check_run_id(run_id) if run_id else new_run_id()
         inventory = str(Path(inventory).resolve())
         j = cls(journal_dir / f"{run_id}.json", {
             "run_id": run_id, "inventory": inventory, "mode": mode, "stage": "validate",
@@ -73,9 +81,7 @@ class Journal:
     @classmethod
     def load(cls, journal_dir: Path, run_id: str) -> "Journal":
         """Open a run's journal. Raises InputError naming the runs that exist."""
-        if not journal_check.RUN_ID.fullmatch(run_id):
-            raise InputError("RUN_ID", run_id[:80], "not a run id like 20261130T101500-1a2b3c (1..64 of "
-                             "[0-9A-Za-z_.-]; see `fabtune runs`)")
+        journal_check.check_run_id(run_id)
         path = journal_dir / f"{run_id}.json"
         if not path.exists():
             runs = sorted(p.stem for p in journal_dir.glob("*.json") if p.stem != "baseline")[-5:]
@@ -85,7 +91,7 @@ class Journal:
         if doc is None:
             raise InputError(str(path), run_id, f"journal unreadable: {why}; nothing can be restored from it")
         journal_check.validate(doc, path)
-        return cls(path, doc)
+        return cls(path, doc, pushed=_touched(doc))
 
     @property
     def run_id(self) -> str:
@@ -118,7 +124,16 @@ class Journal:
             self._save_shared()
             return
         with self._lock:
+            self._write()
+
+    def _write(self) -> None:
+        """Write the document (the caller holds the locks); an OSError becomes one JournalWriteError."""
+        try:
             _write_private(self.path, json.dumps(self.data, indent=2, sort_keys=True, default=str) + "\n")
+        except OSError as e:
+            raise JournalWriteError(str(self.path), e.strerror or str(e), pushed=self.pushed,
+                                    run_id=self.data.get("run_id")) from None
+        self.pushed = self.pushed or _touched(self.data)
 
     def _save_shared(self, name: str | None = None, fields: dict | None = None) -> None:
         """Under the flock of ``<run_id>.json.lock``: merge every device record of the file into
@@ -126,22 +141,33 @@ class Journal:
         process holds stay: a snapshot being written), set ``fields`` on ``name``'s, write
         atomically. The rest of the document is this process's own (one process at a time drives a
         run's stages)."""
-        with self._lock, _flocked(self.path.with_name(self.path.name + ".lock")):
+        sidecar = self.path.with_name(self.path.name + ".lock")
+        with self._lock, _flocked(sidecar, self):
             disk, _ = read_doc(self.path)
             if disk is not None:
+                self.pushed = self.pushed or _touched(disk)  # another process's push
                 mine = self.data["devices"]
                 for dev, rec in disk["devices"].items():
                     mine[dev] = {**mine.get(dev, {}), **rec}
             if name is not None:
                 self.data["devices"].setdefault(name, {}).update(fields or {})
-            _write_private(self.path, json.dumps(self.data, indent=2, sort_keys=True, default=str) + "\n")
+            self._write()
+
+
+def _touched(doc: dict) -> bool:
+    """Whether a journal document records a device the run may have changed (:data:`TOUCHED`)."""
+    return any(isinstance(rec, dict) and rec.get("state") in TOUCHED for rec in (doc.get("devices") or {}).values())
 
 
 @contextlib.contextmanager
-def _flocked(path: Path):
-    """Hold an exclusive ``flock(2)`` on ``path`` (created ``0600``) for the block."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+def _flocked(path: Path, j: Journal):
+    """Hold an exclusive ``flock(2)`` on ``path`` (created ``0600``) for the block; a sidecar that
+    cannot be made is ``j``'s JournalWriteError."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as e:
+        raise JournalWriteError(str(path), e.strerror or str(e), pushed=j.pushed, run_id=j.data.get("run_id")) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -164,7 +190,9 @@ def _write_private(path: Path, text: str) -> None:
 
 def check_dir(journal_dir: Path | str, flag: str = "--journal-dir") -> Path:
     """A usable journal directory: not empty, not an existing non-directory, and (when it exists)
-    owned by the invoking user or root and not group/world-writable.
+    owned by the invoking user or root and not group/world-writable. Every front end checks its
+    journal folder here: the CLI's ``--journal-dir`` (:func:`tuning.cli_args.journal_dir_arg`) and
+    the Ansible front end's ``fabtune_journal_dir`` (the plugins' ``step_options``).
 
     Raises:
         InputError: naming ``flag`` and what is wrong.
@@ -180,19 +208,17 @@ def check_dir(journal_dir: Path | str, flag: str = "--journal-dir") -> Path:
 
 
 def read_doc(path: Path) -> tuple[dict | None, str]:
-    """A journal file's document, or ``(None, why)`` for an empty, truncated, ``null`` or foreign file."""
+    """A journal file's document, or ``(None, why)`` for a missing, empty, truncated, ``null``,
+    foreign or hostile file (a FIFO, a link, a device, too large, not UTF-8, too deep, a number too
+    large: :func:`tuning.rollout.statefile.read_state_file`); ``why`` does not repeat the path."""
     try:
-        text = path.read_text()
-    except OSError as e:
-        return None, f"cannot read {path}: {e.strerror}"
-    if not text.strip():
-        return None, f"{path} is empty"
-    try:
-        doc = json.loads(text)
-    except ValueError as e:
-        return None, f"{path} is not complete JSON (truncated?): {e.msg} at line {e.lineno}"
-    if not isinstance(doc, dict) or not isinstance(doc.get("run_id"), str) or not isinstance(doc.get("devices"), dict):
-        return None, f"{path} is not a run journal (top level is {type(doc).__name__}, no run_id/devices)"
+        doc = read_state_file(path, JOURNAL_MAX_BYTES, "run journal")
+    except InputError as e:
+        return None, e.problem
+    if doc is None:
+        return None, "no such file"
+    if not isinstance(doc.get("run_id"), str) or not isinstance(doc.get("devices"), dict):
+        return None, "is not a run journal (no run_id/devices)"
     return doc, ""
 
 
@@ -230,37 +256,54 @@ def baseline_path(journal_dir: Path, inventory: str | Path) -> Path:
 
 
 def load_baseline(journal_dir: Path, inventory: str | Path) -> dict | None:
-    """The recorded baseline of ``inventory`` (pair name -> result dict), or None (none, or unreadable)."""
+    """The recorded baseline of ``inventory`` (pair name -> result dict), or None when there is none.
+
+    Raises:
+        InputError: the file is unreadable or hostile (:func:`tuning.rollout.statefile.read_state_file`),
+            or an entry is not a result object.
+    """
     p = baseline_path(journal_dir, inventory)
-    try:
-        doc = json.loads(p.read_text())
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
+    doc = read_state_file(p, JOURNAL_MAX_BYTES, "baseline")
+    for pair, result in (doc or {}).items():
+        if not isinstance(result, dict):
+            raise InputError(str(p), pair, f"{type(result).__name__} is not a pair result; allowed: an object "
+                             "(delete the file: the next verified rollout records a new baseline)")
+    return doc
 
 
 def save_baseline(journal_dir: Path, inventory: str | Path, results: dict, pairs: set[str] | None = None) -> dict:
     """MERGE ``results`` into the baseline of ``inventory``: measured pairs replace their entries,
     pairs not measured this time keep theirs (a run verified on some rails, or limited to one
     leaf, never drops the others), pairs no longer in ``pairs`` (the inventory's whole pair set,
-    when given) are dropped. Written atomically.
+    when given) are dropped. Written atomically. An unreadable baseline is replaced.
 
     Returns:
         The baseline as saved.
+
+    Raises:
+        JournalWriteError: the baselines folder cannot be written.
     """
-    merged = {**(load_baseline(journal_dir, inventory) or {}), **results}
+    try:
+        old = load_baseline(journal_dir, inventory) or {}
+    except InputError:
+        old = {}  # an unreadable baseline is replaced by this run's results, as if there were none
+    merged = {**old, **results}
     if pairs is not None:
         merged = {k: v for k, v in merged.items() if k in pairs}
     p = baseline_path(journal_dir, inventory)
-    _write_private(p, json.dumps(merged, indent=2, sort_keys=True) + "\n")
+    try:
+        _write_private(p, json.dumps(merged, indent=2, sort_keys=True) + "\n")
+    except OSError as e:
+        raise JournalWriteError(str(p), e.strerror or str(e), pushed=None) from None
     return merged
 
 
 def list_runs(journal_dir: Path, last: int = 20) -> list[dict]:
     """The newest ``last`` journals, oldest first: run_id, mode, stage, outcome, touched devices.
 
-    An unreadable journal (empty, truncated, ``null``) is listed as a row whose ``stage`` is
-    ``unreadable`` and whose ``outcome`` says why; it never hides the other runs.
+    An unreadable journal (empty, truncated, ``null``, hostile: :func:`read_doc`) is listed as a row
+    whose ``stage`` is ``unreadable`` and whose ``outcome`` is ``unreadable: <why>``; it never hides
+    the other runs.
     """
     if last < 1:
         raise InputError("--last", str(last), "must be 1 or more")
@@ -268,7 +311,7 @@ def list_runs(journal_dir: Path, last: int = 20) -> list[dict]:
     for path in sorted(p for p in journal_dir.glob("*.json") if p.stem != "baseline")[-last:]:
         d, why = _valid_doc(path)
         if d is None:
-            out.append({"run_id": path.stem, "mode": None, "stage": "unreadable", "outcome": why,
+            out.append({"run_id": path.stem, "mode": None, "stage": "unreadable", "outcome": f"unreadable: {why}",
                         "touched": [], "inventory": None})
             continue
         touched = sorted(n for n, rec in d["devices"].items() if isinstance(rec, dict) and rec.get("state") in TOUCHED)
@@ -279,7 +322,6 @@ def list_runs(journal_dir: Path, last: int = 20) -> list[dict]:
 
 def undone_keys(doc: dict) -> dict[str, set[str]]:
     """device -> keys a run changed and did not restore (applied, else planned when caught mid-push)."""
-    out: dict[str, set[str]] = {}
     return _keys(doc, restored=False)
 
 

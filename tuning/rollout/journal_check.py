@@ -21,9 +21,12 @@ from pathlib import Path
 
 from tuning.errors import InputError
 from tuning.model import grammar
+from tuning.model.yamlfile import _kind
 
 #: run ids: ``20261130T101500-1a2b3c``; bounded so a path built from one stays short
 RUN_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,63}")
+#: epoch seconds a journal's times may hold (1970 .. 2286): beyond, a date conversion overflows
+MAX_TIME = 1e10
 STATES = ("pushing", "applied", "failed", "unchanged")
 ROLES = ("node", "switch")
 NODE_PLATFORMS = ("linux",)
@@ -50,6 +53,21 @@ def _typed(value: object, t, where: str, fail) -> None:
         fail(where, f"{type(value).__name__} {value!r:.60}; allowed: {_tname(t)}")
 
 
+def check_run_id(run_id: object, flag: str = "RUN_ID") -> str:
+    """``run_id`` when it is a run id (:data:`RUN_ID`), so ``<journal_dir>/<run_id>.json`` stays in the
+    journal folder (``../../x`` never leaves it). Every front end checks its run ids here: the
+    CLI's ``RUN_ID`` (:meth:`~tuning.rollout.journal.Journal.load`) and the Ansible front end's
+    ``fabtune_run_id`` (:func:`tuning.rollout.steps.begin`, the plugins' ``run_id``).
+
+    Raises:
+        InputError: naming ``flag``: not a run id.
+    """
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+        raise InputError(flag, str(run_id)[:80], "not a run id like 20261130T101500-1a2b3c (1..64 of "
+                         "[0-9A-Za-z_.-], the first a letter or digit; see `fabtune runs`)")
+    return run_id
+
+
 def check_trust(path: Path, *, file: bool = True) -> None:
     """Refuse a journal (or its directory) that someone else could have written.
 
@@ -68,11 +86,14 @@ def check_trust(path: Path, *, file: bool = True) -> None:
 def _trusted(p: Path, what: str, is_dir: bool) -> None:
     uid = os.geteuid()
     try:
-        st = os.stat(p)
+        st = os.stat(p) if is_dir else os.lstat(p)  # a journal folder may be reached through a link, a journal not
     except OSError as e:
         raise InputError(str(p), what, f"cannot read it: {e.strerror}") from None
-    if not (stat.S_ISDIR(st.st_mode) if is_dir else stat.S_ISREG(st.st_mode)):
-        raise InputError(str(p), what, "is not a " + ("directory" if is_dir else "regular file"))
+    if is_dir and not stat.S_ISDIR(st.st_mode):
+        raise InputError(str(p), what, "is not a directory")
+    if not is_dir and not stat.S_ISREG(st.st_mode):
+        kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else _kind(st.st_mode)
+        raise InputError(str(p), what, f"is {kind}; allowed: a regular file")
     if st.st_uid not in (uid, 0):
         raise InputError(str(p), "owner", f"the {what} belongs to uid {st.st_uid}, not to you (uid {uid}) or "
                          "root; rollback runs its commands as root, so it is refused (StrictModes)")
@@ -95,6 +116,7 @@ def validate(doc: dict, path: Path) -> None:
             _typed(doc[key], t, key, fail)
     if not RUN_ID.fullmatch(doc["run_id"]):
         fail("run_id", f"{doc['run_id']!r:.80} is not a run id like 20261130T101500-1a2b3c")
+    _times(doc, fail)
     for name, rec in doc["devices"].items():
         where = f"devices.{name}"
         try:
@@ -103,6 +125,17 @@ def validate(doc: dict, path: Path) -> None:
             fail(where, str(e))
         _typed(rec, dict, where, fail)
         _device(name, rec, where, fail)
+
+
+def _times(doc: dict, fail) -> None:
+    """``started`` and each event's time are epoch seconds within 0..:data:`MAX_TIME` (reports turn
+    them into dates; ``Infinity`` or 1e300 would overflow there)."""
+    if "started" in doc and not 0 <= doc["started"] <= MAX_TIME:
+        fail("started", f"{doc['started']!r:.40} is outside 0..{MAX_TIME:.0f} (epoch seconds)")
+    for i, event in enumerate(doc.get("events") or []):
+        t = event[2] if isinstance(event, list) and len(event) == 3 else None
+        if isinstance(t, (int, float)) and not isinstance(t, bool) and not 0 <= t <= MAX_TIME:
+            fail(f"events.{i}", f"time {t!r:.40} is outside 0..{MAX_TIME:.0f} (epoch seconds)")
 
 
 def _device(name: str, rec: dict, where: str, fail) -> None:

@@ -15,6 +15,11 @@ over silently when its run left nothing to undo (no journal, or every touched de
 or the run ended); otherwise it is refused, naming the run and its changed devices, until
 ``fabtune rollback RUN_ID`` of that very run (which may take the lock over) restores them.
 A lock held on another host cannot be judged from here and is always refused.
+
+The lock, and the journal it names, are read by :func:`tuning.rollout.statefile.read_state_file`
+(never blocking, bounded): a lock that is not a regular file (a FIFO, a link, a device) is refused
+with one line naming it; a regular one that is not a lock (half written, garbage) is judged as a
+lock whose holder died once it is 5 s old.
 """
 
 from __future__ import annotations
@@ -22,11 +27,13 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuning.errors import TuningError
+from tuning.errors import InputError, TuningError
+from tuning.rollout.statefile import LOCK_MAX_BYTES, read_state_file
 
 LOCK_NAME = ".fabtune.lock"
 
@@ -64,21 +71,44 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
-def _unfinished(journal: str | None) -> list[str]:
-    """Devices the lock holder's journal says it changed and did not restore ([] if none or no journal)."""
-    from tuning.rollout.journal import TOUCHED
+def _unfinished(journal: object) -> list[str]:
+    """Devices the lock holder's journal says it changed and did not restore ([] if none, no
+    journal, or an unreadable one: read safely, :func:`tuning.rollout.journal.read_doc`)."""
+    from tuning.rollout.journal import TOUCHED, read_doc
 
-    if not journal:
+    if not journal or not isinstance(journal, str):
         return []
-    try:
-        doc = json.loads(Path(journal).read_text())
-        devices = doc.get("devices") or {}
-    except (OSError, ValueError, AttributeError):
+    doc, _ = read_doc(Path(journal))
+    if doc is None or doc.get("outcome") is not None:
         return []
-    if doc.get("outcome") is not None:
-        return []
-    return sorted(n for n, rec in devices.items()
+    return sorted(n for n, rec in doc["devices"].items()
                   if isinstance(rec, dict) and rec.get("state") in TOUCHED and not rec.get("restored"))
+
+
+#: a lock's fields and their types (a pid is a positive int, ``started`` epoch seconds)
+_FIELDS = {"run_id": str, "pid": int, "host": str, "mode": str, "started": (int, float),
+           "journal": (str, type(None))}
+
+
+def _lock_info(doc: dict) -> dict | None:
+    """``doc`` when it is a lock fabtune wrote (typed fields, a pid and a time in range), else None."""
+    for k, t in _FIELDS.items():
+        if k in doc and (not isinstance(doc[k], t) or isinstance(doc[k], bool)):
+            return None
+    pid, started = doc.get("pid"), doc.get("started", 0)
+    if not isinstance(pid, int) or not 0 < pid < 1 << 31 or not 0 <= started <= 1e10:
+        return None
+    return doc
+
+
+def read_lock(path: Path) -> dict | None:
+    """The lock at ``path`` (safely read, typed: :func:`_lock_info`), None when it is missing or
+    not a lock: a caller giving a lock back then leaves the file alone."""
+    try:
+        doc = read_state_file(path, LOCK_MAX_BYTES, "run lock")
+    except InputError:
+        return None
+    return _lock_info(doc) if doc is not None else None
 
 
 @dataclass
@@ -131,6 +161,7 @@ class RunLock:
             self.path.unlink(missing_ok=True)  # stale and safe: take it over
 
     def _create(self) -> bool:
+        """Create the lock (O_EXCL); False when one exists. Raises LockError when it cannot be written."""
         doc = {"run_id": self.run_id, "pid": self.pid or os.getpid(), "host": socket.gethostname(), "mode": self.mode,
                "started": time.time(), "journal": str(self.journal.resolve())}
         try:
@@ -139,20 +170,34 @@ class RunLock:
             return False
         except OSError as e:
             raise LockError(f"cannot create the run lock {self.path}: {e.strerror}") from None
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(doc) + "\n")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(doc) + "\n")
+        except OSError as e:  # a full disk: no half-written lock is left behind
+            self.path.unlink(missing_ok=True)
+            raise LockError(f"cannot write the run lock {self.path}: {e.strerror}") from None
         self.held = True
         return True
 
     def _read(self) -> dict | None:
+        """The holder's lock; None when it went away or is being written (look again); a dead
+        holder's placeholder for garbage at least 5 s old (a holder killed before it wrote it).
+
+        Raises:
+            LockError: the lock is not a regular file (a FIFO, a link, a device): never read, named.
+        """
         try:
-            info = json.loads(self.path.read_text() or "null")
+            doc = read_state_file(self.path, LOCK_MAX_BYTES, "run lock")
+        except InputError as e:
+            if not _regular(self.path):
+                raise LockError(f"{e}; remove it once you know no run holds this inventory") from None
+            doc = {}
+        try:
+            age = time.time() - os.lstat(self.path).st_mtime
         except FileNotFoundError:
-            return None
-        except (OSError, ValueError):
-            info = None
-        if not isinstance(info, dict):
-            age = time.time() - self.path.stat().st_mtime if self.path.exists() else 0
+            return None  # removed between our tries
+        info = _lock_info(doc) if doc else None
+        if info is None:
             if age < 5:
                 time.sleep(0.2)  # being written right now
                 return None
@@ -179,11 +224,8 @@ class RunLock:
         if not self.held:
             return
         self.held = False
-        try:
-            info = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return
-        if isinstance(info, dict) and info.get("run_id") == self.run_id and info.get("pid") == (self.pid or os.getpid()):
+        info = read_lock(self.path)
+        if info is not None and info.get("run_id") == self.run_id and info.get("pid") == (self.pid or os.getpid()):
             self.path.unlink(missing_ok=True)
 
     def __enter__(self) -> "RunLock":
@@ -191,3 +233,12 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file itself (not a link to one); a file gone meanwhile counts
+    as one (the caller looks again)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return True

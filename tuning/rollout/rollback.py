@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from tuning import node as node_mod
-from tuning.errors import InputError, RollbackError, TuningError
+from tuning.errors import InputError, JournalWriteError, RollbackError, TuningError
 from tuning.inventory import Connection
 from tuning.node.base import Change
 from tuning.rollout.journal import TOUCHED, Journal, later_conflicts
@@ -122,6 +122,8 @@ def restore_touched(j: Journal, conns: dict, progress: Progress, workers: int = 
 
     Raises:
         RollbackError: a restore failed (names every failed device and ``fabtune rollback RUN_ID``).
+        JournalWriteError: every restore that failed could not be journaled, the devices themselves
+            were put back (its exit code says whether the run had pushed).
     """
     names = [n for n in touched_devices(j, irreversible) if only is None or n in only]
     if not names:
@@ -138,6 +140,8 @@ def restore_touched(j: Journal, conns: dict, progress: Progress, workers: int = 
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(names)))) as ex:
         errors = dict(zip(names, ex.map(one, names)))
     failed = {n: e for n, e in errors.items() if e is not None}
+    if failed and all(isinstance(e, JournalWriteError) for e in failed.values()):
+        raise next(iter(failed.values()))  # the journal is the problem, not the devices: one line
     if failed:
         name, err = next(iter(failed.items()))
         raise RollbackError(f"restore failed on {', '.join(sorted(failed))}: {err}; run "

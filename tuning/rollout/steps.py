@@ -21,7 +21,6 @@ and no journal is created (the lock is held meanwhile, as ``fabtune plan`` holds
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -35,7 +34,8 @@ from tuning.rollout.batch_run import journal_batches
 from tuning.rollout.batches import plan_batches
 from tuning.rollout.fanout import _within
 from tuning.rollout.journal import DEFAULT_DIR, Journal, connection_record, new_run_id, save_baseline
-from tuning.rollout.lock import RunLock, lock_path
+from tuning.rollout.journal_check import check_run_id
+from tuning.rollout.lock import RunLock, lock_path, read_lock
 from tuning.rollout.rollback import restore_touched
 from tuning.verify.runner import PairResult, Thresholds, as_baseline
 
@@ -135,16 +135,18 @@ def begin(inv: Inventory, hosts: list[str], opts: StepOptions, holder_pid: int, 
         that did not answer: left out of the run, each reported by its own push]}``.
 
     Raises:
-        InputError: bad options, an unsafe play order, a firmware burn not allowed, no pair to verify with.
+        InputError: bad options, a ``run_id`` that is not a run id (:func:`check_run_id`: a path
+            built from it must stay in the journal folder), an unsafe play order, a firmware burn
+            not allowed, no pair to verify with.
         LockError: another run holds the inventory.
         ConnectError / DeviceTimeout: a device did not answer and the run cannot go on without it
             (a verified run's baseline measures every pair of the schedule: a node that is an end
             of one did not answer), raised before anything is journaled or pushed, as the
             engine's connect (``fabtune rollout --engine nornir`` exits 4 the same way).
     """
+    run_id = check_run_id(run_id, "fabtune_run_id") if run_id else new_run_id()
     eopts = opts.engine_options(inv)
     devices = _selected(inv, hosts)
-    run_id = run_id or new_run_id()
     lock = RunLock(lock_path(inv.path), run_id, "plan" if opts.check else eopts.mode,
                    opts.journal_dir / f"{run_id}.json", pid=holder_pid).acquire()
     s = engine.Session(inv, devices, opts.workers, eopts.policy)
@@ -243,9 +245,9 @@ def open_journal(journal_dir: Path, run_id: str) -> Journal:
     """A front-end run's journal, for updates from several processes (:attr:`Journal.shared`).
 
     Raises:
-        InputError: no such run, or not a run :func:`begin` started (no ``ansible`` state).
+        InputError: not a run id, no such run, or not a run :func:`begin` started (no ``ansible`` state).
     """
-    j = Journal.load(journal_dir, run_id)
+    j = Journal.load(journal_dir, check_run_id(run_id, "fabtune_run_id"))
     if not isinstance(j.data.get("ansible"), dict):
         raise InputError("fabtune_run_id", run_id, "not a run begun by the playbooks' begin stage")
     j.shared = True
@@ -410,9 +412,6 @@ def _findings_after(inv: Inventory, opts: StepOptions, pushed: list[str]) -> lis
 def release(inv_path: Path, run_id: str) -> None:
     """Give back the inventory's lock if ``run_id`` holds it (whatever process took it)."""
     path = lock_path(inv_path)
-    try:
-        info = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return
-    if isinstance(info, dict) and info.get("run_id") == run_id:
+    info = read_lock(path)
+    if info is not None and info.get("run_id") == run_id:
         path.unlink(missing_ok=True)

@@ -28,7 +28,7 @@ from typing import Callable
 
 from pathlib import Path
 
-from tuning.errors import ConnectError, InputError
+from tuning.errors import InputError
 
 #: the only become method fabtune drives (Ansible's default)
 METHODS = ("sudo",)
@@ -108,8 +108,9 @@ def password(vault: str | None, host: str) -> str | None:
     """The become password of a host: ``FABTUNE_BECOME_PASSWORD``, else the decrypted vault value, else None.
 
     Raises:
-        ConnectError: a vault value without ``ANSIBLE_VAULT_PASSWORD_FILE``, an unreadable file, a wrong
-            vault password or no ansible-core to decrypt with (the message never holds a secret).
+        InputError: a vault value without ``ANSIBLE_VAULT_PASSWORD_FILE``, an unreadable file, a wrong
+            vault password or no ansible-core to decrypt with: bad input (exit 2), the same for every
+            host and every retry, never an unreachable host (the message never holds a secret).
     """
     env = os.environ.get(PASSWORD_ENV)
     if env or vault is None:
@@ -118,26 +119,31 @@ def password(vault: str | None, host: str) -> str | None:
         try:
             return decrypt_hook(vault)
         except Exception:  # its text may quote the data: never passed on
-            raise ConnectError("cannot decrypt ansible_become_password with the playbook's vault secrets",
-                               host=host, phase="connect") from None
+            raise _vault_error("vault", "the playbook's vault secrets", "cannot decrypt ansible_become_password "
+                               "with them (a wrong vault password?)", host) from None
     path = os.environ.get(VAULT_FILE_ENV)
     if not path:
-        raise ConnectError(f"ansible_become_password is vault-encrypted: set {VAULT_FILE_ENV} "
-                           f"(or {PASSWORD_ENV})", host=host, phase="connect")
+        raise _vault_error(VAULT_FILE_ENV, "unset", f"ansible_become_password is vault-encrypted: set "
+                           f"{VAULT_FILE_ENV} (or {PASSWORD_ENV})", host)
     try:
         from ansible.parsing.vault import VaultLib, VaultSecret
     except ImportError:
-        raise ConnectError("decrypting ansible_become_password needs ansible-core (pip install ansible-core)",
-                           host=host, phase="connect") from None
+        raise _vault_error("ansible-core", "import", "decrypting ansible_become_password needs ansible-core "
+                           "(pip install ansible-core)", host) from None
     try:
         secret = VaultSecret(Path(path).read_bytes().strip())
     except OSError as e:
-        raise ConnectError(f"cannot read {VAULT_FILE_ENV} {path}: {e.strerror}", host=host, phase="connect") from None
+        raise _vault_error(path, VAULT_FILE_ENV, f"cannot read it: {e.strerror}", host) from None
     try:
         return VaultLib([("default", secret)]).decrypt(vault.encode()).decode()
     except Exception:  # AnsibleVaultError and friends: their text may quote the data, never passed on
-        raise ConnectError(f"cannot decrypt ansible_become_password with the vault password in {path}",
-                           host=host, phase="connect") from None
+        raise _vault_error(path, VAULT_FILE_ENV, "cannot decrypt ansible_become_password with this vault "
+                           "password (a wrong vault password?)", host) from None
+
+
+def _vault_error(source: str, key: str, problem: str, host: str) -> InputError:
+    """``<host>: <source>: <key>: <problem>``, exit 2: where the vault password comes from, what went wrong."""
+    return InputError(source, key, problem, host=host)
 
 
 def wrap(command: str, user: str, *, with_password: bool) -> str:
