@@ -13,9 +13,9 @@ from typing import Optional
 
 import typer
 
-from tuning import inventory as inv_mod
-from tuning.cli_args import (MAX_CONFIRM_S, click, deferred, integer, journal_dir_arg, number, out_dir_arg,
-                             raise_refused, usage_line)
+from tuning.cli_args import (MAX_CONFIRM_S, click, deferred, existing_inventory, file_arg, integer, inventory_arg,
+                             journal_dir_arg, load_inventory, number, out_dir_arg, raise_refused, state_dir_arg,
+                             usage_line)
 from tuning.errors import ConnectError, InputError, TuningError
 from tuning.node import domains as node_domains
 from tuning.report import batches_text, changes_table, console, file_diffs, findings_table, verify_table
@@ -28,7 +28,8 @@ app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_comp
 lab_app = typer.Typer(no_args_is_help=True, help="The embedded lab: a digital twin of a GPU fabric on this machine.")
 app.add_typer(lab_app, name="lab")
 
-INV = typer.Option(Path("inventory/lab"), "-i", "--inventory", help="Ansible-format inventory directory.")
+INV = typer.Option(Path("inventory/lab"), "-i", "--inventory", parser=inventory_arg,
+                   help="Ansible-format inventory directory.")
 LIMIT = typer.Option(None, "--limit", "-l", help="Only these hosts or groups (repeatable).")
 JSON = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
 JDIR = typer.Option(DEFAULT_DIR, "--journal-dir", parser=journal_dir_arg,
@@ -51,11 +52,13 @@ MIN_BW_SHARE = typer.Option(None, "--min-bw-share", parser=deferred(number("--mi
                             "end's line rate (default: the policy's; none: not judged).")
 FIRMWARE = typer.Option(False, "--allow-firmware", help="Push NIC firmware burns the profile pins "
                         "(firmware.version); without it a plan that burns firmware is refused (exit 2).")
-JUNIT = typer.Option(None, "--junit", metavar="FILE", parser=report_file("--junit"),
+JUNIT = typer.Option(None, "--junit", metavar="FILE", parser=file_arg("--junit", report_file("--junit")),
                      help="Write JUnit XML: a test case per device and per verified pair (docs/reports.md).")
-PROM = typer.Option(None, "--prom-file", metavar="FILE.prom", parser=report_file("--prom-file", ".prom"),
+PROM = typer.Option(None, "--prom-file", metavar="FILE.prom",
+                    parser=file_arg("--prom-file", report_file("--prom-file", ".prom")),
                     help="Write a Prometheus textfile (node_exporter textfile collector) of the run.")
-REPORT_JSON = typer.Option(None, "--report-json", metavar="FILE", parser=report_file("--report-json"),
+REPORT_JSON = typer.Option(None, "--report-json", metavar="FILE",
+                           parser=file_arg("--report-json", report_file("--report-json")),
                            help="Write the JSON run report (schema: tuning/reports/report.schema.json).")
 
 
@@ -173,7 +176,7 @@ def _halted_at(report) -> str:
 
 
 def _load(path: Path):
-    return inv_mod.load(path)
+    return load_inventory(path)
 
 
 @app.command()
@@ -365,7 +368,8 @@ def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR
 @app.command()
 def rollback(run_id: str = typer.Argument(..., help="Run id printed by apply/rollout (see `fabtune runs`)."),
              inventory: Optional[Path] = typer.Option(
-                 None, "-i", "--inventory", help="Optional: must be the run's own inventory (the journal names it)."),
+                 None, "-i", "--inventory", parser=inventory_arg,
+                 help="Optional: must be the run's own inventory (the journal names it)."),
              journal_dir: Path = JDIR, as_json: bool = JSON,
              force: bool = typer.Option(False, "--force", help="Roll back even where later runs changed the same "
                                         "settings (their changes to those settings are undone too)."),
@@ -499,7 +503,16 @@ def _state_dir(inventory: Path, state_dir: Optional[Path]) -> Path:
     return state_dir or inventory / ".state"
 
 
-STATE = typer.Option(None, "--state-dir", help="Lab state directory (default: INVENTORY/.state).")
+def _running_state_dir(inventory: Path, state_dir: Optional[Path]) -> Path:
+    """The state directory of a running lab. Raises InputError naming --state-dir when no lab runs there."""
+    sd = _state_dir(inventory, state_dir)
+    if not (sd / "fabric.json").is_file():
+        raise InputError("--state-dir", str(sd), f"the lab is not running in {sd}; start it with "
+                         f"`fabtune lab up -i {inventory}`")
+    return sd
+
+
+STATE = typer.Option(None, "--state-dir", parser=state_dir_arg, help="Lab state directory (default: INVENTORY/.state).")
 
 
 from tuning.cli_topology import topology as topology_cmd  # noqa: E402  (its own room: tuning/cli_topology.py)
@@ -518,7 +531,7 @@ def lab_up(inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
     from tuning.lab.fabric import fabric_for_inventory
 
     sd = _state_dir(inventory, state_dir)
-    controller.up(sd, fabric_for_inventory(inventory))
+    controller.up(sd, fabric_for_inventory(existing_inventory(inventory)))
     _lab_status(sd)
 
 
@@ -566,10 +579,7 @@ def lab_inject(target: str = typer.Argument(..., help="node01:mlx5_0 or leaf01:s
     """
     from tuning.lab.inject import inject
 
-    sd = _state_dir(inventory, state_dir)
-    if not (sd / "fabric.json").is_file():
-        raise InputError("--state-dir", str(sd), f"the lab is not running in {sd}; start it with "
-                         f"`fabtune lab up -i {inventory}`")
+    sd = _running_state_dir(inventory, state_dir)
     inject(sd, target, kind, value)
     out.print(f"{kind}{'' if value is None else ' ' + value} on {target}")
 
@@ -586,10 +596,10 @@ def lab_reboot(node: str = typer.Argument(..., help="a lab node, e.g. node01"),
     """
     from tuning.lab.boot import reboot
 
-    dev = inv_mod.load(inventory).devices.get(node)
+    dev = load_inventory(inventory).devices.get(node)
     if dev is None or dev.role != "node":
         raise InputError("NODE", "node", f"{node!r} is not a node of {inventory}")
-    cmds = reboot(_state_dir(inventory, state_dir), node, dev.connection)
+    cmds = reboot(_running_state_dir(inventory, state_dir), node, dev.connection)
     out.print(f"{node} rebooted; boot ran: {'; '.join(cmds)}")
 
 

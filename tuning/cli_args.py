@@ -9,7 +9,9 @@ Recorder, so a refused value is reported too.
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 import re
 from pathlib import Path
 
@@ -22,22 +24,128 @@ from tuning.errors import InputError
 
 #: the longest switch commit-confirm window ``--confirm-s`` accepts (one day)
 MAX_CONFIRM_S = 86400
+#: the longest file name a report flag takes (bytes): NAME_MAX (255) less room for the writers'
+#: temporary suffixes (``.tmp``, prometheus_client's ``.<pid>.<thread>``)
+MAX_FILE_NAME = 200
+
+
+def quoted(value: object) -> str:
+    """``value`` as an error message quotes it: at most 40 characters, control characters escaped."""
+    v = str(value)
+    return repr(v[:40] + ("..." if len(v) > 40 else ""))
+
+
+def path_problem(value: object) -> str | None:
+    """What makes ``value`` unusable as a path here, or None (a path that does not exist is usable).
+
+    Refused: empty (``''`` would be the working folder), ``-`` (no flag here reads stdin or writes
+    stdout), a control character (``\\x1b[31m``, a newline), or a lookup the OS refuses (a name over
+    255 bytes, a symlink loop, no permission), so no later ``exists()`` / ``open()`` ends in a traceback.
+    """
+    v = str(value)
+    if not v.strip():
+        return "empty"
+    if v.strip() == "-":
+        return "'-' (stdin/stdout) is not taken here (./- names a file called -)"
+    if not v.isprintable():
+        return "has a control character"
+    try:
+        os.stat(v)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as e:
+        return (e.strerror or errno.errorcode.get(e.errno or 0, "unusable")).lower()
+    except ValueError:
+        return "has a NUL character"
+    return None
+
+
+def checked_path(flag: str, what: str, *, is_dir: bool | None = None):
+    """A parser of a path flag: :func:`path_problem` refused, then (``is_dir`` True) an existing
+    non-directory or (False) an existing directory; ``what`` names what to give instead.
+
+    Raises:
+        InputError: ``--flag: 'VALUE': PROBLEM; give WHAT``.
+    """
+    def parse(value: object) -> Path:
+        problem = path_problem(value)
+        p = Path(str(value))
+        if problem is None and is_dir is True and p.exists() and not p.is_dir():
+            problem = "is not a directory"
+        if problem is None and is_dir is False and p.is_dir():
+            problem = "is a directory"
+        if problem:
+            raise InputError(flag, quoted(value), f"{problem}; give {what}")
+        return p
+    return parse
+
+
+def file_arg(flag: str, inner=None):
+    """A parser of an output file flag (a report, a log): :func:`checked_path` (not a directory), a
+    name of at most :data:`MAX_FILE_NAME` bytes, then ``inner``
+    (e.g. :func:`tuning.reports.report_file`'s folder checks) when given.
+
+    Raises:
+        InputError: naming ``flag`` and what is allowed.
+    """
+    base = checked_path(flag, "a file name", is_dir=False)
+
+    def parse(value: object) -> Path:
+        p = base(value)
+        if len(os.fsencode(p.name)) > MAX_FILE_NAME:
+            raise InputError(flag, quoted(value), f"file name over {MAX_FILE_NAME} bytes; give a shorter one")
+        return inner(value) if inner else p
+    return parse
+
+
+#: ``-i/--inventory``: a usable path (that it holds an inventory is the loader's to say, inside a
+#: command's report Recorder, so a missing inventory is reported too)
+inventory_arg = checked_path("--inventory", "the inventory directory (with hosts.yaml) or file")
+
+
+def existing_inventory(path: Path) -> Path:
+    """``path`` when something is there (whether it holds an inventory is the loader's to say).
+
+    Raises:
+        InputError: nothing at ``path``, naming ``--inventory``.
+    """
+    if not path.exists():
+        raise InputError("--inventory", quoted(path), "no such file or directory; give the inventory directory "
+                         "(with hosts.yaml) or file")
+    return path
+
+
+def load_inventory(path: Path):
+    """The inventory ``-i`` names (:func:`tuning.inventory.load` of :func:`existing_inventory`);
+    called inside a command's report Recorder, so a refusal is reported too.
+
+    Raises:
+        InputError: nothing at ``path`` (names ``--inventory``), or what the loader refuses.
+    """
+    from tuning import inventory
+
+    return inventory.load(existing_inventory(path))
+
+
+#: ``--state-dir``: a usable path, not an existing file
+state_dir_arg = checked_path("--state-dir", "the lab's state directory", is_dir=True)
 
 
 def journal_dir_arg(value: object) -> Path:
-    """``--journal-dir``: a directory of this user (or root) others cannot write; never ''."""
+    """``--journal-dir``: a usable path (:func:`path_problem`) to a directory of this user (or root)
+    others cannot write; never ''."""
     from tuning.rollout.journal import check_dir
 
+    checked_path("--journal-dir", "the journal directory", is_dir=True)(value)
     return check_dir(str(value))
 
 
 def out_dir_arg(value: object) -> Path:
-    """``render -o``: never empty (that would be the working folder), never an existing file."""
+    """``render -o``: never empty (that would be the working folder), never an existing file, a
+    usable path (:func:`path_problem`)."""
     if not str(value).strip():
         raise InputError("-o", "''", "empty; give the directory to write the rendered files into")
-    if Path(str(value)).exists() and not Path(str(value)).is_dir():
-        raise InputError("-o", str(value), "is not a directory")
-    return Path(str(value))
+    return checked_path("-o", "the directory to write the rendered files into", is_dir=True)(value)
 
 
 def integer(flag: str, lo: int | None, hi: int, what: str, shown: str | None = None):

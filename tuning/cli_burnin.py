@@ -2,7 +2,7 @@
 
 Registered at the end of :mod:`tuning.cli`'s command registrations (``register(app, lab_app)``).
 Exit codes (``fabtune burnin`` / ``fabtune health``): 0 healthy, 1 findings, 2 bad input, 4 a node
-unreachable.
+unreachable (or no node at all: a round that tested nothing stops the run, one line naming the nodes).
 """
 
 from __future__ import annotations
@@ -13,10 +13,16 @@ from typing import Optional
 
 import typer
 
+from tuning.cli_args import checked_path, file_arg, integer, inventory_arg, load_inventory
 from tuning.lab.fabric import DEFAULT_BASE_PORT, MAX_NODES
+from tuning.reports import report_file
 
 
-def lab_init(directory: Path = typer.Argument(..., metavar="DIR", help="A new (or empty) inventory folder."),
+NEW_DIR = checked_path("DIR", "a new (or empty) inventory folder", is_dir=True)
+
+
+def lab_init(directory: Path = typer.Argument(..., metavar="DIR", help="A new (or empty) inventory folder.",
+                                             parser=NEW_DIR),
              nodes: int = typer.Option(4, "--nodes", "-n", min=1, max=MAX_NODES,
                                        help=f"GPU nodes, 1..{MAX_NODES} (8 rails each, 2 leaves, 1 spine)."),
              base_port: int = typer.Option(DEFAULT_BASE_PORT, "--base-port", min=1024, max=32664,
@@ -66,23 +72,38 @@ def parse_iterations(text: str | None) -> int | None:
     return int(text)
 
 
-#: exit codes of burnin / health: 0 healthy, 1 findings (or the drain cap held), 2 bad input, 4 a node unreachable
+#: exit codes of burnin / health: 0 healthy, 1 findings (or the drain cap held), 2 bad input, 4 a node
+#: unreachable (or a round that tested nothing)
 EXIT_HEALTHY, EXIT_FINDINGS, EXIT_UNREACHABLE = 0, 1, 4
 
 
 def _exit_code(doc: dict) -> int:
-    if doc.get("unreachable") or any(r.get("errors") for r in doc.get("rounds", [])):
+    """0 healthy, 1 findings (or the drain cap held), 4 a node unreachable or a round that tested nothing."""
+    if doc.get("stopped") or doc.get("unreachable") or any(r.get("errors") for r in doc.get("rounds", [])):
         return EXIT_UNREACHABLE
     if doc.get("findings") or (doc.get("drain") or {}).get("capped"):
         return EXIT_FINDINGS
     return EXIT_HEALTHY
 
 
+def _summary(doc: dict) -> str:
+    """The last line of a run: run id, rounds, seconds, findings, the reports written."""
+    reports = "".join(f"; {k} {v}" for k, v in doc.get("reports", {}).items())
+    return (f"{doc['run_id']}: {len(doc.get('rounds', []))} round(s) in {doc['seconds']:.0f} s, "
+            f"{len(doc.get('findings') or [])} finding(s){reports}")
+
+
 def _show(doc: dict, as_json: bool) -> None:
+    """Print ``doc`` (JSON, or a line per unreachable node, finding and drain, then :func:`_summary`).
+    A run that ``stopped`` (tested nothing) prints ONE error line on stderr naming the nodes, then the summary."""
     import json
 
     if as_json:
         print(json.dumps(doc, indent=2, default=str))
+        return
+    if doc.get("stopped"):
+        print(f"fabtune: error: {doc.get('kind', 'burnin')}: {doc['stopped']}", file=sys.stderr)
+        print(_summary(doc))
         return
     for name, why in (doc.get("unreachable") or {}).items():
         print(f"UNREACHABLE {name}: {why}")
@@ -103,36 +124,47 @@ def _show(doc: dict, as_json: bool) -> None:
         print(f"undrain ({u['adapter']}, {'dry run' if u['dry_run'] else 'acted'}): "
               f"{', '.join(u['resumed']) or 'none'} resumed"
               + "".join(f"; {', '.join(ns)} not: {w}" for w, ns in whys.items()))
-    print(f"{doc['run_id']}: {len(doc.get('rounds', []))} round(s) in {doc['seconds']:.0f} s, "
-          f"{len(doc.get('findings') or [])} finding(s)" + "".join(f"; {k} {v}" for k, v in doc.get("reports", {}).items()))
+    print(_summary(doc))
 
 
+RAIL = integer("--rail", 0, 31, "a rail")
+MAX_DRAIN = integer("--max-drain", 0, 1000000, "a count of nodes")
+INV = typer.Option(Path("inventory/lab"), "-i", "--inventory", parser=inventory_arg, help="Ansible-format inventory.")
+RAIL_HELP = "an integer 0..31, repeatable"
+LIMIT = typer.Option(None, "--limit", "-l", help="Only these nodes (repeatable).")
+REPORT_JSON = typer.Option(None, "--report-json", metavar="FILE", help="Write the burn-in document as JSON.",
+                           parser=file_arg("--report-json", report_file("--report-json")))
+PROM = typer.Option(None, "--prom-file", metavar="FILE.prom", help="Write Prometheus textfile metrics.",
+                    parser=file_arg("--prom-file", report_file("--prom-file", ".prom")))
+DRAIN_LOG = typer.Option(None, "--drain-log", metavar="FILE", help="Where the drain commands are logged.",
+                         parser=file_arg("--drain-log"))
+JSON = typer.Option(False, "--json", help="Print the document as JSON on stdout.")
 UNDRAIN_HELP = ("Resume (Slurm State=RESUME / uncordon) the nodes this run found clean whose drain reason "
                 "starts with 'fabtune ' (needs --drain-adapter; dry run unless --drain).")
 
 
-def burnin(inventory: Path = typer.Option(Path("inventory/lab"), "-i", "--inventory", help="Ansible-format inventory."),
+def burnin(inventory: Path = INV,
            duration: Optional[str] = typer.Option(None, "--duration", metavar="2h", help="Run rounds for this long (90s, 45m, 2h, 1d)."),
            iterations: Optional[str] = typer.Option(None, "--iterations", "-n", metavar="N", help="Run N rounds (1..100000)."),
-           rail: Optional[list[int]] = typer.Option(None, "--rail", help="Only these rails (repeatable; default every rail)."),
-           limit: Optional[list[str]] = typer.Option(None, "--limit", "-l", help="Only these nodes (repeatable)."),
-           html: Optional[Path] = typer.Option(None, "--html", metavar="FILE.html", help="Write the HTML report."),
-           report_json: Optional[Path] = typer.Option(None, "--report-json", metavar="FILE", help="Write the burn-in document as JSON."),
-           prom_file: Optional[Path] = typer.Option(None, "--prom-file", metavar="FILE.prom", help="Write Prometheus textfile metrics."),
+           rail: Optional[list[int]] = typer.Option(None, "--rail", metavar="0..31", parser=RAIL,
+                                                    help=f"Only these rails ({RAIL_HELP}; default every rail)."),
+           limit: Optional[list[str]] = LIMIT,
+           html: Optional[Path] = typer.Option(None, "--html", metavar="FILE.html", help="Write the HTML report.",
+                                               parser=file_arg("--html", report_file("--html"))),
+           report_json: Optional[Path] = REPORT_JSON, prom_file: Optional[Path] = PROM,
            drain_adapter: Optional[str] = typer.Option(None, "--drain-adapter", metavar="slurm|k8s", help="Drain nodes with findings (dry run unless --drain)."),
            drain: bool = typer.Option(False, "--drain", help="Act on the drain (default: dry run, commands logged)."),
-           max_drain: int = typer.Option(1, "--max-drain", metavar="N", help="Drain at most N nodes in this run (default 1)."),
-           drain_log: Optional[Path] = typer.Option(None, "--drain-log", metavar="FILE", help="Where the drain commands are logged."),
-           undrain: bool = typer.Option(False, "--undrain", help=UNDRAIN_HELP),
-           as_json: bool = typer.Option(False, "--json", help="Print the document as JSON on stdout.")) -> None:
+           max_drain: int = typer.Option(1, "--max-drain", metavar="N", parser=MAX_DRAIN,
+                                         help="Drain at most N nodes in this run (0..1000000, default 1)."),
+           drain_log: Optional[Path] = DRAIN_LOG,
+           undrain: bool = typer.Option(False, "--undrain", help=UNDRAIN_HELP), as_json: bool = JSON) -> None:
     """Burn in a fabric: repeated all-pairs RDMA rounds (bandwidth, latency; nccl-tests when present),
     NIC counter deltas, link and PCIe state against capability, GPU health; then name the bad nodes
     and links, drain (dry run by default) and write the reports. Exit 0 healthy, 1 findings, 2 bad
-    input, 4 a node unreachable.
+    input, 4 a node unreachable (a round that reached no node stops the run: one line naming them).
 
     Example: fabtune burnin -i inventory/lab --iterations 3 --html burnin.html --drain-adapter slurm
     """
-    from tuning import inventory as inv_mod
     from tuning.burnin.run import BurninOptions, run_burnin
     from tuning.errors import InputError
 
@@ -143,25 +175,25 @@ def burnin(inventory: Path = typer.Option(Path("inventory/lab"), "-i", "--invent
                          rails=tuple(rail) if rail else None, limit=limit or None, html=html,
                          report_json=report_json, prom_file=prom_file, drain_adapter=drain_adapter, drain=drain,
                          max_drain=max_drain, drain_log=drain_log, undrain=undrain).check()
-    doc = run_burnin(inv_mod.load(inventory), opts, lambda m: print(f"... {m}", file=sys.stderr))
+    doc = run_burnin(load_inventory(inventory), opts, lambda m: print(f"... {m}", file=sys.stderr))
     _show(doc, as_json)
     raise typer.Exit(_exit_code(doc))
 
 
-def health(inventory: Path = typer.Option(Path("inventory/lab"), "-i", "--inventory", help="Ansible-format inventory."),
+def health(inventory: Path = INV,
            local: bool = typer.Option(False, "--local", help="Read this machine (sysfs, NVML, kernel log) without SSH or traffic."),
-           rail: Optional[list[int]] = typer.Option(None, "--rail", help="The rail(s) of the quick round (default the lowest)."),
-           limit: Optional[list[str]] = typer.Option(None, "--limit", "-l", help="Only these nodes (repeatable)."),
-           report_json: Optional[Path] = typer.Option(None, "--report-json", metavar="FILE", help="Write the document as JSON."),
-           prom_file: Optional[Path] = typer.Option(None, "--prom-file", metavar="FILE.prom", help="Write Prometheus textfile metrics."),
+           rail: Optional[list[int]] = typer.Option(None, "--rail", metavar="0..31", parser=RAIL,
+                                                    help=f"The rail(s) of the quick round ({RAIL_HELP}; "
+                                                         "default the lowest)."),
+           limit: Optional[list[str]] = LIMIT, report_json: Optional[Path] = REPORT_JSON,
+           prom_file: Optional[Path] = PROM,
            drain_adapter: Optional[str] = typer.Option(None, "--drain-adapter", metavar="slurm|k8s", help="Drain a node with findings (dry run unless --drain; at most one)."),
            drain: bool = typer.Option(False, "--drain", help="Act on the drain / undrain (default: dry run, commands logged)."),
-           drain_log: Optional[Path] = typer.Option(None, "--drain-log", metavar="FILE", help="Where the drain commands are logged."),
-           undrain: bool = typer.Option(False, "--undrain", help=UNDRAIN_HELP),
-           as_json: bool = typer.Option(False, "--json", help="Print the document as JSON on stdout.")) -> None:
+           drain_log: Optional[Path] = DRAIN_LOG,
+           undrain: bool = typer.Option(False, "--undrain", help=UNDRAIN_HELP), as_json: bool = JSON) -> None:
     """One quick health round (for cron, a Slurm HealthCheckProgram, a node-problem-detector plugin):
     over SSH, one rail's pairs between two reads of every node; with --local, this machine only.
-    Exit 0 healthy, 1 findings, 2 bad input, 4 a node unreachable.
+    Exit 0 healthy, 1 findings, 2 bad input, 4 a node unreachable (none reached: one line naming them).
 
     Example: fabtune health --local --prom-file /var/lib/node_exporter/fabtune.prom
     """
@@ -175,10 +207,9 @@ def health(inventory: Path = typer.Option(Path("inventory/lab"), "-i", "--invent
 
         doc = local_document(Path("/"), opts)
     else:
-        from tuning import inventory as inv_mod
         from tuning.burnin.health import run_health
 
-        doc = run_health(inv_mod.load(inventory), opts, lambda m: print(f"... {m}", file=sys.stderr))
+        doc = run_health(load_inventory(inventory), opts, lambda m: print(f"... {m}", file=sys.stderr))
     _show(doc, as_json)
     raise typer.Exit(_exit_code(doc))
 

@@ -7,12 +7,14 @@ trip, or NVML on this host with ``--local``); changes nothing.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Optional
 
 import typer
 
+from tuning.cli_args import checked_path, inventory_arg, load_inventory, quoted
 from tuning.errors import InputError
 from tuning.model.node_tuning import CpuSpec
 from tuning.node import cpuplan
@@ -21,9 +23,7 @@ from tuning.node.topology import Topology
 
 
 def _load(inventory: Path, host: str):
-    from tuning import inventory as inv_mod
-
-    dev = inv_mod.load(inventory).devices.get(host)
+    dev = load_inventory(inventory).devices.get(host)
     if dev is None or dev.role != "node":
         raise InputError("HOST", "host", f"{host!r} is not a node of {inventory}")
     return dev
@@ -76,16 +76,42 @@ def _tables(host: str, topo: Topology, doc: dict):
     return t, p, n
 
 
+def _gpu_type_arg(value: object) -> str:
+    """``--gpu-type``: a Slurm GRES type: 1..64 ASCII letters, digits, '_' and '-', a letter or digit
+    first, at least one letter (``h100``, ``a100_80gb``).
+
+    Raises:
+        InputError: naming ``--gpu-type`` and the allowed form.
+    """
+    v = str(value)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}", v, re.ASCII) or not re.search(r"[A-Za-z]", v):
+        raise InputError("--gpu-type", quoted(value), "a Slurm GRES type: 1..64 letters, digits, '_' or '-', a "
+                         "letter or digit first, at least one letter (e.g. h100)")
+    return v
+
+
+def _root_arg(value: object) -> str:
+    """``--root``: an existing directory (:func:`tuning.cli_args.checked_path`). Raises InputError naming it."""
+    path = checked_path("--root", "the sysfs/procfs root directory", is_dir=True)(value)
+    if not path.is_dir():
+        raise InputError("--root", quoted(value), "no such directory; give the sysfs/procfs root directory")
+    return str(value)
+
+
+GPU_TYPE = typer.Option(None, "--gpu-type", parser=_gpu_type_arg,
+                        help="gres Type= (default: from the GPU model, NVIDIA H100 80GB HBM3 -> h100).")
+ROOT = typer.Option("/", "--root", parser=_root_arg, help="With --local: the sysfs/procfs root (an existing directory).")
+
+
 def topology(host: Optional[str] = typer.Argument(None, help="A node of the inventory (e.g. node01)."),
-             inventory: Path = typer.Option(Path("inventory/lab"), "-i", "--inventory",
+             inventory: Path = typer.Option(Path("inventory/lab"), "-i", "--inventory", parser=inventory_arg,
                                             help="Ansible-format inventory directory."),
              as_json: bool = typer.Option(False, "--json", help="Print map, CPU plan and gres lines as JSON."),
              gres: bool = typer.Option(False, "--gres", help="Print only the Slurm gres.conf lines."),
-             gpu_type: Optional[str] = typer.Option(None, "--gpu-type", help="gres Type= (default: from the "
-                                                    "GPU model, NVIDIA H100 80GB HBM3 -> h100)."),
+             gpu_type: Optional[str] = GPU_TYPE,
              local: bool = typer.Option(False, "--local", help="Discover THIS host with NVML and sysfs "
                                         "instead of over SSH (HOST then only supplies the profile)."),
-             root: str = typer.Option("/", "--root", help="With --local: the sysfs/procfs root.")) -> None:
+             root: str = ROOT) -> None:
     """Print a node's GPU <-> NIC <-> NUMA <-> CPU map (nearest NIC per GPU, its link class
     PIX/PXB/PHB/NODE/SYS from `nvidia-smi topo -m`, a flag for a rail whose NIC sits behind another
     PCIe switch or NUMA node than its GPU) and the per-GPU CPU plan of the profile's `cpu:` section.
@@ -93,8 +119,6 @@ def topology(host: Optional[str] = typer.Argument(None, help="A node of the inve
 
     Example: fabtune topology -i inventory/lab node01 --gres > /etc/slurm/gres.conf
     """
-    if gpu_type is not None and not gpu_type.replace("_", "").replace("-", "").isalnum():
-        raise InputError("--gpu-type", gpu_type, "letters, digits, '_' and '-' only (a Slurm GRES type)")
     topo, spec, dev = _discover(inventory, host, local, root)
     try:
         plan = cpuplan.plan(spec, topo)

@@ -9,8 +9,11 @@ node's PATH, one single-node ``all_reduce_perf -b 8M -e 128M -f 2 -g <GPUs>`` pe
 GPU health; parsed by :func:`tuning.parsers.nccl.parse_nccl`); then every node is read once
 (:mod:`tuning.burnin.collect`) and the counters are taken as deltas against the previous read (a
 baseline read precedes round 0). Rounds repeat until ``iterations`` are done or ``duration_s`` has
-passed (at least one round). At the end :mod:`tuning.burnin.localise` names the findings,
-:mod:`tuning.burnin.drain` drains (dry run unless asked) and the reports are written.
+passed (at least one round), in a ``duration_s`` run never sooner than :data:`MIN_ROUND_S` apart; a round that tested
+nothing (no pair gave a value, no node was read: every node unreachable) ends the run at once, with
+``stopped`` saying so (the check failed: exit 4, as an unreachable node). At the end
+:mod:`tuning.burnin.localise` names the findings, :mod:`tuning.burnin.drain` drains (dry run unless
+asked) and the reports are written.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ from tuning.verify.runner import Thresholds, verify
 
 Progress = Callable[[str], None]
 NCCL_ARGS = "-b 8M -e 128M -f 2"
+#: the shortest time between the starts of two rounds (s): a round that ends sooner (one node
+#: reachable, no pairs) waits out the rest, so no run spins through near-empty rounds
+MIN_ROUND_S = 5.0
 
 
 @dataclass
@@ -155,14 +161,28 @@ def run_id() -> str:
     return f"burnin-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
 
 
-def _nodes(inv: Any, limit: list[str] | None) -> list[Any]:
+def _nodes(inv: Any, limit: list[str] | None, rails: tuple[int, ...] | None) -> list[Any]:
+    """The nodes to burn in (``--limit``'s, else every node), checked against ``--rail``.
+
+    Raises:
+        InputError: no node, a ``--limit`` name that is not a node, a ``--rail`` no node has.
+    """
+    from tuning.verify.pairs import node_rails
+
     nodes = list(inv.nodes)
+    if not nodes:
+        raise InputError("--inventory", str(inv.path), "has no GPU node to test")
     if limit:
         unknown = [n for n in limit if n not in {d.name for d in nodes}]
         if unknown:
             raise InputError("--limit", unknown[0], f"not a node of {inv.path}; nodes: "
                              f"{', '.join(d.name for d in nodes[:8])}{' ...' if len(nodes) > 8 else ''}")
         nodes = [d for d in nodes if d.name in limit]
+    have = node_rails(nodes)
+    for r in rails or ():
+        if r not in have:
+            raise InputError("--rail", str(r), f"no selected node has a NIC on rail {r}; rails: "
+                             f"{', '.join(map(str, have)) or 'none'}")
     return nodes
 
 
@@ -187,7 +207,7 @@ def run_burnin(inv: Any, opts: BurninOptions, progress: Progress | None = None) 
 
     opts.check()
     say = progress or (lambda _msg: None)
-    devices = _nodes(inv, opts.limit)
+    devices = _nodes(inv, opts.limit, opts.rails)
     rid = run_id()
     lock = lock_path(inv.path)
     # no journal: a burn-in changes no device, so its stale lock is always safe to take over
@@ -208,25 +228,93 @@ def _run_locked(inv: Any, opts: BurninOptions, say: Progress, devices: list[Any]
         pairs = with_mtu_allowed(pairs, list(inv.nodes), list(inv.switches)) if pairs else []
         say(f"{doc['run_id']}: {len(reach)} node(s), {len(pairs)} pair(s) a round; baseline read")
         prev = {n: s for n, s in read_nodes(reach, hosts, opts.timeout_s).items() if isinstance(s, dict)}
-        reported: dict[str, set[str]] = {}
-        i = 0
-        while True:
-            total = f"/{opts.iterations}" if opts.iterations else ""
-            say(f"round {i + 1}{total}: {len(pairs)} pair(s), {_eta(started, i, opts) if i else 'ETA after round 1'}")
-            rnd = one_round(i, t0, pairs, reach, hosts, opts, prev, reported)
-            rnd["errors"].update(unreachable)
-            doc["rounds"].append(rnd)
-            i += 1
-            bad = sum(1 for p in rnd["pairs"] if p["status"] != "pass")
-            say(f"round {i}{total} done: {bad} pair(s) not passing, {_eta(started, i, opts)}")
-            if (opts.iterations is not None and i >= opts.iterations) or (
-                    opts.duration_s is not None and time.monotonic() - started >= opts.duration_s):
-                break
+        _rounds(doc, _Fleet(devices, reach, hosts, pairs, unreachable), opts, say, started, prev)
     finally:
         for h in hosts.values():
             h.close()
     doc["seconds"] = round(time.monotonic() - started, 3)
     return finish(doc, opts, say)
+
+
+@dataclass
+class _Fleet:
+    """What the rounds of one run test: the selected nodes, those reached (and their sessions), the
+    pairs of a round and the unreachable nodes (name -> one-line reason)."""
+
+    devices: list[Any]
+    reach: list[Any]
+    hosts: dict
+    pairs: list
+    unreachable: dict[str, str]
+
+
+def tested(rnd: dict) -> int:
+    """How many checks round ``rnd`` ran: pairs that gave a value, nccl runs that gave one, nodes read."""
+    pairs = sum(1 for p in rnd.get("pairs") or [] if p.get("status") != "error")
+    nccl = sum(1 for v in (rnd.get("nccl") or {}).values() if not v.get("error"))
+    return pairs + nccl + len(set(rnd.get("nics") or {}) | set(rnd.get("gpus") or {}))
+
+
+def nothing_tested(rnd: dict, devices: list[Any]) -> str:
+    """The one line of a round that tested nothing: the nodes not reached or read (the first 8, in
+    inventory order) and the first reason."""
+    errors = rnd.get("errors") or {}
+    names = [d.name for d in devices if d.name in errors] or [d.name for d in devices]
+    listed = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    first = next(iter(errors.values()), "")
+    return (f"round {rnd['index'] + 1} tested nothing, stopped: no node could be reached or read: {listed}"
+            + (f" ({first})" if first else ""))
+
+
+def next_round_wait(done: int, round_started: float, now: float, started: float, opts: BurninOptions,
+                    min_round_s: float = MIN_ROUND_S) -> float | None:
+    """Seconds to wait before the next round (0: start it now), or None when the run is over.
+
+    Args:
+        done: rounds run so far.  round_started: when the last one started.  now: the time now.
+        started: when the run started (the three on one clock, :func:`time.monotonic`).
+        opts: ``iterations`` / ``duration_s`` end the run.  min_round_s: the shortest time between
+            the starts of two rounds (:data:`MIN_ROUND_S`).
+
+    The run is over after ``opts.iterations`` rounds or once ``opts.duration_s`` has passed (so no
+    round waits after the last); else, in a run bounded by ``duration_s``, the wait is the rest of
+    ``min_round_s`` since ``round_started``, never past the end of ``opts.duration_s``; a run bounded
+    by ``iterations`` alone waits 0 (it cannot spin).
+    """
+    spent = now - started
+    if (opts.iterations is not None and done >= opts.iterations) or (
+            opts.duration_s is not None and spent >= opts.duration_s):
+        return None
+    if opts.duration_s is None:
+        return 0.0  # a counted run (``--iterations`` alone) cannot spin: its rounds run back to back
+    return max(0.0, min(min_round_s - (now - round_started), opts.duration_s - spent))
+
+
+def _rounds(doc: dict, fleet: _Fleet, opts: BurninOptions, say: Progress, started: float, prev: dict) -> None:
+    """Run the rounds into ``doc["rounds"]`` until :func:`next_round_wait` says the run is over, or
+    ``doc["stopped"]`` when one tested nothing."""
+    reported: dict[str, set[str]] = {}
+    total = f"/{opts.iterations}" if opts.iterations else ""
+    i = 0
+    while True:
+        round_started = time.monotonic()
+        say(f"round {i + 1}{total}: {len(fleet.pairs)} pair(s), {_eta(started, i, opts) if i else 'ETA after round 1'}")
+        rnd = one_round(i, doc["started"], fleet.pairs, fleet.reach, fleet.hosts, opts, prev, reported)
+        rnd["errors"].update(fleet.unreachable)
+        doc["rounds"].append(rnd)
+        i += 1
+        if not tested(rnd):
+            doc["stopped"] = nothing_tested(rnd, fleet.devices)
+            return
+        bad = sum(1 for p in rnd["pairs"] if p["status"] != "pass")
+        say(f"round {i}{total} done: {bad} pair(s) not passing, {_eta(started, i, opts)}")
+        wait = next_round_wait(i, round_started, time.monotonic(), started, opts)
+        if wait is None:
+            return
+        if wait > 0:
+            time.sleep(wait)
+            if next_round_wait(i, round_started, time.monotonic(), started, opts) is None:
+                return
 
 
 def clean_nodes(doc: dict, findings: list[dict]) -> list[str]:
@@ -246,15 +334,14 @@ def clean_nodes(doc: dict, findings: list[dict]) -> list[str]:
 def finish(doc: dict, opts: BurninOptions, say: Progress) -> dict:
     """Localise, drain (dry run unless ``opts.drain``), undrain the clean nodes (``opts.undrain``,
     :func:`clean_nodes`) and write the reports; returns ``doc`` with ``findings``, ``drain`` (None
-    without an adapter), ``undrain`` (None unless asked) and ``reports`` (kind -> path) added."""
-    import json
-
+    without an adapter, or when the run ``stopped``: a run that tested nothing drains no node),
+    ``undrain`` (None unless asked) and ``reports`` (kind -> path) added."""
     from tuning.burnin import localise
 
     findings = localise.localise(doc)
     doc["findings"] = findings
     doc["drain"] = None
-    if opts.drain_adapter:
+    if opts.drain_adapter and not doc.get("stopped"):
         from tuning.burnin import drain
 
         doc["drain"] = drain.drain(findings, doc["run_id"], opts.drain_adapter, act=opts.drain,
@@ -267,20 +354,32 @@ def finish(doc: dict, opts: BurninOptions, say: Progress) -> dict:
         doc["undrain"] = drain.undrain(clean, opts.drain_adapter, act=opts.drain, log=opts.drain_log)
         say(f"undrain ({'dry run' if not opts.drain else 'acted'}): {len(clean)} clean node(s), resumed "
             f"{', '.join(doc['undrain']['resumed']) or 'none'}")
-    doc["reports"] = {}
-    if opts.report_json:
-        opts.report_json.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-        doc["reports"]["json"] = str(opts.report_json)
-    if opts.html:
-        from tuning.burnin import html_report
-
-        html_report.write(doc, findings, opts.html)
-        doc["reports"]["html"] = str(opts.html)
-    if opts.prom_file:
-        from tuning.burnin import prom
-
-        prom.write(doc, findings, opts.prom_file)
-        doc["reports"]["prom"] = str(opts.prom_file)
+    write_reports(doc, findings, opts)
     say(f"{len(findings)} finding(s): " + ", ".join(f"{f['code']} {f['target']}" for f in findings) if findings
         else "no findings")
     return doc
+
+
+def write_reports(doc: dict, findings: list[dict], opts: BurninOptions) -> None:
+    """Write the reports ``opts`` asks for and list them in ``doc["reports"]`` (kind -> path).
+
+    Raises:
+        InputError: a report could not be written (names its flag and the OS's reason).
+    """
+    import json
+
+    from tuning.burnin import html_report, prom
+
+    doc["reports"] = {}
+    writers = (("json", "--report-json", opts.report_json,
+                lambda p: p.write_text(json.dumps(doc, indent=2, default=str) + "\n")),
+               ("html", "--html", opts.html, lambda p: html_report.write(doc, findings, p)),
+               ("prom", "--prom-file", opts.prom_file, lambda p: prom.write(doc, findings, p)))
+    for kind, flag, path, write in writers:
+        if not path:
+            continue
+        try:
+            write(Path(path))
+        except OSError as e:
+            raise InputError(flag, str(path), f"cannot write: {e.strerror or e}") from None
+        doc["reports"][kind] = str(path)
