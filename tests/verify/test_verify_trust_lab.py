@@ -49,7 +49,7 @@ def test_a_server_that_is_not_listening_did_not_run(lab):
     ghost = pair.server_nic.model_copy(update={"ipv4": ipaddress.IPv4Interface("10.0.0.222/24")})
     r = measure(Pair(pair.client, pair.client_nic, pair.server, ghost, "leaf"), hosts, gids=ends)
     assert judge([r], Thresholds(), as_baseline([])) is False
-    assert (r.status, r.verdict, r.error_kind, r.bw_gbps) == ("error", "fail", "connect_failed", None)
+    assert (r.status, r.verdict, r.error_kind, r.bw_gbps) == ("error", "fail", "connect_failed", None), r.reasons
     assert r.reasons[0].startswith("did not run: connect_failed: ib_write_bw: Couldn't connect to 10.0.0.222:18515")
     assert (r.client_gid_index, r.server_gid_index) == (3, 3) and r.params["bw"]["size_bytes"] == 65536
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuning.errors import InputError, TuningError
+from tuning.procs import pid_alive
 from tuning.rollout.statefile import LOCK_MAX_BYTES, read_state_file
 
 LOCK_NAME = ".fabtune.lock"
@@ -52,23 +53,6 @@ def lock_path(inventory: Path) -> Path:
     """``<inventory dir>/.fabtune.lock`` (the inventory may be given as its ``hosts.yaml``)."""
     inv = Path(inventory)
     return (inv.parent if inv.is_file() else inv) / LOCK_NAME
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with ``pid`` exists on this host (a zombie counts as dead)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a killed child not yet reaped by its parent still answers kill(0)
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def _unfinished(journal: object) -> list[str]:

@@ -310,7 +310,7 @@ def serve(tool: str, args: argparse.Namespace, lab: Path, node: str, nic: Nic, t
 def _servers(lab: Path, ip: str, tool: str, stages: tuple[str, ...] = ("listen", "claimed")) -> set[int]:
     """TCP ports of the live ``tool`` servers on ``ip`` whose rendezvous record is in ``stages``
     (a record whose ``pid`` is gone, a killed server's, does not count)."""
-    from tuning.rollout.lock import pid_alive  # stdlib and tuning.errors only, as this module
+    from tuning.procs import pid_alive  # stdlib only, as this module
 
     ports = set()
     for stage in stages:
