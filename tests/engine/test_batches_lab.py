@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -128,18 +129,24 @@ def test_a_link_degraded_during_batch_3_restores_batch_3_and_keeps_1_and_2(lab, 
            "--serial", "1", "--no-incast", "--junit", str(junit), "--report-json", str(rj)]
     env = {**__import__("os").environ, "FABTUNE_TEST_PAUSE_AT": "verify-batch-3:5"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    seen = []
+    seen, outs = [], []
+    # stdout is read from the start: a run that never pauses (a batch failing early) writes its
+    # whole report while this thread still waits for the pause line on stderr
+    stdout_reader = threading.Thread(target=lambda: outs.append(proc.stdout.read()), daemon=True)
+    stdout_reader.start()
     try:
         for line in proc.stderr:
             seen.append(line)
             if "test pause at verify-batch-3" in line:
                 inject(inv_dir / ".state", "node03:mlx5_0", "degrade")
                 break
-        out, err = proc.communicate(timeout=600)
+        seen.append(proc.stderr.read())
+        proc.wait(timeout=600)
+        stdout_reader.join(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    err = "".join(seen) + err
+    out, err = "".join(outs), "".join(seen)
     try:
         assert proc.returncode == 1, err[-3000:]
         assert "HALTED at batch 3" in out, out[-2000:]
