@@ -28,14 +28,39 @@ def cases_dir() -> Path:
 REPO = Path(__file__).resolve().parents[1]
 
 
+#: the claim on this process's port range (:func:`_port_range`), held while the process lives
+_PORT_CLAIM = None
+#: how many 800-port ranges lie between 23000 and the kernel's ephemeral range (32768)
+PORT_RANGES = 12
+
+
 def _port_range() -> int:
-    """This pytest process's first test port: 800 ports per process (xdist worker), 12 ranges from
-    23000 up, so every one lies below the kernel's ephemeral range (32768-60999) and away from
-    inventory/lab's 22101-22203; the run's seed spreads two concurrent runs apart."""
+    """This pytest process's first test port: 800 ports per process (xdist worker), one of 12
+    ranges from 23000 up, so every one lies below the kernel's ephemeral range (32768-60999) and
+    away from inventory/lab's 22101-22203. The run's seed picks where to start looking; a range
+    another process holds (a concurrent run, another worker) is skipped: each process claims its
+    range with an abstract unix socket named after it, which the kernel frees when it exits.
+
+    Raises:
+        RuntimeError: all 12 ranges are held by other pytest processes.
+    """
+    global _PORT_CLAIM
+    import socket
+
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     index = int(worker[2:]) if worker[2:].isdigit() else 0
     seed = sum(os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid())).encode())
-    return 23000 + ((seed + index) % 12) * 800
+    for k in range(PORT_RANGES):
+        base = 23000 + ((seed + index + k) % PORT_RANGES) * 800
+        claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            claim.bind(f"\0fabtune-test-ports-{base}")
+        except OSError:
+            claim.close()
+            continue
+        _PORT_CLAIM = claim
+        return base
+    raise RuntimeError(f"all {PORT_RANGES} test port ranges (23000-32599) are held by other pytest processes")
 
 
 #: the test labs' port range (800 ports): the pool's labs from +300, tests' own fixed ports below
