@@ -127,6 +127,15 @@ class CommitConfirmError(TuningError):
     """Confirming a commit-confirm revision failed."""
 
 
+class PendingCommitError(TuningError):
+    """A switch holds a commit-confirm that no live run of this inventory owns (a run killed
+    mid-push, or a person's): collecting it would plan against a configuration that goes back by
+    itself when its window runs out, so the run is refused before anything is pushed (exit 2).
+    """
+
+    exit_code = 2
+
+
 class VerifyError(TuningError):
     """Verification failed or regressed against the baseline."""
 

@@ -270,3 +270,33 @@ def test_ctrl_c_during_switch_apply_and_confirm_restores_everything(lab_inventor
         assert _journal(journal, rid)["outcome"] == "rolled-back", stage
         assert _diff(tuned, snapshot_fabric(lab_inventory)) == [], stage
     assert not (inv / ".fabtune.lock").exists()
+    _killed_inside_the_switch_commit(inv, journal, tuned, lab_inventory)
+
+
+def _killed_inside_the_switch_commit(inv: Path, journal: Path, tuned: dict, lab: Path) -> None:
+    """A run killed between leaf01's `nv config apply --confirm` and the journaled revision (its
+    journal says ``pushing``, no revision): the next run refuses the pending commit at collect (exit
+    2, nothing pushed, never "kept"), and rollback recognises the commit as the run's own (applied
+    directly on top of its journaled ``revision_before``) and rejects it."""
+    p = Paused(inv, journal, "apply-switch", "--confirm-s", "900")  # the window outlives the test
+    rid = p.wait()
+    _settle(journal, rid, {"node", "switch"})
+    p.kill()
+    path = journal / f"{rid}.json"
+    doc = json.loads(path.read_text())
+    leaf = doc["devices"]["leaf01"]
+    assert leaf["state"] == "applied" and leaf["revision"] and leaf["revision"] != leaf["revision_before"], leaf
+    del leaf["revision"]
+    leaf.update(state="pushing", applied=[])  # as the journal stood while the commit was in flight
+    path.write_text(json.dumps(doc))
+    (inv / ".fabtune.lock").unlink()  # as a refused rollback left it before issue 18: free, stale
+    n_runs = len(list(journal.glob("*.json")))
+    again = _run("rollout", "-i", str(inv), "--journal-dir", str(journal), *SMALL)
+    assert again.returncode == 2, (again.stdout, again.stderr)
+    assert re.search(r"leaf01.*revision \d+ \(on top of \d+\) waits for a commit-confirm that no live run owns",
+                     again.stderr), again.stderr
+    assert "kept" not in again.stdout and len(list(journal.glob("*.json"))) == n_runs
+    res = _rollback(journal, rid)
+    assert res.returncode == 0 and "rolled back on 2 device(s)" in res.stdout, (res.stdout, res.stderr)
+    assert _diff(tuned, snapshot_fabric(lab)) == []
+    assert _run("plan", "-i", str(inv), *SMALL[2:]).returncode == 0  # no commit left pending

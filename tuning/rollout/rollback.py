@@ -73,6 +73,9 @@ def restore_switch(drv, name: str, rec: dict) -> None:
     """Put one switch back to ``revision_before``, touching only this run's own commit.
 
     - our commit pending (applied revision == journaled ``revision``, a confirm pending): reject it;
+    - a run killed inside its commit (journaled ``pushing`` with no ``revision``) left a
+      commit-confirm applied directly on top of ``revision_before``: that one is this run's (the
+      run held the inventory's lock), so it is rejected too;
     - our commit applied for good: re-apply ``revision_before`` (the whole config of that revision);
     - applied revision already ``revision_before`` (the confirm window ran out): nothing to do;
     - another commit pending, or applied on top of ours: refuse, naming both revisions.
@@ -82,6 +85,10 @@ def restore_switch(drv, name: str, rec: dict) -> None:
     """
     ours, before = rec.get("revision"), rec.get("revision_before")
     pending, now = drv.has_pending_commit(), drv.current_revision()
+    if not ours and pending and rec.get("state") == "pushing" and before is not None:
+        rev, parent = drv.pending_commit() or (None, None)
+        if rev == now and parent == str(before):
+            ours = rev  # committed before the kill, never journaled: on top of our snapshot
     if ours and now == str(ours):
         if pending:
             drv.rollback()  # rejects the pending confirm: the switch goes back to revision_before

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tuning.errors import CandidateError, CommitError, TuningError
+from tuning.errors import CandidateError, CommitError, PendingCommitError, TuningError
 from tuning.inventory import Device
 from tuning.node.base import Change
 from tuning.render import render_switch
@@ -49,7 +49,20 @@ def collect(drv: SwitchDriver, dev: Device) -> SwitchState:
 
     A staged candidate left behind (a push cut short) is discarded first, so the diff is of
     this candidate alone; the candidate is discarded again afterwards (nothing is committed).
+
+    Raises:
+        PendingCommitError: the switch holds a commit-confirm. A run that collects holds the
+            inventory's lock, so no live run of it owns that commit: planning against it would
+            call a configuration "kept" that goes back by itself when its window runs out.
     """
+    pending = drv.pending_commit()
+    if pending is not None:
+        rev, parent = pending
+        raise PendingCommitError(
+            f"revision {rev}{f' (on top of {parent})' if parent else ''} waits for a commit-confirm that no "
+            "live run owns (a run killed mid-push, or a person's); nothing was pushed: roll back the run "
+            "that made it (`fabtune runs` lists it as touched), or let its window run out, then run again",
+            host=dev.name, phase="collect")
     state = drv.get_state()
     candidate = render_switch(dev)
     drv.discard()

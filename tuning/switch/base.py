@@ -144,6 +144,12 @@ class SwitchDriver(ABC):
     def has_pending_commit(self) -> bool:
         """True while a commit-confirm waits for :meth:`confirm`."""
 
+    def pending_commit(self) -> tuple[str, str | None] | None:
+        """The commit-confirm waiting for :meth:`confirm`, as ``(revision, parent)``: its id and
+        the id of the revision it was applied on top of (None where the device does not say),
+        e.g. ``("7", "6")``; None when no confirm is pending. This default knows no parent."""
+        return (self.current_revision(), None) if self.has_pending_commit() else None
+
     @abstractmethod
     def discard(self) -> None:
         """Drop the staged candidate."""
