@@ -314,8 +314,8 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
                               thresholds=th, rails=tuple(rail) if rail else None, allow_firmware=allow_firmware,
                               policy=policy, domains=_domains(domain))
         rec.select(inv.select(limit))
-        if engine_name == "ansible":  # tuning/rollout/ansible_engine.py: flags it cannot honour are refused
-            from tuning.rollout import ansible_engine
+        if engine_name == "ansible":  # tuning/ansible_engine.py: flags it cannot honour are refused
+            from tuning import ansible_engine
             ansible_engine.refuse_unsupported(rail=rail, batch_by=batch_by)
             report = ansible_engine.run(ansible_engine.AnsibleRun(
                 inventory, policy, limit, opts.domains, journal_dir, confirm_s, allow_firmware=allow_firmware), _progress)

@@ -42,6 +42,7 @@ from tuning.model.policy import explain as explain_policy
 from tuning.model.settings import ConnectionVars
 from tuning.model.sources import check_single_source
 from tuning.transport import become as _become
+from tuning.transport.connection import Connection  # noqa: F401 (re-exported: tuning.inventory.Connection)
 
 ROLE_GROUPS = {"gpu_nodes": NodeSpec, "switches": SwitchSpec}
 #: the Ansible variables fabtune reads (validated); other ``ansible_*`` keys are Ansible's business
@@ -52,23 +53,6 @@ LEGACY_KEYS = {"ansible_ssh_host": "ansible_host", "ansible_ssh_port": "ansible_
 FABTUNE_KEYS = {"fabtune_sysroot", "fabtune_ssh_key_file", "fabtune_known_hosts_file"}
 #: fabtune_* keys that mean something for each role (a switch has no sysroot)
 ROLE_FABTUNE_KEYS = {"node": FABTUNE_KEYS, "switch": FABTUNE_KEYS - {"fabtune_sysroot"}}
-
-
-@dataclass(frozen=True)
-class Connection:
-    """How to reach a device. ``sysroot`` prefixes every file path on nodes (``/`` on a real host)."""
-
-    hostname: str
-    port: int
-    username: str
-    key_file: str | None
-    known_hosts: str | None
-    sysroot: str = "/"
-    become: bool = False  # run privileged commands through sudo (tuning.transport.become)
-    become_user: str = "root"
-    become_method: str = "sudo"
-    #: an Ansible-vault ciphertext of the become password (decrypted at connect; never journaled)
-    become_password_vault: str | None = field(default=None, repr=False)
 
 
 @dataclass

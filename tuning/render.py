@@ -11,39 +11,12 @@ Rendering is pure: the same inventory gives the same bytes.
 
 from __future__ import annotations
 
-import os
-from functools import lru_cache
 from pathlib import Path
-
-import jinja2
 
 from tuning.inventory import Device, Inventory
 from tuning.model.settings import expand_ports
-
-#: device path -> template of the files laid on every node
-NODE_FILES = {
-    "/etc/sysctl.d/90-fabtune.conf": "node/sysctl.conf.j2",
-    "/usr/local/sbin/fabtune-nic-setup": "node/fabtune-nic-setup.sh.j2",
-    "/etc/systemd/system/fabtune-nic.service": "node/fabtune-nic.service.j2",
-}
-
-
-def templates_dir() -> Path:
-    """The package's ``tuning/templates/`` folder (``FABTUNE_TEMPLATES`` overrides); inside the
-    package so that an installed wheel renders too."""
-    env = os.environ.get("FABTUNE_TEMPLATES")
-    return Path(env) if env else Path(__file__).resolve().parent / "templates"
-
-
-@lru_cache(maxsize=4)
-def _env(root: str) -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(root), undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-
-
-def render_template(template: str, **context: object) -> str:
-    """Render one template from :func:`templates_dir`."""
-    return _env(str(templates_dir())).get_template(template).render(**context)
+from tuning.node.files import NODE_FILES, node_files_from_plan  # noqa: F401 (re-exported)
+from tuning.templating import render_template, templates_dir  # noqa: F401 (re-exported)
 
 
 def switch_context(dev: Device) -> dict:
@@ -60,24 +33,6 @@ def switch_context(dev: Device) -> dict:
 def render_switch(dev: Device) -> str:
     """NVUE ``nv set`` lines for one switch."""
     return render_template("nvue/switch.j2", switch=switch_context(dev))
-
-
-def node_files_from_plan(commands: list[str], sysctls: dict[str, str]) -> dict[str, str]:
-    """Device path -> content of every boot-persistence file, from the plan's values.
-
-    Args:
-        commands: the setup script's commands (the apply commands of the MTU, NIC QoS and IRQ
-            values, addressing files relative to ``/``).
-        sysctls: kernel parameter -> value for the sysctl.d drop-in.
-
-    Raises:
-        ValueError: a command or value holding a new line (it would add a line to a file).
-    """
-    for text in [*commands, *sysctls, *sysctls.values()]:
-        if "\n" in text or "\r" in text:
-            raise ValueError(f"{text!r}: a new line cannot go into a node file")
-    ctx = {"commands": commands, "sysctls": sysctls}
-    return {path: render_template(tpl, **ctx) for path, tpl in NODE_FILES.items()}
 
 
 def node_files(dev: Device) -> dict[str, str]:

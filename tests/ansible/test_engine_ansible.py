@@ -1,4 +1,4 @@
-"""``fabtune rollout --engine ansible`` (tuning/rollout/ansible_engine.py) against the Nornir engine,
+"""``fabtune rollout --engine ansible`` (tuning/ansible_engine.py) against the Nornir engine,
 over real SSH on two fresh labs (one per engine, same fabric, own ports):
 
 - a regression (mtu + sysctl alone leave the leaf pairs under the 300 Gb/s pass mark, serial 2):
@@ -167,7 +167,7 @@ def test_both_engines_keep_the_same_rollout_with_the_same_report(labs, tmp_path:
 
 
 def test_the_play_env_drops_secrets_and_keeps_paths() -> None:
-    from tuning.rollout.ansible_engine import play_env
+    from tuning.ansible_engine import play_env
 
     env = play_env({"FABTUNE_BECOME_PASSWORD": "s1", "SITE_API_TOKEN": "s2", "ANSIBLE_VAULT_PASSWORD_FILE": "/p",
                     "HOME": "/h", "PATH": "/usr/bin"})
@@ -179,7 +179,7 @@ def test_the_play_env_drops_secrets_and_keeps_paths() -> None:
 def test_a_become_password_travels_as_a_one_time_vault_value(tmp_path: Path) -> None:
     from ansible.parsing.vault import VaultLib, VaultSecret
 
-    from tuning.rollout.ansible_engine import VAULT_ID, become_vault
+    from tuning.ansible_engine import VAULT_ID, become_vault
 
     assert become_vault(tmp_path, None) == (None, None) and not list(tmp_path.iterdir())
     cmdline, answers = become_vault(tmp_path, "pw-7d1c")
@@ -194,7 +194,7 @@ def test_a_become_password_travels_as_a_one_time_vault_value(tmp_path: Path) -> 
 
 def test_the_policy_reaches_the_play_whole() -> None:
     from tuning.model.policy import RolloutPolicy
-    from tuning.rollout.ansible_engine import AnsibleRun, extra_vars
+    from tuning.ansible_engine import AnsibleRun, extra_vars
 
     policy = RolloutPolicy().override(serial=[1, "50%"], max_failed_devices=2, settle_s=5, min_bw_gbps=250.0)
     ev = extra_vars(AnsibleRun(Path("inv"), policy, confirm_s=900, run_id="20261130T101500-1a2b3c"))

@@ -15,6 +15,7 @@ from typing import Sequence
 
 from tuning.model import NodeSpec
 from tuning.node.base import ABSENT, Domain, NodeFacts, decode
+from tuning.templating import render_template
 from tuning.transport.base import q, sysroot_path
 
 #: device path -> mode of the persisted files
@@ -59,6 +60,32 @@ def _boot_guard(domain: str, key: str, cmd: str, facts: NodeFacts) -> str:
     return f"if grep -Eqs {pattern} proc/interrupts; then {cmd}; else echo {why} >&2; fi"
 
 
+#: device path -> template of the files laid on every node
+NODE_FILES = {
+    "/etc/sysctl.d/90-fabtune.conf": "node/sysctl.conf.j2",
+    "/usr/local/sbin/fabtune-nic-setup": "node/fabtune-nic-setup.sh.j2",
+    "/etc/systemd/system/fabtune-nic.service": "node/fabtune-nic.service.j2",
+}
+
+
+def node_files_from_plan(commands: list[str], sysctls: dict[str, str]) -> dict[str, str]:
+    """Device path -> content of every boot-persistence file, from the plan's values.
+
+    Args:
+        commands: the setup script's commands (the apply commands of the MTU, NIC QoS and IRQ
+            values, addressing files relative to ``/``).
+        sysctls: kernel parameter -> value for the sysctl.d drop-in.
+
+    Raises:
+        ValueError: a command or value holding a new line (it would add a line to a file).
+    """
+    for text in [*commands, *sysctls, *sysctls.values()]:
+        if "\n" in text or "\r" in text:
+            raise ValueError(f"{text!r}: a new line cannot go into a node file")
+    ctx = {"commands": commands, "sysctls": sysctls}
+    return {path: render_template(tpl, **ctx) for path, tpl in NODE_FILES.items()}
+
+
 class FilesDomain(Domain):
     """One key per file: ``file/<path>`` -> its whole content; ``unit/fabtune-nic.service`` ->
     ``enabled`` | ``disabled``."""
@@ -79,22 +106,16 @@ class FilesDomain(Domain):
         return {self.name, *(d.name for d in self._settings)}
 
     def _files(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
-        from tuning.render import node_files_from_plan
-
         cmds, sysctls = boot_settings(self._settings, spec, facts)
         return node_files_from_plan(cmds, sysctls)
 
     def read_script(self, spec: NodeSpec, sysroot: str) -> list[str]:
-        from tuning.render import NODE_FILES
-
         link = q(sysroot_path(sysroot, WANTS_LINK))
         return [f"rb {q('file' + p)} {q(sysroot_path(sysroot, p))}" for p in NODE_FILES] + [
             f"if [ -L {link} ]; then printf '%s\\tenabled\\n' {q('unit/' + UNIT)}; "
             f"else printf '%s\\tdisabled\\n' {q('unit/' + UNIT)}; fi"]
 
     def current(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
-        from tuning.render import NODE_FILES
-
         out = {f"file{p}": decode(facts.raw.get(f"file{p}", ABSENT)) for p in NODE_FILES}
         out[f"unit/{UNIT}"] = facts.raw.get(f"unit/{UNIT}", "disabled")
         return out

@@ -22,7 +22,7 @@ from typing import Callable
 
 from tuning import node as node_mod
 from tuning.errors import InputError, JournalWriteError, RollbackError, TuningError
-from tuning.inventory import Connection
+from tuning.transport.connection import Connection
 from tuning.node.base import Change
 from tuning.rollout.journal import TOUCHED, Journal, later_conflicts
 from tuning.rollout.lock import RunLock, lock_path

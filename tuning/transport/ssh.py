@@ -18,7 +18,7 @@ import time
 import paramiko
 
 from tuning.errors import ConnectError
-from tuning.inventory import Connection
+from tuning.transport.connection import Connection
 from tuning.transport import become
 from tuning.transport.base import CommandResult
 

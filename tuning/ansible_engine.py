@@ -52,7 +52,7 @@ from tuning.transport import become
 
 Progress = Callable[[str], None]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 #: the playbook the engine runs (relative to the project directory)
 PLAYBOOK = "playbooks/tune.yml"
 #: environment variables never handed to ansible-playbook (their values would land in the
