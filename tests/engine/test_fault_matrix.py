@@ -300,3 +300,36 @@ def _killed_inside_the_switch_commit(inv: Path, journal: Path, tuned: dict, lab:
     assert res.returncode == 0 and "rolled back on 2 device(s)" in res.stdout, (res.stdout, res.stderr)
     assert _diff(tuned, snapshot_fabric(lab)) == []
     assert _run("plan", "-i", str(inv), *SMALL[2:]).returncode == 0  # no commit left pending
+
+
+def test_a_rollback_that_cannot_restore_one_switch_restores_nothing(lab_inventory: Path, tmp_path: Path):
+    """A rollback is all or nothing: a person's commit on top of the run's on leaf01 makes its
+    restore impossible, so node01 (restorable) is not touched either: exit 3, "nothing restored",
+    naming leaf01 and why. Once the person's commit is gone, the same rollback restores both."""
+    from tuning import inventory
+    from tuning.rollout.switch_ops import open_driver
+
+    journal = tmp_path / "j"
+    untuned = snapshot_fabric(lab_inventory)
+    res = _run("apply", "-i", str(lab_inventory), "--journal-dir", str(journal), "-l", "node01", "-l", "leaf01")
+    assert res.returncode == 0, res.stdout + res.stderr
+    rid = re.search(r"\(run (\S+)\)", res.stdout)[1]
+    tuned = snapshot_fabric(lab_inventory)
+    assert {k.split(":")[0] for k in _diff(untuned, tuned)} == {"node01", "leaf01"}
+    drv = open_driver(inventory.load(lab_inventory).devices["leaf01"])
+    try:
+        ours = drv.current_revision()
+        drv.load_candidate("nv set interface swp31 link mtu 9100\n")
+        assert drv.commit() != ours  # a person's commit, on top of the run's
+        refused = _rollback(journal, rid)
+        assert refused.returncode == 3, refused.stdout + refused.stderr
+        assert "nothing restored: 1 of 2 device(s) cannot be restored (leaf01: a commit of another run or person " \
+               "is applied" in refused.stderr, refused.stderr
+        now = snapshot_fabric(lab_inventory)
+        assert [k for k in _diff(tuned, now) if not k.startswith("leaf01:")] == []  # node01 untouched
+        drv.rollback_to(ours)  # the person takes their commit back
+    finally:
+        drv.close()
+    done = _rollback(journal, rid)
+    assert done.returncode == 0 and "rolled back on 2 device(s)" in done.stdout, done.stdout + done.stderr
+    assert _diff(untuned, snapshot_fabric(lab_inventory)) == []

@@ -83,6 +83,23 @@ def restore_switch(drv, name: str, rec: dict) -> None:
     Raises:
         RollbackError: the switch holds a commit that is not this run's, or a command failed.
     """
+    action = switch_restore_action(drv, name, rec)
+    if action == "reject":
+        drv.rollback()  # rejects the pending confirm: the switch goes back to revision_before
+    elif action == "reapply":
+        drv.rollback_to(str(rec.get("revision_before")))
+    else:
+        drv.discard()  # a push cut short may have left staged `nv set` lines behind
+
+
+def switch_restore_action(drv, name: str, rec: dict) -> str:
+    """What restoring one switch takes, read only (:func:`restore_switch` lists the cases):
+    ``reject`` (our commit-confirm is pending), ``reapply`` (``revision_before`` again) or
+    ``discard`` (already back at ``revision_before``).
+
+    Raises:
+        RollbackError: the switch holds a commit that is not this run's, or reading it failed.
+    """
     ours, before = rec.get("revision"), rec.get("revision_before")
     pending, now = drv.has_pending_commit(), drv.current_revision()
     if not ours and pending and rec.get("state") == "pushing" and before is not None:
@@ -90,14 +107,9 @@ def restore_switch(drv, name: str, rec: dict) -> None:
         if rev == now and parent == str(before):
             ours = rev  # committed before the kill, never journaled: on top of our snapshot
     if ours and now == str(ours):
-        if pending:
-            drv.rollback()  # rejects the pending confirm: the switch goes back to revision_before
-        else:
-            drv.rollback_to(str(before))
-        return
+        return "reject" if pending else "reapply"
     if now == str(before) and not pending:
-        drv.discard()  # a push cut short may have left staged `nv set` lines behind
-        return
+        return "discard"
     what = "a commit-confirm" if pending else "a commit"
     raise RollbackError(f"{what} of another run or person is applied (revision {now}; this run's: "
                         f"{ours or 'none journaled'}, before it: {before}); not touching it",
@@ -201,6 +213,38 @@ def _connect_all(j: Journal, names: list[str], workers: int = 20) -> dict:
     return got
 
 
+def _preflight(j: Journal, conns: dict, names: list[str], progress: Progress, workers: int = 20) -> None:
+    """Before the first write of a rollback: every node runs a privileged no-op (sudo, with the
+    run's become settings and password sources) and every switch not yet restored says what its
+    restore takes (:func:`switch_restore_action`), in parallel. A rollback is all or nothing:
+    one device that cannot be restored and none is touched.
+
+    Raises:
+        RollbackError: naming every device that cannot be restored and why; nothing was written.
+    """
+    progress(f"checking that all {len(names)} device(s) can be restored before touching any")
+
+    def one(name: str) -> str | None:
+        rec = j.device(name)
+        try:
+            if rec.get("role") == "switch":
+                if not rec.get("restored"):
+                    switch_restore_action(conns[name], name, rec)
+                return None
+            res = conns[name].run("true", timeout=30, privileged=True)
+            return None if res.rc == 0 else f"cannot run privileged commands: {(res.stderr or res.stdout).strip()[:200]}"
+        except TuningError as e:
+            return e.message
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(names)))) as ex:
+        problems = {n: p for n, p in zip(names, ex.map(one, names)) if p}
+    if problems:
+        listed = "; ".join(f"{n}: {p}" for n, p in sorted(problems.items()))
+        raise RollbackError(f"nothing restored: {len(problems)} of {len(names)} device(s) cannot be restored "
+                            f"({listed}); fix that, then run `fabtune rollback {j.run_id}` again",
+                            host=sorted(problems)[0], phase="restore")
+
+
 def _check_inventory(j: Journal, inventory: Path | None) -> None:
     if inventory is None:
         return
@@ -235,6 +279,7 @@ def _restore_locked(j: Journal, names: list[str], report, progress: Progress, fo
         conns: dict = {}
         try:
             conns.update(_connect_all(j, names))
+            _preflight(j, conns, names, progress)
             report.restored = restore_touched(j, conns, progress, irreversible=irreversible)
         finally:
             for c in conns.values():
