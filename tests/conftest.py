@@ -34,32 +34,47 @@ _PORT_CLAIM = None
 PORT_RANGES = 12
 
 
+def port_ranges_to_try(worker: str, run_uid: str) -> list[int]:
+    """The first ports of the 12 ranges, in the order ``worker`` (``gw3``) of the run ``run_uid``
+    tries them: from the one its seed and index pick, then upwards (wrapping), so the workers of
+    one run start on 12 different ranges."""
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    seed = sum(run_uid.encode())
+    return [23000 + ((seed + index + k) % PORT_RANGES) * 800 for k in range(PORT_RANGES)]
+
+
+def claim_port_range(base: int):
+    """The abstract unix socket that claims the range from ``base`` for this process, or None when
+    another process holds it (the kernel frees a claim when its process exits)."""
+    import socket
+
+    claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        claim.bind(f"\0fabtune-test-ports-{base}")
+    except OSError:
+        claim.close()
+        return None
+    return claim
+
+
 def _port_range() -> int:
     """This pytest process's first test port: 800 ports per process (xdist worker), one of 12
     ranges from 23000 up, so every one lies below the kernel's ephemeral range (32768-60999) and
-    away from inventory/lab's 22101-22203. The run's seed picks where to start looking; a range
-    another process holds (a concurrent run, another worker) is skipped: each process claims its
-    range with an abstract unix socket named after it, which the kernel frees when it exits.
+    away from inventory/lab's 22101-22203. The first range of :func:`port_ranges_to_try` that no
+    other process holds (a concurrent run, another worker) is claimed (:func:`claim_port_range`)
+    for the process's life.
 
     Raises:
         RuntimeError: all 12 ranges are held by other pytest processes.
     """
     global _PORT_CLAIM
-    import socket
-
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    index = int(worker[2:]) if worker[2:].isdigit() else 0
-    seed = sum(os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid())).encode())
-    for k in range(PORT_RANGES):
-        base = 23000 + ((seed + index + k) % PORT_RANGES) * 800
-        claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            claim.bind(f"\0fabtune-test-ports-{base}")
-        except OSError:
-            claim.close()
-            continue
-        _PORT_CLAIM = claim
-        return base
+    run_uid = os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid()))
+    for base in port_ranges_to_try(worker, run_uid):
+        claim = claim_port_range(base)
+        if claim is not None:
+            _PORT_CLAIM = claim
+            return base
     raise RuntimeError(f"all {PORT_RANGES} test port ranges (23000-32599) are held by other pytest processes")
 
 

@@ -35,15 +35,35 @@ def test_every_lab_port_lies_below_the_ephemeral_range():
     assert top < TEST_BASE_PORT + 800 and top < EPHEMERAL_LOW  # inside this process's 800 ports
 
 
-def test_every_worker_of_a_run_has_its_own_port_range(monkeypatch):
-    from tests.conftest import _port_range
+def test_every_worker_of_a_run_has_its_own_port_range():
+    from tests.conftest import port_ranges_to_try
 
-    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", "run-1")
-    starts = set()
-    for worker in range(12):
-        monkeypatch.setenv("PYTEST_XDIST_WORKER", f"gw{worker}")
-        starts.add(_port_range())
+    starts = {port_ranges_to_try(f"gw{worker}", "run-1")[0] for worker in range(12)}
     assert len(starts) == 12 and max(starts) + 800 <= EPHEMERAL_LOW and min(starts) >= 23000
+    assert sorted(port_ranges_to_try("gw0", "run-1")) == sorted(starts)  # each worker may fall back to any
+
+
+def test_a_range_another_process_holds_is_skipped(monkeypatch):
+    import tests.conftest as conftest
+    from tests.conftest import TEST_BASE_PORT, _port_range, claim_port_range, port_ranges_to_try
+
+    assert claim_port_range(TEST_BASE_PORT) is None  # this process's own range is held (by itself)
+    order = port_ranges_to_try("gw5", "run-2")
+    held = [c for c in (claim_port_range(b) for b in order[:2]) if c is not None]  # as another run would
+    mine = conftest._PORT_CLAIM  # kept referenced: this process's labs keep their range
+    try:
+        monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", "run-2")
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw5")
+        got = _port_range()
+        assert got in order and got not in order[:2] and got != TEST_BASE_PORT
+        assert claim_port_range(got) is None  # now held by this process
+    finally:
+        for c in held:
+            c.close()
+        if conftest._PORT_CLAIM is not mine:
+            conftest._PORT_CLAIM.close()
+            conftest._PORT_CLAIM = mine
+    assert claim_port_range(TEST_BASE_PORT) is None  # still this process's
 
 
 def test_an_inventory_host_the_lab_lacks_is_refused(tmp_path: Path):
