@@ -153,7 +153,10 @@ def test_become_password_from_ansible_vault(lab_inventory, tmp_path, monkeypatch
     dev = inventory.load(inv).devices["node01"]
     assert dev.connection.become_password_vault.startswith("$ANSIBLE_VAULT;1.1;AES256")
     assert CANARY not in repr(dev.connection) and CANARY not in str(connection_record(dev))
-    assert not [k for k in connection_record(dev) if "vault" in k or "pass" in k]
+    # the journal keeps the ciphertext only (issue 18 item 5: a vault run is rolled back with the vault file)
+    record = connection_record(dev)
+    assert [k for k in record if "vault" in k or "pass" in k] == ["become_password_vault"]
+    assert record["become_password_vault"] == dev.connection.become_password_vault
     monkeypatch.delenv("FABTUNE_BECOME_PASSWORD", raising=False)
     monkeypatch.delenv("ANSIBLE_VAULT_PASSWORD_FILE", raising=False)
     with pytest.raises(InputError, match="vault-encrypted: set ANSIBLE_VAULT_PASSWORD_FILE") as err:
@@ -166,9 +169,16 @@ def test_become_password_from_ansible_vault(lab_inventory, tmp_path, monkeypatch
     assert CANARY not in str(err.value) and err.value.exit_code == 2
     (tmp_path / "right").write_text("vault-pw\n")
     monkeypatch.setenv("ANSIBLE_VAULT_PASSWORD_FILE", str(tmp_path / "right"))
-    host = SshHost("node01", dev.connection)
-    try:
-        res = host.run("id -u >/dev/null && sysctl -n net.core.rmem_max")
-        assert (res.rc, res.stderr, res.command.startswith("sudo -S -p '' -u root -- ")) == (0, "", True)
-    finally:
-        host.close()
+    from tuning.rollout.journal_check import validate
+    from tuning.rollout.rollback import connect
+
+    rec = {"role": "node", "platform": "linux", "connection": record}
+    validate({"run_id": "r1", "inventory": str(inv), "mode": "apply", "stage": "done", "started": 1.0,
+              "devices": {"node01": rec}}, tmp_path / "r1.json")
+    # the live run's session, then a rollback's, opened from the journal record alone
+    for host in (SshHost("node01", dev.connection), connect("node01", rec)):
+        try:
+            res = host.run("id -u >/dev/null && sysctl -n net.core.rmem_max")
+            assert (res.rc, res.stderr, res.command.startswith("sudo -S -p '' -u root -- ")) == (0, "", True)
+        finally:
+            host.close()

@@ -235,9 +235,14 @@ def _valid_doc(path: Path) -> tuple[dict | None, str]:
 
 def connection_record(dev: object) -> dict:
     """The connection facts of an inventory Device for the journal: every field of its
-    :class:`~tuning.inventory.Connection` (key file and known_hosts made absolute) except secrets."""
+    :class:`~tuning.inventory.Connection` (key file and known_hosts made absolute) except secrets
+    in clear. A vault-encrypted become password is kept as its ciphertext, so that a rollback
+    decrypts it with ``ANSIBLE_VAULT_PASSWORD_FILE`` as the run did (docs/ansible.md)."""
     conn = dev.connection  # type: ignore[attr-defined]
-    out = {k: v for k, v in dataclasses.asdict(conn).items() if "pass" not in k.lower() and "secret" not in k.lower()}
+    out = {k: v for k, v in dataclasses.asdict(conn).items()
+           if k == "become_password_vault" or ("pass" not in k.lower() and "secret" not in k.lower())}
+    if out.get("become_password_vault") is None:
+        out.pop("become_password_vault", None)
     for k in ("key_file", "known_hosts"):
         if out.get(k):
             out[k] = str(Path(out[k]).resolve())

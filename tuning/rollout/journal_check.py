@@ -34,7 +34,9 @@ _DEVICE_KEYS = ("role", "platform", "connection", "changes", "applied", "state",
                 "revision", "restored", "confirmed", "kept", "reset", "batch")
 _CONN_TYPES = {"hostname": str, "port": int, "username": str, "key_file": (str, type(None)),
                "known_hosts": (str, type(None)), "sysroot": str, "become": bool, "become_user": str,
-               "become_method": str}
+               "become_method": str, "become_password_vault": (str, type(None))}
+#: the first line of an Ansible-vault ciphertext (``$ANSIBLE_VAULT;1.1;AES256`` or ``;1.2;AES256;ID``)
+_VAULT_HEADER = re.compile(r"\$ANSIBLE_VAULT;1\.[12];AES256(;[\w.-]{1,64})?\n[0-9a-f\n]{1,65536}\Z")
 _TOP_TYPES = {"run_id": str, "inventory": str, "mode": str, "stage": str, "outcome": (str, type(None)),
               "started": (int, float), "devices": dict, "verify": dict, "events": list, "batches": list,
               "incast": list, "policy": (dict, type(None)), "verify_ok": (bool, type(None)),
@@ -219,5 +221,9 @@ def _connection(conn: object, where: str, fail) -> None:
     for k in ("key_file", "known_hosts"):
         if conn.get(k) is not None and not conn[k].startswith("/"):
             fail(f"{where}.{k}", f"{conn[k]!r:.80} is not an absolute path")
+    vault = conn.get("become_password_vault")
+    if vault is not None and not _VAULT_HEADER.match(vault.strip() + "\n"):
+        fail(f"{where}.become_password_vault", "not an Ansible-vault ciphertext ($ANSIBLE_VAULT;1.1;AES256 "
+             "then hex lines); a password is never journaled in clear")
     if conn.get("become_method", "sudo") != "sudo":
         fail(f"{where}.become_method", f"{conn['become_method']!r:.40}; allowed: sudo")
