@@ -17,28 +17,33 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import REPO
+from tests.conftest import REPO, TEST_BASE_PORT
 from tuning import cli, inventory
 from tuning.burnin import run
 from tuning.burnin.run import MIN_ROUND_S, BurninOptions, next_round_wait, run_burnin
 from tuning.errors import ConnectError, InputError
 
 
-def closed_base_port() -> int:
-    """A base port in 26000..26800 whose lab ports (nodes base+1, base+2; switches base+101..103)
-    nothing listens on."""
-    def closed(port: int) -> bool:
-        with socket.socket() as s:
-            s.settimeout(0.5)
-            return s.connect_ex(("127.0.0.1", port)) != 0
-    for base in range(26000, 26801, 100):
-        if all(closed(base + k) for k in (1, 2, 101, 102, 103)):
-            return base
-    pytest.skip("no closed port range in 26000..26900")
+@pytest.fixture
+def closed_base_port():
+    """A base port in this process's claimed range (tests/conftest.py) whose lab ports (nodes
+    base+1, base+2; switches base+101..103) are bound here without listening: a connection to
+    them is refused, and nothing else can listen there meanwhile."""
+    base = TEST_BASE_PORT + 150  # below the pool's labs (+300), clear of the tests' lab bases
+    held = []
+    try:
+        for k in (1, 2, 101, 102, 103):
+            s = socket.socket()
+            held.append(s)
+            s.bind(("127.0.0.1", base + k))  # OSError: a port of this process's range in use: a leak
+        yield base
+    finally:
+        for s in held:
+            s.close()
 
 
-def test_duration_burnin_with_no_reachable_node_stops_at_once(tmp_path: Path):
-    base = closed_base_port()
+def test_duration_burnin_with_no_reachable_node_stops_at_once(tmp_path: Path, closed_base_port: int):
+    base = closed_base_port
     inv = tmp_path / "inv"
     r = subprocess.run([sys.executable, "-m", "tuning", "lab", "init", str(inv), "--nodes", "2", "--base-port",
                         str(base)], capture_output=True, text=True, cwd=REPO, timeout=60)
@@ -62,10 +67,10 @@ def test_duration_burnin_with_no_reachable_node_stops_at_once(tmp_path: Path):
 
 
 @pytest.fixture()
-def closed_lab(tmp_path: Path) -> tuple[Path, int]:
+def closed_lab(tmp_path: Path, closed_base_port: int) -> tuple[Path, int]:
     """(inventory folder, base port): a 2-node lab inventory written by ``fabtune lab init`` (in
     process) on ports nothing listens on, with an empty known_hosts so each node's port is tried."""
-    base = closed_base_port()
+    base = closed_base_port
     inv = tmp_path / "inv"
     r = CliRunner().invoke(cli.app, ["lab", "init", str(inv), "--nodes", "2", "--base-port", str(base)])
     assert r.exit_code == 0, r.output
