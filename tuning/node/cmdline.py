@@ -15,6 +15,7 @@ Apply (Debian / Ubuntu, the node has ``/etc/default/grub`` and ``update-grub``):
 option into the ``GRUB_CMDLINE_LINUX=`` line (replaced in place when there, else appended; removed
 from every other ``GRUB_CMDLINE_LINUX*`` line), then ``update-grub`` regenerates
 ``/boot/grub/grub.cfg``; when ``update-grub`` fails the config is put back and the change fails.
+The edited config replaces the old one by ``mv`` (rename), so a kill at any point leaves a whole file.
 Restore removes the option again (or writes its old value back in place), so the file and the
 regenerated ``grub.cfg`` come back byte for byte. Nodes without that pair (RHEL-like ``grubby``
 nodes) are refused at plan (not supported yet). fabtune never reboots.
@@ -229,9 +230,13 @@ class CmdlineDomain(Domain):
             return f"{{ echo {why} >&2; false; }}"
         cfg = sysroot_path(sysroot, GRUB_DEFAULT)
         f, new, old = q(cfg), q(cfg + ".fabtune-new"), q(cfg + ".fabtune-old")
-        return (f"awk -v opt={q(opt)} -v word={q(word)} {q(_AWK)} {f} > {new} && cp -p {f} {old} && "
-                f"cat {new} > {f} && rm -f {new} && "
-                f"{{ update-grub || {{ cat {old} > {f}; rm -f {old}; false; }}; }} && rm -f {old}")
+        # the new config replaces the old by rename(2), never by rewriting it in place: a script killed
+        # at any point leaves /etc/default/grub whole (old or new), and restore edits a whole file
+        # (an in-place `cat new > grub` killed mid-way left it empty, and restore's edit of an empty
+        # file wrote an empty config). The copy keeps the file's owner and mode.
+        return (f"rm -f {new} && cp -p {f} {new} && awk -v opt={q(opt)} -v word={q(word)} {q(_AWK)} {f} > {new} && "
+                f"rm -f {old} && cp -p {f} {old} && mv -f {new} {f} && "
+                f"{{ update-grub || {{ mv -f {old} {f}; false; }}; }} && rm -f {old}")
 
     def read_cmd(self, key: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str:
         cfg, cfg_d = q(sysroot_path(sysroot, GRUB_DEFAULT)), q(sysroot_path(sysroot, GRUB_DEFAULT_D))
