@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from contextlib import contextmanager
@@ -198,20 +199,24 @@ STARTS_A_LAB = re.compile(r"\b(?:running_lab|lab_up|lab_pool|controller\.up|star
                           r"|\bmake\b.*\bdemo\b|molecule")
 
 
-def _starts_a_lab(item) -> bool:
-    """Whether the test or a fixture in its closure starts or leases a lab (read from their source)."""
+@functools.cache
+def _source_starts_a_lab(func) -> bool:
+    """Whether ``func``'s source starts or leases a lab; read once per function (a fixture is in the
+    closure of hundreds of tests, and ``inspect.getsource`` tokenizes its whole module each time)."""
     import inspect
 
+    try:
+        return bool(STARTS_A_LAB.search(inspect.getsource(func)))
+    except (OSError, TypeError):
+        return False
+
+
+def _starts_a_lab(item) -> bool:
+    """Whether the test or a fixture in its closure starts or leases a lab (read from their source)."""
     funcs = [getattr(item, "function", None)]
     for defs in getattr(item, "_fixtureinfo", None).name2fixturedefs.values() if hasattr(item, "_fixtureinfo") else ():
         funcs += [d.func for d in defs]
-    for func in funcs:
-        try:
-            if func is not None and STARTS_A_LAB.search(inspect.getsource(func)):
-                return True
-        except (OSError, TypeError):
-            continue
-    return False
+    return any(func is not None and _source_starts_a_lab(func) for func in funcs)
 
 
 def pytest_configure(config):
