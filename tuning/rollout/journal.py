@@ -129,7 +129,9 @@ class Journal:
     def _write(self) -> None:
         """Write the document (the caller holds the locks); an OSError becomes one JournalWriteError."""
         try:
-            _write_private(self.path, json.dumps(self.data, indent=2, sort_keys=True, default=str) + "\n")
+            # compact: json's C encoder serves only indent=None; a 4-node journal (1.5 MB) is written
+            # ~26 times a run, 29 ms each indented against 7 ms (`jq . FILE` indents it for people)
+            _write_private(self.path, json.dumps(self.data, sort_keys=True, default=str) + "\n")
         except OSError as e:
             raise JournalWriteError(str(self.path), e.strerror or str(e), pushed=self.pushed,
                                     run_id=self.data.get("run_id")) from None
