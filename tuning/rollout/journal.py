@@ -156,9 +156,20 @@ class Journal:
             self._write()
 
 
+def touched(rec: object) -> bool:
+    """Whether one device record says the run may have changed the device (its ``state`` is in
+    :data:`TOUCHED`). The one rule every reader of journals uses: rollback, the lock, ``runs``."""
+    return isinstance(rec, dict) and rec.get("state") in TOUCHED
+
+
+def unrestored(doc: dict) -> list[str]:
+    """Devices a journal document says the run may have changed and has not restored, sorted."""
+    return sorted(n for n, rec in (doc.get("devices") or {}).items() if touched(rec) and not rec.get("restored"))
+
+
 def _touched(doc: dict) -> bool:
-    """Whether a journal document records a device the run may have changed (:data:`TOUCHED`)."""
-    return any(isinstance(rec, dict) and rec.get("state") in TOUCHED for rec in (doc.get("devices") or {}).values())
+    """Whether a journal document records a device the run may have changed (:func:`touched`)."""
+    return any(touched(rec) for rec in (doc.get("devices") or {}).values())
 
 
 @contextlib.contextmanager
@@ -321,9 +332,9 @@ def list_runs(journal_dir: Path, last: int = 20) -> list[dict]:
             out.append({"run_id": path.stem, "mode": None, "stage": "unreadable", "outcome": f"unreadable: {why}",
                         "touched": [], "inventory": None})
             continue
-        touched = sorted(n for n, rec in d["devices"].items() if isinstance(rec, dict) and rec.get("state") in TOUCHED)
-        out.append({"run_id": d["run_id"], "mode": d.get("mode"), "stage": d.get("stage"),
-                    "outcome": d.get("outcome"), "touched": touched, "inventory": d.get("inventory")})
+        out.append({"run_id": d["run_id"], "mode": d.get("mode"), "stage": d.get("stage"), "outcome": d.get("outcome"),
+                    "touched": sorted(n for n, rec in d["devices"].items() if touched(rec)),
+                    "inventory": d.get("inventory")})
     return out
 
 
@@ -336,7 +347,7 @@ def _keys(doc: dict, restored: bool) -> dict[str, set[str]]:
     """device -> keys a run changed, of the devices whose ``restored`` flag is ``restored``."""
     out: dict[str, set[str]] = {}
     for name, rec in doc.get("devices", {}).items():
-        if not isinstance(rec, dict) or rec.get("state") not in TOUCHED or bool(rec.get("restored")) != restored:
+        if not touched(rec) or bool(rec.get("restored")) != restored:
             continue
         changes = rec.get("changes") if rec.get("state") == "pushing" else rec.get("applied")
         out[name] = {c["key"] for c in changes if isinstance(c, dict) and isinstance(c.get("key"), str)} \

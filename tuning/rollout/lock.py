@@ -58,15 +58,14 @@ def lock_path(inventory: Path) -> Path:
 def _unfinished(journal: object) -> list[str]:
     """Devices the lock holder's journal says it changed and did not restore ([] if none, no
     journal, or an unreadable one: read safely, :func:`tuning.rollout.journal.read_doc`)."""
-    from tuning.rollout.journal import TOUCHED, read_doc
+    from tuning.rollout.journal import read_doc, unrestored
 
     if not journal or not isinstance(journal, str):
         return []
     doc, _ = read_doc(Path(journal))
     if doc is None or doc.get("outcome") is not None:
         return []
-    return sorted(n for n, rec in doc["devices"].items()
-                  if isinstance(rec, dict) and rec.get("state") in TOUCHED and not rec.get("restored"))
+    return unrestored(doc)
 
 
 #: a lock's fields and their types (a pid is a positive int, ``started`` epoch seconds)

@@ -24,7 +24,7 @@ from tuning import node as node_mod
 from tuning.errors import InputError, JournalWriteError, RollbackError, TuningError
 from tuning.transport.connection import Connection
 from tuning.node.base import Change
-from tuning.rollout.journal import TOUCHED, Journal, later_conflicts
+from tuning.rollout.journal import Journal, later_conflicts, touched, unrestored
 from tuning.rollout.lock import RunLock, lock_path
 
 Progress = Callable[[str], None]
@@ -33,8 +33,8 @@ Progress = Callable[[str], None]
 def touched_devices(j: Journal, irreversible: bool = False) -> list[str]:
     """Devices a run may have changed and has not restored yet; with ``irreversible`` also those
     restored except for irreversible (firmware) changes an automatic restore kept."""
-    return sorted(n for n, rec in j.data["devices"].items()
-                  if rec.get("state") in TOUCHED and (not rec.get("restored") or (irreversible and _undoable_kept(rec))))
+    return sorted(set(unrestored(j.data)) | ({n for n, rec in j.data["devices"].items() if touched(rec) and _undoable_kept(rec)}
+                                             if irreversible else set()))
 
 
 def _undoable_kept(rec: dict) -> bool:
