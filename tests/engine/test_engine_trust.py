@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,25 @@ def test_later_runs_on_the_same_keys_are_listed(tmp_path: Path):
     assert later_conflicts(jdir, old) == ["node01 mtu/enp12s0np0 (run 20261130T101600-new000)"]
     new.update("node01", restored=True)
     assert later_conflicts(jdir, old) == []
+
+
+def test_a_forced_rollback_that_failed_half_way_still_marks_the_later_run_stale(tmp_path: Path):
+    """``rollback OLD --force`` journals its ``restore`` event before the first write; when it fails
+    half-way (node01 restored, a switch refused) OLD has no ``done`` event, and a rollback of the
+    NEWER run must still see that node01's keys now hold OLD's older values (issue 18, fault 3)."""
+    jdir = tmp_path / "j"
+    old = Journal.create(jdir, str(LAB), "apply", "20261130T101500-old000")
+    old.update("node01", role="node", state="applied", applied=[{"key": "mtu/enp12s0np0"}])
+    old.update("leaf01", role="switch", state="applied", applied=[{"key": "interface swp1 link mtu"}])
+    new = Journal.create(jdir, str(LAB), "apply", "20261130T101600-new000")
+    new.update("node01", role="node", state="applied", applied=[{"key": "mtu/enp12s0np0"}])
+    assert later_conflicts(jdir, new) == []  # nothing rolled back yet
+    time.sleep(0.01)  # the rollback begins after NEW began (journal times have ms resolution)
+    old.stage("restore", "fabtune rollback --force")  # as rollback._restore_locked, before its first write
+    old.update("node01", restored=True)  # node01 was restored, then leaf01 failed: no "done" event
+    assert [e[0] for e in old.data["events"]][-1] == "restore"
+    assert later_conflicts(jdir, new) == [
+        "node01 mtu/enp12s0np0 (run 20261130T101500-old000, rolled back after this run began)"]
 
 
 # ---- item 5: baselines, MTU, zero pairs ----------------------------------------------------------

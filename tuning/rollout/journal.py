@@ -28,6 +28,9 @@ from tuning.rollout import journal_check
 from tuning.rollout.statefile import JOURNAL_MAX_BYTES, read_state_file
 
 DEFAULT_DIR = Path(".fabtune") / "journal"
+#: the note of the journal events ``fabtune rollback`` writes (``restore`` before its first write,
+#: ``done`` at the end); `` --force`` is appended when it overrode later runs' settings
+ROLLBACK_NOTE = "fabtune rollback"
 #: device states that mean the run may have changed the device (see docs/architecture.md)
 TOUCHED = ("pushing", "applied", "failed")
 
@@ -384,9 +387,12 @@ def later_conflicts(journal_dir: Path, j: "Journal") -> list[str]:
 
 
 def _rolled_back_at(doc: dict) -> float:
-    """When ``fabtune rollback`` finished restoring a run (its journal's event), 0 if never."""
+    """When ``fabtune rollback`` began writing a run's devices back (its journal's ``restore``
+    event, journaled before the first write; older journals have only the ``done`` one), 0 if
+    never. A rollback that failed half-way counts: the devices it restored hold older values."""
     for event in doc.get("events") or []:
-        if isinstance(event, list) and len(event) == 3 and event[:2] == ["done", "fabtune rollback"] \
-                and isinstance(event[2], (int, float)):
+        if isinstance(event, list) and len(event) == 3 and event[0] in ("restore", "done") \
+                and isinstance(event[1], str) and event[1].split(" --")[0] == ROLLBACK_NOTE \
+                and isinstance(event[2], (int, float)) and not isinstance(event[2], bool):
             return float(event[2])
     return 0.0

@@ -24,7 +24,7 @@ from tuning import node as node_mod
 from tuning.errors import InputError, JournalWriteError, RollbackError, TuningError
 from tuning.transport.connection import Connection
 from tuning.node.base import Change
-from tuning.rollout.journal import Journal, later_conflicts, touched, unrestored
+from tuning.rollout.journal import ROLLBACK_NOTE, Journal, later_conflicts, touched, unrestored
 from tuning.rollout.lock import RunLock, lock_path
 
 Progress = Callable[[str], None]
@@ -280,6 +280,10 @@ def _restore_locked(j: Journal, names: list[str], report, progress: Progress, fo
         try:
             conns.update(_connect_all(j, names))
             _preflight(j, conns, names, progress)
+            # journaled before the first write: a later run's rollback then knows that this one
+            # overwrote its settings with older values even if this one fails half-way
+            # (journal.later_conflicts reads it)
+            j.stage("restore", ROLLBACK_NOTE + (" --force" if forced else ""))
             report.restored = restore_touched(j, conns, progress, irreversible=irreversible)
         finally:
             for c in conns.values():
@@ -289,7 +293,7 @@ def _restore_locked(j: Journal, names: list[str], report, progress: Progress, fo
                     pass
         report.outcome = "rolled-back"
         j.data["outcome"] = "rolled-back (fabtune rollback" + (" --force)" if forced else ")")
-        j.stage("done", "fabtune rollback")
+        j.stage("done", ROLLBACK_NOTE)
 
 
 def rollback_run(journal_dir: Path, run_id: str, inventory: Path | None = None, force: bool = False,
