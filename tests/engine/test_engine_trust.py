@@ -95,6 +95,34 @@ def test_stale_lock_is_named_and_only_its_own_rollback_takes_it_over(tmp_path: P
     taker.release()
 
 
+def test_a_failed_rollback_leaves_the_lock_as_the_run_s_until_its_rollback_succeeds(tmp_path: Path):
+    """A rollback that fails (or is refused) hands the lock back to the run it could not restore
+    (issue 18): once the rollback's process is gone, other runs are refused with the remedy, and
+    only ``rollback RUN_ID`` takes it over. A run that ended (outcome set) blocks again when a
+    rollback of it began writing and did not finish, and no longer once one finished."""
+    inv, jdir = tmp_path / "inv", tmp_path / "j"
+    inv.mkdir()
+    j = Journal.create(jdir, str(inv), "rollout", "20261130T101500-dead02")
+    j.update("node01", role="node", state="pushing", changes=[])
+    _stale_lock(inv, j.run_id, j.path)
+    rb = RunLock(lock_path(inv), "rollback-x", "rollback", j.path, take_over_run=j.run_id, pid=_dead_pid()).acquire()
+    rb.hand_back_to(j.run_id, j.path)  # as rollback._restore_locked on any failure
+    assert not rb.held and json.loads(lock_path(inv).read_text())["run_id"] == j.run_id
+    with pytest.raises(LockError, match=r"left node01 changed; run `fabtune rollback 20261130T101500-dead02` first"):
+        RunLock(lock_path(inv), "20261130T101600-eeeeee", "apply", jdir / "e.json").acquire()
+    RunLock(lock_path(inv), "rollback-x", "rollback", j.path, take_over_run=j.run_id).acquire().release()
+    assert not lock_path(inv).exists()
+
+    j.data["outcome"] = "kept"  # a run that ended...
+    j.stage("restore", "fabtune rollback")  # ...whose rollback began writing and died
+    _stale_lock(inv, "rollback-y", j.path)
+    with pytest.raises(LockError, match=r"left node01 changed"):
+        RunLock(lock_path(inv), "20261130T101700-ffffff", "apply", jdir / "f.json").acquire()
+    j.update("node01", restored=True)
+    j.stage("done", "fabtune rollback")  # a later rollback finished
+    RunLock(lock_path(inv), "20261130T101700-ffffff", "apply", jdir / "f.json").acquire().release()
+
+
 def test_stale_lock_of_a_run_that_changed_nothing_is_taken_over(tmp_path: Path):
     inv = tmp_path / "inv"
     inv.mkdir()

@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, snapshot_fabric
+from tuning.rollout.lock import lock_path, read_lock
 
 pytestmark = pytest.mark.lab
 
@@ -327,6 +328,7 @@ def test_a_rollback_that_cannot_restore_one_switch_restores_nothing(lab_inventor
                "is applied" in refused.stderr, refused.stderr
         now = snapshot_fabric(lab_inventory)
         assert [k for k in _diff(tuned, now) if not k.startswith("leaf01:")] == []  # node01 untouched
+        assert read_lock(lock_path(lab_inventory))["run_id"] == rid  # the lock stays, as the run's
         drv.rollback_to(ours)  # the person takes their commit back
     finally:
         drv.close()

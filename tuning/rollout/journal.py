@@ -386,6 +386,14 @@ def later_conflicts(journal_dir: Path, j: "Journal") -> list[str]:
     return out
 
 
+def rollback_interrupted(doc: dict) -> bool:
+    """Whether the last ``fabtune rollback`` of a run began writing devices back (its ``restore``
+    event) and never journaled ``done``: the fabric holds a mix no run produced."""
+    ours = [e[0] for e in doc.get("events") or []
+            if isinstance(e, list) and len(e) == 3 and isinstance(e[1], str) and e[1].split(" --")[0] == ROLLBACK_NOTE]
+    return bool(ours) and ours[-1] == "restore"
+
+
 def _rolled_back_at(doc: dict) -> float:
     """When ``fabtune rollback`` began writing a run's devices back (its journal's ``restore``
     event, journaled before the first write; older journals have only the ``done`` one), 0 if

@@ -14,7 +14,9 @@ A lock whose pid is dead on this host is *stale* (a controller killed with SIGKI
 over silently when its run left nothing to undo (no journal, or every touched device restored,
 or the run ended); otherwise it is refused, naming the run and its changed devices, until
 ``fabtune rollback RUN_ID`` of that very run (which may take the lock over) restores them.
-A lock held on another host cannot be judged from here and is always refused.
+A lock held on another host cannot be judged from here and is always refused. A rollback that
+fails or is refused leaves the lock behind as the rolled-back run's (:meth:`RunLock.hand_back_to`):
+no other run starts on a fabric that run left changed until its rollback succeeds.
 
 The lock, and the journal it names, are read by :func:`tuning.rollout.statefile.read_state_file`
 (never blocking, bounded): a lock that is not a regular file (a FIFO, a link, a device) is refused
@@ -58,12 +60,12 @@ def lock_path(inventory: Path) -> Path:
 def _unfinished(journal: object) -> list[str]:
     """Devices the lock holder's journal says it changed and did not restore ([] if none, no
     journal, or an unreadable one: read safely, :func:`tuning.rollout.journal.read_doc`)."""
-    from tuning.rollout.journal import read_doc, unrestored
+    from tuning.rollout.journal import read_doc, rollback_interrupted, unrestored
 
     if not journal or not isinstance(journal, str):
         return []
     doc, _ = read_doc(Path(journal))
-    if doc is None or doc.get("outcome") is not None:
+    if doc is None or (doc.get("outcome") is not None and not rollback_interrupted(doc)):
         return []
     return unrestored(doc)
 
@@ -210,6 +212,27 @@ class RunLock:
         info = read_lock(self.path)
         if info is not None and info.get("run_id") == self.run_id and info.get("pid") == (self.pid or os.getpid()):
             self.path.unlink(missing_ok=True)
+
+    def hand_back_to(self, run_id: str, journal: Path) -> None:
+        """Leave the lock held, as ``run_id``'s (its journal), instead of giving it back: a rollback
+        that failed or was refused keeps the inventory locked for the run it could not restore.
+        Once this process ends the lock is stale, and every other run is refused with "run
+        `fabtune rollback RUN_ID` first" while that journal names devices left changed (a run that
+        never ended, or a rollback that began writing and did not finish); ``fabtune rollback
+        RUN_ID`` takes it over. Written atomically (temporary file, rename)."""
+        if not self.held:
+            return
+        self.held = False
+        doc = {"run_id": run_id, "pid": self.pid or os.getpid(), "host": socket.gethostname(), "mode": self.mode,
+               "started": time.time(), "journal": str(Path(journal).resolve())}
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        try:
+            fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(doc) + "\n")
+            os.replace(tmp, self.path)
+        except OSError:  # the lock as it was (this rollback's) still blocks, only under another name
+            tmp.unlink(missing_ok=True)
 
     def __enter__(self) -> "RunLock":
         return self.acquire()

@@ -13,7 +13,6 @@ the list of those settings (``force`` overrides).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -271,11 +270,14 @@ def _now_and_restored(j: Journal, names: list[str], irreversible: bool = False) 
 def _restore_locked(j: Journal, names: list[str], report, progress: Progress, forced: bool,
                     irreversible: bool = False) -> None:
     """Take the inventory's lock (or the stale lock of this very run), open the devices from the
-    journal, restore them, record the outcome."""
+    journal, restore them, record the outcome. On any failure or refusal the lock is left held as
+    this run's (:meth:`RunLock.hand_back_to`), not given back."""
     inv_dir = Path(j.data.get("inventory") or ".")
     lock = (RunLock(lock_path(inv_dir), f"rollback-{j.run_id}", "rollback", j.path, take_over_run=j.run_id)
-            if inv_dir.is_dir() else contextlib.nullcontext())  # inventory gone: no run can hold its lock
-    with lock:
+            if inv_dir.is_dir() else None)  # inventory gone: no run can hold its lock
+    if lock is not None:
+        lock.acquire()
+    try:
         conns: dict = {}
         try:
             conns.update(_connect_all(j, names))
@@ -294,6 +296,12 @@ def _restore_locked(j: Journal, names: list[str], report, progress: Progress, fo
         report.outcome = "rolled-back"
         j.data["outcome"] = "rolled-back (fabtune rollback" + (" --force)" if forced else ")")
         j.stage("done", ROLLBACK_NOTE)
+    except BaseException:
+        if lock is not None:
+            lock.hand_back_to(j.run_id, j.path)  # refused or failed: the inventory stays locked for this run
+        raise
+    if lock is not None:
+        lock.release()
 
 
 def rollback_run(journal_dir: Path, run_id: str, inventory: Path | None = None, force: bool = False,
