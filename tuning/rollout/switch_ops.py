@@ -3,7 +3,7 @@
 One source per setting (DESIGN.md): the plan is the device's own diff of the very candidate
 that apply pushes. :func:`collect` renders the candidate, stages it, takes the switch's diff
 (``nv config diff``) and discards it (nornir_napalm's ``dry_run``); :func:`plan` turns that
-diff into per-key Changes (:mod:`tuning.switch.nvue_keys`: ``port/swp1/mtu``,
+diff into per-key Changes (the driver's diff reader, e.g. NVUE's :mod:`tuning.switch.nvue_keys`: ``port/swp1/mtu``,
 ``roce/tc/3/probability``, ``roce/pfc_tx``, ``roce/tc/6/scheduler`` ...; every line the
 template pushes), with ``before`` from the applied ``nv set`` lines (None: not configured).
 A port whose operational MTU differs from the wanted one while its configuration already
@@ -25,15 +25,19 @@ from tuning.node.base import Change
 from tuning.render import render_switch
 from tuning.switch import DRIVERS
 from tuning.switch.base import SwitchDriver, SwitchState
-from tuning.switch.nvue_keys import changes_of_diff, command_leaves, flat_key
 
 OPER_MTU = "oper_mtu"
+
+
+def driver_class(dev: Device) -> type[SwitchDriver]:
+    """The driver of ``dev.spec.platform`` (its diff reader works without a session)."""
+    return DRIVERS[dev.spec.platform]
 
 
 def open_driver(dev: Device) -> SwitchDriver:
     """Open the driver of ``dev.spec.platform`` (host keys checked). Raises ConnectError."""
     c = dev.connection
-    drv = DRIVERS[dev.spec.platform](c.hostname, port=c.port, username=c.username, key_file=c.key_file,
+    drv = driver_class(dev)(c.hostname, port=c.port, username=c.username, key_file=c.key_file,
                                      known_hosts=c.known_hosts, name=dev.name)
     drv.open()
     return drv
@@ -41,7 +45,7 @@ def open_driver(dev: Device) -> SwitchDriver:
 
 def desired(dev: Device) -> dict[str, str]:
     """The flat settings of the rendered candidate (the lines apply pushes), in template order."""
-    return {flat_key(p): v for p, v in command_leaves(render_switch(dev)).items()}
+    return driver_class(dev).config_settings(render_switch(dev))
 
 
 def collect(drv: SwitchDriver, dev: Device) -> SwitchState:
@@ -79,7 +83,7 @@ def plan(dev: Device, state: SwitchState) -> list[Change]:
     if state.diff is None or state.running is None:
         raise CandidateError("no diff collected for this switch (collect() stages the candidate)",
                              host=dev.name, phase="plan")
-    found = changes_of_diff(state.diff, state.running)
+    found = driver_class(dev).diff_changes(state.diff, state.running)
     changes = [Change(dev.name, "switch", k, before, after) for k, (before, after) in found.items()]
     for key, want in desired(dev).items():
         port, oper = _port_of(key), None
@@ -118,7 +122,7 @@ def apply(drv: SwitchDriver, dev: Device, changes: list[Change], confirm_s: int 
         return None
     candidate = render_switch(dev)
     drv.load_candidate(candidate)
-    now = changes_of_diff(drv.compare(), drv.running_config())
+    now = drv.diff_changes(drv.compare(), drv.running_config())
     planned = {c.key: (c.before, c.after) for c in changes if not c.key.endswith(f"/{OPER_MTU}")}
     if now != planned:
         drv.discard()
@@ -149,9 +153,8 @@ def read_back(drv: SwitchDriver, dev: Device, candidate: str) -> None:
     Raises:
         CommitError: naming each key, the wanted and the read value.
     """
-    held = command_leaves(drv.running_config())
-    bad = [f"{flat_key(p)} wanted {v!r}, holds {held.get(p)!r}"
-           for p, v in command_leaves(candidate).items() if held.get(p) != v]
+    held = drv.config_settings(drv.running_config())
+    bad = [f"{k} wanted {v!r}, holds {held.get(k)!r}" for k, v in drv.config_settings(candidate).items() if held.get(k) != v]
     ports = drv.get_state().ports
     for key, want in desired(dev).items():
         port = _port_of(key)

@@ -169,3 +169,21 @@ class SwitchDriver(ABC):
     @abstractmethod
     def running_config(self) -> str:
         """The applied configuration as the device prints it (NVUE: ``nv set`` lines)."""
+
+    # The diff reader: the OS's own configuration text as flat settings. Class-level, so an offline
+    # plan (no session) reads a rendered candidate the same way a live run reads the device.
+
+    @staticmethod
+    @abstractmethod
+    def config_settings(text: str) -> dict[str, str]:
+        """Flat settings of a configuration text (a rendered candidate or :meth:`running_config`),
+        in text order: ``{"port/swp1/mtu": "9216", "roce/pfc_tx": "on", ...}`` (the keys of
+        :class:`tuning.node.base.Change` for ``domain="switch"``). Raises CandidateError on a
+        line the OS's grammar does not know."""
+
+    @staticmethod
+    @abstractmethod
+    def diff_changes(diff: str, running: str) -> dict[str, tuple[str | None, str | None]]:
+        """Flat settings a device diff (:meth:`compare`) changes: ``key -> (before, after)``,
+        ``before`` read from ``running`` (None: not configured), ``after`` None when the diff
+        removes the setting."""

@@ -31,7 +31,7 @@ from netmiko.exceptions import NetmikoBaseException, ReadTimeout
 from tuning.errors import (CandidateError, CommandError, CommitConfirmError, CommitError, ConnectError,
                            NotSupportedError, ParseError, RollbackError, TuningError)
 from tuning.parsers import parse
-from tuning.switch import nvue_text as text
+from tuning.switch import nvue_keys, nvue_text as text
 from tuning.switch.base import Capabilities, RoceState, SwitchDriver, SwitchState
 
 # the libraries log their own socket chatter; fabtune reports errors itself, in one line
@@ -56,6 +56,16 @@ class NvueDriver(SwitchDriver):
             reject, rollback), seconds; after it runs out the driver waits as long again for the
             prompt, then reopens the session, and decides only on the state read from the device.
     """
+
+    @staticmethod
+    def config_settings(text: str) -> dict[str, str]:
+        """``nv set`` lines as flat settings (:mod:`tuning.switch.nvue_keys`)."""
+        return {nvue_keys.flat_key(p): v for p, v in nvue_keys.command_leaves(text).items()}
+
+    @staticmethod
+    def diff_changes(diff: str, running: str) -> dict[str, tuple[str | None, str | None]]:
+        """``nv config diff`` output as flat changes (:func:`tuning.switch.nvue_keys.changes_of_diff`)."""
+        return nvue_keys.changes_of_diff(diff, running)
 
     def __init__(self, host: str, *, port: int = 22, username: str, key_file: Path | str | None = None,
                  known_hosts: Path | str | None = None, name: str | None = None,
