@@ -38,7 +38,7 @@ CmdlineName = Annotated[str, BeforeValidator(grammar.check_cmdline_name)]
 CmdlineValue = Annotated[Union[str, int], BeforeValidator(grammar.check_cmdline_value)]
 Word = Annotated[str, BeforeValidator(grammar.check_word)]
 
-_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 def _check_fw_version(value: object) -> str:

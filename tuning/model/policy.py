@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tuning.errors import InputError
 
-_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 #: the inventory key (``all`` group only)
 POLICY_KEY = "fabtune_rollout"
 _PCT = re.compile(r"([1-9][0-9]?|100)%")

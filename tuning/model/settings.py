@@ -19,7 +19,7 @@ from tuning.model import grammar
 from tuning.model.node_tuning import CpuSpec, FirmwareSpec, KernelSpec, ModulesSpec, PauseSpec, PcieSpec
 
 #: strict types: a YAML ``true`` is not the priority 1, ``22.5`` is not the port 22
-_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 #: what a NIC's ``ipv4`` may be, as error messages say it
@@ -307,7 +307,7 @@ class ConnectionVars(BaseModel):
         fabtune_ssh_key_file / fabtune_known_hosts_file: paths, relative to the inventory folder.
     """
 
-    model_config = ConfigDict(extra="ignore", frozen=True, strict=True, defer_build=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
     ansible_host: Annotated[str, BeforeValidator(grammar.check_address)] = ""
     ansible_port: Annotated[int, BeforeValidator(_port)] = 22
     ansible_user: Annotated[str, BeforeValidator(grammar.check_user)] = "root"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from tuning.errors import InputError, ParseError
 
@@ -68,8 +68,6 @@ class Quantity(BaseModel):
         unit_norm: the normalised unit (``"Gb/s"``).
     """
 
-    model_config = ConfigDict(defer_build=True)
-
     value: float
     raw: str
     unit: str
@@ -109,8 +107,6 @@ class Finding(BaseModel):
         subject: what it is about (a device, a parameter, an IRQ), if any.
     """
 
-    model_config = ConfigDict(defer_build=True)
-
     code: str
     severity: Severity
     message: str
@@ -128,8 +124,6 @@ class ToolFailure(BaseModel):
         status: completion status where the tool printed one (e.g. ``12``).
     """
 
-    model_config = ConfigDict(defer_build=True)
-
     kind: str
     message: str
     likely_cause: str
@@ -138,8 +132,6 @@ class ToolFailure(BaseModel):
 
 class Parsed(BaseModel):
     """Base of every parser's result: the tool name, findings and a failure if the tool failed."""
-
-    model_config = ConfigDict(defer_build=True)
 
     tool: str
     findings: list[Finding] = Field(default_factory=list)
