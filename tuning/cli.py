@@ -344,7 +344,7 @@ def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR
     Example: fabtune verify -i inventory/lab --limit node01 --json
     """
     from tuning.reports import verify_report
-    from tuning.rollout.journal import load_baseline
+    from tuning.rollout.baseline import load_baseline
     from tuning.rollout.offline import verify_only
 
     with Recorder(_outputs(junit, prom_file, report_json), "verify", inventory) as rec:

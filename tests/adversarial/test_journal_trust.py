@@ -140,7 +140,8 @@ def test_journal_edited_by_its_owner_is_the_owners_business(adv_lab: Path, tmp_p
 
 def test_new_journals_are_private(tmp_path: Path):
     """Journals and baselines are written 0600 in 0700 directories whatever the umask."""
-    from tuning.rollout.journal import Journal, save_baseline
+    from tuning.rollout.journal import Journal
+    from tuning.rollout.baseline import save_baseline
 
     old = os.umask(0o002)
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.ansible.playbook_run import journals, play
-from tuning.rollout.journal import baseline_path
+from tuning.rollout.baseline import baseline_path
 
 pytestmark = pytest.mark.ansible
 

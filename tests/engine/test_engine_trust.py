@@ -17,7 +17,8 @@ from tests.conftest import REPO
 from tuning import inventory
 from tuning.errors import InputError
 from tuning.rollout.engine import Options, confirm_window, verify_pairs
-from tuning.rollout.journal import Journal, later_conflicts, list_runs, load_baseline, save_baseline
+from tuning.rollout.journal import Journal, later_conflicts, list_runs
+from tuning.rollout.baseline import load_baseline, save_baseline
 from tuning.rollout.lock import LockError, RunLock, lock_path
 from tuning.verify.pairs import allowed_roce_mtu
 from tuning.verify.runner import PairResult, Thresholds, judge

@@ -60,7 +60,7 @@ def test_rollout_keeps_good_then_restores_wrong_byte_for_byte(lab_inventory: Pat
     before_bw = {r["pair"]: r["bw_gbps"] for r in good.verify_before}
     after_bw = {r["pair"]: r["bw_gbps"] for r in good.verify_after}
     assert all(after_bw[p] > before_bw[p] for p in after_bw)
-    from tuning.rollout.journal import load_baseline
+    from tuning.rollout.baseline import load_baseline
 
     assert set(load_baseline(journal, lab_inventory)) == set(after_bw)  # the inventory's own baseline
     tuned = snapshot_fabric(lab_inventory)

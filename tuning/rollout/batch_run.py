@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Callable
 from tuning.errors import ConnectError, DeviceTimeout, JournalWriteError
 from tuning.rollout import switch_ops
 from tuning.rollout.batches import Batch
-from tuning.rollout.journal import Journal, save_baseline
+from tuning.rollout.journal import Journal
+from tuning.rollout.baseline import save_baseline
 from tuning.rollout.rollback import kept_changes, restore_touched
 from tuning.verify.runner import PairResult, as_baseline, judge
 

@@ -6,7 +6,8 @@ Written before the first write to any device and after every stage (atomic repla
 its role, platform, connection facts (:func:`connection_record`: host, port, user, key file and
 known_hosts as absolute paths, sysroot, become settings; never a password), the planned and
 applied change dicts (each with its ``restore_cmd``) and, for switches, ``revision_before`` and
-the committed ``revision``. Baselines live in ``<journal_dir>/baselines/``, one per inventory.
+the committed ``revision``. Baselines live in ``<journal_dir>/baselines/``, one per inventory
+(:mod:`tuning.rollout.baseline`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import hashlib
 import json
 import os
 import threading
@@ -134,7 +134,7 @@ class Journal:
         try:
             # compact: json's C encoder serves only indent=None; a 4-node journal (1.5 MB) is written
             # ~26 times a run, 29 ms each indented against 7 ms (`jq . FILE` indents it for people)
-            _write_private(self.path, json.dumps(self.data, sort_keys=True, default=str) + "\n")
+            write_private(self.path, json.dumps(self.data, sort_keys=True, default=str) + "\n")
         except OSError as e:
             raise JournalWriteError(str(self.path), e.strerror or str(e), pushed=self.pushed,
                                     run_id=self.data.get("run_id")) from None
@@ -191,7 +191,7 @@ def _flocked(path: Path, j: Journal):
         os.close(fd)
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     """Write ``text`` atomically as a ``0600`` file in a ``0700`` directory (created if missing):
     rollback refuses a journal that others could have written (:func:`journal_check.check_trust`)."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -263,60 +263,6 @@ def connection_record(dev: object) -> dict:
         if out.get(k):
             out[k] = str(Path(out[k]).resolve())
     return out
-
-
-def inventory_slug(inventory: str | Path) -> str:
-    """``lab-1a2b3c4d5e`` for an inventory directory: its name plus a hash of its absolute path."""
-    p = Path(inventory).resolve()
-    return f"{p.name}-{hashlib.sha256(str(p).encode()).hexdigest()[:10]}"
-
-
-def baseline_path(journal_dir: Path, inventory: str | Path) -> Path:
-    """Where the verification baseline of ``inventory`` lives (one file per inventory)."""
-    return journal_dir / "baselines" / f"{inventory_slug(inventory)}.json"
-
-
-def load_baseline(journal_dir: Path, inventory: str | Path) -> dict | None:
-    """The recorded baseline of ``inventory`` (pair name -> result dict), or None when there is none.
-
-    Raises:
-        InputError: the file is unreadable or hostile (:func:`tuning.rollout.statefile.read_state_file`),
-            or an entry is not a result object.
-    """
-    p = baseline_path(journal_dir, inventory)
-    doc = read_state_file(p, JOURNAL_MAX_BYTES, "baseline")
-    for pair, result in (doc or {}).items():
-        if not isinstance(result, dict):
-            raise InputError(str(p), pair, f"{type(result).__name__} is not a pair result; allowed: an object "
-                             "(delete the file: the next verified rollout records a new baseline)")
-    return doc
-
-
-def save_baseline(journal_dir: Path, inventory: str | Path, results: dict, pairs: set[str] | None = None) -> dict:
-    """MERGE ``results`` into the baseline of ``inventory``: measured pairs replace their entries,
-    pairs not measured this time keep theirs (a run verified on some rails, or limited to one
-    leaf, never drops the others), pairs no longer in ``pairs`` (the inventory's whole pair set,
-    when given) are dropped. Written atomically. An unreadable baseline is replaced.
-
-    Returns:
-        The baseline as saved.
-
-    Raises:
-        JournalWriteError: the baselines folder cannot be written.
-    """
-    try:
-        old = load_baseline(journal_dir, inventory) or {}
-    except InputError:
-        old = {}  # an unreadable baseline is replaced by this run's results, as if there were none
-    merged = {**old, **results}
-    if pairs is not None:
-        merged = {k: v for k, v in merged.items() if k in pairs}
-    p = baseline_path(journal_dir, inventory)
-    try:
-        _write_private(p, json.dumps(merged, indent=2, sort_keys=True) + "\n")
-    except OSError as e:
-        raise JournalWriteError(str(p), e.strerror or str(e), pushed=None) from None
-    return merged
 
 
 def list_runs(journal_dir: Path, last: int = 20) -> list[dict]:

@@ -11,7 +11,8 @@ from tuning.node import offline_desired
 from tuning.node.base import Change, NodeFacts
 from tuning.rollout import switch_ops
 from tuning.rollout.engine import Options, RunReport, Session, verify_fabric
-from tuning.rollout.journal import load_baseline, new_run_id
+from tuning.rollout.journal import new_run_id
+from tuning.rollout.baseline import load_baseline
 from tuning.rollout.lock import RunLock, lock_path
 from tuning.verify.runner import Thresholds
 

@@ -33,7 +33,8 @@ from tuning.rollout import engine, switch_ops
 from tuning.rollout.batch_run import journal_batches
 from tuning.rollout.batches import plan_batches
 from tuning.rollout.fanout import _within
-from tuning.rollout.journal import DEFAULT_DIR, Journal, connection_record, new_run_id, save_baseline
+from tuning.rollout.journal import DEFAULT_DIR, Journal, connection_record, new_run_id
+from tuning.rollout.baseline import save_baseline
 from tuning.rollout.journal_check import check_run_id
 from tuning.rollout.lock import RunLock, lock_path, read_lock
 from tuning.rollout.rollback import restore_touched
