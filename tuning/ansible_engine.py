@@ -3,7 +3,7 @@ with ansible-runner instead of the Nornir fan-out.
 
 The playbook's plugins call the same core stages (:mod:`tuning.rollout.steps`) and write ONE
 journal run whose id this module makes up front (extra var ``fabtune_run_id``). When the play ends,
-the run's :class:`~tuning.rollout.engine.RunReport` is rebuilt from that journal by the very code of
+the run's :class:`~tuning.rollout.run_report.RunReport` is rebuilt from that journal by the very code of
 ``fabtune report RUN_ID`` (:func:`tuning.reports.history.report_of`), so the table, the exit code
 and ``--report-json`` / ``--junit`` / ``--prom-file`` come out of one path for both engines.
 
@@ -280,7 +280,7 @@ def run(run: AnsibleRun, progress: Progress = lambda msg: None):
     """Roll out through ``playbooks/tune.yml`` and return the run's RunReport, rebuilt from its journal.
 
     Returns:
-        :class:`tuning.rollout.engine.RunReport` (``run_id`` = ``run.run_id``), as
+        :class:`tuning.rollout.run_report.RunReport` (``run_id`` = ``run.run_id``), as
         :func:`tuning.reports.history.report_of` builds it from the journal; ``seconds`` is the
         wall time of the whole playbook run; a failed or unreachable device's error is its task's
         message (:func:`host_errors`), which the journal does not keep. A play that stopped before its end stage (the journal

@@ -308,7 +308,3 @@ def resolved_vars(path: str | Path) -> dict[str, dict]:
     tree = parse_tree(hosts_file)
     cache = VarsCache(hosts_file.parent)
     return {host: host_vars(tree, cache, host)[0] for host in tree.inline}
-
-
-# Ansible's resolved variables -> Devices (the Ansible front end): tuning.inventory_vars, re-exported here
-from tuning.inventory_vars import FRONT_END_KEYS, device_from_vars, from_hostvars, policy_of_vars  # noqa: E402,F401

@@ -1,6 +1,6 @@
 """Human output: rich tables of plans, verification results and run outcomes.
 
-Machines get ``--json`` (the same data, see :meth:`tuning.rollout.engine.RunReport.as_dict`).
+Machines get ``--json`` (the same data, see :meth:`tuning.rollout.run_report.RunReport.as_dict`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def changes_table(changes: dict[str, list[dict]], title: str, offline: bool = Fa
 
     Args:
         changes: device -> change dicts (``domain``, ``key``, ``before``, ``after``), as in
-            :attr:`tuning.rollout.engine.RunReport.changes`.
+            :attr:`tuning.rollout.run_report.RunReport.changes`.
         offline: the devices were not read (a render without connecting): a missing ``before``
             prints ``(not read)`` rather than ``(absent)``.
         headings: the two value columns (a rollback shows ``now`` -> ``restored to``).

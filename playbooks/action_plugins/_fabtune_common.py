@@ -2,7 +2,7 @@
 
 No tuning logic here: the host's variables as Ansible resolved them (extra vars, vault, group_vars
 folders, group ``vars:``; every template rendered with the task's templar) go to
-:func:`tuning.inventory.device_from_vars` / :func:`tuning.inventory.from_hostvars`, the playbooks'
+:func:`tuning.inventory_vars.device_from_vars` / :func:`tuning.inventory_vars.from_hostvars`, the playbooks'
 extra vars (``fabtune_*``, docs/ansible.md) to :class:`tuning.rollout.steps.StepOptions`.
 Not an action plugin itself (its name starts with ``_``); the plugins import it from their folder.
 """
@@ -18,10 +18,10 @@ from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 
 try:
-    from tuning import errors, inventory
+    from tuning import errors, inventory_vars
 except ImportError:  # a checkout that is not pip-installed: the repository root is two levels up
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from tuning import errors, inventory
+    from tuning import errors, inventory_vars
 from tuning import node
 from tuning.rollout import steps
 from tuning.rollout.journal import DEFAULT_DIR, check_dir
@@ -187,4 +187,4 @@ def diff_entries(changes: list[dict]) -> list[dict]:
              "before": side(ch, ch["before"]), "after": side(ch, ch["after"])} for ch in changes]
 
 
-__all__ = ["errors", "inventory", "steps"]
+__all__ = ["errors", "inventory_vars", "steps"]

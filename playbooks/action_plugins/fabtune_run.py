@@ -3,7 +3,7 @@ fabtune's core (:mod:`tuning.rollout.steps`). Use it with ``run_once: true``.
 
 Stages (argument ``stage``):
     begin: validate the WHOLE inventory from Ansible's hostvars once
-        (:func:`tuning.inventory.from_hostvars`), take the inventory's lock in the name of the
+        (:func:`tuning.inventory_vars.from_hostvars`), take the inventory's lock in the name of the
         ``ansible-playbook`` process, plan every selected host (the play's hosts after
         ``--limit``), refuse an unsafe play order or an unallowed firmware burn, create the run's
         journal (``engine: ansible``) and measure the baseline of a verified run. Register it as
@@ -81,7 +81,7 @@ class ActionModule(ActionBase):
                 resolved[h] = common.host_vars(getattr(hv, "_templar", self._templar), raw, h)
             else:  # an ansible-core without the view: every value already templated for h
                 resolved[h] = common.host_vars(_Identity(), hv, h)
-        return common.inventory.from_hostvars(common.inventory_dir(task_vars), resolved, groups_of)
+        return common.inventory_vars.from_hostvars(common.inventory_dir(task_vars), resolved, groups_of)
 
     def run(self, tmp=None, task_vars=None):
         """Run one stage; see the module docstring."""
@@ -172,13 +172,13 @@ class ActionModule(ActionBase):
             return {"changed": False, "skipped": True, "msg": "check mode: not rebooted"}
         host = str(task_vars.get("inventory_hostname", ""))
         vars_ = common.host_vars(self._templar, task_vars)
-        dev = common.inventory.device_from_vars(common.inventory_dir(task_vars), host,
+        dev = common.inventory_vars.device_from_vars(common.inventory_dir(task_vars), host,
                                                 list(task_vars.get("group_names") or []), vars_)
         if dev is None or dev.role != "node":
             raise AnsibleActionFail(f"reboot: {host} is not a fabtune node")
         from tuning.rollout.reboot import reboot
 
-        out = reboot(dev, common.inventory.policy_of_vars(vars_, host))
+        out = reboot(dev, common.inventory_vars.policy_of_vars(vars_, host))
         return {"changed": True, **out, "ansible_facts": {"fabtune_reboot_required": False}}
 
     def _rollback(self, args: dict, task_vars: dict, opts) -> dict:

@@ -4,7 +4,7 @@ host, through fabtune's core (:func:`tuning.rollout.steps.push`).
 Runs on the controller (after Arista AVD's action plugins; hosts use ``ansible_connection:
 local``, the core opens SSH itself). It takes THIS host's variables from Ansible (the task's
 resolved variables, templated with the task's templar: ``-e``, vault values and group_vars folders
-count) and builds only this host's Device (:func:`tuning.inventory.device_from_vars`): the cost per
+count) and builds only this host's Device (:func:`tuning.inventory_vars.device_from_vars`): the cost per
 host does not grow with the fleet. In check mode the plan is the one ``begin`` made for every
 device at once (:func:`tuning.rollout.steps.planned`): a check run reads each device once.
 The whole inventory is validated once, by ``fabtune_run``'s
@@ -63,11 +63,11 @@ class ActionModule(ActionBase):
         try:
             opts = common.step_options(task_vars, self._task.check_mode, set(args["domains"]))
             vars_ = common.host_vars(self._templar, task_vars)
-            dev = common.inventory.device_from_vars(common.inventory_dir(task_vars), host,
+            dev = common.inventory_vars.device_from_vars(common.inventory_dir(task_vars), host,
                                                     list(task_vars.get("group_names") or []), vars_)
             if dev is None:
                 return {**result, "skipped": True, "msg": f"{host} is in no fabtune role group"}
-            policy = common.inventory.policy_of_vars(vars_, host)
+            policy = common.inventory_vars.policy_of_vars(vars_, host)
             run_id = common.run_id(task_vars)  # checked here: never a path outside the journal folder
             begun = common.native(task_vars.get("__fabtune_begin"))
             out = common.steps.planned(begun, host, opts.domains) if opts.check else None

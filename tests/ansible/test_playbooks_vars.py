@@ -19,7 +19,7 @@ import pytest
 
 from tests.ansible.playbook_run import REPO, play
 from tests.conftest import snapshot_fabric
-from tuning import inventory
+from tuning import inventory, inventory_vars
 from tuning.errors import InputError
 from tuning.node.base import Change
 from tuning.model.layout import parse_tree
@@ -79,14 +79,14 @@ def test_from_hostvars_validates_as_load() -> None:
         hv = inventory.resolved_vars(path)
         tree = parse_tree(path / "hosts.yaml")
         groups = {h: [g for g in tree.groups_of(h) if g != "all"] for h in hv}
-        a, b = inventory.load(path), inventory.from_hostvars(path, hv, groups)
+        a, b = inventory.load(path), inventory_vars.from_hostvars(path, hv, groups)
         assert list(a.devices) == list(b.devices) and a.policy == b.policy
         for n, dev in a.devices.items():
             assert (dev.spec, dev.connection, dev.groups) == (b.devices[n].spec, b.devices[n].connection,
                                                               b.devices[n].groups)
         hv["node03"]["nic_qos"] = {**hv["node03"]["nic_qos"], "pfc_priorty": 3}
         with pytest.raises(InputError, match=r"^ansible hostvars of node03: nic_qos\.pfc_priorty: "):
-            inventory.from_hostvars(path, hv, groups)
+            inventory_vars.from_hostvars(path, hv, groups)
 
 
 def _writer(path: str, name: str, n: int) -> None:

@@ -195,7 +195,7 @@ def test_exit_codes_reports_and_junit_of_a_halted_run():
     from tuning.reports import exit_code
     from tuning.reports.json_report import Context, build, schema
     from tuning.reports.junit import to_xml
-    from tuning.rollout.engine import RunReport
+    from tuning.rollout.run_report import RunReport
 
     assert exit_code(RunReport("r", "rollout", outcome="halted")) == 1
     gone = RunReport("r", "rollout", outcome="halted", errors={"node03": "no answer in apply after 600 s"},

@@ -294,7 +294,8 @@ def test_a_journal_folder_unwritable_after_a_push_is_exit_3_and_the_restore_stil
     from tuning.model.policy import RolloutPolicy
     from tuning.rollout.batch_run import journal_batches, restore_batches
     from tuning.rollout.batches import Batch
-    from tuning.rollout.engine import Run, RunReport
+    from tuning.rollout.engine import Run
+    from tuning.rollout.run_report import RunReport
 
     jdir = tmp_path / "j"
     j = Journal.create(jdir, str(tmp_path), "apply", GOOD)

@@ -10,12 +10,13 @@ import pytest
 
 from tests.node.conftest import Node, node_files
 from tuning import node
+from tuning.node import nodelock
 from tuning.errors import CommandError
 
 
 def _hold_lock(n: Node, seconds: float):
     """Hold the node lock from a root shell on the node, as a running fabtune script does."""
-    lock = n.sysroot / node.NODE_LOCK.lstrip("/")
+    lock = n.sysroot / nodelock.NODE_LOCK.lstrip("/")
     started = n.host.start(privileged=True, command=f"exec 9>>'{lock}' && flock 9 && echo held && sleep {seconds}")
     assert started.read_until("held", timeout=20)
     return started
@@ -24,7 +25,7 @@ def _hold_lock(n: Node, seconds: float):
 def test_an_unprivileged_user_cannot_hold_fabtune_off(node_lab):
     n = Node(node_lab, "node03")
     try:
-        lock = n.sysroot / node.NODE_LOCK.lstrip("/")
+        lock = n.sysroot / nodelock.NODE_LOCK.lstrip("/")
         res = n.host.run(f"flock -n '{lock}' true; exec 9<'{lock}'", privileged=False)
         assert res.rc != 0 and "Permission denied" in res.stderr, res
     finally:
@@ -50,7 +51,7 @@ def test_apply_waits_for_a_running_script_then_applies(node_lab):
 
 
 def test_a_lock_held_too_long_fails_before_any_write(node_lab, monkeypatch):
-    monkeypatch.setattr(node, "NODE_LOCK_WAIT_S", 1)
+    monkeypatch.setattr(nodelock, "NODE_LOCK_WAIT_S", 1)
     n = Node(node_lab, "node02")
     try:
         changes = [c for c in n.plan() if c.domain == "mtu"]

@@ -23,7 +23,7 @@ from tuning.reports import (EXIT_DRIFT, EXIT_FAILED, EXIT_OK, Outputs, Recorder,
 from tuning.reports import junit, prometheus
 from tuning.reports.json_report import (DEVICE_OUTCOMES, PAIR_OUTCOMES, RUN_OUTCOMES, Context, build, iso_utc,
                                         schema)
-from tuning.rollout.engine import RunReport
+from tuning.rollout.run_report import RunReport
 from tuning.verify.runner import PairResult, Thresholds
 
 LAB = Path(__file__).resolve().parents[2] / "inventory" / "lab"

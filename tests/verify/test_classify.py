@@ -218,7 +218,7 @@ def test_report_rows_carry_the_new_fields_and_junit_says_did_not_run():
     from tests.reports._check import valid_json, valid_junit
     from tuning.reports import junit
     from tuning.reports.json_report import Context, build
-    from tuning.rollout.engine import RunReport
+    from tuning.rollout.run_report import RunReport
 
     base = as_baseline([_pair()])
     ok = _pair(server_gid_index=5)

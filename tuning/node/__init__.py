@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from tuning.errors import CommandError, InputError, ParseError, TuningError, VerifyError
 from tuning.inventory import Device
-from tuning.node import facts as facts_mod
+from tuning.node import facts as facts_mod, nodelock
 from tuning.node.base import ABSENT, READ_EPILOGUE, READ_PRELUDE, Change, Domain, Finding, NodeFacts, Unfit
 from tuning.node.cmdline import CmdlineDomain
 from tuning.node.files import FilesDomain
@@ -154,28 +154,6 @@ def findings(dev: Device, state: NodeState) -> list[Finding]:
     return out
 
 
-#: the node-side lock every apply and restore script holds (``flock`` from util-linux) in a folder
-#: only root may enter (``/run`` is root's; ``/run/lock`` is world-writable and a lock there could be
-#: held by any user), so a rollback after a killed controller waits for the killed run's script
-#: instead of racing it, and no unprivileged user can hold fabtune off
-NODE_LOCK = "/run/fabtune/node.lock"
-#: how long a script waits for that lock (s); exit 75 (EX_TEMPFAIL) when it stays held
-NODE_LOCK_WAIT_S = 120
-#: what a script prints on stderr when it could not take the lock
-LOCK_MARK = "@@lock"
-
-
-def _lock_prelude(sysroot: str) -> str:
-    """Take :data:`NODE_LOCK` (under ``sysroot``) on fd 9 for the rest of the script, or exit 75."""
-    path = q(sysroot_path(sysroot, NODE_LOCK))
-    return (f'L={path}\n'
-            f'if ! e=$({{ mkdir -p -m 0700 "${{L%/*}}" && : >>"$L"; }} 2>&1) || ! exec 9>>"$L"; then '
-            f'echo "{LOCK_MARK} fabtune: cannot open the node lock $L (root only: does the inventory set '
-            f'ansible_become?): ${{e##*: }}" >&2; exit 75; fi\n'
-            f'flock -w {NODE_LOCK_WAIT_S} 9 || {{ echo "{LOCK_MARK} fabtune: another fabtune run holds $L '
-            f'on this node (waited {NODE_LOCK_WAIT_S} s)" >&2; exit 75; }}\n')
-
-
 def _script(cmds: list[str]) -> str:
     """Run commands in order; on the first failure print ``@@failed <index>`` and exit with its status."""
     body = [f"{c} || {{ rc=$?; echo '@@failed {i}' >&2; exit $rc; }}" for i, c in enumerate(cmds)]
@@ -239,17 +217,17 @@ def _push(host: Host, name: str, changes: list[Change], use_before: bool, phase:
     todo = [c for c in changes if (c.restore_cmd if use_before else c.apply_cmd)]
     cmds = [(c.restore_cmd if use_before else c.apply_cmd) or "" for c in todo]
     reads = list(dict.fromkeys(c.read_cmd for c in todo if c.read_cmd))
-    script = (_lock_prelude(host.sysroot) + _script(cmds) + f"sleep {READBACK_SETTLE_S}\n"
+    script = (nodelock.prelude(host.sysroot) + _script(cmds) + f"sleep {READBACK_SETTLE_S}\n"
               + _readback_script(reads))
     try:
-        res = host.run(script, timeout=NODE_LOCK_WAIT_S + 60.0)
+        res = host.run(script, timeout=nodelock.NODE_LOCK_WAIT_S + 60.0)
     except TuningError as e:  # the channel was lost or the wait timed out: how far it got is unknown
         e.applied = list(todo)  # type: ignore[attr-defined]  # restore is idempotent: replay every one
         raise
     if res.rc != 0:
         marked = [int(l.split()[1]) for l in res.stderr.splitlines() if l.startswith("@@failed")]
-        locked = LOCK_MARK in res.stderr  # nothing ran: the script stopped at the node lock
-        said = res.stderr.replace(LOCK_MARK + " ", "")
+        locked = nodelock.LOCK_MARK in res.stderr  # nothing ran: the script stopped at the node lock
+        said = res.stderr.replace(nodelock.LOCK_MARK + " ", "")
         said = "\n".join(l for l in said.splitlines() if not l.startswith("@@failed")).strip()
         said = said or "\n".join(res.stdout.strip().splitlines()[-3:])  # tools such as mlxconfig print -E- on stdout
         if locked:

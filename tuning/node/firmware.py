@@ -44,6 +44,7 @@ from typing import cast
 
 from tuning.errors import CommandError, VerifyError
 from tuning.model import NodeSpec
+from tuning.node import nodelock
 from tuning.node.base import ABSENT, Change, Domain, Finding, NodeFacts, Unfit, decode
 from tuning.parsers import parse
 from tuning.parsers.mlxtools import MlxParam, Mlxconfig, Mlxfwmanager, mlx_input, mlx_same, mlx_value
@@ -259,9 +260,7 @@ def pending_resets(state) -> list[dict]:
 
 
 def _reset_script(sysroot: str, bdfs: list[str]) -> str:
-    from tuning.node import _lock_prelude
-
-    lines = [_lock_prelude(sysroot).rstrip("\n")]
+    lines = [nodelock.prelude(sysroot).rstrip("\n")]
     for bdf in bdfs:
         lines.append(f"mlxfwreset -d {q(bdf)} reset -y >&2 || {{ rc=$?; echo '@@reset-failed {bdf}' >&2; exit $rc; }}")
     for bdf in bdfs:

@@ -69,7 +69,7 @@ def verify_report(ok: bool, results: list[dict], seconds: float, incast: list[di
     """A stand-alone verification (``fabtune verify``) as a RunReport: outcome ``passed`` or
     ``failed``, the results in ``verify_after`` (the verification judged), the incasts
     (IncastResult dicts) in ``incast``, ``seconds`` wall time."""
-    from tuning.rollout.engine import RunReport
+    from tuning.rollout.run_report import RunReport
 
     return RunReport(None, "verify", outcome="passed" if ok else "failed", verify_after=list(results),
                      verify_ok=ok, seconds=round(seconds, 2), incast=list(incast or []))

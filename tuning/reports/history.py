@@ -96,7 +96,7 @@ def report_of(doc: dict, kept: dict[str, list[dict]]):
     Args:
         doc: a validated journal document.  kept: :func:`tuning.rollout.rollback.kept_changes` of it.
     """
-    from tuning.rollout.engine import RunReport
+    from tuning.rollout.run_report import RunReport
 
     devices = {n: rec for n, rec in doc["devices"].items() if isinstance(rec, dict)}
     rep = RunReport(doc["run_id"], doc.get("mode") or "unknown", outcome=_outcome(doc.get("outcome")))

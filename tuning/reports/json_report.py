@@ -1,7 +1,7 @@
 """The JSON run report: one document per run, the one model the JUnit and Prometheus reports
 are drawn from (:mod:`tuning.reports.junit`, :mod:`tuning.reports.prometheus`).
 
-The document is :meth:`tuning.rollout.engine.RunReport.as_dict` plus what a CI job needs to act
+The document is :meth:`tuning.rollout.run_report.RunReport.as_dict` plus what a CI job needs to act
 on it without reading fabtune's code: the schema version, the inventory, UTC start and end
 times, the exit code, the error that stopped the run (if one did), one row per device with its
 outcome, one row per verified pair with the baseline it was judged against, and counts. Every
@@ -156,7 +156,7 @@ def build(report, ctx: Context) -> dict:
     """The report document of one run (the shape ``report.schema.json`` documents).
 
     Args:
-        report: the run's :class:`~tuning.rollout.engine.RunReport`, or None when the run raised
+        report: the run's :class:`~tuning.rollout.run_report.RunReport`, or None when the run raised
             before it had one (``ctx.error`` says why).
         ctx: what the run's RunReport does not hold.
 
@@ -165,7 +165,7 @@ def build(report, ctx: Context) -> dict:
         ``command``, ``inventory``, ``started`` / ``finished`` (ISO 8601 UTC), ``exit_code``,
         ``error``, ``n_changes``, ``thresholds``, ``devices``, ``pairs`` and ``summary``.
     """
-    from tuning.rollout.engine import RunReport
+    from tuning.rollout.run_report import RunReport
 
     until = ctx.finished if ctx.finished is not None else time.time()
     rep = (report or RunReport(None, ctx.command, outcome="failed",

@@ -38,10 +38,11 @@ from tuning.rollout.batches import Batch
 from tuning.rollout.journal import Journal
 from tuning.rollout.baseline import save_baseline
 from tuning.rollout.rollback import kept_changes, restore_touched
+from tuning.rollout.run_report import RunReport
 from tuning.verify.runner import PairResult, as_baseline, judge
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tuning.rollout.engine import Options, Run, RunReport, Session
+    from tuning.rollout.engine import Options, Run, Session
 
 Progress = Callable[[str], None]
 
@@ -142,7 +143,7 @@ def unreachable(err: BaseException) -> bool:
     return isinstance(err, (ConnectError, DeviceTimeout))
 
 
-def run_batches(s: "Session", opts: "Options", plans: dict, report: "RunReport", progress: Progress,
+def run_batches(s: "Session", opts: "Options", plans: dict, report: RunReport, progress: Progress,
                 j: Journal, baseline: dict | None, r: "Run") -> None:
     """Every batch of ``r.batches`` in order (module docstring); sets ``report.outcome``."""
     from tuning.rollout import engine
@@ -201,7 +202,7 @@ def run_batches(s: "Session", opts: "Options", plans: dict, report: "RunReport",
     j.stage("done")
 
 
-def _account(s: "Session", j: Journal, report: "RunReport", progress: Progress, b: Batch, rec: dict,
+def _account(s: "Session", j: Journal, report: RunReport, progress: Progress, b: Batch, rec: dict,
              failed: dict[str, BaseException], new: dict[str, BaseException], total: int, r: "Run") -> str | None:
     """Record a batch's failed and unreachable devices (``failed``: the batch's so far, ``new``:
     the last phase's), restore the newly failed ones at once (an unreachable one is left for
@@ -229,7 +230,7 @@ def _account(s: "Session", j: Journal, report: "RunReport", progress: Progress, 
     return None
 
 
-def _verify_batch(s: "Session", opts: "Options", report: "RunReport", progress: Progress, j: Journal,
+def _verify_batch(s: "Session", opts: "Options", report: RunReport, progress: Progress, j: Journal,
                   baseline: dict | None, r: "Run", b: Batch, plans: dict, pairs) -> bool:
     """Pairs of the batch (absolute marks in the last batch only) and the incasts of its changed leaves."""
     from tuning.rollout import engine
@@ -260,7 +261,7 @@ def _verify_batch(s: "Session", opts: "Options", report: "RunReport", progress: 
     return ok and inc_ok
 
 
-def _tuned(s: "Session", r: "Run", b: Batch, plans: dict, report: "RunReport") -> set[str]:
+def _tuned(s: "Session", r: "Run", b: Batch, plans: dict, report: RunReport) -> set[str]:
     """Devices that hold the new settings now: pushed in this batch or a kept one (not failed or
     unreachable), or selected with nothing to change."""
     bad = set(report.errors) | set(report.unreachable)
@@ -290,7 +291,7 @@ def _incast_bound(s: "Session", r: "Run", b: Batch, plans: dict) -> float:
     return expected_seconds([i for i in plan_incasts(s.inv, leaves, r.policy.incast.k) if len(i.senders) >= 2])
 
 
-def _incast(s: "Session", report: "RunReport", progress: Progress, r: "Run", b: Batch, plans: dict) -> bool:
+def _incast(s: "Session", report: RunReport, progress: Progress, r: "Run", b: Batch, plans: dict) -> bool:
     """The k-to-1 incasts of the leaves changed so far and not yet proven (policy ``incast``), when
     the inventory expects a lossless fabric; True when they pass or none is due.
 
@@ -326,7 +327,7 @@ def _incast(s: "Session", report: "RunReport", progress: Progress, r: "Run", b: 
     return ok
 
 
-def _sync(report: "RunReport", j: Journal) -> None:
+def _sync(report: RunReport, j: Journal) -> None:
     """The journal's batch records into the report (the one source of both), and the devices
     not run (:func:`not_run`)."""
     report.batches = [{**row, **{k: v for k, v in rec.items() if k != "index"}}
@@ -343,7 +344,7 @@ def restore_scope(r: "Run", policy_all: bool) -> set[str]:
     return set(r.current.devices)
 
 
-def restore_batches(s: "Session", report: "RunReport", progress: Progress, j: Journal, r: "Run", why: str) -> None:
+def restore_batches(s: "Session", report: RunReport, progress: Progress, j: Journal, r: "Run", why: str) -> None:
     """Restore :func:`restore_scope`'s devices and record it (batch outcomes ``restored``; the
     current one ``failed`` when its restore failed, then the RollbackError goes on); sets
     ``report.outcome`` ``halted`` when a batch stays kept, else ``rolled-back``."""
@@ -377,7 +378,7 @@ def restore_batches(s: "Session", report: "RunReport", progress: Progress, j: Jo
     _sync(report, j)
 
 
-def halt(s: "Session", opts: "Options", report: "RunReport", progress: Progress, j: Journal,
+def halt(s: "Session", opts: "Options", report: RunReport, progress: Progress, j: Journal,
          baseline: dict | None, r: "Run", why: str) -> None:
     """REGRESSION: restore (:func:`restore_batches`), verify the restored pairs against the
     baseline (``restored_verified``), halt. Raises RollbackError when a restore failed."""

@@ -29,6 +29,7 @@ from tuning.rollout.batch_run import journal_batches, restore_batches, run_batch
 from tuning.rollout.batches import Batch, plan_batches
 from tuning.rollout.fanout import fan_out, nornir_for, outcomes
 from tuning.rollout.journal import DEFAULT_DIR, Journal, connection_record, new_run_id
+from tuning.rollout.run_report import RunReport
 from tuning.rollout.lock import RunLock, lock_path
 from tuning.rollout.rollback import kept_changes, restore_touched, rollback_run, touched_devices  # noqa: F401 (API)
 from tuning.transport.ssh import SshHost
@@ -56,54 +57,6 @@ class Options:
     lock_wait_s: float = 0.0  # wait this long for another run's lock (0: refuse at once)
     allow_firmware: bool = False  # push firmware burns (``fw/`` keys); refused without it (exit 2)
     policy: RolloutPolicy | None = None  # batches, caps, timeouts (None: the inventory's ``fabtune_rollout``)
-
-
-@dataclass
-class RunReport:
-    """What a run did, as plain data (JSON-ready via :meth:`as_dict`).
-
-    ``outcome``: planned | no-change | applied | kept | halted (a batch regressed: it was restored,
-    earlier batches kept) | rolled-back | failed. ``batches``: per batch ``{index, nodes, switches,
-    phases, why, order, outcome: kept|restored|failed|not-run, failed, unreachable, verify_ok}``;
-    ``unreachable``: devices that did not answer (counted apart from ``errors``' failed ones);
-    ``restored_verified``: after a regression's restore, whether verification is back to the
-    baseline (None: not verified); ``incast``: :class:`tuning.verify.incast.IncastResult` dicts.
-    ``verify_after``: each verified pair's FINAL result once (measured after the last batch that
-    changed an end or hop of it, :func:`tuning.rollout.batch_run.final_results`); every batch's
-    own results are in ``batches[i]["results"]``. ``not_run``: devices with planned changes the
-    run never pushed (it halted before their batch or phase); their changes stay in ``changes``
-    as planned and are not counted by :attr:`n_changes`.
-    """
-
-    run_id: str | None
-    mode: str
-    outcome: str = "planned"
-    changes: dict[str, list[dict]] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)
-    restored: list[str] = field(default_factory=list)
-    verify_before: list[dict] = field(default_factory=list)
-    verify_after: list[dict] = field(default_factory=list)
-    verify_ok: bool | None = None
-    seconds: float = 0.0
-    findings: list[dict] = field(default_factory=list)
-    kept: dict[str, list[dict]] = field(default_factory=dict)  # irreversible changes a restore left in place
-    batches: list[dict] = field(default_factory=list)
-    policy: dict | None = None
-    unreachable: list[str] = field(default_factory=list)
-    restored_verified: bool | None = None
-    incast: list[dict] = field(default_factory=list)
-    not_run: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        """JSON-ready dict."""
-        return dict(self.__dict__)
-
-    @property
-    def n_changes(self) -> int:
-        """Number of setting changes planned (a plan) or pushed: the changes of :attr:`not_run`
-        devices are not counted."""
-        skip = set(self.not_run)
-        return sum(len(v) for n, v in self.changes.items() if n not in skip)
 
 
 class Session:

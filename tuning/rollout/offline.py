@@ -10,7 +10,8 @@ from tuning.inventory import Inventory
 from tuning.node import offline_desired
 from tuning.node.base import Change, NodeFacts
 from tuning.rollout import switch_ops
-from tuning.rollout.engine import Options, RunReport, Session, verify_fabric
+from tuning.rollout.engine import Options, Session, verify_fabric
+from tuning.rollout.run_report import RunReport
 from tuning.rollout.journal import new_run_id
 from tuning.rollout.baseline import load_baseline
 from tuning.rollout.lock import RunLock, lock_path

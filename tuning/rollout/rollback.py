@@ -24,6 +24,7 @@ from tuning.errors import InputError, JournalWriteError, RollbackError, TuningEr
 from tuning.transport.connection import Connection
 from tuning.node.base import Change
 from tuning.rollout.journal import ROLLBACK_NOTE, Journal, later_conflicts, touched, unrestored
+from tuning.rollout.run_report import RunReport
 from tuning.rollout.lock import RunLock, lock_path
 
 Progress = Callable[[str], None]
@@ -326,8 +327,6 @@ def rollback_run(journal_dir: Path, run_id: str, inventory: Path | None = None, 
             settings (names them).  LockError: another run holds the inventory.
         RollbackError: a restore failed.
     """
-    from tuning.rollout.engine import RunReport
-
     t0 = time.monotonic()
     j = Journal.load(journal_dir, run_id)
     _check_inventory(j, inventory)

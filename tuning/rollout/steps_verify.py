@@ -18,6 +18,7 @@ from tuning.errors import InputError
 from tuning.inventory import Inventory
 from tuning.node.base import Change
 from tuning.rollout import engine, switch_ops
+from tuning.rollout.run_report import RunReport
 from tuning.rollout.batch_run import Measured, _sync, _verify_batch, batch_verify_pairs, halt, pair_devices
 from tuning.rollout.batches import Batch
 from tuning.rollout.journal import Journal
@@ -59,9 +60,9 @@ def _run_state(j: Journal, inv: Inventory, eopts: engine.Options, b: Batch) -> e
     return r
 
 
-def _report(j: Journal, eopts: engine.Options, gone: list[str]) -> engine.RunReport:
+def _report(j: Journal, eopts: engine.Options, gone: list[str]) -> RunReport:
     """A RunReport holding what the journal says so far (the engine's functions fill it further)."""
-    rep = engine.RunReport(j.run_id, eopts.mode, outcome="applied")
+    rep = RunReport(j.run_id, eopts.mode, outcome="applied")
     rep.policy = j.data.get("policy")
     rep.batches = [{k: v for k, v in rec.items() if k in ("index", "nodes", "switches", "phases", "why", "order")}
                    for rec in j.data["batches"]]
@@ -141,7 +142,7 @@ def verify_batch(inv: Inventory, opts: StepOptions, run_id: str, active: list[st
             "pairs": len(rec.get("pairs") or []), "restored_verified": report.restored_verified, "reasons": failed}
 
 
-def _gate(s: engine.Session, eopts: engine.Options, report: engine.RunReport, progress: Progress, j: Journal,
+def _gate(s: engine.Session, eopts: engine.Options, report: RunReport, progress: Progress, j: Journal,
           r: engine.Run, b: Batch, plans: dict) -> bool:
     """Verify the batch (when the run is verified) as :func:`tuning.rollout.batch_run.run_batches` does."""
     if not eopts.verify:
