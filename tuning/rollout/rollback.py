@@ -73,9 +73,10 @@ def restore_switch(drv, name: str, rec: dict) -> None:
     """Put one switch back to ``revision_before``, touching only this run's own commit.
 
     - our commit pending (applied revision == journaled ``revision``, a confirm pending): reject it;
-    - a run killed inside its commit (journaled ``pushing`` with no ``revision``) left a
-      commit-confirm applied directly on top of ``revision_before``: that one is this run's (the
-      run held the inventory's lock), so it is rejected too;
+    - a run killed inside its commit (journaled ``pushing`` with no ``revision``) left a commit
+      applied directly on top of ``revision_before`` (the driver's ``applied_parent``): that one is
+      this run's (the run held the inventory's lock): rejected when its confirm is pending, else
+      undone by re-applying ``revision_before``;
     - our commit applied for good: re-apply ``revision_before`` (the whole config of that revision);
     - applied revision already ``revision_before`` (the confirm window ran out): nothing to do;
     - another commit pending, or applied on top of ours: refuse, naming both revisions.
@@ -102,10 +103,11 @@ def switch_restore_action(drv, name: str, rec: dict) -> str:
     """
     ours, before = rec.get("revision"), rec.get("revision_before")
     pending, now = drv.has_pending_commit(), drv.current_revision()
-    if not ours and pending and rec.get("state") == "pushing" and before is not None:
-        rev, parent = drv.pending_commit() or (None, None)
-        if rev == now and parent == str(before):
-            ours = rev  # committed before the kill, never journaled: on top of our snapshot
+    if not ours and rec.get("state") == "pushing" and before is not None and now != str(before):
+        if drv.applied_parent() == str(before):
+            # committed (with or without a confirm window) before the kill, never journaled: the
+            # run held the inventory's lock, and the applied revision sits directly on its snapshot
+            ours = now
     if ours and now == str(ours):
         return "reject" if pending else "reapply"
     if now == str(before) and not pending:

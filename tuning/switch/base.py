@@ -147,8 +147,14 @@ class SwitchDriver(ABC):
     def pending_commit(self) -> tuple[str, str | None] | None:
         """The commit-confirm waiting for :meth:`confirm`, as ``(revision, parent)``: its id and
         the id of the revision it was applied on top of (None where the device does not say),
-        e.g. ``("7", "6")``; None when no confirm is pending. This default knows no parent."""
-        return (self.current_revision(), None) if self.has_pending_commit() else None
+        e.g. ``("7", "6")``; None when no confirm is pending."""
+        return (self.current_revision(), self.applied_parent()) if self.has_pending_commit() else None
+
+    def applied_parent(self) -> str | None:
+        """Id of the revision the applied one was applied on top of (``"6"`` when ``"7"`` was
+        committed on ``"6"``), pending or not; None where the device does not say (this default).
+        Rollback uses it to recognise a commit a killed run made and never journaled."""
+        return None
 
     @abstractmethod
     def discard(self) -> None:

@@ -293,15 +293,19 @@ class NvueDriver(SwitchDriver):
 
     def pending_commit(self) -> tuple[str, str | None] | None:
         """``(revision, parent)`` of the pending commit-confirm: the ``confirm`` row of
-        ``nv config revision -o json`` and the ``parent-revision-id`` that
-        ``nv config revision --applied -o json`` gives the applied (pending) revision."""
+        ``nv config revision -o json`` and :meth:`applied_parent`."""
         pending = self._pending_confirms()
         if not pending:
             return None
+        return pending[0], self.applied_parent()
+
+    def applied_parent(self) -> str | None:
+        """The ``parent-revision-id`` that ``nv config revision --applied -o json`` gives the
+        applied revision (None when the switch does not print one)."""
         data = self._json("nv config revision --applied -o json", phase="collect", read_timeout=self.apply_timeout_s)
         extra = (data.get("applied") or {}).get("additional-data") if isinstance(data.get("applied"), dict) else None
         parent = extra.get("parent-revision-id") if isinstance(extra, dict) else None
-        return pending[0], None if parent is None else str(parent)
+        return None if parent is None else str(parent)
 
     def confirm(self, revision: str | None = None) -> None:
         """Keep ``revision`` (default: this session's commit, else the pending one) and prove it:
