@@ -124,6 +124,39 @@ def test_a_failed_rollback_leaves_the_lock_as_the_run_s_until_its_rollback_succe
     RunLock(lock_path(inv), "20261130T101700-ffffff", "apply", jdir / "f.json").acquire().release()
 
 
+_KILLED_IN_HAND_BACK = """
+import os, signal, sys
+from pathlib import Path
+from tuning.rollout.lock import RunLock, lock_path
+inv, jpath = Path(sys.argv[1]), Path(sys.argv[2])
+lock = RunLock(lock_path(inv), "rollback-" + sys.argv[3], "rollback", jpath, take_over_run=sys.argv[3]).acquire()
+os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)  # killed between the write and the rename
+lock.hand_back_to(sys.argv[3], jpath)
+"""
+
+
+def test_a_rollback_killed_while_handing_the_lock_back_leaves_it_to_the_run_s_rollback(tmp_path: Path):
+    """kill -9 of ``fabtune rollback RUN`` inside :meth:`RunLock.hand_back_to` (after the new lock
+    is written, before the rename) leaves the rollback's own lock (``rollback-RUN``) over RUN's
+    journal: other runs are refused naming ``fabtune rollback RUN`` (not the rollback's name, which
+    no command takes), and ``fabtune rollback RUN`` takes it over."""
+    inv, jdir = tmp_path / "inv", tmp_path / "j"
+    inv.mkdir()
+    j = Journal.create(jdir, str(inv), "rollout", "20261130T101500-dead03")
+    j.update("node01", role="node", state="applied", applied=[])
+    j.data["outcome"] = "kept"
+    j.stage("restore", "fabtune rollback")  # the rollback began writing devices back
+    _stale_lock(inv, j.run_id, j.path)
+    child = subprocess.run([sys.executable, "-c", _KILLED_IN_HAND_BACK, str(inv), str(j.path), j.run_id],
+                           cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert child.returncode == -9, child.stderr
+    assert json.loads(lock_path(inv).read_text())["run_id"] == f"rollback-{j.run_id}"
+    with pytest.raises(LockError, match=r"left node01 changed; run `fabtune rollback 20261130T101500-dead03` first"):
+        RunLock(lock_path(inv), "20261130T101600-eeeeee", "apply", jdir / "e.json").acquire()
+    RunLock(lock_path(inv), "rollback-x", "rollback", j.path, take_over_run=j.run_id).acquire().release()
+    assert not lock_path(inv).exists()
+
+
 def test_stale_lock_of_a_run_that_changed_nothing_is_taken_over(tmp_path: Path):
     inv = tmp_path / "inv"
     inv.mkdir()
@@ -260,6 +293,20 @@ def test_rollback_needs_only_the_journal_even_when_the_inventory_is_gone(tmp_pat
              connection={"hostname": "127.0.0.1", "port": 1, "username": "fabtune", "key_file": None,
                          "known_hosts": None, "sysroot": "/"})
     with pytest.raises(ConnectError):
+        rollback_run(tmp_path / "j", j.run_id)
+
+
+def test_rollback_of_a_switch_whose_journal_names_no_platform_is_refused_not_guessed(tmp_path: Path):
+    """A switch record without ``platform`` (an older fabtune's journal) is not opened with some
+    default driver: rollback says to restore it by hand, before connecting."""
+    from tuning.errors import RollbackError
+    from tuning.rollout.rollback import rollback_run
+
+    j = Journal.create(tmp_path / "j", str(tmp_path / "gone"), "apply", "20261130T101500-noplat")
+    j.update("leaf01", role="switch", state="applied", revision_before="3", applied=[],
+             connection={"hostname": "127.0.0.1", "port": 1, "username": "fabtune", "key_file": None,
+                         "known_hosts": None})
+    with pytest.raises(RollbackError, match=r"names no platform for this switch .*restore it by hand"):
         rollback_run(tmp_path / "j", j.run_id)
 
 

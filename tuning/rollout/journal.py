@@ -332,21 +332,24 @@ def later_conflicts(journal_dir: Path, j: "Journal") -> list[str]:
     return out
 
 
+def _rollback_events(doc: dict) -> list[tuple[str, float]]:
+    """The ``(stage, at)`` events ``fabtune rollback`` journaled into a run's journal, in order
+    (``restore`` before its first write, ``done`` at the end); malformed events are left out."""
+    return [(e[0], float(e[2])) for e in doc.get("events") or []
+            if isinstance(e, list) and len(e) == 3 and isinstance(e[1], str)
+            and e[1].split(" --")[0] == ROLLBACK_NOTE
+            and isinstance(e[2], (int, float)) and not isinstance(e[2], bool)]
+
+
 def rollback_interrupted(doc: dict) -> bool:
     """Whether the last ``fabtune rollback`` of a run began writing devices back (its ``restore``
     event) and never journaled ``done``: the fabric holds a mix no run produced."""
-    ours = [e[0] for e in doc.get("events") or []
-            if isinstance(e, list) and len(e) == 3 and isinstance(e[1], str) and e[1].split(" --")[0] == ROLLBACK_NOTE]
-    return bool(ours) and ours[-1] == "restore"
+    ours = _rollback_events(doc)
+    return bool(ours) and ours[-1][0] == "restore"
 
 
 def _rolled_back_at(doc: dict) -> float:
     """When ``fabtune rollback`` began writing a run's devices back (its journal's ``restore``
     event, journaled before the first write; older journals have only the ``done`` one), 0 if
     never. A rollback that failed half-way counts: the devices it restored hold older values."""
-    for event in doc.get("events") or []:
-        if isinstance(event, list) and len(event) == 3 and event[0] in ("restore", "done") \
-                and isinstance(event[1], str) and event[1].split(" --")[0] == ROLLBACK_NOTE \
-                and isinstance(event[2], (int, float)) and not isinstance(event[2], bool):
-            return float(event[2])
-    return 0.0
+    return next((at for stage, at in _rollback_events(doc) if stage in ("restore", "done")), 0.0)

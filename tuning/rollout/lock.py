@@ -57,17 +57,20 @@ def lock_path(inventory: Path) -> Path:
     return (inv.parent if inv.is_file() else inv) / LOCK_NAME
 
 
-def _unfinished(journal: object) -> list[str]:
-    """Devices the lock holder's journal says it changed and did not restore ([] if none, no
-    journal, or an unreadable one: read safely, :func:`tuning.rollout.journal.read_doc`)."""
+def _unfinished(journal: object) -> tuple[str | None, list[str]]:
+    """The run the lock holder's journal belongs to and the devices it says that run changed and
+    did not restore (``(None, [])`` if none, no journal, or an unreadable one: read safely,
+    :func:`tuning.rollout.journal.read_doc`). The run is the journal's, not the lock's: a
+    ``fabtune rollback RUN`` killed mid-restore holds the lock as ``rollback-RUN`` over RUN's
+    journal, and only ``fabtune rollback RUN`` can finish that."""
     from tuning.rollout.journal import read_doc, rollback_interrupted, unrestored
 
     if not journal or not isinstance(journal, str):
-        return []
+        return None, []
     doc, _ = read_doc(Path(journal))
     if doc is None or (doc.get("outcome") is not None and not rollback_interrupted(doc)):
-        return []
-    return unrestored(doc)
+        return None, []
+    return doc.get("run_id"), unrestored(doc)
 
 
 #: a lock's fields and their types (a pid is a positive int, ``started`` epoch seconds)
@@ -147,8 +150,7 @@ class RunLock:
 
     def _create(self) -> bool:
         """Create the lock (O_EXCL); False when one exists. Raises LockError when it cannot be written."""
-        doc = {"run_id": self.run_id, "pid": self.pid or os.getpid(), "host": socket.gethostname(), "mode": self.mode,
-               "started": time.time(), "journal": str(self.journal.resolve())}
+        doc = self._doc(self.run_id, self.journal)
         try:
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
@@ -163,6 +165,11 @@ class RunLock:
             raise LockError(f"cannot write the run lock {self.path}: {e.strerror}") from None
         self.held = True
         return True
+
+    def _doc(self, run_id: str, journal: Path) -> dict:
+        """The lock document naming ``run_id`` (its journal folder) as held by this process, now."""
+        return {"run_id": run_id, "pid": self.pid or os.getpid(), "host": socket.gethostname(), "mode": self.mode,
+                "started": time.time(), "journal": str(Path(journal).resolve())}
 
     def _read(self) -> dict | None:
         """The holder's lock; None when it went away or is being written (look again); a dead
@@ -199,10 +206,10 @@ class RunLock:
             err = LockError(f"another run holds this inventory: {who}; wait for it to end ({self.path})")
             err.live = True
             raise err
-        left = _unfinished(info.get("journal"))
-        if left and info.get("run_id") != self.take_over_run:
+        run, left = _unfinished(info.get("journal"))
+        if left and (run or info.get("run_id")) != self.take_over_run:
             raise LockError(f"stale lock {self.path}: {who} died (pid gone) and left {', '.join(left)} changed; "
-                            f"run `fabtune rollback {info.get('run_id')}` first")
+                            f"run `fabtune rollback {run or info.get('run_id')}` first")
 
     def release(self) -> None:
         """Give the lock back (only if this object holds it and the file is still ours)."""
@@ -223,8 +230,7 @@ class RunLock:
         if not self.held:
             return
         self.held = False
-        doc = {"run_id": run_id, "pid": self.pid or os.getpid(), "host": socket.gethostname(), "mode": self.mode,
-               "started": time.time(), "journal": str(Path(journal).resolve())}
+        doc = self._doc(run_id, journal)
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         try:
             fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o644)

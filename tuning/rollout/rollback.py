@@ -23,7 +23,7 @@ from tuning import node as node_mod
 from tuning.errors import InputError, JournalWriteError, RollbackError, TuningError
 from tuning.transport.connection import Connection
 from tuning.node.base import Change
-from tuning.rollout.journal import ROLLBACK_NOTE, Journal, later_conflicts, touched, unrestored
+from tuning.rollout.journal import ROLLBACK_NOTE, Journal, later_conflicts, touched
 from tuning.rollout.run_report import RunReport
 from tuning.rollout.lock import RunLock, lock_path
 
@@ -33,8 +33,8 @@ Progress = Callable[[str], None]
 def touched_devices(j: Journal, irreversible: bool = False) -> list[str]:
     """Devices a run may have changed and has not restored yet; with ``irreversible`` also those
     restored except for irreversible (firmware) changes an automatic restore kept."""
-    return sorted(set(unrestored(j.data)) | ({n for n, rec in j.data["devices"].items() if touched(rec) and _undoable_kept(rec)}
-                                             if irreversible else set()))
+    return sorted(n for n, rec in j.data["devices"].items()
+                  if touched(rec) and (not rec.get("restored") or (irreversible and _undoable_kept(rec))))
 
 
 def _undoable_kept(rec: dict) -> bool:
@@ -187,12 +187,12 @@ def connect(name: str, rec: dict):
         from tuning.transport.ssh import SshHost
 
         return SshHost(name, conn)
-    from tuning.switch import DRIVERS
+    if not isinstance(rec.get("platform"), str):
+        raise RollbackError("the journal names no platform for this switch (journal of an older fabtune): "
+                            "restore it by hand", host=name, phase="restore")
+    from tuning.rollout.switch_ops import open_platform  # the switch drivers only when a switch is restored
 
-    drv = DRIVERS[rec.get("platform", "nvue")](conn.hostname, port=conn.port, username=conn.username,
-                                                 key_file=conn.key_file, known_hosts=conn.known_hosts, name=name)
-    drv.open()
-    return drv
+    return open_platform(rec["platform"], conn, name)
 
 
 def _connect_all(j: Journal, names: list[str], workers: int = 20) -> dict:

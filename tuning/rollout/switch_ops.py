@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from tuning.errors import CandidateError, CommitError, PendingCommitError, TuningError
 from tuning.inventory import Device
+from tuning.transport.connection import Connection
 from tuning.node.base import Change
 from tuning.render import render_switch
 from tuning.switch import DRIVERS
@@ -29,23 +30,32 @@ from tuning.switch.base import SwitchDriver, SwitchState
 OPER_MTU = "oper_mtu"
 
 
-def driver_class(dev: Device) -> type[SwitchDriver]:
-    """The driver of ``dev.spec.platform`` (its diff reader works without a session)."""
-    return DRIVERS[dev.spec.platform]
+def driver_class(platform: str) -> type[SwitchDriver]:
+    """The driver class of an inventory or journal ``platform`` (its diff reader works without a
+    session). Raises TuningError for a platform no driver serves (names the allowed ones)."""
+    try:
+        return DRIVERS[platform]
+    except (KeyError, TypeError):
+        raise TuningError(f"no switch driver for platform {platform!r:.40}; allowed: {', '.join(DRIVERS)}") from None
 
 
 def open_driver(dev: Device) -> SwitchDriver:
     """Open the driver of ``dev.spec.platform`` (host keys checked). Raises ConnectError."""
-    c = dev.connection
-    drv = driver_class(dev)(c.hostname, port=c.port, username=c.username, key_file=c.key_file,
-                                     known_hosts=c.known_hosts, name=dev.name)
+    return open_platform(dev.spec.platform, dev.connection, dev.name)
+
+
+def open_platform(platform: str, c: Connection, name: str) -> SwitchDriver:
+    """Open a session to switch ``name`` with the driver of ``platform`` over the connection facts
+    ``c`` (an inventory's or a journal's). Raises ConnectError; TuningError for an unknown platform."""
+    drv = driver_class(platform)(c.hostname, port=c.port, username=c.username, key_file=c.key_file,
+                                 known_hosts=c.known_hosts, name=name)
     drv.open()
     return drv
 
 
 def desired(dev: Device) -> dict[str, str]:
     """The flat settings of the rendered candidate (the lines apply pushes), in template order."""
-    return driver_class(dev).config_settings(render_switch(dev))
+    return driver_class(dev.spec.platform).config_settings(render_switch(dev))
 
 
 def collect(drv: SwitchDriver, dev: Device) -> SwitchState:
@@ -83,7 +93,7 @@ def plan(dev: Device, state: SwitchState) -> list[Change]:
     if state.diff is None or state.running is None:
         raise CandidateError("no diff collected for this switch (collect() stages the candidate)",
                              host=dev.name, phase="plan")
-    found = driver_class(dev).diff_changes(state.diff, state.running)
+    found = driver_class(dev.spec.platform).diff_changes(state.diff, state.running)
     changes = [Change(dev.name, "switch", k, before, after) for k, (before, after) in found.items()]
     for key, want in desired(dev).items():
         port, oper = _port_of(key), None
