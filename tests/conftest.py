@@ -166,7 +166,7 @@ def snapshot_fabric(inv_dir: Path) -> dict[str, bytes | str]:
     from concurrent.futures import ThreadPoolExecutor
 
     from tuning import inventory
-    from tuning.rollout.switch_ops import open_driver
+    from tuning.targets.switch import open_driver
 
     def switch(dev) -> dict[str, str]:
         drv = open_driver(dev)

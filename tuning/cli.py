@@ -596,8 +596,8 @@ def lab_reboot(node: str = typer.Argument(..., help="a lab node, e.g. node01"),
     """
     from tuning.lab.boot import reboot
 
-    dev = load_inventory(inventory).devices.get(node)
-    if dev is None or dev.role != "node":
+    dev = {d.name: d for d in load_inventory(inventory).nodes}.get(node)
+    if dev is None:
         raise InputError("NODE", "node", f"{node!r} is not a node of {inventory}")
     cmds = reboot(_running_state_dir(inventory, state_dir), node, dev.connection)
     out.print(f"{node} rebooted; boot ran: {'; '.join(cmds)}")

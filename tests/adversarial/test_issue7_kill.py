@@ -12,7 +12,7 @@ Expectations the product does not meet today are ``xfail(strict=True)`` naming t
 3's report, so they fail (remove the mark) once fixed.
 
 Ports: ``T3_LAB_BASE_PORT`` (env, default 24520): nodes on base+1..4, switches on base+11..13.
-The stage hook is the engine's ``FABTUNE_TEST_PAUSE_AT=STAGE[:S]`` (tuning.rollout.engine.pause_for_test).
+The stage hook is the engine's ``FABTUNE_TEST_PAUSE_AT=STAGE[:S]`` (tuning.targets.base.pause_for_test).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def _snap(inv: Path, switch: bool = False) -> dict[str, bytes | str]:
                                    for f in sorted(root.rglob("*")) if f.is_file() and not f.is_symlink()}
     if switch:
         from tuning import inventory
-        from tuning.rollout.switch_ops import open_driver
+        from tuning.targets.switch import open_driver
 
         drv = open_driver(inventory.load(inv).devices["leaf01"])
         try:

@@ -103,7 +103,7 @@ def _rollback_exact(inv: Path, journal: Path, rid: str, pre: dict, unfinished: b
 
 @pytest.mark.parametrize("stage,sig", [
     # tester 3 finding 1: a switch committed but killed before its revision was journaled (state
-    # pushing, revision None) is recognised by its applied revision's parent (rollback.switch_restore_action)
+    # pushing, revision None) is recognised by its applied revision's parent (tuning.targets.switch.switch_restore_action)
     ("apply-switch-batch-1", signal.SIGKILL),
     ("apply-node-batch-3", signal.SIGKILL),     # batches 1-2 done, node03/node04 written
     ("apply-batch-3", signal.SIGINT),           # between batches: Ctrl-C on the main thread

@@ -148,7 +148,7 @@ def _kill_at(inv: Path, journal: Path, pattern: str, sig: int, delay: float) -> 
 @pytest.mark.parametrize("pattern,sig,delay", [
     (r"TASK \[Tune mtu", signal.SIGKILL, 0.5),
     # a switch whose push is cut between its commit and the journaled revision: rollback recognises
-    # the commit by its parent revision (rollback.switch_restore_action); an xfail until issue 18
+    # the commit by its parent revision (tuning.targets.switch.switch_restore_action); an xfail until issue 18
     (r"TASK \[Tune the switch", signal.SIGINT, 1.0),
 ])
 def test_killed_playbook_then_refused_then_rollback_yml_restores_every_byte(

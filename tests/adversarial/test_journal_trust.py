@@ -21,7 +21,7 @@ RID = "20261130T000000-f00f00"
 def _journal(lab: Path, jdir: Path, mutate) -> Path:
     """A journal of a run that changed node01's MTU on enp12s0np0 (1500 -> 9000) and left leaf01 alone."""
     from tuning import inventory
-    from tuning.rollout.journal import connection_record
+    from tuning.targets.base import connection_facts
 
     inv = inventory.load(lab)
     ch = {"device": "node01", "domain": "mtu", "key": "mtu/enp12s0np0", "before": "1500", "after": "9000",
@@ -30,9 +30,9 @@ def _journal(lab: Path, jdir: Path, mutate) -> Path:
     doc = {"run_id": RID, "inventory": str(lab), "mode": "apply", "stage": "done", "outcome": "applied",
            "started": 1.0, "events": [], "verify": {}, "devices": {
                "node01": {"role": "node", "platform": "linux", "state": "applied", "changes": [dict(ch)], "applied": [dict(ch)],
-                          "connection": connection_record(inv.devices["node01"])},
+                          "connection": connection_facts(inv.devices["node01"].connection)},
                "leaf01": {"role": "switch", "platform": "nvue", "state": "unchanged", "revision_before": "1",
-                          "revision": None, "connection": connection_record(inv.devices["leaf01"])}}}
+                          "revision": None, "connection": connection_facts(inv.devices["leaf01"].connection)}}}
     mutate(doc)
     jdir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = jdir / f"{RID}.json"

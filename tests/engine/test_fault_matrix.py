@@ -5,7 +5,7 @@ After each, every device equals its snapshot byte for byte (switch revision ids 
 grow) and the exit code says what happened.
 
 The controller is stopped at a known point with the engine's test hook
-``FABTUNE_TEST_PAUSE_AT=STAGE[:SECONDS]`` (:func:`tuning.rollout.engine.pause_for_test`), which
+``FABTUNE_TEST_PAUSE_AT=STAGE[:SECONDS]`` (:func:`tuning.targets.base.pause_for_test`), which
 prints ``fabtune: test pause at STAGE (run RUN_ID)`` on stderr and blocks. Rollouts change node01
 and leaf01 only and verify on rail 0 (2 pairs) to keep the matrix short.
 """
@@ -308,7 +308,7 @@ def test_a_rollback_that_cannot_restore_one_switch_restores_nothing(lab_inventor
     restore impossible, so node01 (restorable) is not touched either: exit 3, "nothing restored",
     naming leaf01 and why. Once the person's commit is gone, the same rollback restores both."""
     from tuning import inventory
-    from tuning.rollout.switch_ops import open_driver
+    from tuning.targets.switch import open_driver
 
     journal = tmp_path / "j"
     untuned = snapshot_fabric(lab_inventory)

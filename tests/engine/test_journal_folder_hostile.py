@@ -308,9 +308,14 @@ def test_a_journal_folder_unwritable_after_a_push_is_exit_3_and_the_restore_stil
     with pytest.raises(JournalWriteError) as err:
         j.update("leaf01", state="applied")
     assert err.value.exit_code == 3 and f"run `fabtune rollback {GOOD}` once it is writable" in str(err.value)
+    from tuning.targets.switch import SwitchTarget
+    from tuning.transport.connection import Connection
+
     switch = _Switch()
+    target = SwitchTarget("leaf01", Connection("127.0.0.1", 1, "fabtune", None, None), "nvue")
+    target.driver = switch  # an open session to a switch already back at revision_before
     with pytest.raises(JournalWriteError) as err:  # not three chained tracebacks, not a RollbackError
-        restore_batches(SimpleNamespace(nodes={}, switches={"leaf01": switch}), RunReport(GOOD, "apply"),
+        restore_batches(SimpleNamespace(targets={"leaf01": target}), RunReport(GOOD, "apply"),
                         lambda m: None, j, r, "batch 1: failed")
     assert switch.discarded and err.value.exit_code == 3 and "\n" not in str(err.value)
     doc = json.loads((tmp_path / "moved" / f"{GOOD}.json").read_text())

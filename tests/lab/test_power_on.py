@@ -43,7 +43,7 @@ def test_a_tuned_faulted_lab_resets_to_its_power_on_fabric(lab_inventory: Path, 
 
 def test_a_rebooted_node_and_a_pending_commit_are_reset_too(lab_inventory: Path):
     from tests.node.conftest import Node
-    from tuning.rollout.switch_ops import open_driver
+    from tuning.targets.switch import open_driver
 
     state = lab_inventory / ".state"
     power_on_fabric = snapshot_fabric(lab_inventory)

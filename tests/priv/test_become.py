@@ -145,16 +145,16 @@ def test_a_wrong_or_missing_vault_password_exits_2_in_one_line(tmp_path):
 
 @pytest.mark.lab
 def test_become_password_from_ansible_vault(lab_inventory, tmp_path, monkeypatch):
-    from tuning.rollout.journal import connection_record
+    from tuning.targets.base import connection_facts
     from tuning.transport.ssh import SshHost
 
     privileges.require_password(lab_inventory / ".state", CANARY)
     inv = _add_vault_password(lab_inventory, b"vault-pw")
     dev = inventory.load(inv).devices["node01"]
     assert dev.connection.become_password_vault.startswith("$ANSIBLE_VAULT;1.1;AES256")
-    assert CANARY not in repr(dev.connection) and CANARY not in str(connection_record(dev))
+    assert CANARY not in repr(dev.connection) and CANARY not in str(connection_facts(dev.connection))
     # the journal keeps the ciphertext only (issue 18 item 5: a vault run is rolled back with the vault file)
-    record = connection_record(dev)
+    record = connection_facts(dev.connection)
     assert [k for k in record if "vault" in k or "pass" in k] == ["become_password_vault"]
     assert record["become_password_vault"] == dev.connection.become_password_vault
     monkeypatch.delenv("FABTUNE_BECOME_PASSWORD", raising=False)

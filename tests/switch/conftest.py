@@ -12,7 +12,7 @@ from tests.conftest import running_lab
 from tuning import inventory
 from tuning.inventory import Device
 from tuning.model.settings import SwitchSpec
-from tuning.rollout import switch_ops
+from tuning.targets import switch as switch_ops
 
 
 def leaf(inv_dir: Path, name: str = "leaf01", **changes: object) -> Device:

@@ -13,7 +13,7 @@ from tuning.errors import CandidateError
 from tuning.lab.fabric import fabric_for_inventory
 from tuning.lab.scale import write_inventory
 from tuning.lab.switches import start_switches
-from tuning.rollout import switch_ops
+from tuning.targets import switch as switch_ops
 from tuning.switch.nvue import _residue
 
 pytestmark = pytest.mark.lab

@@ -16,7 +16,7 @@ from tests.switch.conftest import leaf
 from tuning.cli import app
 from tuning.errors import CandidateError, CommitConfirmError, CommitError, InputError, RollbackError
 from tuning.lab.inject import inject
-from tuning.rollout import switch_ops
+from tuning.targets import switch as switch_ops
 from tuning.switch.nvue import NvueDriver
 
 pytestmark = pytest.mark.lab

@@ -10,7 +10,7 @@ import pytest
 
 from tests.switch.conftest import leaf
 from tuning.errors import CandidateError
-from tuning.rollout import switch_ops
+from tuning.targets import switch as switch_ops
 from tuning.switch.nvue_keys import command_leaves, flat_key
 
 pytestmark = pytest.mark.lab

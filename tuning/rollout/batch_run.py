@@ -33,12 +33,12 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Callable
 
 from tuning.errors import ConnectError, DeviceTimeout, JournalWriteError
-from tuning.rollout import switch_ops
 from tuning.rollout.batches import Batch
 from tuning.rollout.journal import Journal
 from tuning.rollout.baseline import save_baseline
 from tuning.rollout.rollback import kept_changes, restore_touched
 from tuning.rollout.run_report import RunReport
+from tuning.targets import pause_for_test
 from tuning.verify.runner import PairResult, as_baseline, judge
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -160,8 +160,7 @@ def run_batches(s: "Session", opts: "Options", plans: dict, report: RunReport, p
         j.stage("apply", f"batch {b.index}/{len(r.batches)}")
         progress(f"batch {b.index}/{len(r.batches)}: {b.why}; {b.order}"
                  + (f"; switch confirm window {window} s" if window and todo & set(b.switches) else ""))
-        pause_for = engine.pause_for_test
-        pause_for(f"apply-batch-{b.index}", j.run_id)
+        pause_for_test(f"apply-batch-{b.index}", j.run_id)
         failed: dict[str, BaseException] = {}
         for phase in b.phases:  # a cap exceeded in one phase stops the next (an MTU path half changed)
             new = engine._apply(s, plans, j, window, only=set(phase) & todo)
@@ -176,20 +175,18 @@ def run_batches(s: "Session", opts: "Options", plans: dict, report: RunReport, p
                 progress(f"batch {b.index}: settling {r.policy.settle_s:g} s before verification")
                 time.sleep(r.policy.settle_s)
             j.stage("verify", f"batch {b.index}")
-            pause_for("verify", j.run_id)
-            pause_for(f"verify-batch-{b.index}", j.run_id)
+            pause_for_test("verify", j.run_id)
+            pause_for_test(f"verify-batch-{b.index}", j.run_id)
             ok = _verify_batch(s, opts, report, progress, j, baseline, r, b, plans, pairs)
             rec["verify_ok"] = ok
             if not ok:
                 halt(s, opts, report, progress, j, baseline, r, f"batch {b.index}: verification failed or regressed")
                 return
         j.stage("confirm", f"batch {b.index}")
-        pause_for("confirm", j.run_id)
-        pause_for(f"confirm-batch-{b.index}", j.run_id)
-        for name in b.switches:
-            rev = j.device(name).get("revision")
-            if rev and name in s.switches:
-                switch_ops.confirm(s.switches[name], rev)  # proves ``rev`` is still the applied one
+        pause_for_test("confirm", j.run_id)
+        pause_for_test(f"confirm-batch-{b.index}", j.run_id)
+        for name in b.devices:  # a switch's commit-confirm proves its revision is still the applied one
+            if name in s.targets and s.targets[name].confirm(j.device(name)):
                 j.update(name, confirmed=True)
         rec["outcome"] = "kept"
         _sync(report, j)
@@ -217,7 +214,7 @@ def _account(s: "Session", j: Journal, report: RunReport, progress: Progress, b:
         progress(f"batch {b.index}: no answer from {', '.join(sorted(set(gone) & set(new)))}: left for "
                  f"`fabtune rollback {j.run_id}`")
     if set(new) - set(gone):
-        got = restore_touched(j, {**s.nodes, **s.switches}, progress, only=set(new) - set(gone))
+        got = restore_touched(j, s.targets, progress, only=set(new) - set(gone))
         report.restored = sorted(set(report.restored) | set(got))
     p = r.policy
     share = len(failed) / max(1, len(b.nodes) or len(b.devices)) * 100
@@ -359,7 +356,7 @@ def restore_batches(s: "Session", report: RunReport, progress: Progress, j: Jour
     if upto and j.data.get("batches"):
         j.data["batches"][upto - 1]["halt"] = why
     try:
-        got = restore_touched(j, {**s.nodes, **s.switches}, progress, only=scope)
+        got = restore_touched(j, s.targets, progress, only=scope)
     except Exception:
         if upto and j.data.get("batches"):
             j.data["batches"][upto - 1]["outcome"] = "failed"

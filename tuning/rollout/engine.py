@@ -12,27 +12,23 @@ commit-confirm and are confirmed only after their batch verified.
 from __future__ import annotations
 
 import math
-import os
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from tuning import node as node_mod
 from tuning.errors import InputError, TuningError
 from tuning.inventory import Device, Inventory
 from tuning.model.policy import RolloutPolicy
-from tuning.node.power import idle_drift_findings
-from tuning.rollout import switch_ops
 from tuning.rollout.batch_run import journal_batches, restore_batches, run_batches
 from tuning.rollout.batches import Batch, plan_batches
 from tuning.rollout.fanout import fan_out, nornir_for, outcomes
-from tuning.rollout.journal import DEFAULT_DIR, Journal, connection_record, new_run_id
+from tuning.rollout.journal import DEFAULT_DIR, Journal, new_run_id
 from tuning.rollout.run_report import RunReport
 from tuning.rollout.lock import RunLock, lock_path
 from tuning.rollout.rollback import kept_changes, restore_touched, rollback_run, touched_devices  # noqa: F401 (API)
-from tuning.transport.ssh import SshHost
+from tuning.targets import Target, pause_for_test, target_for  # noqa: F401 (pause_for_test: the stages' test hook)
+from tuning.transport.base import Host
 from tuning.verify.pairs import Pair, build_rounds, default_per_node, node_rails
 from tuning.verify.runner import Thresholds, as_baseline, expected_seconds, verify
 from tuning.verify.schedule import WORKER_CAP, plan_schedule
@@ -60,59 +56,57 @@ class Options:
 
 
 class Session:
-    """Open connections of one run: SSH hosts for nodes, drivers for switches."""
+    """Open devices of one run (:class:`~tuning.targets.base.Target` per device, from the registry)."""
 
     def __init__(self, inv: Inventory, devices: list[Device], workers: int, policy: RolloutPolicy | None = None):
         self.inv, self.devices = inv, devices
         self.timeouts = (policy or inv.policy).timeouts  # per device per phase (DeviceTimeout past them)
         self.nr = nornir_for(devices, workers)
-        self.nodes: dict[str, SshHost] = {}
-        self.switches: dict[str, object] = {}
-        self.readers: dict[str, SshHost] = {}  # nodes outside the selection, opened for verification
+        self.targets: dict[str, Target] = {}
+        self.readers: dict[str, Target] = {}  # nodes outside the selection, opened for verification
         self.states: dict[str, object] = {}  # device -> state as collected
 
-    def node_hosts(self, names: set[str]) -> dict[str, SshHost]:
-        """SSH hosts of ``names``: the selection's own, else opened once (read-only use) and kept."""
-        for n in sorted(names - set(self.nodes) - set(self.readers)):
-            self.readers[n] = SshHost(n, self.inv.devices[n].connection)
-        return {n: self.nodes.get(n) or self.readers[n] for n in names}
+    def node_hosts(self, names: set[str]) -> dict[str, Host]:
+        """The RDMA shells (:attr:`Target.rdma_host`) of ``names``: the selection's own, else opened
+        once (read-only use) and kept."""
+        for n in sorted(names - set(self.targets) - set(self.readers)):
+            t = target_for(self.inv.devices[n])
+            t.open()
+            self.readers[n] = t
+        return {n: (self.targets.get(n) or self.readers[n]).rdma_host for n in names}
 
     def open(self) -> None:
         """Connect to every device in parallel. Raises the first ConnectError."""
-        def connect(dev: Device):
-            return SshHost(dev.name, dev.connection) if dev.role == "node" else switch_ops.open_driver(dev)
-        ok, failed = outcomes(fan_out(self.nr, connect, "connect", timeout_s=self.timeouts.connect_s))
-        for name, conn in ok.items():
-            (self.nodes if self.inv.devices[name].role == "node" else self.switches)[name] = conn
+        ok, failed = outcomes(fan_out(self.nr, open_target, "connect", timeout_s=self.timeouts.connect_s))
+        self.targets.update(ok)
         if failed:
             self.close()
             raise next(iter(failed.values()))
 
-    def reopen_switches(self) -> None:
-        """New sessions to every switch: a command interrupted mid-read leaves the old session's
-        output unread, and the next command would read it as its own."""
-        for name, drv in list(self.switches.items()):
-            try:
-                drv.close()
-            except Exception:  # noqa: BLE001 - the old session is dropped either way
-                pass
-            self.switches[name] = switch_ops.open_driver(self.inv.devices[name])
+    def reopen(self) -> None:
+        """New sessions where a command cut short may have left its output unread (:meth:`Target.reopen`)."""
+        for t in self.targets.values():
+            t.reopen()
 
     def close(self) -> None:
         """Close every connection."""
-        for c in [*self.nodes.values(), *self.switches.values(), *self.readers.values()]:
+        for c in [*self.targets.values(), *self.readers.values()]:
             try:
                 c.close()
             except Exception:  # noqa: BLE001 - closing must not mask the run's own error
                 pass
 
 
+def open_target(dev: Device) -> Target:
+    """The registry's Target of ``dev``, opened. Raises ConnectError; InputError (no target serves it)."""
+    t = target_for(dev)
+    t.open()
+    return t
+
+
 def _collect(s: Session, only: set[str] | None = None) -> dict[str, object]:
-    def read(dev: Device):
-        if dev.role == "node":
-            return node_mod.collect(s.nodes[dev.name], dev, only)
-        return switch_ops.collect(s.switches[dev.name], dev)
-    ok, failed = outcomes(fan_out(s.nr, read, "collect", timeout_s=s.timeouts.collect_s))
+    ok, failed = outcomes(fan_out(s.nr, lambda dev: s.targets[dev.name].collect(only), "collect",
+                                  timeout_s=s.timeouts.collect_s))
     if failed:
         raise next(iter(failed.values()))
     return ok
@@ -120,37 +114,33 @@ def _collect(s: Session, only: set[str] | None = None) -> dict[str, object]:
 
 def _plan(s: Session, states: dict, domains: set[str] | None = None) -> dict[str, list]:
     """Per-device changes (only ``domains`` if given). Raises InputError before anything is pushed."""
-    out = {}
-    for dev in s.devices:
-        changes = (node_mod.plan(dev, states[dev.name]) if dev.role == "node"
-                   else switch_ops.plan(dev, states[dev.name]))
-        out[dev.name] = [c for c in changes if domains is None or c.domain in domains]
-    return out
+    return {dev.name: s.targets[dev.name].plan(states[dev.name], domains) for dev in s.devices}
 
 
 def _findings(s: Session, states: dict, domains: set[str] | None) -> list[dict]:
-    """Every selected node's findings (tuning.node.findings), as dicts, only ``domains`` if given."""
-    out = []
+    """Every selected device's findings (:meth:`Target.findings`), then each kind's findings across
+    its devices (a node's C-state drift against its peers), as dicts, only ``domains`` if given."""
+    out, kinds = [], {}
     for dev in s.devices:
-        if dev.role == "node":
-            out += [f.as_dict() for f in node_mod.findings(dev, states[dev.name])
-                    if domains is None or f.domain in domains]
-    if domains is None or "power" in domains:
-        out += [f.as_dict() for f in idle_drift_findings({d.name: states[d.name] for d in s.devices
-                                                          if d.role == "node"})]
+        t = s.targets[dev.name]
+        out += [f.as_dict() for f in t.findings(states[dev.name], domains)]
+        kinds.setdefault(type(t), {})[dev.name] = states[dev.name]
+    for kind, group in kinds.items():
+        out += [f.as_dict() for f in kind.fleet_findings(group, domains)]
     return out
 
 
 def _findings_after(s: Session, opts: Options, report: RunReport, progress: Progress) -> list[dict]:
-    """Findings of the fabric as the run left it: the changed nodes are read again (one round trip
-    each, in parallel), so a report never shows an ACS redirect the run cleared or misses a reset the
-    run made pending. A node that cannot be read again keeps its findings from before the run."""
-    changed = {n for n in report.changes if s.inv.devices[n].role == "node"}
+    """Findings of the fabric as the run left it: the changed devices whose kind reports findings
+    are read again (one round trip each, in parallel), so a report never shows an ACS redirect the
+    run cleared or misses a reset the run made pending. A device that cannot be read again keeps
+    its findings from before the run."""
+    changed = {n for n in report.changes if n in s.targets and s.targets[n].reports_findings}
     if not changed:
         return report.findings
-    progress(f"reading {len(changed)} changed node(s) again for the report's findings")
+    progress(f"reading {len(changed)} changed device(s) again for the report's findings")
     dev_by_name = {d.name: d for d in s.devices}
-    ok, _ = outcomes(fan_out(s.nr, lambda dev: node_mod.collect(s.nodes[dev.name], dev, opts.domains),
+    ok, _ = outcomes(fan_out(s.nr, lambda dev: s.targets[dev.name].collect(opts.domains),
                              "collect", only=changed, timeout_s=s.timeouts.collect_s))
     return _findings(s, {**s.states, **{n: st for n, st in ok.items() if n in dev_by_name}}, opts.domains)
 
@@ -168,55 +158,16 @@ def _refuse_firmware(plans: dict, allowed: bool) -> None:
                          "pass --allow-firmware to push it (nothing was pushed)")
 
 
-def pause_for_test(stage: str, run_id: str | None = None) -> None:
-    """Test hook: ``FABTUNE_TEST_PAUSE_AT=STAGE[:SECONDS]`` makes the run block on entering STAGE
-    (``collect``, ``apply-node``, ``apply-switch``, ``verify``, ``confirm``, and per batch N
-    ``apply-batch-N``, ``apply-node-batch-N``, ``apply-switch-batch-N``, ``verify-batch-N``,
-    ``confirm-batch-N``): for SECONDS, else until killed.
-    It says ``fabtune: test pause at STAGE`` on stderr first. Used only by tests (a controller
-    killed, or a fault injected, at a known point); unset, it costs one environment lookup."""
-    want = os.environ.get("FABTUNE_TEST_PAUSE_AT", "")
-    name, _, secs = want.partition(":")
-    if name != stage:
-        return
-    print(f"fabtune: test pause at {stage} (run {run_id})", file=sys.stderr, flush=True)
-    time.sleep(float(secs) if secs else 600.0)
-
-
 def _apply(s: Session, plans: dict, j: Journal, confirm_s: int | None,
            only: set[str] | None = None) -> dict[str, BaseException]:
     """Push every device's plan (of ``only``, when given) in parallel, each within the policy's
-    ``apply_s`` (else ``DeviceTimeout``). Each device is journaled as ``pushing`` BEFORE its
-    first write, so a controller killed mid-push still leaves a journal that can be rolled back."""
-    def push(dev: Device):
-        j.update(dev.name, state="pushing")
-        if dev.role == "node":
-            try:
-                applied = node_mod.apply(s.nodes[dev.name], dev, plans[dev.name])
-            except TuningError as e:
-                j.update(dev.name, state="failed", applied=[c.as_dict() for c in getattr(e, "applied", [])],
-                         reset=bool(getattr(e, "reset", False)))
-                raise
-            pause_for_test("apply-node", j.run_id)
-            pause_for_test(f"apply-node-batch-{j.device(dev.name).get('batch')}", j.run_id)
-            j.update(dev.name, state="applied", applied=[c.as_dict() for c in applied])
-            return True
-        try:
-            rev = switch_ops.apply(s.switches[dev.name], dev, plans[dev.name], confirm_s,
-                                   switch_ops.revision(s.states[dev.name]))
-        except TuningError:
-            j.update(dev.name, state="failed")
-            raise
-        j.update(dev.name, state="applied" if rev else "unchanged", revision=rev,
-                 applied=[c.as_dict() for c in plans[dev.name]] if rev else [])
-        pause_for_test("apply-switch", j.run_id)
-        pause_for_test(f"apply-switch-batch-{j.device(dev.name).get('batch')}", j.run_id)
-        return True
-
+    ``apply_s`` (else ``DeviceTimeout``): :meth:`Target.push`, which journals ``pushing`` BEFORE
+    its first write, so a controller killed mid-push still leaves a journal that can be rolled back."""
     todo = {name for name, ch in plans.items() if ch and (only is None or name in only)}
     if not todo:
         return {}
-    _, failed = outcomes(fan_out(s.nr, push, "apply", only=todo, timeout_s=s.timeouts.apply_s))
+    _, failed = outcomes(fan_out(s.nr, lambda dev: s.targets[dev.name].push(plans[dev.name], j.of(dev.name), confirm_s),
+                                 "apply", only=todo, timeout_s=s.timeouts.apply_s))
     return failed
 
 
@@ -413,11 +364,8 @@ def _snapshot(s: Session, inv: Inventory, opts: Options, states: dict, plans: di
     with each device's batch and the run's batches."""
     j = Journal.create(opts.journal_dir, str(inv.path), opts.mode, r.run_id)
     for dev in s.devices:
-        rec = j.device(dev.name)
-        rec.update({"role": dev.role, "platform": getattr(dev.spec, "platform", "linux"),
-                    "connection": connection_record(dev), "changes": [c.as_dict() for c in plans[dev.name]]})
-        if dev.role == "switch":
-            rec["revision_before"] = switch_ops.revision(states[dev.name])
+        j.device(dev.name).update({**s.targets[dev.name].record(states[dev.name]),
+                                   "changes": [c.as_dict() for c in plans[dev.name]]})
     journal_batches(j, r.batches)
     j.data["policy"] = r.policy.model_dump(mode="json")  # `fabtune report RUN_ID` prints it again
     j.stage("snapshot")
@@ -456,7 +404,7 @@ def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dic
     except BaseException as e:  # Ctrl-C or a bug mid-change: restore, say so, re-raise
         if j.data["outcome"] is None:
             report.errors["run"] = f"{type(e).__name__}: {e}"
-            s.reopen_switches()  # a switch command cut short leaves its output in the session
+            s.reopen()  # a switch command cut short leaves its output in the session
             _fail(s, j, report, progress, f"stopped by {type(e).__name__}", r)
         raise
 

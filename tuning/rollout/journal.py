@@ -3,7 +3,7 @@
 Written before the first write to any device and after every stage (atomic replace), so
 ``fabtune rollback RUN_ID`` can finish what a crashed controller left. One JSON file per run:
 ``<journal_dir>/<run_id>.json``. It holds everything a restore needs and nothing else: per device
-its role, platform, connection facts (:func:`connection_record`: host, port, user, key file and
+its role, platform, connection facts (:func:`tuning.targets.base.connection_facts`: host, port, user, key file and
 known_hosts as absolute paths, sysroot, become settings; never a password), the planned and
 applied change dicts (each with its ``restore_cmd``) and, for switches, ``revision_before`` and
 the committed ``revision``. Baselines live in ``<journal_dir>/baselines/``, one per inventory
@@ -13,7 +13,6 @@ the committed ``revision``. Baselines live in ``<journal_dir>/baselines/``, one 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import json
 import os
@@ -33,6 +32,27 @@ DEFAULT_DIR = Path(".fabtune") / "journal"
 ROLLBACK_NOTE = "fabtune rollback"
 #: device states that mean the run may have changed the device (see docs/architecture.md)
 TOUCHED = ("pushing", "applied", "failed")
+
+
+@dataclass(frozen=True)
+class DeviceRecord:
+    """One device's record of a :class:`Journal` (the contract :class:`tuning.targets.base.DeviceJournal`)."""
+
+    journal: "Journal"
+    name: str
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self.journal.run_id
+
+    def get(self) -> dict:
+        """The record as journaled so far."""
+        return self.journal.device(self.name)
+
+    def update(self, **fields: object) -> None:
+        """Set fields and save at once (:meth:`Journal.update`). Raises JournalWriteError."""
+        self.journal.update(self.name, **fields)
 
 
 def new_run_id() -> str:
@@ -110,6 +130,10 @@ class Journal:
     def device(self, name: str) -> dict:
         """The mutable per-device record."""
         return self.data["devices"].setdefault(name, {})
+
+    def of(self, name: str) -> "DeviceRecord":
+        """Device ``name``'s record as a target writes it (:class:`tuning.targets.base.DeviceJournal`)."""
+        return DeviceRecord(self, name)
 
     def update(self, name: str, **fields: object) -> None:
         """Set fields of one device's record and save at once (safe from the fan-out threads and,
@@ -247,22 +271,6 @@ def _valid_doc(path: Path) -> tuple[dict | None, str]:
         except InputError as e:
             return None, f"invalid: {e.key}: {e.problem}"
     return doc, why
-
-
-def connection_record(dev: object) -> dict:
-    """The connection facts of an inventory Device for the journal: every field of its
-    :class:`~tuning.inventory.Connection` (key file and known_hosts made absolute) except secrets
-    in clear. A vault-encrypted become password is kept as its ciphertext, so that a rollback
-    decrypts it with ``ANSIBLE_VAULT_PASSWORD_FILE`` as the run did (docs/ansible.md)."""
-    conn = dev.connection  # type: ignore[attr-defined]
-    out = {k: v for k, v in dataclasses.asdict(conn).items()
-           if k == "become_password_vault" or ("pass" not in k.lower() and "secret" not in k.lower())}
-    if out.get("become_password_vault") is None:
-        out.pop("become_password_vault", None)
-    for k in ("key_file", "known_hosts"):
-        if out.get(k):
-            out[k] = str(Path(out[k]).resolve())
-    return out
 
 
 def list_runs(journal_dir: Path, last: int = 20) -> list[dict]:

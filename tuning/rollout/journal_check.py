@@ -28,8 +28,6 @@ RUN_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,63}")
 #: epoch seconds a journal's times may hold (1970 .. 2286): beyond, a date conversion overflows
 MAX_TIME = 1e10
 STATES = ("pushing", "applied", "failed", "unchanged")
-ROLES = ("node", "switch")
-NODE_PLATFORMS = ("linux",)
 _DEVICE_KEYS = ("role", "platform", "connection", "changes", "applied", "state", "revision_before",
                 "revision", "restored", "confirmed", "kept", "reset", "batch")
 _CONN_TYPES = {"hostname": str, "port": int, "username": str, "key_file": (str, type(None)),
@@ -142,16 +140,16 @@ def _times(doc: dict, fail) -> None:
 
 def _device(name: str, rec: dict, where: str, fail) -> None:
     """One device record: keys, role, platform, state, flags, revisions, changes, connection."""
-    from tuning.switch import DRIVERS
+    from tuning.targets import platforms, roles
 
     for k in rec:
         if k not in _DEVICE_KEYS:
             fail(f"{where}.{k}", f"unknown key; allowed: {', '.join(_DEVICE_KEYS)}")
-    if rec.get("role") not in ROLES:
-        fail(f"{where}.role", f"{rec.get('role')!r:.60}; allowed: {', '.join(ROLES)}")
-    platforms = NODE_PLATFORMS if rec["role"] == "node" else tuple(DRIVERS)
-    if "platform" in rec and rec["platform"] not in platforms:
-        fail(f"{where}.platform", f"{rec['platform']!r:.60}; allowed for a {rec['role']}: {', '.join(platforms)}")
+    if rec.get("role") not in roles():
+        fail(f"{where}.role", f"{rec.get('role')!r:.60}; allowed: {', '.join(roles())}")
+    allowed = platforms(rec["role"])
+    if "platform" in rec and rec["platform"] not in allowed:
+        fail(f"{where}.platform", f"{rec['platform']!r:.60}; allowed for a {rec['role']}: {', '.join(allowed)}")
     if "state" in rec and (not isinstance(rec["state"], str) or rec["state"] not in STATES):
         fail(f"{where}.state", f"{rec['state']!r:.60}; allowed: {', '.join(STATES)}")
     for k in ("restored", "confirmed", "reset"):

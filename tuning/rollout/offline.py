@@ -7,11 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuning.inventory import Inventory
-from tuning.node import offline_desired
-from tuning.node.base import Change, NodeFacts
-from tuning.rollout import switch_ops
 from tuning.rollout.engine import Options, Session, verify_fabric
 from tuning.rollout.run_report import RunReport
+from tuning.targets import platform_of, target_class
 from tuning.rollout.journal import new_run_id
 from tuning.rollout.baseline import load_baseline
 from tuning.rollout.lock import RunLock, lock_path
@@ -26,19 +24,9 @@ def offline_plan(inv: Inventory, limit: list[str] | None, domains_: set[str] | N
     """
     report = RunReport(None, "offline-plan", outcome="planned")
     for dev in inv.select(limit):
-        if dev.role == "node":
-            # nothing is read offline: every file the fit checks look for counts as present
-            raw = {f"sysctl/{k}": "?" for k in dev.spec.sysctl} | {f"mtu/{n.netdev}": "?" for n in dev.spec.nics}
-            wanted, skipped = offline_desired(dev.spec, NodeFacts(raw=raw))
-            items = [Change(dev.name, d.name, k, None, v) for d, want in wanted for k, v in want.items()]
-            report.findings += [{"device": dev.name, "domain": name, "code": "needs-device",
-                                 "message": f"{name}: its settings depend on what the node reports; not planned "
-                                            "offline (run plan without --offline)", "evidence": ""}
-                                for name in skipped if domains_ is None or name in domains_]
-        else:
-            # the rendered candidate's lines, in the keys the online plan reads from the switch's diff
-            items = [Change(dev.name, "switch", k, None, v) for k, v in switch_ops.desired(dev).items()]
-        report.changes[dev.name] = [c.as_dict() for c in items if domains_ is None or c.domain in domains_]
+        items, notes = target_class(dev.role, platform_of(dev)).offline_plan(dev, domains_)
+        report.changes[dev.name] = [c.as_dict() for c in items]
+        report.findings += [f.as_dict() for f in notes]
     return report
 
 

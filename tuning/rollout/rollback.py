@@ -13,19 +13,17 @@ the list of those settings (``force`` overrides).
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from tuning import node as node_mod
 from tuning.errors import InputError, JournalWriteError, RollbackError, TuningError
-from tuning.transport.connection import Connection
-from tuning.node.base import Change
 from tuning.rollout.journal import ROLLBACK_NOTE, Journal, later_conflicts, touched
 from tuning.rollout.run_report import RunReport
 from tuning.rollout.lock import RunLock, lock_path
+from tuning.targets import Target, target_from_record
+from tuning.targets.base import journaled_changes
 
 Progress = Callable[[str], None]
 
@@ -44,18 +42,6 @@ def _undoable_kept(rec: dict) -> bool:
     return any(c["key"] in kept and c.get("restore_cmd") for c in rec.get("applied") or rec.get("changes") or [])
 
 
-def _changes(rec: dict) -> list[Change]:
-    """The changes to undo: every planned one for a device caught mid-push (``pushing``: writing a
-    value that was never changed is harmless, missing one is not), else the applied ones; for a
-    device already restored, only the irreversible ones that restore kept."""
-    done = rec.get("changes") if rec.get("state") == "pushing" else rec.get("applied")
-    fields = {f.name for f in dataclasses.fields(Change)}
-    out = [Change(**{k: v for k, v in c.items() if k in fields}) for c in done or []]
-    if rec.get("restored"):
-        out = [c for c in out if c.key in (rec.get("kept") or [])]
-    return out
-
-
 def kept_changes(j: Journal) -> dict[str, list[dict]]:
     """Per device, the irreversible changes (firmware) restores left in place: ``{"domain", "key",
     "before", "after", "effect", "undo"}``; ``undo`` is ``fabtune rollback --firmware`` (an mlxconfig
@@ -69,73 +55,17 @@ def kept_changes(j: Journal) -> dict[str, list[dict]]:
     return out
 
 
-def restore_switch(drv, name: str, rec: dict) -> None:
-    """Put one switch back to ``revision_before``, touching only this run's own commit.
-
-    - our commit pending (applied revision == journaled ``revision``, a confirm pending): reject it;
-    - a run killed inside its commit (journaled ``pushing`` with no ``revision``) left a commit
-      applied directly on top of ``revision_before`` (the driver's ``applied_parent``): that one is
-      this run's (the run held the inventory's lock): rejected when its confirm is pending, else
-      undone by re-applying ``revision_before``;
-    - our commit applied for good: re-apply ``revision_before`` (the whole config of that revision);
-    - applied revision already ``revision_before`` (the confirm window ran out): nothing to do;
-    - another commit pending, or applied on top of ours: refuse, naming both revisions.
-
-    Raises:
-        RollbackError: the switch holds a commit that is not this run's, or a command failed.
-    """
-    action = switch_restore_action(drv, name, rec)
-    if action == "reject":
-        drv.rollback()  # rejects the pending confirm: the switch goes back to revision_before
-    elif action == "reapply":
-        drv.rollback_to(str(rec.get("revision_before")))
-    else:
-        drv.discard()  # a push cut short may have left staged `nv set` lines behind
-
-
-def switch_restore_action(drv, name: str, rec: dict) -> str:
-    """What restoring one switch takes, read only (:func:`restore_switch` lists the cases):
-    ``reject`` (our commit-confirm is pending), ``reapply`` (``revision_before`` again) or
-    ``discard`` (already back at ``revision_before``).
-
-    Raises:
-        RollbackError: the switch holds a commit that is not this run's, or reading it failed.
-    """
-    ours, before = rec.get("revision"), rec.get("revision_before")
-    pending, now = drv.has_pending_commit(), drv.current_revision()
-    if not ours and rec.get("state") == "pushing" and before is not None and now != str(before):
-        if drv.applied_parent() == str(before):
-            # committed (with or without a confirm window) before the kill, never journaled: the
-            # run held the inventory's lock, and the applied revision sits directly on its snapshot
-            ours = now
-    if ours and now == str(ours):
-        return "reject" if pending else "reapply"
-    if now == str(before) and not pending:
-        return "discard"
-    what = "a commit-confirm" if pending else "a commit"
-    raise RollbackError(f"{what} of another run or person is applied (revision {now}; this run's: "
-                        f"{ours or 'none journaled'}, before it: {before}); not touching it",
-                        host=name, phase="restore")
-
-
 def _undo(j: Journal, conns: dict, name: str, irreversible: bool = False) -> None:
     rec = j.device(name)
-    kept: list[str] = []
-    if rec.get("role") == "node":
-        # a push that failed on this device never reached a reset: its firmware values were only
-        # staged ("Next Boot"), so they go back too, and the device is not left half-changed
-        staged_only = rec.get("state") == "failed" and not rec.get("reset")
-        kept = [c.key for c in node_mod.restore(conns[name], name, _changes(rec), irreversible or staged_only)]
-    elif not rec.get("restored"):
-        restore_switch(conns[name], name, rec)
+    kept = conns[name].restore(rec, irreversible)
     j.update(name, restored=True, kept=kept)
 
 
-def restore_touched(j: Journal, conns: dict, progress: Progress, workers: int = 20,
+def restore_touched(j: Journal, conns: dict[str, Target], progress: Progress, workers: int = 20,
                     irreversible: bool = False, only: set[str] | None = None) -> list[str]:
     """Restore every device the journal says may have changed (of ``only``, when given: one
-    batch's devices, a batch's failed ones), in parallel, with ``conns`` (name -> open SshHost or
-    switch driver). Irreversible (firmware) changes are kept and listed in the journal (``kept``)
+    batch's devices, a batch's failed ones), in parallel, with ``conns`` (name -> open
+    :class:`~tuning.targets.base.Target`). Irreversible (firmware) changes are kept and listed in the journal (``kept``)
     unless ``irreversible``.
 
     Returns:
@@ -170,29 +100,17 @@ def restore_touched(j: Journal, conns: dict, progress: Progress, workers: int = 
     return names
 
 
-def connect(name: str, rec: dict):
-    """Open ``name`` from its journal record alone (an SshHost, or the platform's switch driver).
+def connect(name: str, rec: dict) -> Target:
+    """Open ``name`` from its journal record alone (:func:`tuning.targets.target_from_record`).
 
     Raises:
-        RollbackError: the journal lacks the connection facts (written by an older fabtune).
+        RollbackError: the journal lacks the connection facts or a switch's platform (written by
+            an older fabtune).
         ConnectError: unreachable.
     """
-    facts = rec.get("connection")
-    if not isinstance(facts, dict):
-        raise RollbackError("the journal holds no connection facts for this device (journal of an older "
-                            "fabtune): restore it by hand", host=name, phase="restore")
-    known = {f.name for f in dataclasses.fields(Connection)}
-    conn = Connection(**{k: v for k, v in facts.items() if k in known})
-    if rec.get("role") == "node":
-        from tuning.transport.ssh import SshHost
-
-        return SshHost(name, conn)
-    if not isinstance(rec.get("platform"), str):
-        raise RollbackError("the journal names no platform for this switch (journal of an older fabtune): "
-                            "restore it by hand", host=name, phase="restore")
-    from tuning.rollout.switch_ops import open_platform  # the switch drivers only when a switch is restored
-
-    return open_platform(rec["platform"], conn, name)
+    target = target_from_record(name, rec)
+    target.open()
+    return target
 
 
 def _connect_all(j: Journal, names: list[str], workers: int = 20) -> dict:
@@ -216,10 +134,10 @@ def _connect_all(j: Journal, names: list[str], workers: int = 20) -> dict:
 
 
 def _preflight(j: Journal, conns: dict, names: list[str], progress: Progress, workers: int = 20) -> None:
-    """Before the first write of a rollback: every node runs a privileged no-op (sudo, with the
-    run's become settings and password sources) and every switch not yet restored says what its
-    restore takes (:func:`switch_restore_action`), in parallel. A rollback is all or nothing:
-    one device that cannot be restored and none is touched.
+    """Before the first write of a rollback, every device's :meth:`Target.preflight` in parallel
+    (a node runs a privileged no-op with the run's become settings; a switch not yet restored says
+    what its restore takes). A rollback is all or nothing: one device that cannot be restored and
+    none is touched.
 
     Raises:
         RollbackError: naming every device that cannot be restored and why; nothing was written.
@@ -227,14 +145,8 @@ def _preflight(j: Journal, conns: dict, names: list[str], progress: Progress, wo
     progress(f"checking that all {len(names)} device(s) can be restored before touching any")
 
     def one(name: str) -> str | None:
-        rec = j.device(name)
         try:
-            if rec.get("role") == "switch":
-                if not rec.get("restored"):
-                    switch_restore_action(conns[name], name, rec)
-                return None
-            res = conns[name].run("true", timeout=30, privileged=True)
-            return None if res.rc == 0 else f"cannot run privileged commands: {(res.stderr or res.stdout).strip()[:200]}"
+            return conns[name].preflight(j.device(name))
         except TuningError as e:
             return e.message
 
@@ -266,7 +178,7 @@ def _now_and_restored(j: Journal, names: list[str], irreversible: bool = False) 
     for n in names:
         out[n] = [{"domain": c.domain, "key": c.key, "now": c.after, "restored_to": c.before,
                    "before": c.after, "after": c.before, "effect": c.effect}
-                  for c in _changes(j.device(n)) if c.reversible or (irreversible and c.restore_cmd)]
+                  for c in journaled_changes(j.device(n)) if c.reversible or (irreversible and c.restore_cmd)]
     return out
 
 

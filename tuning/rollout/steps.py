@@ -25,19 +25,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from tuning import node as node_mod
 from tuning.errors import InputError, TuningError
 from tuning.inventory import Device, Inventory
 from tuning.model.policy import RolloutPolicy, parse_serial
-from tuning.rollout import engine, switch_ops
+from tuning.rollout import engine
 from tuning.rollout.batch_run import journal_batches
 from tuning.rollout.batches import plan_batches
 from tuning.rollout.fanout import _within
-from tuning.rollout.journal import DEFAULT_DIR, Journal, connection_record, new_run_id
+from tuning.rollout.journal import DEFAULT_DIR, Journal, new_run_id
 from tuning.rollout.baseline import save_baseline
 from tuning.rollout.journal_check import check_run_id
 from tuning.rollout.lock import RunLock, lock_path, read_lock
 from tuning.rollout.rollback import restore_touched
+from tuning.targets import Target, platform_of, target_class
 from tuning.verify.runner import PairResult, Thresholds, as_baseline
 
 Progress = Callable[[str], None]
@@ -100,9 +100,8 @@ class StepOptions:
 
 
 def _selected(inv: Inventory, hosts: list[str]) -> list[Device]:
-    """The inventory's devices among ``hosts``, in the front end's order (nodes first, as played)."""
-    devs = [inv.devices[h] for h in hosts if h in inv.devices]
-    return [d for d in devs if d.role == "node"] + [d for d in devs if d.role == "switch"]
+    """The inventory's devices among ``hosts``, in the front end's order."""
+    return [inv.devices[h] for h in hosts if h in inv.devices]
 
 
 def _check_order(batches: list, play_order: str) -> None:
@@ -209,11 +208,8 @@ def _open_reachable(s: engine.Session) -> dict[str, BaseException]:
     from tuning.rollout.batch_run import unreachable
     from tuning.rollout.fanout import fan_out, nornir_for, outcomes
 
-    def connect(dev: Device):
-        return _connect(dev, s.timeouts.connect_s)
-    ok, failed = outcomes(fan_out(s.nr, connect, "connect"))
-    for name, conn in ok.items():
-        (s.nodes if s.inv.devices[name].role == "node" else s.switches)[name] = conn
+    ok, failed = outcomes(fan_out(s.nr, lambda dev: _connect(dev, s.timeouts.connect_s), "connect"))
+    s.targets.update(ok)
     bad = {n: e for n, e in failed.items() if not unreachable(e)}
     if bad:
         s.close()
@@ -230,11 +226,8 @@ def _create_journal(s: engine.Session, inv: Inventory, eopts: engine.Options, pl
     leaves no incast has proven yet)."""
     j = Journal.create(eopts.journal_dir, str(inv.path), eopts.mode, r.run_id, shared=True)
     for dev in s.devices:
-        rec = j.device(dev.name)
-        rec.update({"role": dev.role, "platform": getattr(dev.spec, "platform", "linux"),
-                    "connection": connection_record(dev), "changes": [c.as_dict() for c in plans[dev.name]]})
-        if dev.role == "switch":
-            rec["revision_before"] = switch_ops.revision(s.states[dev.name])
+        j.device(dev.name).update({**s.targets[dev.name].record(s.states[dev.name]),
+                                   "changes": [c.as_dict() for c in plans[dev.name]]})
     journal_batches(j, r.batches)
     j.data.update(engine="ansible", policy=eopts.policy.model_dump(mode="json"),
                   ansible={"confirm_s": None, "measured": [], "incast_pending": [], "verify": eopts.verify})
@@ -255,13 +248,9 @@ def open_journal(journal_dir: Path, run_id: str) -> Journal:
     return j
 
 
-def _connect(dev: Device, timeout_s: float):
-    """An open SshHost or switch driver, within ``timeout_s`` (DeviceTimeout past it). Raises ConnectError."""
-    def one():
-        from tuning.transport.ssh import SshHost
-
-        return switch_ops.open_driver(dev) if dev.role == "switch" else SshHost(dev.name, dev.connection)
-    return _within(one, dev.name, "connect", timeout_s)
+def _connect(dev: Device, timeout_s: float) -> Target:
+    """The device's Target, opened within ``timeout_s`` (DeviceTimeout past it). Raises ConnectError."""
+    return _within(lambda: engine.open_target(dev), dev.name, "connect", timeout_s)
 
 
 def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | None,
@@ -280,16 +269,10 @@ def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | No
             was restored at once (a RollbackError when that failed too).
     """
     t = policy.timeouts
-    conn = _connect(dev, t.connect_s)
+    target = _connect(dev, t.connect_s)
     try:
-        if dev.role == "node":
-            state = _within(lambda: node_mod.collect(conn, dev, opts.domains), dev.name, "collect",
-                            t.collect_s)
-            changes = [c for c in node_mod.plan(dev, state) if opts.domains is None or c.domain in opts.domains]
-        else:
-            state = _within(lambda: switch_ops.collect(conn, dev), dev.name, "collect", t.collect_s)
-            changes = [c for c in switch_ops.plan(dev, state)
-                       if opts.domains is None or c.domain in opts.domains]
+        state = _within(lambda: target.collect(opts.domains), dev.name, "collect", t.collect_s)
+        changes = target.plan(state, opts.domains)
         effects = {e: any(c.effect == e for c in changes) for e in EFFECTS}
         if opts.check or not changes:
             return {"changes": [c.as_dict() for c in changes], "effects": effects, "pushed": False}
@@ -297,10 +280,10 @@ def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | No
         if run_id is None:
             raise InputError("fabtune_run_id", "-", "no run id: the playbook's begin stage must run first")
         j = open_journal(opts.journal_dir, run_id)
-        applied = _apply(conn, dev, changes, j, state, t.apply_s, progress)
+        applied = _apply(target, changes, j, state, t.apply_s, progress)
         return {"changes": applied, "effects": effects, "pushed": True}
     finally:
-        conn.close()
+        target.close()
 
 
 def planned(begun: object, host: str, domains: set[str] | None) -> dict | None:
@@ -326,38 +309,27 @@ def planned(begun: object, host: str, domains: set[str] | None) -> dict | None:
     return {"changes": changes, "effects": effects, "pushed": False}
 
 
-def _apply(conn, dev: Device, changes: list, j: Journal, state, apply_s: float, progress: Progress) -> list[dict]:
-    """Journal the snapshot, push with read back, journal the outcome; restore at once on failure."""
-    rec = j.device(dev.name)
+def _apply(target: Target, changes: list, j: Journal, state, apply_s: float, progress: Progress) -> list[dict]:
+    """Journal the snapshot, push with read back (:meth:`Target.push`), restore at once on failure.
+    A device pushed once per domain (the playbook's tasks) keeps its earlier domains' changes."""
+    name = target.name
+    rec = j.device(name)
     planned = [c.as_dict() for c in changes]
     domains = {c.domain for c in changes}
     others = [c for c in rec.get("changes") or [] if c.get("domain") not in domains]
-    snap = {"role": dev.role, "platform": getattr(dev.spec, "platform", "linux"),
-            "connection": connection_record(dev), "changes": others + planned, "state": "pushing"}
-    if dev.role == "switch" and "revision_before" not in rec:
-        snap["revision_before"] = switch_ops.revision(state)
-    j.update(dev.name, **snap)  # BEFORE the first write: a killed worker leaves a restorable journal
-    before = list(rec.get("applied") or [])
+    snap = {**target.record(state), "changes": others + planned, "state": "pushing"}
+    if "revision_before" in rec:
+        snap["revision_before"] = rec["revision_before"]  # the snapshot of the run's first push of it
+    j.update(name, **snap)  # BEFORE the first write: a killed worker leaves a restorable journal
     try:
-        if dev.role == "node":
-            done = [c.as_dict() for c in _within(lambda: node_mod.apply(conn, dev, changes), dev.name, "apply", apply_s)]
-            engine.pause_for_test("apply-node", j.run_id)
-            j.update(dev.name, state="applied", applied=before + done)
-            return done
         window = j.data["ansible"].get("confirm_s")
-        rev = _within(lambda: switch_ops.apply(conn, dev, changes, window, j.device(dev.name)["revision_before"]),
-                      dev.name, "apply", apply_s)
-        j.update(dev.name, state="applied" if rev else "unchanged", revision=rev, applied=before + planned if rev else before)
-        engine.pause_for_test("apply-switch", j.run_id)
-        return planned if rev else []
+        return [c.as_dict() for c in _within(lambda: target.push(changes, j.of(name), window), name, "apply", apply_s)]
     except TuningError as e:
         from tuning.rollout.batch_run import unreachable
 
         if unreachable(e):
             raise  # no answer: left for `fabtune rollback RUN_ID` (journaled `pushing`)
-        j.update(dev.name, state="failed", applied=before + [c.as_dict() for c in getattr(e, "applied", [])],
-                 reset=bool(getattr(e, "reset", False)))
-        restore_touched(j, {dev.name: conn}, progress, only={dev.name})
+        restore_touched(j, {name: target}, progress, only={name})
         raise
 
 
@@ -396,10 +368,11 @@ def end(inv: Inventory, opts: StepOptions, run_id: str, progress: Progress = lam
 def _findings_after(inv: Inventory, opts: StepOptions, pushed: list[str]) -> list[dict]:
     """The pushed nodes' findings as the run left them (as the engine's report: a node read again,
     :func:`tuning.node.findings`), journaled so ``fabtune report RUN_ID`` shows them."""
-    nodes = [inv.devices[n] for n in pushed if n in inv.devices and inv.devices[n].role == "node"]
-    if not nodes:
+    devs = [inv.devices[n] for n in pushed if n in inv.devices]
+    devs = [d for d in devs if target_class(d.role, platform_of(d)).reports_findings]
+    if not devs:
         return []
-    s = engine.Session(inv, nodes, opts.workers, inv.policy)
+    s = engine.Session(inv, devs, opts.workers, inv.policy)
     try:
         s.open()
         return engine._findings(s, engine._collect(s, opts.domains), opts.domains)

@@ -17,8 +17,9 @@ from typing import Callable
 from tuning.errors import InputError
 from tuning.inventory import Inventory
 from tuning.node.base import Change
-from tuning.rollout import engine, switch_ops
+from tuning.rollout import engine
 from tuning.rollout.run_report import RunReport
+from tuning.targets import pause_for_test
 from tuning.rollout.batch_run import Measured, _sync, _verify_batch, batch_verify_pairs, halt, pair_devices
 from tuning.rollout.batches import Batch
 from tuning.rollout.journal import Journal
@@ -152,7 +153,7 @@ def _gate(s: engine.Session, eopts: engine.Options, report: RunReport, progress:
         progress(f"batch {b.index}: settling {r.policy.settle_s:g} s before verification")
         time.sleep(r.policy.settle_s)
     j.stage("verify", f"batch {b.index}")
-    engine.pause_for_test(f"verify-batch-{b.index}", j.run_id)
+    pause_for_test(f"verify-batch-{b.index}", j.run_id)
     baseline = as_baseline([PairResult(**x) for x in j.data["verify"].get("before") or []])
     ok = _verify_batch(s, eopts, report, progress, j, baseline, r, b, plans, pairs)
     j.data["batches"][b.index - 1]["verify_ok"] = ok
@@ -162,8 +163,6 @@ def _gate(s: engine.Session, eopts: engine.Options, report: RunReport, progress:
 def _confirm(s: engine.Session, j: Journal, b: Batch) -> None:
     """Keep the batch's switch commits (each proven to be the journaled revision)."""
     j.stage("confirm", f"batch {b.index}")
-    for name in b.switches:
-        rev = j.device(name).get("revision")
-        if rev and name in s.switches:
-            switch_ops.confirm(s.switches[name], rev)
+    for name in b.devices:
+        if name in s.targets and s.targets[name].confirm(j.device(name)):
             j.update(name, confirmed=True)

@@ -68,7 +68,7 @@ class SwitchState:
     Attributes:
         revision: the applied revision id.  ports: switch port name -> operational MTU (bytes).
         roce: RoCE QoS.  diff / running / candidate: filled by the engine's collect
-        (:func:`tuning.rollout.switch_ops.collect`): the device's diff of ``candidate`` (the
+        (:func:`tuning.targets.switch.collect`): the device's diff of ``candidate`` (the
         rendered configuration) and the applied configuration as the device prints it.
     """
 

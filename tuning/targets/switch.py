@@ -1,4 +1,5 @@
-"""The engine's use of switch drivers: open, collect, plan, commit-confirm, confirm, restore.
+"""The switch Target: a switch behind its OS driver (:mod:`tuning.switch`): open, collect, plan,
+commit-confirm, confirm, restore.
 
 One source per setting (DESIGN.md): the plan is the device's own diff of the very candidate
 that apply pushes. :func:`collect` renders the candidate, stages it, takes the switch's diff
@@ -18,14 +19,16 @@ commands`` and every port's operational MTU must be the wanted one.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import ClassVar
 
-from tuning.errors import CandidateError, CommitError, PendingCommitError, TuningError
+from tuning.errors import CandidateError, CommitError, PendingCommitError, RollbackError, TuningError
 from tuning.inventory import Device
 from tuning.transport.connection import Connection
 from tuning.node.base import Change
 from tuning.render import render_switch
 from tuning.switch import DRIVERS
 from tuning.switch.base import SwitchDriver, SwitchState
+from tuning.targets.base import DeviceJournal, connection_facts, pause_for_test
 
 OPER_MTU = "oper_mtu"
 
@@ -192,14 +195,159 @@ def confirm(drv: SwitchDriver, committed_revision: str | None = None) -> None:
     drv.confirm(rev)
 
 
-def restore(drv: SwitchDriver, dev: Device, rec: dict) -> None:
-    """Back to the revision applied before the run: reject a pending confirm (the switch reverts
-    itself), else re-apply ``revision_before`` if the applied revision moved since. Re-applying a
-    revision restores the whole switch config as it was then."""
-    if drv.has_pending_commit():
-        drv.rollback()
-        return
-    drv.discard()  # a push cut short may have left staged `nv set` lines behind
-    before = rec.get("revision_before")
-    if before and drv.current_revision() != str(before):
-        drv.rollback_to(str(before))
+def restore_switch(drv, name: str, rec: dict) -> None:
+    """Put one switch back to ``revision_before``, touching only this run's own commit.
+
+    - our commit pending (applied revision == journaled ``revision``, a confirm pending): reject it;
+    - a run killed inside its commit (journaled ``pushing`` with no ``revision``) left a commit
+      applied directly on top of ``revision_before`` (the driver's ``applied_parent``): that one is
+      this run's (the run held the inventory's lock): rejected when its confirm is pending, else
+      undone by re-applying ``revision_before``;
+    - our commit applied for good: re-apply ``revision_before`` (the whole config of that revision);
+    - applied revision already ``revision_before`` (the confirm window ran out): nothing to do;
+    - another commit pending, or applied on top of ours: refuse, naming both revisions.
+
+    Raises:
+        RollbackError: the switch holds a commit that is not this run's, or a command failed.
+    """
+    action = switch_restore_action(drv, name, rec)
+    if action == "reject":
+        drv.rollback()  # rejects the pending confirm: the switch goes back to revision_before
+    elif action == "reapply":
+        drv.rollback_to(str(rec.get("revision_before")))
+    else:
+        drv.discard()  # a push cut short may have left staged `nv set` lines behind
+
+
+def switch_restore_action(drv, name: str, rec: dict) -> str:
+    """What restoring one switch takes, read only (:func:`restore_switch` lists the cases):
+    ``reject`` (our commit-confirm is pending), ``reapply`` (``revision_before`` again) or
+    ``discard`` (already back at ``revision_before``).
+
+    Raises:
+        RollbackError: the switch holds a commit that is not this run's, or reading it failed.
+    """
+    ours, before = rec.get("revision"), rec.get("revision_before")
+    pending, now = drv.has_pending_commit(), drv.current_revision()
+    if not ours and rec.get("state") == "pushing" and before is not None and now != str(before):
+        if drv.applied_parent() == str(before):
+            # committed (with or without a confirm window) before the kill, never journaled: the
+            # run held the inventory's lock, and the applied revision sits directly on its snapshot
+            ours = now
+    if ours and now == str(ours):
+        return "reject" if pending else "reapply"
+    if now == str(before) and not pending:
+        return "discard"
+    what = "a commit-confirm" if pending else "a commit"
+    raise RollbackError(f"{what} of another run or person is applied (revision {now}; this run's: "
+                        f"{ours or 'none journaled'}, before it: {before}); not touching it",
+                        host=name, phase="restore")
+
+
+class SwitchTarget:
+    """A switch (``role: switch``) of any platform its OS driver serves (``tuning.switch.DRIVERS``):
+    :class:`tuning.targets.base.Target`. The diff reader, rendering and commit model are the
+    driver's and its template's; this class holds no OS word.
+
+    Args:
+        name: inventory name.  connection: how to reach it (an inventory's or a journal's).
+        platform: the driver's key (``nvue``, ``cumulus_linux``).
+        device: the inventory Device (None when opened from a journal record: then only
+            :meth:`restore`, :meth:`preflight` and :meth:`confirm` serve).
+    """
+
+    role: ClassVar[str] = "switch"
+    reports_findings: ClassVar[bool] = False
+    rdma_host = None  # a switch runs no RDMA test
+
+    def __init__(self, name: str, connection: Connection, platform: str, device: Device | None = None):
+        self.name, self.connection, self.platform, self.device = name, connection, platform, device
+        self.driver: SwitchDriver | None = None
+
+    def open(self) -> None:
+        """Open the driver's session (host keys checked). Raises ConnectError."""
+        self.driver = open_platform(self.platform, self.connection, self.name)
+
+    def close(self) -> None:
+        """Close the session (idempotent)."""
+        if self.driver is not None:
+            self.driver.close()
+
+    def reopen(self) -> None:
+        """A new session: a command interrupted mid-read leaves its output unread in the old one,
+        and the next command would read it as its own."""
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - the old session is dropped either way
+            pass
+        self.open()
+
+    def collect(self, domains: set[str] | None = None) -> SwitchState:
+        """:func:`collect` (the switch's own diff of the rendered candidate)."""
+        return collect(self.driver, self.device)
+
+    def plan(self, state: SwitchState, domains: set[str] | None = None) -> list[Change]:
+        """:func:`plan`, only ``domains`` when given."""
+        return [c for c in plan(self.device, state) if domains is None or c.domain in domains]
+
+    def findings(self, state: SwitchState, domains: set[str] | None = None) -> list:
+        """A switch reports no findings yet."""
+        return []
+
+    @classmethod
+    def fleet_findings(cls, states: dict[str, SwitchState], domains: set[str] | None = None) -> list:
+        """None yet across switches."""
+        return []
+
+    @classmethod
+    def offline_plan(cls, dev: Device, domains: set[str] | None = None) -> tuple[list[Change], list]:
+        """The rendered candidate's lines, in the keys the online plan reads from the switch's
+        diff, ``before`` unknown (None); no device contacted."""
+        if domains is not None and "switch" not in domains:
+            return [], []
+        return [Change(dev.name, "switch", k, None, v) for k, v in desired(dev).items()], []
+
+    def record(self, state: SwitchState) -> dict:
+        """``role``, ``platform``, the connection facts and ``revision_before`` (the applied
+        revision a restore returns to)."""
+        return {"role": self.role, "platform": self.platform, "connection": connection_facts(self.connection),
+                "revision_before": revision(state)}
+
+    def push(self, changes: list[Change], journal: DeviceJournal, confirm_s: int | None = None) -> list[Change]:
+        """:func:`apply` (commit with a confirm window of ``confirm_s``, read back); see the contract.
+        The revision is journaled with ``applied``; a commit that changed nothing is ``unchanged``."""
+        rec = journal.get()
+        before = list(rec.get("applied") or [])
+        journal.update(state="pushing")
+        try:
+            rev = apply(self.driver, self.device, changes, confirm_s, str(rec.get("revision_before")))
+        except TuningError:
+            journal.update(state="failed")
+            raise
+        done = list(changes) if rev else []
+        journal.update(state="applied" if rev or before else "unchanged", revision=rev or rec.get("revision"),
+                       applied=before + [c.as_dict() for c in done])
+        pause_for_test("apply-switch", journal.run_id)
+        pause_for_test(f"apply-switch-batch-{journal.get().get('batch')}", journal.run_id)
+        return done
+
+    def confirm(self, record: dict) -> bool:
+        """Confirm the journaled ``revision`` (:func:`confirm`: proves it is still the applied one)."""
+        rev = record.get("revision")
+        if not rev:
+            return False
+        confirm(self.driver, rev)
+        return True
+
+    def preflight(self, record: dict) -> str | None:
+        """What the restore takes (:func:`switch_restore_action`, read only); a commit that is not
+        this run's raises RollbackError."""
+        if not record.get("restored"):
+            switch_restore_action(self.driver, self.name, record)
+        return None
+
+    def restore(self, record: dict, irreversible: bool = False) -> list[str]:
+        """:func:`restore_switch` unless already restored; nothing is ever kept."""
+        if not record.get("restored"):
+            restore_switch(self.driver, self.name, record)
+        return []

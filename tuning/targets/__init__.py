@@ -1,0 +1,87 @@
+"""Targets: the device contract (:mod:`tuning.targets.base`) and its registry.
+
+The registry maps ``(role, platform)`` to the Target class that serves it; classes are named by
+import path and imported when first resolved, so a node-only run never imports a switch OS's SSH
+library. Built in: ``("node", "linux")`` -> :class:`tuning.targets.node.NodeTarget` and, for every
+switch OS driver in :data:`tuning.switch.DRIVERS`, ``("switch", platform)`` ->
+:class:`tuning.targets.switch.SwitchTarget`. A new device kind registers itself with
+:func:`register`; nothing under ``tuning/rollout`` changes.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from tuning.errors import InputError
+from tuning.targets.base import DeviceJournal, Target, journaled_connection, pause_for_test  # noqa: F401
+
+#: (role, platform) -> Target class, or its ``module:Class`` path until first resolved
+_REGISTRY: dict[tuple[str, str], type | str] = {
+    ("node", "linux"): "tuning.targets.node:NodeTarget",
+    ("switch", "nvue"): "tuning.targets.switch:SwitchTarget",
+    ("switch", "cumulus_linux"): "tuning.targets.switch:SwitchTarget",
+}
+#: a node's platform when its inventory names none (every node is a Linux host today)
+NODE_PLATFORM = "linux"
+
+
+def register(role: str, platform: str, cls: type | str) -> None:
+    """Serve devices of ``role`` and ``platform`` with ``cls`` (a Target class or ``module:Class``)."""
+    _REGISTRY[(role, platform)] = cls
+
+
+def roles() -> tuple[str, ...]:
+    """Every role some target serves (``node``, ``switch``)."""
+    return tuple(dict.fromkeys(r for r, _ in _REGISTRY))
+
+
+def platforms(role: str) -> tuple[str, ...]:
+    """The platforms registered for ``role``."""
+    return tuple(p for r, p in _REGISTRY if r == role)
+
+
+def platform_of(dev) -> str:
+    """An inventory device's platform (its spec's ``platform``; a node without one: ``linux``)."""
+    return getattr(dev.spec, "platform", None) or NODE_PLATFORM
+
+
+def target_class(role: str, platform: str) -> type:
+    """The Target class of ``(role, platform)``.
+
+    Raises:
+        InputError: no target serves it (names the allowed platforms of the role).
+    """
+    entry = _REGISTRY.get((role, platform))
+    if entry is None:
+        raise InputError("platform", f"{role}/{platform}"[:60],
+                         f"no target serves it; allowed for a {role}: {', '.join(platforms(role)) or 'none'}")
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
+        entry = _REGISTRY[(role, platform)] = getattr(importlib.import_module(module), attr)
+    return entry
+
+
+def target_for(dev) -> Target:
+    """The (unopened) Target of an inventory :class:`~tuning.inventory.Device`. Raises InputError."""
+    platform = platform_of(dev)
+    return target_class(dev.role, platform)(dev.name, dev.connection, platform, device=dev)
+
+
+def target_from_record(name: str, record: dict) -> Target:
+    """The (unopened) Target of a device from its journal record alone (rollback).
+
+    Raises:
+        RollbackError: the record lacks its connection facts or, for a switch, its platform
+            (a journal of an older fabtune: restore it by hand).
+        InputError: no target serves the record's role and platform.
+    """
+    from tuning.errors import RollbackError
+
+    conn = journaled_connection(name, record)
+    platform = record.get("platform")
+    if not isinstance(platform, str):
+        if record.get("role") != "node":
+            raise RollbackError(f"the journal names no platform for this {record.get('role')} (journal of an older "
+                                "fabtune): restore it by hand", host=name, phase="restore")
+        platform = NODE_PLATFORM
+    return target_class(str(record.get("role")), platform)(name, conn, platform)
