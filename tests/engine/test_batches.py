@@ -94,14 +94,26 @@ def test_batch_by_rail_and_none_and_switches_only():
     assert sw_only_leaf[0].switches == ["leaf02"] or "leaf02" in sw_only_leaf[0].switches
 
 
+#: the node domain that owns a key's first part (its tags are that domain's own)
+_OWNER = {"mtu": "mtu", "pfc": "nic_qos", "ecn": "nic_qos", "sysctl": "sysctl"}
+
+
 def _ch(key: str, before: str, after: str) -> dict:
-    return {"key": key, "before": before, "after": after}
+    """A planned change dict tagged as the code that plans it tags it: an NVUE key (``port/``,
+    ``roce/``) by the NVUE driver, a node key by the node domain that owns it."""
+    from tuning import node
+    from tuning.switch.nvue import NvueDriver
+
+    if key.split("/")[0] in ("port", "roce"):
+        tags = NvueDriver.change_tags(key, before, after)
+    else:
+        owner = next(d for d in node.domains() if d.name == _OWNER[key.split("/")[0]])
+        tags = owner.tags(key, before, after)
+    return {"key": key, "before": before, "after": after, "tags": list(tags)}
 
 
 def _one_batch(changes: dict[str, list[dict]]):
-    b = Batch(1, ["node01", "node02"], ["leaf01"])
-    roles = {"node01": "node", "node02": "node", "leaf01": "switch"}
-    return phases(b, changes, roles)
+    return phases(Batch(1, ["node01", "node02"], ["leaf01"]), changes)
 
 
 def test_mtu_up_switches_first_down_nodes_first_mixed_refused():

@@ -63,6 +63,10 @@ class Change:
             ``pending_reset`` (NIC firmware: "Next Boot" set, "Current" differs until a reboot or
             ``mlxfwreset``), ``not_persistent`` (live now, lost at the next boot: ACS cleared with
             ``setpci``). Plans and reports show every effect other than ``live``.
+        tags: what the change does to the fabric's path, from :data:`tuning.model.tags.TAGS`, set by the domain or
+            switch driver that knows its key (:meth:`Domain.tags`,
+            :meth:`tuning.switch.base.SwitchDriver.change_tags`); the safe push order
+            (:mod:`tuning.rollout.batches`) reads only these, never a key or a vendor word.
     """
 
     device: str
@@ -75,10 +79,16 @@ class Change:
     restore_cmd: str | None = None
     read_cmd: str | None = None
     effect: str = "live"
+    tags: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tags", tuple(self.tags))  # a journal's or report's list
 
     def as_dict(self) -> dict:
-        """Plain data for JSON reports and the journal."""
-        return asdict(self)
+        """Plain data for JSON reports and the journal (``tags`` as a list)."""
+        out = asdict(self)
+        out["tags"] = list(self.tags)
+        return out
 
 
 @dataclass(frozen=True)
@@ -145,6 +155,10 @@ class Domain(ABC):
         """When a change of ``key`` to ``after`` takes effect (one of :data:`EFFECTS`); default ``live``."""
         return "live"
 
+    def tags(self, key: str, before: str | None, after: str | None) -> tuple[str, ...]:
+        """The :data:`tuning.model.tags.TAGS` of a change of ``key`` (default: none)."""
+        return ()
+
     def reads(self) -> set[str]:
         """The domains a read must cover for this one to plan: itself (the ``files`` domain also
         every domain whose values its boot files persist)."""
@@ -195,11 +209,12 @@ class Domain(ABC):
             have = current.get(key, ABSENT)
             if not self.same(have, want):
                 before = None if have == ABSENT else have
+                tags = self.tags(key, before, want)
                 if ctx is None:
-                    out.append(Change(device, self.name, key, before, want, reversible=self.reversible))
+                    out.append(Change(device, self.name, key, before, want, reversible=self.reversible, tags=tags))
                     continue
                 spec, facts, sysroot = ctx
-                out.append(Change(device, self.name, key, before, want, reversible=self.reversible,
+                out.append(Change(device, self.name, key, before, want, reversible=self.reversible, tags=tags,
                                   apply_cmd=self.command(key, want, spec, facts, sysroot),
                                   restore_cmd=self.command(key, ABSENT if before is None else before,
                                                            spec, facts, sysroot),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from tuning.model import NodeSpec
 from tuning.node.base import ABSENT, Domain, NodeFacts, Unfit, cat_cmd
+from tuning.model.tags import mtu_tags
 from tuning.transport.base import q, sysroot_path
 
 
@@ -23,6 +24,10 @@ class MtuDomain(Domain):
 
     name = "mtu"
     boot_script = True
+
+    def tags(self, key: str, before: str | None, after: str | None) -> tuple[str, ...]:
+        """``mtu_up`` / ``mtu_down`` (:func:`tuning.node.base.mtu_tags`)."""
+        return mtu_tags(before, after)
 
     def read_script(self, spec: NodeSpec, sysroot: str) -> list[str]:
         return [f"r {q('mtu/' + n.netdev)} {q(sysroot_path(sysroot, _path(n.netdev)))}" for n in spec.nics]

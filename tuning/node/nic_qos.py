@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from tuning.errors import ParseError
 from tuning.model import NodeSpec
+from tuning.model.tags import lossless_tags
 from tuning.node.base import ABSENT, Change, Domain, Finding, NodeFacts, Unfit, cat_cmd, decode, write_file_cmd
 from tuning.parsers import parse
 from tuning.transport.base import q, sysroot_path
@@ -76,6 +77,18 @@ class NicQosDomain(Domain):
 
     name = "nic_qos"
     boot_script = True
+
+    def tags(self, key: str, before: str | None, after: str | None) -> tuple[str, ...]:
+        """``lossless_on`` / ``lossless_off`` when a PFC priority (``pfc/<if>``: a priority's 1
+        added or removed) or an ECN flag (``ecn/...``: 1 enabled) flips."""
+        b, a = str(before or ""), str(after or "")
+        if key.startswith("pfc/"):
+            on_b = {i for i, x in enumerate(b.split(",")) if x.strip() == "1"}
+            on_a = {i for i, x in enumerate(a.split(",")) if x.strip() == "1"}
+            return ("lossless_on",) if on_a - on_b else ("lossless_off",) if on_b - on_a else ()
+        if key.startswith("ecn/"):
+            return lossless_tags(b == "1", a == "1")
+        return ()
 
     def read_script(self, spec: NodeSpec, sysroot: str) -> list[str]:
         lines = []

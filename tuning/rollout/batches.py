@@ -7,14 +7,15 @@ before the next; each switch joins the first batch that holds a node cabled to i
 selected node is cabled to (a spine, or a leaf whose nodes are not selected) joins batch 1; a
 selection of switches only is cut by ``serial`` too, counting switches (the default is one batch).
 
-:func:`phases` orders one batch's devices so no path is half changed while packets flow:
+:func:`phases` orders one batch's devices so no path is half changed while packets flow, from
+the changes' tags alone (:mod:`tuning.model.tags`, set by the node domain or switch driver that
+knows the key: a node ``mtu/IF``, an NVUE ``port/P/mtu``; node PFC priorities or ECN, NVUE
+``roce/mode`` lossless, PFC or ECN):
 
-- MTU raised (a node ``mtu/IF`` or switch ``port/P/mtu`` / ``port/P/oper_mtu`` change with after >
-  before): switches first, then nodes (a host never sends frames a switch port would drop);
-- MTU lowered: nodes first, then switches;
-- lossless turned on (node PFC priorities or ECN enabled; switch ``roce/mode`` lossless, PFC or
-  ECN enabled): switches first (a node's PFC pauses are honoured before it relies on them);
-- lossless turned off: nodes first;
+- ``mtu_up``: switches first, then nodes (a host never sends frames a switch port would drop);
+- ``mtu_down``: nodes first, then switches;
+- ``lossless_on``: switches first (a node's PFC pauses are honoured before it relies on them);
+- ``lossless_off``: nodes first;
 - MTU raised and lowered in one run, or two rules asking opposite orders: refused (split the
   rollout), before anything is pushed.
 """
@@ -26,9 +27,8 @@ from typing import Iterable
 
 from tuning.errors import InputError
 from tuning.model.policy import RolloutPolicy
+from tuning.model.tags import TAGS
 
-#: switch keys whose value "enable" / "lossless" means the lossless path is on
-_SW_LOSSLESS = ("roce/mode", "roce/pfc_tx", "roce/pfc_rx")
 
 
 @dataclass
@@ -140,9 +140,9 @@ def plan_batches(inv, selected: list, policy: RolloutPolicy, changes: dict[str, 
             batches.append(Batch(i + 1, [], [d.name for d in chunk],
                                  why=f"switches only: {size} switch(es) (serial "
                                      f"{policy.serial[min(i, len(policy.serial) - 1)]})"))
-    run_rules = _rules(changes or {}, {d.name: d.role for d in selected})
+    run_rules = _rules(changes or {})
     for b in batches:
-        b.phases, b.order = phases(b, changes or {}, {d.name: d.role for d in selected}, run_rules)
+        b.phases, b.order = phases(b, changes or {}, run_rules)
     return batches
 
 
@@ -155,58 +155,20 @@ def _val(c, name: str):
     return c.get(name) if isinstance(c, dict) else getattr(c, name)
 
 
-def _int(v) -> int | None:
-    try:
-        return int(str(v).strip())
-    except (TypeError, ValueError):
-        return None
-
-
-def _mtu_key(key: str, role: str) -> bool:
-    if role == "node":
-        return key.startswith("mtu/")
-    parts = key.split("/")
-    return len(parts) == 3 and parts[0] == "port" and parts[2] in ("mtu", "oper_mtu")
-
-
-def _lossless(key: str, role: str, before, after) -> str | None:
-    """``on`` / ``off`` when this change turns a lossless setting on or off, else None."""
-    b, a = str(before or ""), str(after or "")
-    if role == "node":
-        if key.startswith("pfc/"):
-            on_b = {i for i, x in enumerate(b.split(",")) if x.strip() == "1"}
-            on_a = {i for i, x in enumerate(a.split(",")) if x.strip() == "1"}
-            return "on" if on_a - on_b else ("off" if on_b - on_a else None)
-        if key.startswith("ecn/"):
-            return "on" if a == "1" and b != "1" else ("off" if b == "1" and a != "1" else None)
-        return None
-    if key in _SW_LOSSLESS or (key.startswith("roce/tc/") and key.endswith("/ecn")):
-        good = ("lossless", "enable")
-        return "on" if a in good and b not in good else ("off" if b in good and a not in good else None)
-    return None
-
-
-def _rules(changes: dict[str, Iterable], roles: dict[str, str]) -> dict[str, list[str]]:
-    """What the whole run's changes ask: ``{"mtu_up": ["node01 mtu/enp12s0np0 1500 -> 9000"], "mtu_down": [...],
-    "lossless_on": [...], "lossless_off": [...]}`` (first few examples each)."""
-    out: dict[str, list[str]] = {"mtu_up": [], "mtu_down": [], "lossless_on": [], "lossless_off": []}
+def _rules(changes: dict[str, Iterable]) -> dict[str, list[str]]:
+    """What the whole run's changes ask, from their tags (:mod:`tuning.model.tags`):
+    ``{"mtu_up": ["node01 mtu/enp12s0np0 1500 -> 9000"], "mtu_down": [...], "lossless_on": [...],
+    "lossless_off": [...]}`` (every tagged change, in plan order)."""
+    out: dict[str, list[str]] = {t: [] for t in TAGS}
     for dev, chs in changes.items():
-        role = roles.get(dev, "node")
         for c in chs:
-            key, before, after = _val(c, "key"), _val(c, "before"), _val(c, "after")
-            what = f"{dev} {key} {before} -> {after}"
-            if _mtu_key(key, role):
-                b, a = _int(before), _int(after)
-                if b is not None and a is not None and a != b:
-                    out["mtu_up" if a > b else "mtu_down"].append(what)
-            flip = _lossless(key, role, before, after)
-            if flip:
-                out[f"lossless_{flip}"].append(what)
+            for tag in _val(c, "tags") or ():
+                if tag in out:
+                    out[tag].append(f"{dev} {_val(c, 'key')} {_val(c, 'before')} -> {_val(c, 'after')}")
     return out
 
 
-def phases(batch: Batch, changes: dict[str, Iterable], roles: dict[str, str],
-           rules: dict[str, list[str]] | None = None) -> tuple[list[list[str]], str]:
+def phases(batch: Batch, changes: dict[str, Iterable], rules: dict[str, list[str]] | None = None) -> tuple[list[list[str]], str]:
     """The push phases of ``batch`` and the reason, from the run's changes (``rules``: :func:`_rules`
     of the whole run, so every batch is pushed in the same order; None: of ``changes``). The
     reason quotes the first change of this batch that asks for the order, or no device when the
@@ -220,7 +182,7 @@ def phases(batch: Batch, changes: dict[str, Iterable], roles: dict[str, str],
         InputError: MTU raised and lowered in one run, or lossless turned on and off, or an MTU
             rule and a lossless rule asking opposite orders: split the rollout.
     """
-    r = rules if rules is not None else _rules(changes, roles)
+    r = rules if rules is not None else _rules(changes)
     if r["mtu_up"] and r["mtu_down"]:
         raise InputError("inventory", "mtu", f"the MTU goes up ({r['mtu_up'][0]}) and down ({r['mtu_down'][0]}) in one "
                          "run: no push order is safe for both; split the rollout (one direction per run, --limit or "
@@ -241,7 +203,7 @@ def phases(batch: Batch, changes: dict[str, Iterable], roles: dict[str, str],
                          "nodes first; split the rollout")
     # the reason quotes a change of THIS batch (the run's rule orders every batch alike), or none
     own = set(batch.devices)
-    switches_first, nodes_first = said(_rules({n: c for n, c in changes.items() if n in own}, roles))
+    switches_first, nodes_first = said(_rules({n: c for n, c in changes.items() if n in own}))
     todo = [n for n in batch.devices if changes.get(n) or not changes]
     nodes = [n for n in batch.nodes if n in todo]
     sws = [n for n in batch.switches if n in todo]

@@ -175,11 +175,13 @@ def _device(name: str, rec: dict, where: str, fail) -> None:
 
 def _change(name: str, c: object, where: str, fail) -> None:
     """A change dict: exactly the fields of Change, each of its type."""
+    from tuning.model.tags import TAGS
     from tuning.node.base import EFFECTS, Change
 
     _typed(c, dict, where, fail)
     fields = {f.name: f for f in dataclasses.fields(Change)}
-    c = {"effect": "live", **c} if isinstance(c, dict) else c  # journals written before issue 7 lack it
+    # journals written before issue 7 lack ``effect``, before the typed changes ``tags``
+    c = {"effect": "live", "tags": [], **c} if isinstance(c, dict) else c
     if set(c) != set(fields):
         odd = sorted(set(c) ^ set(fields))
         fail(where, f"fields {', '.join(map(str, odd))} missing or unknown; a change has exactly: {', '.join(fields)}")
@@ -191,6 +193,10 @@ def _change(name: str, c: object, where: str, fail) -> None:
     _typed(c["effect"], str, f"{where}.effect", fail)
     if c["effect"] not in EFFECTS:
         fail(f"{where}.effect", f"{c['effect']!r:.40}; allowed: {', '.join(EFFECTS)}")
+    _typed(c["tags"], list, f"{where}.tags", fail)
+    for tag in c["tags"]:
+        if tag not in TAGS:
+            fail(f"{where}.tags", f"{tag!r:.40}; allowed: {', '.join(TAGS)}")
     if c["device"] != name:
         fail(f"{where}.device", f"{c['device']!r:.60} is not this device ({name})")
 

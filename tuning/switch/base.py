@@ -193,3 +193,9 @@ class SwitchDriver(ABC):
         """Flat settings a device diff (:meth:`compare`) changes: ``key -> (before, after)``,
         ``before`` read from ``running`` (None: not configured), ``after`` None when the diff
         removes the setting."""
+
+    @staticmethod
+    def change_tags(key: str, before: str | None, after: str | None) -> tuple[str, ...]:
+        """The :data:`tuning.model.tags.TAGS` of a change of ``key`` (an MTU raised, lossless
+        turned on, ...): the OS's key names and words stay with its driver. Default: none."""
+        return ()

@@ -67,6 +67,8 @@ class NvueDriver(SwitchDriver):
         """``nv config diff`` output as flat changes (:func:`tuning.switch.nvue_keys.changes_of_diff`)."""
         return nvue_keys.changes_of_diff(diff, running)
 
+    change_tags = staticmethod(nvue_keys.change_tags)
+
     def __init__(self, host: str, *, port: int = 22, username: str, key_file: Path | str | None = None,
                  known_hosts: Path | str | None = None, name: str | None = None,
                  apply_timeout_s: float = 120.0) -> None:

@@ -23,6 +23,7 @@ import shlex
 import yaml
 
 from tuning.errors import ParseError
+from tuning.model.tags import lossless_tags, mtu_tags
 
 Path = tuple[str, ...]
 _PROFILE = "default-global"
@@ -139,3 +140,21 @@ def changes_of_diff(diff: str, running: str) -> dict[str, tuple[str | None, str 
             if p[:len(gone)] == gone and p not in sets:
                 out[flat_key(p)] = (v, None)
     return out
+
+
+#: NVUE keys whose value "lossless" / "enable" means the lossless path is on (``nv set qos roce mode
+#: lossless``; PFC transmit and receive); plus every ``roce/tc/<N>/ecn``
+LOSSLESS_KEYS = ("roce/mode", "roce/pfc_tx", "roce/pfc_rx")
+_LOSSLESS_WORDS = ("lossless", "enable")
+
+
+def change_tags(key: str, before: str | None, after: str | None) -> tuple[str, ...]:
+    """The tags of an NVUE change (:meth:`tuning.switch.base.SwitchDriver.change_tags`): a port's
+    configured or operational MTU (``port/<swp>/mtu``, ``port/<swp>/oper_mtu``) raised or lowered;
+    lossless turned on or off by :data:`LOSSLESS_KEYS` or a traffic class's ECN."""
+    parts = key.split("/")
+    if len(parts) == 3 and parts[0] == "port" and parts[2] in ("mtu", "oper_mtu"):
+        return mtu_tags(before, after)
+    if key in LOSSLESS_KEYS or (key.startswith("roce/tc/") and key.endswith("/ecn")):
+        return lossless_tags(str(before or "") in _LOSSLESS_WORDS, str(after or "") in _LOSSLESS_WORDS)
+    return ()

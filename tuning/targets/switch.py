@@ -96,14 +96,17 @@ def plan(dev: Device, state: SwitchState) -> list[Change]:
     if state.diff is None or state.running is None:
         raise CandidateError("no diff collected for this switch (collect() stages the candidate)",
                              host=dev.name, phase="plan")
-    found = driver_class(dev.spec.platform).diff_changes(state.diff, state.running)
-    changes = [Change(dev.name, "switch", k, before, after) for k, (before, after) in found.items()]
+    drv = driver_class(dev.spec.platform)
+    found = drv.diff_changes(state.diff, state.running)
+    changes = [Change(dev.name, "switch", k, before, after, tags=drv.change_tags(k, before, after))
+               for k, (before, after) in found.items()]
     for key, want in desired(dev).items():
         port, oper = _port_of(key), None
         if port is not None:
             oper = state.ports.get(port)
         if port is not None and key not in found and oper is not None and str(oper) != want:
-            changes.append(Change(dev.name, "switch", f"port/{port}/{OPER_MTU}", str(oper), want))
+            key = f"port/{port}/{OPER_MTU}"
+            changes.append(Change(dev.name, "switch", key, str(oper), want, tags=drv.change_tags(key, str(oper), want)))
     return changes
 
 
