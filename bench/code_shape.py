@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "tuning"
 FUNCTION_LINES, MODULE_LINES = 40, 400
 #: where a branch on the kind of device belongs (the device packages and their registry)
-DEVICE_PACKAGES = ("node/", "switch/", "lab/")
+DEVICE_PACKAGES = ("node/", "switch/", "targets/", "lab/")
 ROLE_BRANCH = re.compile(r"""\brole\s*(==|!=|in|not in)\s*[\("'\[]""")
 
 
@@ -74,7 +74,7 @@ def main() -> int:
     print(f"modules over {MODULE_LINES} lines (lab excluded): {len(mods)}   (issue 17 target: <= 3)")
     for name, n in mods:
         print(f"  {n:4d}  {name}")
-    print(f"lines branching on node vs switch outside node/, switch/, lab/: {sum(branches.values())} "
+    print(f"lines branching on node vs switch outside node/, switch/, targets/, lab/: {sum(branches.values())} "
           f"in {len(branches)} files   (issue 17 target: 0 outside the targets and registry)")
     for name, n in sorted(branches.items(), key=lambda kv: -kv[1]):
         print(f"  {n:4d}  {name}")
