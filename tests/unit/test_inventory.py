@@ -151,3 +151,19 @@ def test_connection_paths_are_absolute_for_the_journal(lab_copy: Path, monkeypat
     assert conn.key_file == str(lab_copy / ".state/ssh/id_ed25519")
     assert conn.known_hosts == str(lab_copy / ".state/ssh/known_hosts")
     assert conn.sysroot == "sysroot"  # relative on purpose: the node shell's own folder
+
+
+def test_switch_platform_is_any_registered_os_and_nothing_else(lab_copy: Path):
+    """``cumulus_linux`` (Ansible's name of the NVUE OS) loads and drives the NVUE driver; a
+    platform no driver serves is refused at load naming the allowed ones."""
+    from tuning.switch import driver_class
+    from tuning.switch.nvue import NvueDriver
+
+    (lab_copy / "host_vars" / "leaf02.yml").write_text(
+        (lab_copy / "host_vars" / "leaf02.yml").read_text() + "platform: cumulus_linux\n")
+    leaf02 = inventory.load(lab_copy).devices["leaf02"]
+    assert leaf02.spec.platform == "cumulus_linux" and driver_class(leaf02.spec.platform) is NvueDriver
+    (lab_copy / "host_vars" / "leaf02.yml").write_text(
+        (lab_copy / "host_vars" / "leaf02.yml").read_text().replace("cumulus_linux", "sonic"))
+    assert ("leaf02.yml: platform: 'sonic' is not a switch platform fabtune drives; allowed: nvue, cumulus_linux"
+            in _error(lab_copy))

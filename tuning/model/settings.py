@@ -17,6 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 
 from tuning.model import grammar
 from tuning.model.node_tuning import CpuSpec, FirmwareSpec, KernelSpec, ModulesSpec, PauseSpec, PcieSpec
+from tuning.model.platforms import check_switch_platform
 
 #: strict types: a YAML ``true`` is not the priority 1, ``22.5`` is not the port 22
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -218,7 +219,8 @@ class SwitchSpec(BaseModel):
     """Desired state of a switch.
 
     Attributes:
-        platform: network OS driver name (``nvue``: Cumulus Linux 5.x).
+        platform: network OS driver name, one of :data:`tuning.model.platforms.SWITCH_DRIVERS`
+            (``nvue`` or ``cumulus_linux``: Cumulus Linux 5.x NVUE).
         port_mtu: MTU of every listed port, bytes (NVUE accepts 552..9216: ``nv set interface
             swp1 link mtu ?`` prints ``(integer:552 - 9216)``).
         ports: port names or ranges (``swp1-16``, ``swp31``).
@@ -230,11 +232,16 @@ class SwitchSpec(BaseModel):
 
     model_config = _STRICT
     role: Literal["switch"] = "switch"
-    platform: Literal["nvue"] = "nvue"
+    platform: str = "nvue"
     port_mtu: int = Field(9216, ge=552, le=9216)
     ports: list[str] = Field(default_factory=list)
     port_mtu_overrides: dict[PortName, int] = Field(default_factory=dict)
     roce: SwitchRoce | None = SwitchRoce()
+
+    @field_validator("platform")
+    @classmethod
+    def _platform(cls, v: str) -> str:
+        return check_switch_platform(v)
 
     @field_validator("ports")
     @classmethod

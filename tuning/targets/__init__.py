@@ -3,9 +3,10 @@
 The registry maps ``(role, platform)`` to the Target class that serves it; classes are named by
 import path and imported when first resolved, so a node-only run never imports a switch OS's SSH
 library. Built in: ``("node", "linux")`` -> :class:`tuning.targets.node.NodeTarget` and, for every
-switch OS driver in :data:`tuning.switch.DRIVERS`, ``("switch", platform)`` ->
+switch platform of :data:`tuning.model.platforms.SWITCH_DRIVERS`, ``("switch", platform)`` ->
 :class:`tuning.targets.switch.SwitchTarget`. A new device kind registers itself with
-:func:`register`; nothing under ``tuning/rollout`` changes.
+:func:`register`, a new switch OS with :func:`register_switch_os`; nothing under
+``tuning/rollout`` changes.
 """
 
 from __future__ import annotations
@@ -13,16 +14,15 @@ from __future__ import annotations
 import importlib
 
 from tuning.errors import InputError
+from tuning.model.platforms import NODE_PLATFORMS, SWITCH_DRIVERS
 from tuning.targets.base import DeviceJournal, Target, journaled_connection, pause_for_test  # noqa: F401
 
-#: (role, platform) -> Target class, or its ``module:Class`` path until first resolved
-_REGISTRY: dict[tuple[str, str], type | str] = {
-    ("node", "linux"): "tuning.targets.node:NodeTarget",
-    ("switch", "nvue"): "tuning.targets.switch:SwitchTarget",
-    ("switch", "cumulus_linux"): "tuning.targets.switch:SwitchTarget",
-}
+#: (role, platform) -> Target class, or its ``module:Class`` path until first resolved; a switch
+#: platform of SWITCH_DRIVERS that is not listed here is served by the SwitchTarget
+_REGISTRY: dict[tuple[str, str], type | str] = {("node", p): "tuning.targets.node:NodeTarget" for p in NODE_PLATFORMS}
+_SWITCH_TARGET = "tuning.targets.switch:SwitchTarget"
 #: a node's platform when its inventory names none (every node is a Linux host today)
-NODE_PLATFORM = "linux"
+NODE_PLATFORM = NODE_PLATFORMS[0]
 
 
 def register(role: str, platform: str, cls: type | str) -> None:
@@ -30,14 +30,24 @@ def register(role: str, platform: str, cls: type | str) -> None:
     _REGISTRY[(role, platform)] = cls
 
 
+def register_switch_os(platform: str, driver: type | str) -> None:
+    """A new switch OS: its driver (a :class:`tuning.switch.base.SwitchDriver` class or its
+    ``module:Class``), served by the SwitchTarget; the inventory then accepts ``platform``."""
+    SWITCH_DRIVERS[platform] = driver
+
+
+def _entries() -> dict[tuple[str, str], type | str]:
+    return {**{("switch", p): _SWITCH_TARGET for p in SWITCH_DRIVERS}, **_REGISTRY}
+
+
 def roles() -> tuple[str, ...]:
     """Every role some target serves (``node``, ``switch``)."""
-    return tuple(dict.fromkeys(r for r, _ in _REGISTRY))
+    return tuple(dict.fromkeys(r for r, _ in _entries()))
 
 
 def platforms(role: str) -> tuple[str, ...]:
     """The platforms registered for ``role``."""
-    return tuple(p for r, p in _REGISTRY if r == role)
+    return tuple(p for r, p in _entries() if r == role)
 
 
 def platform_of(dev) -> str:
@@ -51,13 +61,13 @@ def target_class(role: str, platform: str) -> type:
     Raises:
         InputError: no target serves it (names the allowed platforms of the role).
     """
-    entry = _REGISTRY.get((role, platform))
+    entry = _entries().get((role, platform))
     if entry is None:
         raise InputError("platform", f"{role}/{platform}"[:60],
                          f"no target serves it; allowed for a {role}: {', '.join(platforms(role)) or 'none'}")
     if isinstance(entry, str):
         module, _, attr = entry.partition(":")
-        entry = _REGISTRY[(role, platform)] = getattr(importlib.import_module(module), attr)
+        entry = getattr(importlib.import_module(module), attr)
     return entry
 
 

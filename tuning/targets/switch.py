@@ -26,7 +26,8 @@ from tuning.inventory import Device
 from tuning.transport.connection import Connection
 from tuning.node.base import Change
 from tuning.render import render_switch
-from tuning.switch import DRIVERS
+from tuning.model.platforms import SWITCH_DRIVERS
+from tuning.switch import driver_class as os_driver
 from tuning.switch.base import SwitchDriver, SwitchState
 from tuning.targets.base import DeviceJournal, connection_facts, pause_for_test
 
@@ -37,9 +38,9 @@ def driver_class(platform: str) -> type[SwitchDriver]:
     """The driver class of an inventory or journal ``platform`` (its diff reader works without a
     session). Raises TuningError for a platform no driver serves (names the allowed ones)."""
     try:
-        return DRIVERS[platform]
+        return os_driver(platform)
     except (KeyError, TypeError):
-        raise TuningError(f"no switch driver for platform {platform!r:.40}; allowed: {', '.join(DRIVERS)}") from None
+        raise TuningError(f"no switch driver for platform {platform!r:.40}; allowed: {', '.join(SWITCH_DRIVERS)}") from None
 
 
 def open_driver(dev: Device) -> SwitchDriver:
@@ -248,7 +249,7 @@ def switch_restore_action(drv, name: str, rec: dict) -> str:
 
 
 class SwitchTarget:
-    """A switch (``role: switch``) of any platform its OS driver serves (``tuning.switch.DRIVERS``):
+    """A switch (``role: switch``) of any platform its OS driver serves (:data:`tuning.model.platforms.SWITCH_DRIVERS`):
     :class:`tuning.targets.base.Target`. The diff reader, rendering and commit model are the
     driver's and its template's; this class holds no OS word.
 
