@@ -1,6 +1,7 @@
 """Render desired state into device artefacts with Jinja2 (StrictUndefined).
 
-Switches: ``tuning/templates/nvue/switch.j2`` -> ``nv set`` lines (Cumulus Linux 5.x NVUE).
+Switches: the OS driver's template (:attr:`tuning.switch.base.SwitchDriver.template`; NVUE:
+``tuning/templates/nvue/switch.j2`` -> ``nv set`` lines, Cumulus Linux 5.x).
 Nodes: ``tuning/templates/node/*.j2`` -> files laid on the host so settings survive a reboot:
 ``/etc/sysctl.d/90-fabtune.conf``, ``/usr/local/sbin/fabtune-nic-setup`` and the systemd unit
 ``/etc/systemd/system/fabtune-nic.service`` that runs it at boot (MTU, NIC QoS, ECN, IRQ affinity).
@@ -15,12 +16,14 @@ from pathlib import Path
 
 from tuning.inventory import Device, Inventory
 from tuning.model.settings import expand_ports
+from tuning.switch import driver_class
 from tuning.node.files import NODE_FILES, node_files_from_plan  # noqa: F401 (re-exported)
 from tuning.templating import render_template, templates_dir  # noqa: F401 (re-exported)
 
 
 def switch_context(dev: Device) -> dict:
-    """The ``switch`` context of ``tuning/templates/nvue/switch.j2``: name, role, ports (name, mtu, description), roce."""
+    """The ``switch`` context of every switch OS template (``tuning/templates/nvue/switch.j2``):
+    name, role (``leaf`` / ``spine``), ports (name, mtu, description), roce (the model's fields)."""
     spec = dev.spec
     role = "spine" if "spines" in dev.groups else "leaf"
     ports = []
@@ -31,8 +34,8 @@ def switch_context(dev: Device) -> dict:
 
 
 def render_switch(dev: Device) -> str:
-    """NVUE ``nv set`` lines for one switch."""
-    return render_template("nvue/switch.j2", switch=switch_context(dev))
+    """One switch's configuration in its OS's language (its driver's template: NVUE ``nv set`` lines)."""
+    return driver_class(dev.spec.platform).render_config(switch_context(dev))
 
 
 def node_files(dev: Device) -> dict[str, str]:
@@ -66,7 +69,8 @@ def render_node(dev: Device) -> str:
 
 
 def render_inventory(inv: Inventory, out_dir: Path) -> list[Path]:
-    """Write one file per device: ``<switch>.nvue`` (nv set lines), ``<node>.files`` (node files).
+    """Write one file per device: ``<switch>.<suffix>`` (its OS's configuration, e.g. ``.nvue``: nv set
+    lines), ``<node>.files`` (node files).
 
     Returns:
         The written paths, in inventory order.
@@ -75,7 +79,7 @@ def render_inventory(inv: Inventory, out_dir: Path) -> list[Path]:
     written = []
     for dev in inv.devices.values():
         if dev.role == "switch":
-            path, text = out_dir / f"{dev.name}.nvue", render_switch(dev)
+            path, text = out_dir / f"{dev.name}.{driver_class(dev.spec.platform).config_suffix}", render_switch(dev)
         else:
             path, text = out_dir / f"{dev.name}.files", render_node(dev)
         path.write_text(text)

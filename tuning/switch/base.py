@@ -199,3 +199,16 @@ class SwitchDriver(ABC):
         """The :data:`tuning.model.tags.TAGS` of a change of ``key`` (an MTU raised, lossless
         turned on, ...): the OS's key names and words stay with its driver. Default: none."""
         return ()
+
+    #: the Jinja2 template of the OS's configuration under ``tuning/templates/`` (its ``switch``
+    #: context: :func:`tuning.render.switch_context`), and the file suffix ``fabtune render`` writes
+    template: str = ""
+    config_suffix: str = "conf"
+
+    @classmethod
+    def render_config(cls, switch: dict) -> str:
+        """The configuration text of one switch from its ``switch`` context (:attr:`template`,
+        StrictUndefined). Raises jinja2.UndefinedError on a context key the template lacks."""
+        from tuning.templating import render_template
+
+        return render_template(cls.template, switch=switch)

@@ -68,6 +68,8 @@ class NvueDriver(SwitchDriver):
         return nvue_keys.changes_of_diff(diff, running)
 
     change_tags = staticmethod(nvue_keys.change_tags)
+    template = "nvue/switch.j2"  # `nv set` lines (Cumulus Linux 5.x NVUE)
+    config_suffix = "nvue"
 
     def __init__(self, host: str, *, port: int = 22, username: str, key_file: Path | str | None = None,
                  known_hosts: Path | str | None = None, name: str | None = None,
