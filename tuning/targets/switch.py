@@ -132,8 +132,10 @@ def apply(drv: SwitchDriver, dev: Device, changes: list[Change], confirm_s: int 
     Raises:
         CandidateError: the switch's diff is not the planned one (nothing committed).
         CommitError: the commit failed, or the read back found a value the switch does not hold;
-            after a commit the error carries ``revision`` (the committed id) and the commit has
-            been rolled back already when that was possible.
+            the commit is undone at once (a pending confirm rejected, else ``revision_before``
+            applied again, the error's ``undone`` True) and the error's ``revision`` is None; when
+            undoing failed too it
+            carries the committed id, which the caller journals so the restore can undo it.
     """
     if not changes:
         return None
@@ -156,8 +158,12 @@ def apply(drv: SwitchDriver, dev: Device, changes: list[Change], confirm_s: int 
         err.revision = rev  # type: ignore[attr-defined]
         if rev is not None:
             try:
-                drv.rollback()
+                # a commit-confirm is rejected; a commit without a window (apply) is undone by
+                # applying the snapshot revision again
+                drv.rollback() if drv.has_pending_commit() else drv.rollback_to(revision_before)
                 err.message += f"; revision {rev} rolled back to {revision_before}"
+                err.revision = None  # type: ignore[attr-defined]  # nothing of this run is applied
+                err.undone = True  # type: ignore[attr-defined]
             except TuningError as undo:
                 err.message += f"; rolling revision {rev} back failed: {undo}"
         raise
@@ -325,8 +331,11 @@ class SwitchTarget:
         journal.update(state="pushing")
         try:
             rev = apply(self.driver, self.device, changes, confirm_s, str(rec.get("revision_before")))
-        except TuningError:
-            journal.update(state="failed")
+        except TuningError as e:
+            # a commit the read back failed and could not undo is journaled as this run's: the
+            # restore then puts revision_before back instead of refusing "another run's commit"
+            journal.update(state="failed", revision=getattr(e, "revision", None) or rec.get("revision"),
+                           **({"restored": True} if getattr(e, "undone", False) else {}))
             raise
         done = list(changes) if rev else []
         journal.update(state="applied" if rev or before else "unchanged", revision=rev or rec.get("revision"),
