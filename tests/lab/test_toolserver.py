@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.adversarial.test_issue7_unpriv import NIC, Box
+from tests.adversarial.test_node_standins_unprivileged import NIC, Box
 from tuning.lab import toolserver
 
 REPO = Path(__file__).resolve().parents[2]

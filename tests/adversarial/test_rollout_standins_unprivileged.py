@@ -19,7 +19,7 @@ What a real mlx5 node shows, to the character:
   (driver reload, a reset, or a hand-written value) as "no loss".
 
 No lab daemon: one node sysroot built and protected as ``lab up`` does (``Box`` of
-test_issue7_unpriv); the file checks run as the lab's real unprivileged user. Needs root (CI) or
+test_node_standins_unprivileged); the file checks run as the lab's real unprivileged user. Needs root (CI) or
 make test's user namespace; the ownership checks need the root lab (skipped in the namespace, where
 docs/lab.md says the lab is lenient by design).
 """
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.adversarial.test_issue7_unpriv import Box
+from tests.adversarial.test_node_standins_unprivileged import Box
 from tests.conftest import shared_cases
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root or make test's user namespace (docs/lab.md)")
