@@ -292,9 +292,10 @@ def test_a_journal_folder_unwritable_before_a_push_is_one_line_exit_2(tmp_path: 
 
 def test_a_journal_folder_unwritable_after_a_push_is_exit_3_and_the_restore_still_runs(tmp_path: Path):
     from tuning.model.policy import RolloutPolicy
-    from tuning.rollout.batch_run import journal_batches, restore_batches
+    from tuning.rollout.batch_run import restore_batches
+    from tuning.rollout.session import journal_batches
     from tuning.rollout.batches import Batch
-    from tuning.rollout.engine import Run
+    from tuning.rollout.options import Run
     from tuning.rollout.run_report import RunReport
 
     jdir = tmp_path / "j"

@@ -307,7 +307,7 @@ def test_report_of_a_halted_batched_journal_equals_the_live_report(tmp_path: Pat
     why/order/phases, the incast rows and JUnit suite, node03 as not-run (JUnit <skipped>, not
     counted in n_changes), and the same summary."""
     from tuning.reports.history import load
-    from tuning.rollout.batch_run import journal_batches
+    from tuning.rollout.session import journal_batches
     from tuning.rollout.batches import Batch
     from tuning.rollout.journal import Journal
     from tuning.verify.incast import judge_incast

@@ -10,12 +10,11 @@ but the journaled change dicts and a :class:`~tuning.transport.base.Host`.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
 
 from tuning.errors import CommandError, InputError, ParseError, TuningError, VerifyError
 from tuning.inventory import Device
 from tuning.node import facts as facts_mod, nodelock
-from tuning.node.base import ABSENT, READ_EPILOGUE, READ_PRELUDE, Change, Domain, Finding, NodeFacts, Unfit
+from tuning.node.base import ABSENT, READ_EPILOGUE, READ_PRELUDE, Change, Domain, Finding, NodeFacts, NodeState, Unfit
 from tuning.node.cmdline import CmdlineDomain
 from tuning.node.files import FilesDomain
 from tuning.node.firmware import FirmwareDomain, reset_pending, resets_due
@@ -51,20 +50,6 @@ def domains() -> list[Domain]:
         PauseDomain(),
         SysctlDomain(), NicQosDomain(), IrqDomain()]
     return [ServicesDomain(), *settings, FilesDomain(settings)]
-
-
-@dataclass
-class NodeState:
-    """A node as read: discovery facts, each domain's current settings (``domain -> key -> value``)
-    and the sysroot the commands address."""
-
-    facts: NodeFacts
-    current: dict[str, dict[str, str]] = field(default_factory=dict)
-    sysroot: str = "/"
-
-    def flat(self) -> dict[str, str]:
-        """Every setting of every domain in one dict (keys are unique across domains)."""
-        return {k: v for d in self.current.values() for k, v in d.items()}
 
 
 def _parse_lines(text: str) -> dict[str, str]:

@@ -44,6 +44,20 @@ READ_EPILOGUE = 'wait; cat "$T"/* 2>/dev/null; rm -rf "$T"'
 
 
 
+@dataclass
+class NodeState:
+    """A node as read: discovery facts, each domain's current settings (``domain -> key -> value``)
+    and the sysroot the commands address."""
+
+    facts: NodeFacts
+    current: dict[str, dict[str, str]] = field(default_factory=dict)
+    sysroot: str = "/"
+
+    def flat(self) -> dict[str, str]:
+        """Every setting of every domain in one dict (keys are unique across domains)."""
+        return {k: v for d in self.current.values() for k, v in d.items()}
+
+
 @dataclass(frozen=True)
 class Change:
     """One setting to change on one device.

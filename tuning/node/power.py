@@ -34,16 +34,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tuning.cpulist import format_cpulist, parse_cpulist
 from tuning.model import NodeSpec
-from tuning.node.base import ABSENT, Domain, Finding, NodeFacts, Unfit, decode
+from tuning.node.base import ABSENT, Domain, Finding, NodeFacts, NodeState, Unfit, decode
 from tuning.parsers.cpupower import DEEP_IDLE_US
 from tuning.transport.base import q, sysroot_path
 
-if TYPE_CHECKING:
-    from tuning.node import NodeState
 
 CPU = "/sys/devices/system/cpu"
 _LINE = re.compile(r"cpu(\d+)/(?:cpuidle/state(\d+)|cpufreq)/(\w+):(.*)$")

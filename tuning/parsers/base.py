@@ -17,7 +17,7 @@ from typing import Callable, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
-from tuning.errors import InputError, ParseError
+from tuning.errors import ParseError
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
 _MPI_PREFIX = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:\s?")
@@ -177,32 +177,3 @@ def context_findings(*names: str, keys: tuple[str, ...]) -> Callable[[ContextFn]
         return fn
 
     return deco
-
-
-def parse(tool: str, text: str, context: dict[str, str] | None = None) -> Parsed:
-    """Parse ``text`` as the output of ``tool``, then apply ``context`` (see :data:`CONTEXT`).
-
-    Args:
-        tool: a name of :data:`REGISTRY` (``ib_write_bw``, ``interrupts``...).
-        text: the output as captured.
-        context: facts the output does not hold, e.g. ``{"bdf": "0000:c1:00.0", "local_cpus": "16-31"}``.
-
-    Raises:
-        InputError: ``tool`` is not a known tool name (lists the allowed names), or a context key
-            the tool does not take (lists those it does), or a bad context value.
-        ParseError: the output cannot be read (names the line and what was expected).
-    """
-    from tuning import parsers  # noqa: F401  (imports every parser module, filling REGISTRY)
-
-    if tool not in REGISTRY:
-        raise InputError("TOOL", "tool", f"unknown tool {tool!r}; allowed: {', '.join(sorted(REGISTRY))}")
-    keys, fn = CONTEXT.get(tool, ((), None))
-    for key in context or {}:
-        if key not in keys:
-            allowed = ", ".join(keys) if keys else "none"
-            raise InputError("--context", key, f"{tool} takes no {key!r}; context keys it takes: {allowed}")
-    require_text(tool, text)
-    result = REGISTRY[tool](text)
-    if context and fn is not None:
-        result.findings = fn(result, dict(context))
-    return result

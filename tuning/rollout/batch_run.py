@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Callable
 
 from tuning.errors import ConnectError, DeviceTimeout, JournalWriteError
+from tuning.rollout import gate, session
 from tuning.rollout.batches import Batch
 from tuning.rollout.journal import Journal
 from tuning.rollout.baseline import save_baseline
@@ -42,7 +43,8 @@ from tuning.targets import pause_for_test
 from tuning.verify.runner import PairResult, as_baseline, judge
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tuning.rollout.engine import Options, Run, Session
+    from tuning.rollout.options import Options, Run
+    from tuning.rollout.session import Session
 
 Progress = Callable[[str], None]
 
@@ -60,16 +62,6 @@ class Measured:
     def pair(self) -> str:
         """The pair's name."""
         return self.result["pair"]
-
-
-def journal_batches(j: Journal, batches: list[Batch]) -> None:
-    """Record each device's ``batch`` and the run's ``batches`` (all ``not-run``, each with its
-    ``phases``, ``why`` and ``order``: what ``fabtune report RUN_ID`` prints) in the journal."""
-    for b in batches:
-        for name in b.devices:
-            j.device(name)["batch"] = b.index
-    j.data["batches"] = [{**b.as_dict(), "outcome": "not-run", "failed": [], "unreachable": [], "verify_ok": None}
-                         for b in batches]
 
 
 def pair_devices(p) -> set[str]:
@@ -146,7 +138,6 @@ def unreachable(err: BaseException) -> bool:
 def run_batches(s: "Session", opts: "Options", plans: dict, report: RunReport, progress: Progress,
                 j: Journal, baseline: dict | None, r: "Run") -> None:
     """Every batch of ``r.batches`` in order (module docstring); sets ``report.outcome``."""
-    from tuning.rollout import engine
 
     verifying = opts.mode == "rollout" and opts.verify
     r.changed = {n for n, ch in plans.items() if ch}
@@ -156,14 +147,14 @@ def run_batches(s: "Session", opts: "Options", plans: dict, report: RunReport, p
         rec = j.data["batches"][b.index - 1]
         todo = {n for n in b.devices if plans.get(n)}
         pairs = batch_verify_pairs(r, b, progress) if verifying else None
-        window = engine.confirm_window(opts, pairs, len(todo), extra_s=_incast_bound(s, r, b, plans)) if pairs else None
+        window = gate.confirm_window(opts, pairs, len(todo), extra_s=_incast_bound(s, r, b, plans)) if pairs else None
         j.stage("apply", f"batch {b.index}/{len(r.batches)}")
         progress(f"batch {b.index}/{len(r.batches)}: {b.why}; {b.order}"
                  + (f"; switch confirm window {window} s" if window and todo & set(b.switches) else ""))
         pause_for_test(f"apply-batch-{b.index}", j.run_id)
         failed: dict[str, BaseException] = {}
         for phase in b.phases:  # a cap exceeded in one phase stops the next (an MTU path half changed)
-            new = engine._apply(s, plans, j, window, only=set(phase) & todo)
+            new = session.push(s, plans, j, window, only=set(phase) & todo)
             failed.update(new)
             total += len(new)
             why = _account(s, j, report, progress, b, rec, failed, new, total, r)
@@ -192,7 +183,7 @@ def run_batches(s: "Session", opts: "Options", plans: dict, report: RunReport, p
         _sync(report, j)
     if report.verify_after:  # final results only (module docstring): never a half-tuned fabric's values
         save_baseline(opts.journal_dir, s.inv.path, as_baseline([PairResult(**x) for x in report.verify_after]),
-                      {p.name for p in engine.verify_pairs(s.inv, None)})
+                      {p.name for p in gate.verify_pairs(s.inv, None)})
     report.outcome = "kept" if opts.mode == "rollout" else "applied"
     j.data["outcome"] = report.outcome
     _sync(report, j)
@@ -230,10 +221,9 @@ def _account(s: "Session", j: Journal, report: RunReport, progress: Progress, b:
 def _verify_batch(s: "Session", opts: "Options", report: RunReport, progress: Progress, j: Journal,
                   baseline: dict | None, r: "Run", b: Batch, plans: dict, pairs) -> bool:
     """Pairs of the batch (absolute marks in the last batch only) and the incasts of its changed leaves."""
-    from tuning.rollout import engine
 
     last = is_last(r, b)
-    ok, after = engine.verify_fabric(s, opts, baseline, progress, pairs, absolute=last,
+    ok, after = gate.verify_fabric(s, opts, baseline, progress, pairs, absolute=last,
                                      timeout_s=r.policy.timeouts.verify_s)
     ids = {id(x) for x in after}
     if not last:  # a pair whose every end and hop already holds the new settings meets the absolute marks
@@ -379,7 +369,6 @@ def halt(s: "Session", opts: "Options", report: RunReport, progress: Progress, j
          baseline: dict | None, r: "Run", why: str) -> None:
     """REGRESSION: restore (:func:`restore_batches`), verify the restored pairs against the
     baseline (``restored_verified``), halt. Raises RollbackError when a restore failed."""
-    from tuning.rollout import engine
 
     restore_batches(s, report, progress, j, r, why)
     if opts.mode == "rollout" and opts.verify and baseline is not None:
@@ -387,7 +376,7 @@ def halt(s: "Session", opts: "Options", report: RunReport, progress: Progress, j
         pairs = r.pairs if every else r.batch_pairs.get(r.current.index)
         if pairs:
             progress("verifying the restored devices against the baseline")
-            ok, again = engine.verify_fabric(s, opts, baseline, progress, pairs, absolute=False,
+            ok, again = gate.verify_fabric(s, opts, baseline, progress, pairs, absolute=False,
                                              timeout_s=r.policy.timeouts.verify_s)
             report.restored_verified = ok
             j.data["restored_verified"] = ok

@@ -11,259 +11,24 @@ commit-confirm and are confirmed only after their batch verified.
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Callable
 
-from tuning.errors import InputError, TuningError
-from tuning.inventory import Device, Inventory
-from tuning.model.policy import RolloutPolicy
-from tuning.rollout.batch_run import journal_batches, restore_batches, run_batches
-from tuning.rollout.batches import Batch, plan_batches
-from tuning.rollout.fanout import fan_out, nornir_for, outcomes
-from tuning.rollout.journal import DEFAULT_DIR, Journal, new_run_id
-from tuning.rollout.run_report import RunReport
+from tuning.errors import TuningError
+from tuning.inventory import Inventory
+from tuning.rollout.batch_run import restore_batches, run_batches
+from tuning.rollout.batches import plan_batches
+from tuning.rollout.gate import baseline_pairs, confirm_window, incast_bound, verify_fabric, verify_pairs
+from tuning.rollout.journal import Journal, new_run_id
 from tuning.rollout.lock import RunLock, lock_path
-from tuning.rollout.rollback import kept_changes, restore_touched, rollback_run, touched_devices  # noqa: F401 (API)
-from tuning.targets import Target, pause_for_test, target_for  # noqa: F401 (pause_for_test: the stages' test hook)
-from tuning.transport.base import Host
-from tuning.verify.pairs import Pair, build_rounds, default_per_node, node_rails
-from tuning.verify.runner import Thresholds, as_baseline, expected_seconds, verify
-from tuning.verify.schedule import WORKER_CAP, plan_schedule
+from tuning.rollout.options import Options, Run
+from tuning.rollout.run_report import RunReport
+from tuning.rollout.session import Session, collect, findings, findings_after, plan, refuse_firmware, snapshot
+from tuning.targets import pause_for_test
+from tuning.verify.runner import as_baseline
 
 Progress = Callable[[str], None]
-
-
-@dataclass
-class Options:
-    """How to run. ``mode``: plan | apply | rollout. ``confirm_s``: switch commit-confirm window (s),
-    at least :func:`confirm_window`'s minimum; None takes the derived default."""
-
-    mode: str = "plan"
-    limit: list[str] | None = None
-    journal_dir: Path = DEFAULT_DIR
-    confirm_s: int | None = None  # None: derived from the expected verification time (confirm_window)
-    verify: bool = True
-    thresholds: Thresholds = field(default_factory=Thresholds)  # judged as given (the CLI fills them from the policy)
-    workers: int = 20
-    domains: set[str] | None = None  # only these domains (mtu, sysctl, nic_qos, irq, files, switch)
-    rails: tuple[int, ...] | None = None  # verify on these rails only (None: every rail)
-    lock_wait_s: float = 0.0  # wait this long for another run's lock (0: refuse at once)
-    allow_firmware: bool = False  # push firmware burns (``fw/`` keys); refused without it (exit 2)
-    policy: RolloutPolicy | None = None  # batches, caps, timeouts (None: the inventory's ``fabtune_rollout``)
-
-
-class Session:
-    """Open devices of one run (:class:`~tuning.targets.base.Target` per device, from the registry)."""
-
-    def __init__(self, inv: Inventory, devices: list[Device], workers: int, policy: RolloutPolicy | None = None):
-        self.inv, self.devices = inv, devices
-        self.timeouts = (policy or inv.policy).timeouts  # per device per phase (DeviceTimeout past them)
-        self.nr = nornir_for(devices, workers)
-        self.targets: dict[str, Target] = {}
-        self.readers: dict[str, Target] = {}  # nodes outside the selection, opened for verification
-        self.states: dict[str, object] = {}  # device -> state as collected
-
-    def node_hosts(self, names: set[str]) -> dict[str, Host]:
-        """The RDMA shells (:attr:`Target.rdma_host`) of ``names``: the selection's own, else opened
-        once (read-only use) and kept."""
-        for n in sorted(names - set(self.targets) - set(self.readers)):
-            t = target_for(self.inv.devices[n])
-            t.open()
-            self.readers[n] = t
-        return {n: (self.targets.get(n) or self.readers[n]).rdma_host for n in names}
-
-    def open(self) -> None:
-        """Connect to every device in parallel. Raises the first ConnectError."""
-        ok, failed = outcomes(fan_out(self.nr, open_target, "connect", timeout_s=self.timeouts.connect_s))
-        self.targets.update(ok)
-        if failed:
-            self.close()
-            raise next(iter(failed.values()))
-
-    def reopen(self) -> None:
-        """New sessions where a command cut short may have left its output unread (:meth:`Target.reopen`)."""
-        for t in self.targets.values():
-            t.reopen()
-
-    def close(self) -> None:
-        """Close every connection."""
-        for c in [*self.targets.values(), *self.readers.values()]:
-            try:
-                c.close()
-            except Exception:  # noqa: BLE001 - closing must not mask the run's own error
-                pass
-
-
-def open_target(dev: Device) -> Target:
-    """The registry's Target of ``dev``, opened. Raises ConnectError; InputError (no target serves it)."""
-    t = target_for(dev)
-    t.open()
-    return t
-
-
-def _collect(s: Session, only: set[str] | None = None) -> dict[str, object]:
-    ok, failed = outcomes(fan_out(s.nr, lambda dev: s.targets[dev.name].collect(only), "collect",
-                                  timeout_s=s.timeouts.collect_s))
-    if failed:
-        raise next(iter(failed.values()))
-    return ok
-
-
-def _plan(s: Session, states: dict, domains: set[str] | None = None) -> dict[str, list]:
-    """Per-device changes (only ``domains`` if given). Raises InputError before anything is pushed."""
-    return {dev.name: s.targets[dev.name].plan(states[dev.name], domains) for dev in s.devices}
-
-
-def _findings(s: Session, states: dict, domains: set[str] | None) -> list[dict]:
-    """Every selected device's findings (:meth:`Target.findings`), then each kind's findings across
-    its devices (a node's C-state drift against its peers), as dicts, only ``domains`` if given."""
-    out, kinds = [], {}
-    for dev in s.devices:
-        t = s.targets[dev.name]
-        out += [f.as_dict() for f in t.findings(states[dev.name], domains)]
-        kinds.setdefault(type(t), {})[dev.name] = states[dev.name]
-    for kind, group in kinds.items():
-        out += [f.as_dict() for f in kind.fleet_findings(group, domains)]
-    return out
-
-
-def _findings_after(s: Session, opts: Options, report: RunReport, progress: Progress) -> list[dict]:
-    """Findings of the fabric as the run left it: the changed devices whose kind reports findings
-    are read again (one round trip each, in parallel), so a report never shows an ACS redirect the
-    run cleared or misses a reset the run made pending. A device that cannot be read again keeps
-    its findings from before the run."""
-    changed = {n for n in report.changes if n in s.targets and s.targets[n].reports_findings}
-    if not changed:
-        return report.findings
-    progress(f"reading {len(changed)} changed device(s) again for the report's findings")
-    dev_by_name = {d.name: d for d in s.devices}
-    ok, _ = outcomes(fan_out(s.nr, lambda dev: s.targets[dev.name].collect(opts.domains),
-                             "collect", only=changed, timeout_s=s.timeouts.collect_s))
-    return _findings(s, {**s.states, **{n: st for n, st in ok.items() if n in dev_by_name}}, opts.domains)
-
-
-def _refuse_firmware(plans: dict, allowed: bool) -> None:
-    """A firmware burn (a ``fw/`` change) is pushed only with ``--allow-firmware``.
-
-    Raises:
-        InputError: the plan burns firmware and it was not allowed (nothing pushed).
-    """
-    burns = [f"{n}:{c.key}" for n, ch in plans.items() for c in ch if c.key.startswith("fw/")]
-    if burns and not allowed:
-        raise InputError("--allow-firmware", "firmware.version",
-                         f"the plan burns NIC firmware ({', '.join(burns[:4])}{', ...' if len(burns) > 4 else ''}); "
-                         "pass --allow-firmware to push it (nothing was pushed)")
-
-
-def _apply(s: Session, plans: dict, j: Journal, confirm_s: int | None,
-           only: set[str] | None = None) -> dict[str, BaseException]:
-    """Push every device's plan (of ``only``, when given) in parallel, each within the policy's
-    ``apply_s`` (else ``DeviceTimeout``): :meth:`Target.push`, which journals ``pushing`` BEFORE
-    its first write, so a controller killed mid-push still leaves a journal that can be rolled back."""
-    todo = {name for name, ch in plans.items() if ch and (only is None or name in only)}
-    if not todo:
-        return {}
-    _, failed = outcomes(fan_out(s.nr, lambda dev: s.targets[dev.name].push(plans[dev.name], j.of(dev.name), confirm_s),
-                                 "apply", only=todo, timeout_s=s.timeouts.apply_s))
-    return failed
-
-
-def verify_pairs(inv: Inventory, rails: tuple[int, ...] | None, limit: list[str] | None = None) -> list[Pair]:
-    """The pairs that verify ``inv`` (:func:`tuning.verify.schedule.plan_schedule`: every NIC in a
-    same-rail pair, every leaf uplink and spine crossed; whole inventory, or the devices ``limit``
-    names with partners from the whole inventory; every rail or ``rails``), each with the RoCE MTU
-    its hops allow.
-
-    Raises:
-        InputError: a rail no node has, a ``limit`` name that is no host or group, or no pair at
-            all (a check that would run nothing).
-    """
-    have = node_rails(inv.nodes)
-    missing = sorted(set(rails or ()) - set(have))
-    if missing:
-        raise InputError("--rail", ",".join(map(str, missing)), f"no node has a NIC on rail(s) "
-                         f"{', '.join(map(str, missing))}; the inventory's rails: {', '.join(map(str, have)) or 'none'}")
-    scope = inv.select(limit) if limit else None
-    pairs = plan_schedule(inv.nodes, inv.switches, scope=scope, rails=rails).pairs
-    if not pairs:
-        raise InputError(str(inv.path), "gpu_nodes", "no node pairs to verify with (fewer than 2 nodes with NICs "
-                         "on the verified rails): a verification that runs nothing cannot prove a change")
-    return pairs
-
-
-#: seconds the confirm window must hold beyond verification and apply: the confirm round trips,
-#: a slow SSH session
-CONFIRM_MARGIN_S = 15
-#: seconds one device's push may take (one script per node, one commit per switch); devices are
-#: pushed ``workers`` at a time, and a switch's window starts at its commit, before the others end
-APPLY_S = 3
-#: the default window is at least this long (NVUE's own default for ``--confirm``, 10 minutes)
-DEFAULT_CONFIRM_S = 600
-
-
-def confirm_window(opts: Options, pairs: list[Pair], n_devices: int, workers: int = WORKER_CAP,
-                   extra_s: float = 0.0) -> int:
-    """The switch commit-confirm window of a rollout (seconds), derived from what it must outlast:
-    minimum = expected verification time (:func:`tuning.verify.runner.expected_seconds` of
-    ``pairs``: their rounds, up to ``workers`` pairs at a time) + pushing ``n_devices``
-    (:data:`APPLY_S` per batch of ``opts.workers``) + the policy's ``settle_s`` + ``extra_s`` (the
-    batch's incasts, :func:`tuning.verify.incast.expected_seconds`) + :data:`CONFIRM_MARGIN_S`; default =
-    max(600, 2 x minimum). The lab's 18 pairs (2 rounds) and 7 devices: minimum 21 + 3 + 15 =
-    39 s, default 600 s.
-
-    Raises:
-        InputError: ``opts.confirm_s`` is not a positive whole number of seconds, or shorter than the
-            minimum (names it): the switches would revert while verification still runs.
-    """
-    pushes = math.ceil(n_devices / max(1, opts.workers)) * APPLY_S
-    settle = math.ceil(opts.policy.settle_s) if opts.policy is not None else 0  # a batch settles before it verifies
-    need = math.ceil(expected_seconds(pairs, workers) + extra_s) + pushes + settle + CONFIRM_MARGIN_S
-    if opts.confirm_s is None:
-        return max(DEFAULT_CONFIRM_S, 2 * need)
-    if isinstance(opts.confirm_s, bool) or not isinstance(opts.confirm_s, int) or opts.confirm_s <= 0:
-        raise InputError("--confirm-s", str(opts.confirm_s), "must be a whole number of seconds above 0")
-    if opts.confirm_s < need:
-        raise InputError("--confirm-s", str(opts.confirm_s), f"shorter than the verification it must outlast: "
-                         f"at least {need} s for {len(pairs)} pair(s) in "
-                         f"{len(build_rounds(pairs, default_per_node(pairs)))} wave(s)"
-                         + (f" and {extra_s:g} s of incasts" if extra_s else ""))
-    return opts.confirm_s
-
-
-def incast_bound(inv: Inventory, opts: Options) -> float:
-    """Seconds the incasts of a rollout of ``opts.limit`` may take (one per leaf of the selection,
-    :func:`tuning.verify.incast.expected_seconds`); 0 when the policy or ``--no-incast`` turns
-    them off or the inventory does not expect a lossless fabric."""
-    if not opts.policy.incast.enabled:
-        return 0.0
-    from tuning.verify.incast import Expectation, expected_seconds, leaves_of, plan_incasts
-
-    if not Expectation.from_inventory(inv).lossless:
-        return 0.0
-    incasts = plan_incasts(inv, leaves_of(inv, opts.limit), opts.policy.incast.k)
-    return expected_seconds([i for i in incasts if len(i.senders) >= 2])
-
-
-def verify_fabric(s: Session, opts: Options, baseline: dict | None, progress: Progress,
-                  pairs: list[Pair] | None = None, absolute: bool = True, timeout_s: float | None = None):
-    """Verify with node pairs of the WHOLE inventory: a change limited to one leaf is proven
-    by the nodes behind it. Nodes outside the selection are opened once, read-only. Without
-    ``pairs`` (a stand-alone ``verify``), the pairs of :func:`verify_pairs` for ``opts.limit``.
-    ``absolute`` False judges regression against ``baseline`` only (a batch before the last);
-    ``timeout_s``: per round trip / test (:func:`tuning.verify.runner.verify`).
-
-    Returns:
-        ``(ok, [PairResult, ...])`` as :func:`tuning.verify.runner.verify`.
-
-    Raises:
-        InputError: no pair to verify with (see :func:`verify_pairs`).
-    """
-    pairs = pairs if pairs is not None else verify_pairs(s.inv, opts.rails, opts.limit)
-    hosts = s.node_hosts({p.client for p in pairs} | {p.server for p in pairs})
-    return verify(pairs, hosts, opts.thresholds, baseline, progress, absolute=absolute, timeout_s=timeout_s)
 
 
 def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) -> RunReport:
@@ -297,8 +62,8 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
         s.open()
         pause_for_test("collect", run_id)
         progress("collecting state (one round trip per device)")
-        states = s.states = _collect(s, opts.domains)
-        plans = _plan(s, states, opts.domains)
+        states = s.states = collect(s, opts.domains)
+        plans = plan(s, states, opts.domains)
         report = RunReport(None, opts.mode)
         policy = opts.policy
         batches = plan_batches(inv, devices, policy, plans)  # InputError: no safe order (nothing pushed)
@@ -306,9 +71,9 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
         report.batches = [{**b.as_dict(), "outcome": "not-run", "failed": [], "unreachable": [], "verify_ok": None}
                           for b in batches]
         report.changes = {n: [c.as_dict() for c in ch] for n, ch in plans.items() if ch}
-        report.findings = _findings(s, states, opts.domains)
+        report.findings = findings(s, states, opts.domains)
         if opts.mode != "plan":
-            _refuse_firmware(plans, opts.allow_firmware)
+            refuse_firmware(plans, opts.allow_firmware)
         if opts.mode == "plan":
             report.outcome = "planned"
             return report
@@ -318,7 +83,7 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
                              for b in batches}
         _execute(s, inv, opts, states, plans, report, progress, r)
         if report.outcome in ("applied", "kept"):
-            report.findings = _findings_after(s, opts, report, progress)
+            report.findings = findings_after(s, opts.domains, report, progress)
         return report
     finally:
         s.close()
@@ -328,57 +93,13 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
             report.seconds = round(time.monotonic() - t0, 2)
 
 
-@dataclass
-class Run:
-    """What a run fixed before its first push: its id, its verification pairs (whole inventory),
-    the confirm window (s) checked against them, its policy and batches, each batch's pairs
-    (index -> pairs of its scope) and the batch being run (``current``)."""
-
-    run_id: str
-    pairs: list[Pair] | None
-    confirm_s: int | None
-    policy: RolloutPolicy = field(default_factory=RolloutPolicy)
-    batches: list[Batch] = field(default_factory=list)
-    batch_pairs: dict[int, list[Pair]] = field(default_factory=dict)
-    current: Batch | None = None
-    incast_pending: set[str] = field(default_factory=set)  # changed leaves no incast has proven yet
-    changed: set[str] = field(default_factory=set)  # devices with planned changes
-    measured: list = field(default_factory=list)  # batch_run.Measured, in measurement order
-    pair_devs: dict[str, set[str]] = field(default_factory=dict)  # pair name -> devices its result depends on
-
-
-def baseline_pairs(r: Run) -> list[Pair] | None:
-    """The pairs the baseline measures: the whole schedule, and every batch's own pairs that it
-    lacks (a batch is judged on regression against the baseline, so each of its pairs needs a
-    baseline value of the same pair); one batch: the whole schedule alone."""
-    if r.pairs is None:
-        return None
-    seen = {p.name for p in r.pairs}
-    extra = [p for b in r.batches for p in r.batch_pairs.get(b.index) or []
-             if p.name not in seen and not seen.add(p.name)]
-    return [*r.pairs, *extra]
-
-
-def _snapshot(s: Session, inv: Inventory, opts: Options, states: dict, plans: dict, r: Run) -> Journal:
-    """Journal everything a restore needs, before the first write (contract: docs/architecture.md),
-    with each device's batch and the run's batches."""
-    j = Journal.create(opts.journal_dir, str(inv.path), opts.mode, r.run_id)
-    for dev in s.devices:
-        j.device(dev.name).update({**s.targets[dev.name].record(states[dev.name]),
-                                   "changes": [c.as_dict() for c in plans[dev.name]]})
-    journal_batches(j, r.batches)
-    j.data["policy"] = r.policy.model_dump(mode="json")  # `fabtune report RUN_ID` prints it again
-    j.stage("snapshot")
-    return j
-
-
 def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dict,
              report: RunReport, progress: Progress, r: Run) -> None:
     rollout = opts.mode == "rollout"
     if not report.changes and not rollout:
         report.outcome = "no-change"
         return
-    j = _snapshot(s, inv, opts, states, plans, r)
+    j = snapshot(s, opts, plans, r)
     report.run_id = j.run_id
     baseline, ok = None, True
     if rollout and opts.verify:

@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuning.inventory import Inventory
-from tuning.rollout.engine import Options, Session, verify_fabric
+from tuning.rollout.gate import verify_fabric
+from tuning.rollout.options import Options
+from tuning.rollout.session import Session
 from tuning.rollout.run_report import RunReport
 from tuning.targets import platform_of, target_class
 from tuning.rollout.journal import new_run_id

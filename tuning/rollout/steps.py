@@ -28,8 +28,8 @@ from typing import Callable
 from tuning.errors import InputError, TuningError
 from tuning.inventory import Device, Inventory
 from tuning.model.policy import RolloutPolicy, parse_serial
-from tuning.rollout import engine
-from tuning.rollout.batch_run import journal_batches
+from tuning.rollout import gate, session
+from tuning.rollout.options import Options, Run
 from tuning.rollout.batches import plan_batches
 from tuning.rollout.fanout import _within
 from tuning.rollout.journal import DEFAULT_DIR, Journal, new_run_id
@@ -54,7 +54,7 @@ class StepOptions:
     Attributes:
         journal_dir: where the run's journal goes (default ``.fabtune/journal``, as the CLI).
         verify: verify each batch with RDMA tests (a rollout), else only confirm (an apply).
-        confirm_s: switch commit-confirm window (s); None: derived (:func:`engine.confirm_window`).
+        confirm_s: switch commit-confirm window (s); None: derived (:func:`tuning.rollout.gate.confirm_window`).
         allow_firmware: push firmware burns (``fw/`` keys); refused without it (exit 2).
         domains: the domains of this run (None: all); a front end's tags.
         rails: verify on these rails only (None: every rail).
@@ -89,11 +89,11 @@ class StepOptions:
             raise InputError("fabtune_serial", str(self.serial), e.problem) from None
         return inv.policy.override(serial=serial, batch_by="none", max_fail_percentage=self.max_fail_percentage)
 
-    def engine_options(self, inv: Inventory) -> engine.Options:
+    def engine_options(self, inv: Inventory) -> Options:
         """The engine's Options for this run (mode ``rollout`` when verified, else ``apply``)."""
         policy = self.policy(inv)
         th = self.thresholds or Thresholds(**policy.thresholds.model_dump())
-        return engine.Options(mode="rollout" if self.verify else "apply", journal_dir=self.journal_dir,
+        return Options(mode="rollout" if self.verify else "apply", journal_dir=self.journal_dir,
                               confirm_s=self.confirm_s, verify=self.verify, thresholds=th, workers=self.workers,
                               domains=self.domains, rails=self.rails, allow_firmware=self.allow_firmware,
                               policy=policy)
@@ -149,11 +149,11 @@ def begin(inv: Inventory, hosts: list[str], opts: StepOptions, holder_pid: int, 
     devices = _selected(inv, hosts)
     lock = RunLock(lock_path(inv.path), run_id, "plan" if opts.check else eopts.mode,
                    opts.journal_dir / f"{run_id}.json", pid=holder_pid).acquire()
-    s = engine.Session(inv, devices, opts.workers, eopts.policy)
+    s = session.Session(inv, devices, opts.workers, eopts.policy)
     try:
         gone = _open_reachable(s)
-        s.states = engine._collect(s, opts.domains)
-        plans = engine._plan(s, s.states, opts.domains)
+        s.states = session.collect(s, opts.domains)
+        plans = session.plan(s, s.states, opts.domains)
         batches = plan_batches(inv, devices, eopts.policy, plans)
         _check_order(batches, play_order)
         out = {"run_id": run_id, "check": opts.check, "confirm_s": None, "baseline_pairs": 0,
@@ -162,21 +162,22 @@ def begin(inv: Inventory, hosts: list[str], opts: StepOptions, holder_pid: int, 
                "changes": {n: [c.as_dict() for c in ch] for n, ch in plans.items() if ch}}
         if opts.check:
             return out
-        engine._refuse_firmware(plans, opts.allow_firmware)
-        r = engine.Run(run_id, None, None, eopts.policy, batches)
+        session.refuse_firmware(plans, opts.allow_firmware)
+        r = Run(run_id, None, None, eopts.policy, batches)
         if opts.verify:
-            r.pairs = engine.verify_pairs(inv, opts.rails)
-            r.batch_pairs = {b.index: engine.verify_pairs(inv, opts.rails, b.devices) for b in batches}
+            r.pairs = gate.verify_pairs(inv, opts.rails)
+            r.batch_pairs = {b.index: gate.verify_pairs(inv, opts.rails, b.devices) for b in batches}
             every = [p for b in batches for p in r.batch_pairs[b.index]]  # switches outlast every batch,
             if len(batches) > 1:  # and the last one's re-measured pairs (batch_run.missing_pairs: within r.pairs)
                 every += r.pairs
-            out["confirm_s"] = engine.confirm_window(eopts, every, len(devices),
-                                                     extra_s=engine.incast_bound(inv, eopts) * len(batches))
-            _refuse_unmeasurable(gone, engine.baseline_pairs(r))
-        j = _create_journal(s, inv, eopts, plans, r)
+            out["confirm_s"] = gate.confirm_window(eopts, every, len(devices),
+                                                     extra_s=gate.incast_bound(inv, eopts) * len(batches))
+            _refuse_unmeasurable(gone, gate.baseline_pairs(r))
+        j = session.snapshot(s, eopts, plans, r, shared=True, engine="ansible",
+                             ansible={"confirm_s": None, "measured": [], "incast_pending": [], "verify": eopts.verify})
         if opts.verify:
             j.stage("baseline")
-            _, before = engine.verify_fabric(s, eopts, None, progress, engine.baseline_pairs(r))
+            _, before = gate.verify_fabric(s, eopts, None, progress, gate.baseline_pairs(r))
             j.data["verify"]["before"] = [x.__dict__ for x in before]
             out["baseline_pairs"] = len(before)
         j.data["ansible"]["confirm_s"] = out["confirm_s"]
@@ -199,7 +200,7 @@ def _refuse_unmeasurable(gone: dict[str, BaseException], pairs: list | None) -> 
         raise gone[lost[0]]
 
 
-def _open_reachable(s: engine.Session) -> dict[str, BaseException]:
+def _open_reachable(s: session.Session) -> dict[str, BaseException]:
     """Connect the session's devices in parallel; those that do not answer (ConnectError,
     DeviceTimeout) are dropped from the session and returned with their errors (name -> error):
     the front end reports each one unreachable from its own task, and an unverified run goes on
@@ -219,22 +220,6 @@ def _open_reachable(s: engine.Session) -> dict[str, BaseException]:
     return dict(sorted(failed.items()))
 
 
-def _create_journal(s: engine.Session, inv: Inventory, eopts: engine.Options, plans: dict,
-                    r: engine.Run) -> Journal:
-    """The run's journal, as the engine's snapshot writes it (:func:`engine._snapshot`), plus
-    ``engine: ansible`` and the front end's state (``ansible``: confirm window, measured pairs,
-    leaves no incast has proven yet)."""
-    j = Journal.create(eopts.journal_dir, str(inv.path), eopts.mode, r.run_id, shared=True)
-    for dev in s.devices:
-        j.device(dev.name).update({**s.targets[dev.name].record(s.states[dev.name]),
-                                   "changes": [c.as_dict() for c in plans[dev.name]]})
-    journal_batches(j, r.batches)
-    j.data.update(engine="ansible", policy=eopts.policy.model_dump(mode="json"),
-                  ansible={"confirm_s": None, "measured": [], "incast_pending": [], "verify": eopts.verify})
-    j.stage("snapshot")
-    return j
-
-
 def open_journal(journal_dir: Path, run_id: str) -> Journal:
     """A front-end run's journal, for updates from several processes (:attr:`Journal.shared`).
 
@@ -250,7 +235,7 @@ def open_journal(journal_dir: Path, run_id: str) -> Journal:
 
 def _connect(dev: Device, timeout_s: float) -> Target:
     """The device's Target, opened within ``timeout_s`` (DeviceTimeout past it). Raises ConnectError."""
-    return _within(lambda: engine.open_target(dev), dev.name, "connect", timeout_s)
+    return _within(lambda: session.open_target(dev), dev.name, "connect", timeout_s)
 
 
 def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | None,
@@ -276,7 +261,7 @@ def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | No
         effects = {e: any(c.effect == e for c in changes) for e in EFFECTS}
         if opts.check or not changes:
             return {"changes": [c.as_dict() for c in changes], "effects": effects, "pushed": False}
-        engine._refuse_firmware({dev.name: changes}, opts.allow_firmware)
+        session.refuse_firmware({dev.name: changes}, opts.allow_firmware)
         if run_id is None:
             raise InputError("fabtune_run_id", "-", "no run id: the playbook's begin stage must run first")
         j = open_journal(opts.journal_dir, run_id)
@@ -358,7 +343,7 @@ def end(inv: Inventory, opts: StepOptions, run_id: str, progress: Progress = lam
                 j.data["findings"] = _findings_after(inv, opts, pushed)
             if verified and after and j.data["outcome"] == "kept":
                 save_baseline(opts.journal_dir, inv.path, as_baseline([PairResult(**x) for x in after]),
-                              {p.name for p in engine.verify_pairs(inv, None)})
+                              {p.name for p in gate.verify_pairs(inv, None)})
             j.stage("done", "ansible end")
         return {"run_id": run_id, "outcome": j.data["outcome"], "not_run": sorted(set(planned) - set(pushed))}
     finally:
@@ -372,10 +357,10 @@ def _findings_after(inv: Inventory, opts: StepOptions, pushed: list[str]) -> lis
     devs = [d for d in devs if target_class(d.role, platform_of(d)).reports_findings]
     if not devs:
         return []
-    s = engine.Session(inv, devs, opts.workers, inv.policy)
+    s = session.Session(inv, devs, opts.workers, inv.policy)
     try:
         s.open()
-        return engine._findings(s, engine._collect(s, opts.domains), opts.domains)
+        return session.findings(s, session.collect(s, opts.domains), opts.domains)
     except TuningError as e:  # a node gone since its push: the run's outcome stands, the report says so
         return [{"device": e.host or "run", "domain": "run", "code": "findings-unread",
                  "message": f"findings not read after the run: {e}", "evidence": ""}]

@@ -2,7 +2,7 @@
 engine does (:mod:`tuning.rollout.batch_run`), then confirm the batch's switches, or restore the
 batch (every batch with ``on_regression: restore-all``), verify the restored pairs and halt.
 
-The engine keeps a rollout's state in memory (:class:`tuning.rollout.engine.Run`); a front end
+The engine keeps a rollout's state in memory (:class:`tuning.rollout.Run`); a front end
 runs each batch's gate in a new process, so :func:`verify_batch` rebuilds that state from the
 journal (batches, each device's plan, the baseline, the pairs measured so far and the leaves no
 incast has proven yet, kept under the journal's ``ansible`` key) and writes it back.
@@ -17,7 +17,8 @@ from typing import Callable
 from tuning.errors import InputError
 from tuning.inventory import Inventory
 from tuning.node.base import Change
-from tuning.rollout import engine
+from tuning.rollout import gate, session
+from tuning.rollout.options import Options, Run
 from tuning.rollout.run_report import RunReport
 from tuning.targets import pause_for_test
 from tuning.rollout.batch_run import Measured, _sync, _verify_batch, batch_verify_pairs, halt, pair_devices
@@ -44,24 +45,24 @@ def _current(j: Journal, active: list[str]) -> Batch:
                      "its batches with fabtune_serial; the play's serial must be the same)")
 
 
-def _run_state(j: Journal, inv: Inventory, eopts: engine.Options, b: Batch) -> engine.Run:
-    """The engine's :class:`~tuning.rollout.engine.Run` of this run, rebuilt from the journal."""
+def _run_state(j: Journal, inv: Inventory, eopts: Options, b: Batch) -> Run:
+    """The engine's :class:`~tuning.rollout.Run` of this run, rebuilt from the journal."""
     fields = ("index", "nodes", "switches", "phases", "why", "order")
     batches = [Batch(**{k: rec[k] for k in fields}) for rec in j.data["batches"]]
-    r = engine.Run(j.run_id, None, j.data["ansible"].get("confirm_s"), eopts.policy, batches, current=None)
+    r = Run(j.run_id, None, j.data["ansible"].get("confirm_s"), eopts.policy, batches, current=None)
     r.current = next(x for x in batches if x.index == b.index)
     r.changed = {n for n, rec in j.data["devices"].items() if rec.get("changes")}
     r.incast_pending = set(j.data["ansible"].get("incast_pending") or [])
     r.measured = [Measured(**m) for m in j.data["ansible"].get("measured") or []]
     if eopts.verify:
-        r.pairs = engine.verify_pairs(inv, eopts.rails)
-        r.batch_pairs = {x.index: engine.verify_pairs(inv, eopts.rails, x.devices) for x in batches}
+        r.pairs = gate.verify_pairs(inv, eopts.rails)
+        r.batch_pairs = {x.index: gate.verify_pairs(inv, eopts.rails, x.devices) for x in batches}
         for p in [*r.pairs, *(p for ps in r.batch_pairs.values() for p in ps)]:
             r.pair_devs[p.name] = pair_devices(p)
     return r
 
 
-def _report(j: Journal, eopts: engine.Options, gone: list[str]) -> RunReport:
+def _report(j: Journal, eopts: Options, gone: list[str]) -> RunReport:
     """A RunReport holding what the journal says so far (the engine's functions fill it further)."""
     rep = RunReport(j.run_id, eopts.mode, outcome="applied")
     rep.policy = j.data.get("policy")
@@ -115,7 +116,7 @@ def verify_batch(inv: Inventory, opts: StepOptions, run_id: str, active: list[st
     scope = {n for x in r.batches[:b.index] for n in x.devices} if eopts.policy.on_regression == "restore-all" \
         else set(b.devices)
     devices = [inv.devices[n] for n in sorted(scope - set(gone)) if n in inv.devices]
-    s = engine.Session(inv, devices, opts.workers, eopts.policy)
+    s = session.Session(inv, devices, opts.workers, eopts.policy)
     report = _report(j, eopts, gone)
     plans = {n: [Change(**c) for c in rec2.get("changes") or []] for n, rec2 in j.data["devices"].items()}
     try:
@@ -143,8 +144,8 @@ def verify_batch(inv: Inventory, opts: StepOptions, run_id: str, active: list[st
             "pairs": len(rec.get("pairs") or []), "restored_verified": report.restored_verified, "reasons": failed}
 
 
-def _gate(s: engine.Session, eopts: engine.Options, report: RunReport, progress: Progress, j: Journal,
-          r: engine.Run, b: Batch, plans: dict) -> bool:
+def _gate(s: session.Session, eopts: Options, report: RunReport, progress: Progress, j: Journal,
+          r: Run, b: Batch, plans: dict) -> bool:
     """Verify the batch (when the run is verified) as :func:`tuning.rollout.batch_run.run_batches` does."""
     if not eopts.verify:
         return True
@@ -160,7 +161,7 @@ def _gate(s: engine.Session, eopts: engine.Options, report: RunReport, progress:
     return ok
 
 
-def _confirm(s: engine.Session, j: Journal, b: Batch) -> None:
+def _confirm(s: session.Session, j: Journal, b: Batch) -> None:
     """Keep the batch's switch commits (each proven to be the journaled revision)."""
     j.stage("confirm", f"batch {b.index}")
     for name in b.devices:

@@ -1,0 +1,125 @@
+"""The verification gate of a run: which pairs prove it (the whole inventory's schedule, or a
+batch's), the switch confirm window that must outlast them, the incasts' time, and one
+verification of the fabric with the session's node shells."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from tuning.errors import InputError
+from tuning.inventory import Inventory
+from tuning.rollout.options import Options, Run
+from tuning.rollout.session import Session
+from tuning.verify.pairs import Pair, build_rounds, default_per_node, node_rails
+from tuning.verify.runner import expected_seconds, verify
+from tuning.verify.schedule import WORKER_CAP, plan_schedule
+
+Progress = Callable[[str], None]
+
+
+def verify_pairs(inv: Inventory, rails: tuple[int, ...] | None, limit: list[str] | None = None) -> list[Pair]:
+    """The pairs that verify ``inv`` (:func:`tuning.verify.schedule.plan_schedule`: every NIC in a
+    same-rail pair, every leaf uplink and spine crossed; whole inventory, or the devices ``limit``
+    names with partners from the whole inventory; every rail or ``rails``), each with the RoCE MTU
+    its hops allow.
+
+    Raises:
+        InputError: a rail no node has, a ``limit`` name that is no host or group, or no pair at
+            all (a check that would run nothing).
+    """
+    have = node_rails(inv.nodes)
+    missing = sorted(set(rails or ()) - set(have))
+    if missing:
+        raise InputError("--rail", ",".join(map(str, missing)), f"no node has a NIC on rail(s) "
+                         f"{', '.join(map(str, missing))}; the inventory's rails: {', '.join(map(str, have)) or 'none'}")
+    scope = inv.select(limit) if limit else None
+    pairs = plan_schedule(inv.nodes, inv.switches, scope=scope, rails=rails).pairs
+    if not pairs:
+        raise InputError(str(inv.path), "gpu_nodes", "no node pairs to verify with (fewer than 2 nodes with NICs "
+                         "on the verified rails): a verification that runs nothing cannot prove a change")
+    return pairs
+
+
+#: seconds the confirm window must hold beyond verification and apply: the confirm round trips,
+#: a slow SSH session
+CONFIRM_MARGIN_S = 15
+#: seconds one device's push may take (one script per node, one commit per switch); devices are
+#: pushed ``workers`` at a time, and a switch's window starts at its commit, before the others end
+APPLY_S = 3
+#: the default window is at least this long (NVUE's own default for ``--confirm``, 10 minutes)
+DEFAULT_CONFIRM_S = 600
+
+
+def confirm_window(opts: Options, pairs: list[Pair], n_devices: int, workers: int = WORKER_CAP,
+                   extra_s: float = 0.0) -> int:
+    """The switch commit-confirm window of a rollout (seconds), derived from what it must outlast:
+    minimum = expected verification time (:func:`tuning.verify.runner.expected_seconds` of
+    ``pairs``: their rounds, up to ``workers`` pairs at a time) + pushing ``n_devices``
+    (:data:`APPLY_S` per batch of ``opts.workers``) + the policy's ``settle_s`` + ``extra_s`` (the
+    batch's incasts, :func:`tuning.verify.incast.expected_seconds`) + :data:`CONFIRM_MARGIN_S`; default =
+    max(600, 2 x minimum). The lab's 18 pairs (2 rounds) and 7 devices: minimum 21 + 3 + 15 =
+    39 s, default 600 s.
+
+    Raises:
+        InputError: ``opts.confirm_s`` is not a positive whole number of seconds, or shorter than the
+            minimum (names it): the switches would revert while verification still runs.
+    """
+    pushes = math.ceil(n_devices / max(1, opts.workers)) * APPLY_S
+    settle = math.ceil(opts.policy.settle_s) if opts.policy is not None else 0  # a batch settles before it verifies
+    need = math.ceil(expected_seconds(pairs, workers) + extra_s) + pushes + settle + CONFIRM_MARGIN_S
+    if opts.confirm_s is None:
+        return max(DEFAULT_CONFIRM_S, 2 * need)
+    if isinstance(opts.confirm_s, bool) or not isinstance(opts.confirm_s, int) or opts.confirm_s <= 0:
+        raise InputError("--confirm-s", str(opts.confirm_s), "must be a whole number of seconds above 0")
+    if opts.confirm_s < need:
+        raise InputError("--confirm-s", str(opts.confirm_s), f"shorter than the verification it must outlast: "
+                         f"at least {need} s for {len(pairs)} pair(s) in "
+                         f"{len(build_rounds(pairs, default_per_node(pairs)))} wave(s)"
+                         + (f" and {extra_s:g} s of incasts" if extra_s else ""))
+    return opts.confirm_s
+
+
+def incast_bound(inv: Inventory, opts: Options) -> float:
+    """Seconds the incasts of a rollout of ``opts.limit`` may take (one per leaf of the selection,
+    :func:`tuning.verify.incast.expected_seconds`); 0 when the policy or ``--no-incast`` turns
+    them off or the inventory does not expect a lossless fabric."""
+    if not opts.policy.incast.enabled:
+        return 0.0
+    from tuning.verify.incast import Expectation, expected_seconds, leaves_of, plan_incasts
+
+    if not Expectation.from_inventory(inv).lossless:
+        return 0.0
+    incasts = plan_incasts(inv, leaves_of(inv, opts.limit), opts.policy.incast.k)
+    return expected_seconds([i for i in incasts if len(i.senders) >= 2])
+
+
+def verify_fabric(s: Session, opts: Options, baseline: dict | None, progress: Progress,
+                  pairs: list[Pair] | None = None, absolute: bool = True, timeout_s: float | None = None):
+    """Verify with node pairs of the WHOLE inventory: a change limited to one leaf is proven
+    by the nodes behind it. Nodes outside the selection are opened once, read-only. Without
+    ``pairs`` (a stand-alone ``verify``), the pairs of :func:`verify_pairs` for ``opts.limit``.
+    ``absolute`` False judges regression against ``baseline`` only (a batch before the last);
+    ``timeout_s``: per round trip / test (:func:`tuning.verify.runner.verify`).
+
+    Returns:
+        ``(ok, [PairResult, ...])`` as :func:`tuning.verify.runner.verify`.
+
+    Raises:
+        InputError: no pair to verify with (see :func:`verify_pairs`).
+    """
+    pairs = pairs if pairs is not None else verify_pairs(s.inv, opts.rails, opts.limit)
+    hosts = s.node_hosts({p.client for p in pairs} | {p.server for p in pairs})
+    return verify(pairs, hosts, opts.thresholds, baseline, progress, absolute=absolute, timeout_s=timeout_s)
+
+
+def baseline_pairs(r: Run) -> list[Pair] | None:
+    """The pairs the baseline measures: the whole schedule, and every batch's own pairs that it
+    lacks (a batch is judged on regression against the baseline, so each of its pairs needs a
+    baseline value of the same pair); one batch: the whole schedule alone."""
+    if r.pairs is None:
+        return None
+    seen = {p.name for p in r.pairs}
+    extra = [p for b in r.batches for p in r.batch_pairs.get(b.index) or []
+             if p.name not in seen and not seen.add(p.name)]
+    return [*r.pairs, *extra]

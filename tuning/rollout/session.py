@@ -1,0 +1,165 @@
+"""The devices of one run and the steps every front end takes on them, each over every device in
+parallel through its :class:`~tuning.targets.base.Target`: open, collect, plan, findings, push.
+The engine (:mod:`tuning.rollout.engine`), its batches and the Ansible stages
+(:mod:`tuning.rollout.steps`) share these; none of them reaches a device another way."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from tuning.errors import InputError
+from tuning.inventory import Device, Inventory
+from tuning.model.policy import RolloutPolicy
+from tuning.rollout.batches import Batch
+from tuning.rollout.fanout import fan_out, nornir_for, outcomes
+from tuning.rollout.journal import Journal
+from tuning.rollout.run_report import RunReport
+from tuning.targets import Target, target_for
+from tuning.transport.base import Host
+
+Progress = Callable[[str], None]
+
+
+class Session:
+    """Open devices of one run (:class:`~tuning.targets.base.Target` per device, from the registry)."""
+
+    def __init__(self, inv: Inventory, devices: list[Device], workers: int, policy: RolloutPolicy | None = None):
+        self.inv, self.devices = inv, devices
+        self.timeouts = (policy or inv.policy).timeouts  # per device per phase (DeviceTimeout past them)
+        self.nr = nornir_for(devices, workers)
+        self.targets: dict[str, Target] = {}
+        self.readers: dict[str, Target] = {}  # nodes outside the selection, opened for verification
+        self.states: dict[str, object] = {}  # device -> state as collected
+
+    def node_hosts(self, names: set[str]) -> dict[str, Host]:
+        """The RDMA shells (:attr:`Target.rdma_host`) of ``names``: the selection's own, else opened
+        once (read-only use) and kept."""
+        for n in sorted(names - set(self.targets) - set(self.readers)):
+            t = target_for(self.inv.devices[n])
+            t.open()
+            self.readers[n] = t
+        return {n: (self.targets.get(n) or self.readers[n]).rdma_host for n in names}
+
+    def open(self) -> None:
+        """Connect to every device in parallel. Raises the first ConnectError."""
+        ok, failed = outcomes(fan_out(self.nr, open_target, "connect", timeout_s=self.timeouts.connect_s))
+        self.targets.update(ok)
+        if failed:
+            self.close()
+            raise next(iter(failed.values()))
+
+    def reopen(self) -> None:
+        """New sessions where a command cut short may have left its output unread (:meth:`Target.reopen`)."""
+        for t in self.targets.values():
+            t.reopen()
+
+    def close(self) -> None:
+        """Close every connection."""
+        for c in [*self.targets.values(), *self.readers.values()]:
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001 - closing must not mask the run's own error
+                pass
+
+
+def open_target(dev: Device) -> Target:
+    """The registry's Target of ``dev``, opened. Raises ConnectError; InputError (no target serves it)."""
+    t = target_for(dev)
+    t.open()
+    return t
+
+
+def collect(s: Session, only: set[str] | None = None) -> dict[str, object]:
+    """Every session device's state (of the domains ``only``), in parallel (:meth:`Target.collect`).
+    Raises the first device's error."""
+    ok, failed = outcomes(fan_out(s.nr, lambda dev: s.targets[dev.name].collect(only), "collect",
+                                  timeout_s=s.timeouts.collect_s))
+    if failed:
+        raise next(iter(failed.values()))
+    return ok
+
+
+def plan(s: Session, states: dict, domains: set[str] | None = None) -> dict[str, list]:
+    """Per-device changes (only ``domains`` if given). Raises InputError before anything is pushed."""
+    return {dev.name: s.targets[dev.name].plan(states[dev.name], domains) for dev in s.devices}
+
+
+def findings(s: Session, states: dict, domains: set[str] | None) -> list[dict]:
+    """Every selected device's findings (:meth:`Target.findings`), then each kind's findings across
+    its devices (a node's C-state drift against its peers), as dicts, only ``domains`` if given."""
+    out, kinds = [], {}
+    for dev in s.devices:
+        t = s.targets[dev.name]
+        out += [f.as_dict() for f in t.findings(states[dev.name], domains)]
+        kinds.setdefault(type(t), {})[dev.name] = states[dev.name]
+    for kind, group in kinds.items():
+        out += [f.as_dict() for f in kind.fleet_findings(group, domains)]
+    return out
+
+
+def findings_after(s: Session, domains: set[str] | None, report: RunReport, progress: Progress) -> list[dict]:
+    """Findings of the fabric as the run left it: the changed devices whose kind reports findings
+    are read again (one round trip each, in parallel), so a report never shows an ACS redirect the
+    run cleared or misses a reset the run made pending. A device that cannot be read again keeps
+    its findings from before the run."""
+    changed = {n for n in report.changes if n in s.targets and s.targets[n].reports_findings}
+    if not changed:
+        return report.findings
+    progress(f"reading {len(changed)} changed device(s) again for the report's findings")
+    dev_by_name = {d.name: d for d in s.devices}
+    ok, _ = outcomes(fan_out(s.nr, lambda dev: s.targets[dev.name].collect(domains),
+                             "collect", only=changed, timeout_s=s.timeouts.collect_s))
+    return findings(s, {**s.states, **{n: st for n, st in ok.items() if n in dev_by_name}}, domains)
+
+
+def refuse_firmware(plans: dict, allowed: bool) -> None:
+    """A firmware burn (a ``fw/`` change) is pushed only with ``--allow-firmware``.
+
+    Raises:
+        InputError: the plan burns firmware and it was not allowed (nothing pushed).
+    """
+    burns = [f"{n}:{c.key}" for n, ch in plans.items() for c in ch if c.key.startswith("fw/")]
+    if burns and not allowed:
+        raise InputError("--allow-firmware", "firmware.version",
+                         f"the plan burns NIC firmware ({', '.join(burns[:4])}{', ...' if len(burns) > 4 else ''}); "
+                         "pass --allow-firmware to push it (nothing was pushed)")
+
+
+def push(s: Session, plans: dict, j: Journal, confirm_s: int | None,
+           only: set[str] | None = None) -> dict[str, BaseException]:
+    """Push every device's plan (of ``only``, when given) in parallel, each within the policy's
+    ``apply_s`` (else ``DeviceTimeout``): :meth:`Target.push`, which journals ``pushing`` BEFORE
+    its first write, so a controller killed mid-push still leaves a journal that can be rolled back."""
+    todo = {name for name, ch in plans.items() if ch and (only is None or name in only)}
+    if not todo:
+        return {}
+    _, failed = outcomes(fan_out(s.nr, lambda dev: s.targets[dev.name].push(plans[dev.name], j.of(dev.name), confirm_s),
+                                 "apply", only=todo, timeout_s=s.timeouts.apply_s))
+    return failed
+
+
+def snapshot(s: Session, opts, plans: dict, r, shared: bool = False, **extra: object) -> Journal:
+    """The run's journal with everything a restore needs, written before the first write
+    (contract: docs/architecture.md): each device's :meth:`Target.record` of its collected state
+    and its planned changes, the batches (each device's batch), the policy (``fabtune report
+    RUN_ID`` prints it again) and ``extra`` top-level keys (a front end's own state); stage
+    ``snapshot``. ``opts``: the run's Options; ``r``: its Run; ``shared``: see
+    :attr:`Journal.shared`. Raises JournalWriteError (nothing pushed)."""
+    j = Journal.create(opts.journal_dir, str(s.inv.path), opts.mode, r.run_id, shared=shared)
+    for dev in s.devices:
+        j.device(dev.name).update({**s.targets[dev.name].record(s.states[dev.name]),
+                                   "changes": [c.as_dict() for c in plans[dev.name]]})
+    journal_batches(j, r.batches)
+    j.data.update(policy=r.policy.model_dump(mode="json"), **extra)
+    j.stage("snapshot")
+    return j
+
+
+def journal_batches(j: Journal, batches: list[Batch]) -> None:
+    """Record each device's ``batch`` and the run's ``batches`` (all ``not-run``, each with its
+    ``phases``, ``why`` and ``order``: what ``fabtune report RUN_ID`` prints) in the journal."""
+    for b in batches:
+        for name in b.devices:
+            j.device(name)["batch"] = b.index
+    j.data["batches"] = [{**b.as_dict(), "outcome": "not-run", "failed": [], "unreachable": [], "verify_ok": None}
+                         for b in batches]
