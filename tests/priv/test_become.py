@@ -176,7 +176,7 @@ def test_become_password_from_ansible_vault(lab_inventory, tmp_path, monkeypatch
     validate({"run_id": "r1", "inventory": str(inv), "mode": "apply", "stage": "done", "started": 1.0,
               "devices": {"node01": rec}}, tmp_path / "r1.json")
     # the live run's session, then a rollback's, opened from the journal record alone
-    for host in (SshHost("node01", dev.connection), connect("node01", rec)):
+    for host in (SshHost("node01", dev.connection), connect("node01", rec).host):
         try:
             res = host.run("id -u >/dev/null && sysctl -n net.core.rmem_max")
             assert (res.rc, res.stderr, res.command.startswith("sudo -S -p '' -u root -- ")) == (0, "", True)
