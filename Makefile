@@ -26,7 +26,7 @@ demo: $(VENV)/.installed
 # namespace where it is root over its own files, as CI is (needs util-linux `unshare`).
 AS_ROOT := $(shell [ "$$(id -u)" = 0 ] || echo unshare --user --map-root-user --)
 
-# Both cores (pytest-xdist, one lab pool per worker, work stealing); the 25 slowest tests and the
+# Both cores (pytest-xdist, one lab pool per worker, work stealing: addopts in pyproject.toml); the 25 slowest tests and the
 # lab start-ups are printed at the end. `pytest -m "not lab"` is the fast tier: it starts no lab.
 # The suite's temporary files (pytest's tmp_path, the lab pools: about 3 GB in some 10^5 small
 # files, most written and deleted within seconds) go in a fresh folder on tmpfs when /dev/shm has
@@ -40,7 +40,7 @@ TEST_TMP_PARENT = $(shell df -k --output=avail /dev/shm 2>/dev/null | awk 'NR ==
 test: $(VENV)/.installed
 	$(BYTECODE)
 	tmp=$$(mktemp -d -p "$(or $(TEST_TMP_PARENT),$${TMPDIR:-/tmp})" ft.XXXXXX) && chmod 1777 "$$tmp" && \
-	{ TMPDIR="$$tmp" $(AS_ROOT) $(BIN)/python -m pytest -q -p no:cacheprovider -n auto --dist worksteal --durations=25 \
+	{ TMPDIR="$$tmp" $(AS_ROOT) $(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 \
 	  --basetemp="$$tmp/t"; \
 	  rc=$$?; rm -rf "$$tmp" 2>/dev/null; exit $$rc; }
 

@@ -47,50 +47,53 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
     t0 = time.monotonic()
     opts = replace(opts, policy=opts.policy or inv.policy)
     devices = inv.select(opts.limit)
-    pairs, window = None, None
-    if opts.mode == "rollout" and opts.verify:
-        pairs = verify_pairs(inv, opts.rails)
-        window = confirm_window(opts, pairs, len(devices), extra_s=incast_bound(inv, opts))
+    verified = opts.mode == "rollout" and opts.verify
+    pairs = verify_pairs(inv, opts.rails) if verified else None  # InputError before anything is read
+    window = confirm_window(opts, pairs, len(devices), extra_s=incast_bound(inv, opts)) if verified else None
     run_id = new_run_id()
     # plan locks too: collecting a switch stages and discards a candidate, which would move the
     # diff under another run's push
     lock = RunLock(lock_path(inv.path), run_id, opts.mode, opts.journal_dir / f"{run_id}.json",
                    wait_s=opts.lock_wait_s).acquire()
     s = Session(inv, devices, opts.workers, opts.policy)
+    report = RunReport(None, opts.mode)
     try:
-        progress(f"connecting to {len(devices)} device(s)")
-        s.open()
-        pause_for_test("collect", run_id)
-        progress("collecting state (one round trip per device)")
-        states = s.states = collect(s, opts.domains)
-        plans = plan(s, states, opts.domains)
-        report = RunReport(None, opts.mode)
-        policy = opts.policy
-        batches = plan_batches(inv, devices, policy, plans)  # InputError: no safe order (nothing pushed)
-        report.policy = policy.model_dump(mode="json")
-        report.batches = [{**b.as_dict(), "outcome": "not-run", "failed": [], "unreachable": [], "verify_ok": None}
-                          for b in batches]
-        report.changes = {n: [c.as_dict() for c in ch] for n, ch in plans.items() if ch}
-        report.findings = findings(s, states, opts.domains)
-        if opts.mode != "plan":
-            refuse_firmware(plans, opts.allow_firmware)
+        plans, batches = _read_and_plan(s, opts, report, progress, run_id)
         if opts.mode == "plan":
             report.outcome = "planned"
             return report
-        r = Run(run_id, pairs, window, policy, batches)
-        if opts.mode == "rollout" and opts.verify:
-            r.batch_pairs = {b.index: (pairs if len(batches) == 1 else verify_pairs(inv, opts.rails, b.devices))
-                             for b in batches}
-        _execute(s, inv, opts, states, plans, report, progress, r)
+        refuse_firmware(plans, opts.allow_firmware)
+        r = Run(run_id, pairs, window, opts.policy, batches, batch_pairs={
+            b.index: (pairs if len(batches) == 1 else verify_pairs(inv, opts.rails, b.devices))
+            for b in batches} if verified else {})
+        _execute(s, inv, opts, s.states, plans, report, progress, r)
         if report.outcome in ("applied", "kept"):
             report.findings = findings_after(s, opts.domains, report, progress)
         return report
     finally:
         s.close()
-        if lock is not None:
-            lock.release()
-        if "report" in locals():
-            report.seconds = round(time.monotonic() - t0, 2)
+        lock.release()
+        report.seconds = round(time.monotonic() - t0, 2)
+
+
+def _read_and_plan(s: Session, opts: Options, report: RunReport, progress: Progress,
+                   run_id: str) -> tuple[dict[str, list], list]:
+    """Connect, collect, plan and cut the batches, filling ``report`` (policy, batches not run,
+    changes, findings). Returns ``(plans, batches)``. Raises ConnectError, InputError (a plan a
+    device cannot take, no safe push order: nothing pushed)."""
+    progress(f"connecting to {len(s.devices)} device(s)")
+    s.open()
+    pause_for_test("collect", run_id)
+    progress("collecting state (one round trip per device)")
+    s.states = collect(s, opts.domains)
+    plans = plan(s, s.states, opts.domains)
+    batches = plan_batches(s.inv, s.devices, opts.policy, plans)
+    report.policy = opts.policy.model_dump(mode="json")
+    report.batches = [{**b.as_dict(), "outcome": "not-run", "failed": [], "unreachable": [], "verify_ok": None}
+                      for b in batches]
+    report.changes = {n: [c.as_dict() for c in ch] for n, ch in plans.items() if ch}
+    report.findings = findings(s, s.states, opts.domains)
+    return plans, batches
 
 
 def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dict,

@@ -165,13 +165,7 @@ def begin(inv: Inventory, hosts: list[str], opts: StepOptions, holder_pid: int, 
         session.refuse_firmware(plans, opts.allow_firmware)
         r = Run(run_id, None, None, eopts.policy, batches)
         if opts.verify:
-            r.pairs = gate.verify_pairs(inv, opts.rails)
-            r.batch_pairs = {b.index: gate.verify_pairs(inv, opts.rails, b.devices) for b in batches}
-            every = [p for b in batches for p in r.batch_pairs[b.index]]  # switches outlast every batch,
-            if len(batches) > 1:  # and the last one's re-measured pairs (batch_run.missing_pairs: within r.pairs)
-                every += r.pairs
-            out["confirm_s"] = gate.confirm_window(eopts, every, len(devices),
-                                                     extra_s=gate.incast_bound(inv, eopts) * len(batches))
+            out["confirm_s"] = _gate(r, inv, eopts, len(devices))
             _refuse_unmeasurable(gone, gate.baseline_pairs(r))
         j = session.snapshot(s, eopts, plans, r, shared=True, engine="ansible",
                              ansible={"confirm_s": None, "measured": [], "incast_pending": [], "verify": eopts.verify})
@@ -188,6 +182,19 @@ def begin(inv: Inventory, hosts: list[str], opts: StepOptions, holder_pid: int, 
         raise
     finally:
         s.close()
+
+
+def _gate(r: Run, inv: Inventory, eopts: Options, n_devices: int) -> int:
+    """Fill ``r``'s verification pairs (the whole schedule, and each batch's) and return the switch
+    confirm window (s) that outlasts every batch's verification and incasts, and the last batch's
+    re-measured pairs (:func:`tuning.rollout.batch_run.missing_pairs`: within ``r.pairs``): the
+    front end pushes every switch before the node batches. Raises InputError (no pair, too short)."""
+    r.pairs = gate.verify_pairs(inv, eopts.rails)
+    r.batch_pairs = {b.index: gate.verify_pairs(inv, eopts.rails, b.devices) for b in r.batches}
+    every = [p for b in r.batches for p in r.batch_pairs[b.index]]
+    if len(r.batches) > 1:
+        every += r.pairs
+    return gate.confirm_window(eopts, every, n_devices, extra_s=gate.incast_bound(inv, eopts) * len(r.batches))
 
 
 def _refuse_unmeasurable(gone: dict[str, BaseException], pairs: list | None) -> None:
