@@ -309,9 +309,10 @@ def _apply(target: Target, changes: list, j: Journal, state, apply_s: float, pro
     planned = [c.as_dict() for c in changes]
     domains = {c.domain for c in changes}
     others = [c for c in rec.get("changes") or [] if c.get("domain") not in domains]
-    snap = {**target.record(state), "changes": others + planned, "state": "pushing"}
-    if "revision_before" in rec:
-        snap["revision_before"] = rec["revision_before"]  # the snapshot of the run's first push of it
+    first = target.record(state)
+    # the snapshot of the run's first push of this device stays (a later domain's push reads the
+    # device after the earlier ones changed it)
+    snap = {**first, **{k: rec[k] for k in first if k in rec}, "changes": others + planned, "state": "pushing"}
     j.update(name, **snap)  # BEFORE the first write: a killed worker leaves a restorable journal
     try:
         window = j.data["ansible"].get("confirm_s")

@@ -26,21 +26,11 @@ from tuning.inventory import Device
 from tuning.transport.connection import Connection
 from tuning.node.base import Change
 from tuning.render import render_switch
-from tuning.model.platforms import SWITCH_DRIVERS
-from tuning.switch import driver_class as os_driver
+from tuning.switch import driver_class
 from tuning.switch.base import SwitchDriver, SwitchState
 from tuning.targets.base import DeviceJournal, connection_facts, pause_for_test
 
 OPER_MTU = "oper_mtu"
-
-
-def driver_class(platform: str) -> type[SwitchDriver]:
-    """The driver class of an inventory or journal ``platform`` (its diff reader works without a
-    session). Raises TuningError for a platform no driver serves (names the allowed ones)."""
-    try:
-        return os_driver(platform)
-    except (KeyError, TypeError):
-        raise TuningError(f"no switch driver for platform {platform!r:.40}; allowed: {', '.join(SWITCH_DRIVERS)}") from None
 
 
 def open_driver(dev: Device) -> SwitchDriver:
@@ -50,7 +40,8 @@ def open_driver(dev: Device) -> SwitchDriver:
 
 def open_platform(platform: str, c: Connection, name: str) -> SwitchDriver:
     """Open a session to switch ``name`` with the driver of ``platform`` over the connection facts
-    ``c`` (an inventory's or a journal's). Raises ConnectError; TuningError for an unknown platform."""
+    ``c`` (an inventory's or a journal's; the platform is one the model or the target registry
+    accepted). Raises ConnectError."""
     drv = driver_class(platform)(c.hostname, port=c.port, username=c.username, key_file=c.key_file,
                                  known_hosts=c.known_hosts, name=name)
     drv.open()
