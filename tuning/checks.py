@@ -38,14 +38,12 @@ def check_vars_files(inv: Path, groups: set[str], hosts: set[str]) -> None:
 def check_cabling(devices: dict[str, Device], hosts_file: Path) -> None:
     """Every NIC names a switch of the inventory and a port that switch lists, once."""
     seen: dict[tuple[str, str], str] = {}
-    switches = ", ".join(d.name for d in devices.values() if d.role == "switch")
-    for dev in devices.values():
-        if dev.role != "node":
-            continue
+    switches = ", ".join(d.name for d in devices.values() if d.kind.fabric)
+    for dev in (d for d in devices.values() if d.kind.endpoint):
         src = dev.sources.get("nics", str(hosts_file))
         for i, nic in enumerate(dev.spec.nics):
             sw = devices.get(nic.switch)
-            if sw is None or sw.role != "switch":
+            if sw is None or not sw.kind.fabric:
                 raise InputError(src, f"nics.{i}.switch", f"{nic.switch!r} is not a switch of this inventory; "
                                                           f"allowed: {switches}")
             if nic.switch_port not in expand_ports(sw.spec.ports):
@@ -68,7 +66,7 @@ def check_addresses(devices: dict[str, Device], hosts_file: Path) -> None:
             raise InputError(dev.sources.get("ansible_port", dev.sources.get("ansible_host", str(hosts_file))),
                              "ansible_host", f"{dev.name} and {other} both use {c.hostname}:{c.port}; "
                              "allowed: one device per address and port")
-        if dev.role != "node":
+        if not dev.kind.endpoint:
             continue
         for i, nic in enumerate(dev.spec.nics):
             ip = str(nic.ipv4.ip)
@@ -191,14 +189,14 @@ def check_qos(devices: dict[str, Device]) -> None:
     Raises:
         InputError: naming the file, the key, both devices and the rule.
     """
-    nodes = [d for d in devices.values() if d.role == "node"]
+    nodes = [d for d in devices.values() if d.kind.endpoint]
     for dev in nodes:
         _node_rules(dev)
         for nic in dev.spec.nics:
             sw = devices.get(nic.switch)
-            if sw is not None and sw.role == "switch":
+            if sw is not None and sw.kind.fabric:
                 _pair_rules(dev, sw, nic.switch_port)
-    for sw in (d for d in devices.values() if d.role == "switch"):
+    for sw in (d for d in devices.values() if d.kind.fabric):
         for dev in nodes:
             _fabric_rules(dev, sw)
         _spine_mtu(nodes, sw, {n.switch_port for d in nodes for n in d.spec.nics if n.switch == sw.name})

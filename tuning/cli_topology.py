@@ -24,7 +24,7 @@ from tuning.node.topology import Topology
 
 def _load(inventory: Path, host: str):
     dev = load_inventory(inventory).devices.get(host)
-    if dev is None or dev.role != "node":
+    if dev is None or not dev.kind.endpoint:
         raise InputError("HOST", "host", f"{host!r} is not a node of {inventory}")
     return dev
 

@@ -33,26 +33,23 @@ from pydantic import ValidationError
 
 from tuning.checks import check_addresses, check_cabling, check_qos, check_vars_files
 from tuning.errors import InputError
-from tuning.model import NicQos, NodeSpec, SwitchRoce, SwitchSpec
+from tuning.model import NodeSpec, SwitchSpec
 from tuning.model.node_tuning import overlaps
 from tuning.model.layout import Tree, VarsCache, host_vars, parse_tree
 from tuning.model.messages import validation_error
 from tuning.model.policy import POLICY_KEY, RolloutPolicy
 from tuning.model.policy import explain as explain_policy
+from tuning.model.roles import FABTUNE_KEYS, ROLE_GROUPS, ROLES, Role, other_keys
 from tuning.model.settings import ConnectionVars
 from tuning.model.sources import check_single_source
 from tuning.transport import become as _become
 from tuning.transport.connection import Connection  # noqa: F401 (re-exported: tuning.inventory.Connection)
 
-ROLE_GROUPS = {"gpu_nodes": NodeSpec, "switches": SwitchSpec}
 #: the Ansible variables fabtune reads (validated); other ``ansible_*`` keys are Ansible's business
 CONNECTION_KEYS = {"ansible_host", "ansible_port", "ansible_user", *_become.KEYS}
 #: Ansible's old aliases of the keys above: fabtune would not see them, so they are refused
 LEGACY_KEYS = {"ansible_ssh_host": "ansible_host", "ansible_ssh_port": "ansible_port",
                "ansible_ssh_user": "ansible_user"}
-FABTUNE_KEYS = {"fabtune_sysroot", "fabtune_ssh_key_file", "fabtune_known_hosts_file"}
-#: fabtune_* keys that mean something for each role (a switch has no sysroot)
-ROLE_FABTUNE_KEYS = {"node": FABTUNE_KEYS, "switch": FABTUNE_KEYS - {"fabtune_sysroot"}}
 
 
 @dataclass
@@ -70,6 +67,11 @@ class Device:
         """``node`` or ``switch``."""
         return self.spec.role
 
+    @property
+    def kind(self) -> Role:
+        """Its :class:`~tuning.model.roles.Role`: whether it is an endpoint or a fabric device."""
+        return ROLES[self.spec.role]
+
 
 @dataclass
 class Inventory:
@@ -82,13 +84,13 @@ class Inventory:
 
     @property
     def nodes(self) -> list[Device]:
-        """GPU nodes."""
-        return [d for d in self.devices.values() if d.role == "node"]
+        """The endpoints (GPU nodes): devices whose NICs are cabled to fabric ports."""
+        return [d for d in self.devices.values() if d.kind.endpoint]
 
     @property
     def switches(self) -> list[Device]:
-        """Switches."""
-        return [d for d in self.devices.values() if d.role == "switch"]
+        """The fabric devices (switches): devices whose ports the endpoints are cabled to."""
+        return [d for d in self.devices.values() if d.kind.fabric]
 
     def select(self, limit: list[str] | None) -> list[Device]:
         """Devices named in ``limit`` (names or group names), all if None.
@@ -128,29 +130,24 @@ def _role_of(hosts_file: Path, host: str, groups: list[str]) -> str | None:
     return None
 
 
-def _nested_keys(role: str) -> dict[str, str]:
+def _nested_keys(role: Role) -> dict[str, str]:
     """Distinctive nested setting names -> their dotted place (``pfc_priority`` -> ``nic_qos.pfc_priority``),
     so a nested key written at the top level is caught; short common words (``mode``) are left out."""
     out: dict[str, str] = {}
-    pairs = [("nic_qos", NicQos), ("roce", SwitchRoce)]
-    for parent, model in (pairs if role == "switch" else pairs[::-1]):  # the role's own wins
+    others = [s for r in ROLES.values() if r is not role for s in r.sections]
+    for parent, model in (*others, *role.sections):  # the role's own wins
         out.update({k: f"{parent}.{k}" for k in model.model_fields if "_" in k and len(k) >= 6})
     return out
 
 
-def _own_keys(role: str) -> set[str]:
-    model = NodeSpec if role == "node" else SwitchSpec
-    return (set(model.model_fields) - {"role"}) | ROLE_FABTUNE_KEYS[role]
-
-
-def _check_keys(role: str, vars_: dict, where: tuple[dict, dict], host: str, mixed: set[str]) -> None:
+def _check_keys(role: Role, vars_: dict, where: tuple[dict, dict], host: str, mixed: set[str]) -> None:
     """Refuse fabtune's own keys in the wrong place and near-misses of them; leave other keys alone.
 
     ``mixed`` holds the groups whose hosts have both roles (``all``): a key of the other role set
     there is meant for those hosts and is ignored here.
     """
     sources, scopes = where
-    own, other = _own_keys(role), _own_keys("switch" if role == "node" else "node")
+    own, other = role.own_keys(), other_keys(role)
     nested = _nested_keys(role)
     known = sorted(own | other | CONNECTION_KEYS | FABTUNE_KEYS | set(nested) | {POLICY_KEY})
     for key in vars_:
@@ -164,7 +161,7 @@ def _check_keys(role: str, vars_: dict, where: tuple[dict, dict], host: str, mix
         if key in other or key in FABTUNE_KEYS:
             if scopes[key] in mixed:
                 continue
-            raise InputError(sources[key], key, f"not a {role} setting (host {host}); allowed for a {role}: "
+            raise InputError(sources[key], key, f"not a {role.name} setting (host {host}); allowed for a {role.name}: "
                                                 f"{', '.join(sorted(own))}")
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
         if not close and (same := [k for k in known if k.lower() == key.lower()]):  # FABTUNE_ROLLOUT, MTU
@@ -223,8 +220,9 @@ def _build(inv: Path, host: str, groups: list[str], role_group: str, layered: tu
         mixed: groups whose hosts have both roles (a key of the other role set there is ignored).
     """
     vars_, sources, scopes = layered
-    model = ROLE_GROUPS[role_group]
-    _check_keys(model.model_fields["role"].default, vars_, (sources, scopes), host, mixed)
+    role = ROLE_GROUPS[role_group]
+    model = role.spec
+    _check_keys(role, vars_, (sources, scopes), host, mixed)
     fields = {k: v for k, v in vars_.items() if k in model.model_fields and k != "role"}
     try:
         spec = model.model_validate(fields)

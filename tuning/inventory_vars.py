@@ -14,7 +14,8 @@ from pathlib import Path
 
 from tuning.checks import check_addresses, check_cabling, check_qos
 from tuning.errors import InputError
-from tuning.inventory import Device, Inventory, _build, _own_keys, _role_of, _validate_policy
+from tuning.inventory import Device, Inventory, _build, _role_of, _validate_policy
+from tuning.model.roles import ROLE_GROUPS, other_keys
 from tuning.model.policy import POLICY_KEY, RolloutPolicy
 
 #: variables a front end (the playbooks' extra vars, the facts the Ansible plugin sets) may carry
@@ -77,7 +78,7 @@ def device_from_vars(inv_dir: str | Path, host: str, groups: list[str], vars_: d
     if role is None:
         return None
     vars_ = {k: v for k, v in vars_.items() if k not in FRONT_END_KEYS}
-    other = _own_keys("switch" if role == "gpu_nodes" else "node")
+    other = other_keys(ROLE_GROUPS[role])
     scopes = {k: ("all" if k in other and (shared_keys is None or k in shared_keys) else None) for k in vars_}
     try:
         return _build(inv, host, groups, role, (vars_, {k: where for k in vars_}, scopes), {"all"})
@@ -98,12 +99,12 @@ def from_hostvars(inv_dir: str | Path, hostvars: dict[str, dict], groups_of: dic
     inv = Path(inv_dir)
     roles = {h: r for h, g in groups_of.items() if (r := _role_of(Path(_hostvars_source(source, h)), h,
                                                                      ["all", *g])) is not None}
-    seen: dict[str, set[str]] = {"gpu_nodes": set(), "switches": set()}  # role -> repr(key, value) its hosts hold
+    seen: dict[str, set[str]] = {g: set() for g in ROLE_GROUPS}  # role group -> repr(key, value) its hosts hold
     for h, r in roles.items():
         seen[r] |= {repr((k, v)) for k, v in hostvars.get(h, {}).items()}
     devices: dict[str, Device] = {}
     for h, r in roles.items():
-        theirs = seen["switches" if r == "gpu_nodes" else "gpu_nodes"]
+        theirs = set().union(*(held for g, held in seen.items() if g != r))
         shared = {k for k, v in hostvars.get(h, {}).items() if repr((k, v)) in theirs}
         dev = device_from_vars(inv, h, groups_of[h], hostvars.get(h, {}), source, shared)
         if dev is not None:

@@ -299,7 +299,7 @@ def _incast(s: "Session", report: RunReport, progress: Progress, r: "Run", b: Ba
     if not expect.lossless or not r.incast_pending:
         return True
     eligible = _tuned(s, r, b, plans, report)
-    sub = Inventory(s.inv.path, {n: d for n, d in s.inv.devices.items() if d.role == "switch" or n in eligible},
+    sub = Inventory(s.inv.path, {n: d for n, d in s.inv.devices.items() if not d.kind.endpoint or n in eligible},
                     s.inv.policy)
     incasts = [inc for inc in plan_incasts(sub, r.incast_pending, r.policy.incast.k) if len(inc.senders) >= 2]
     last = is_last(r, b)

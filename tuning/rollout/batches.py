@@ -105,8 +105,8 @@ def plan_batches(inv, selected: list, policy: RolloutPolicy, changes: dict[str, 
     Raises:
         InputError: the batch order cannot be made safe (see :func:`phases`).
     """
-    nodes = order_nodes([d for d in selected if d.role == "node"], policy.batch_by)
-    switches = [d for d in selected if d.role == "switch"]
+    nodes = order_nodes([d for d in selected if d.kind.endpoint], policy.batch_by)
+    switches = [d for d in selected if not d.kind.endpoint]
     batches: list[Batch] = []
     if nodes:
         at = 0

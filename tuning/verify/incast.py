@@ -193,8 +193,8 @@ def leaves_of(inv: Inventory, limit: list[str] | None = None) -> set[str]:
     every such switch of the inventory)."""
     selected = inv.select(limit) if limit else list(inv.devices.values())
     cabled = {n.switch for d in inv.nodes for n in d.spec.nics}
-    leaves = {n.switch for d in selected if d.role == "node" for n in d.spec.nics}
-    return leaves | {d.name for d in selected if d.role == "switch" and d.name in cabled}
+    leaves = {n.switch for d in selected if d.kind.endpoint for n in d.spec.nics}
+    return leaves | {d.name for d in selected if d.kind.fabric and d.name in cabled}
 
 
 def _rounds(incasts: list[Incast]) -> list[list[int]]:
