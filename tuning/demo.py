@@ -22,6 +22,7 @@ from tuning import inventory
 from tuning.lab import controller
 from tuning.report import console, verify_table
 from tuning.rollout import engine
+from tuning.model.outcomes import RunOutcome
 
 LAB = Path("inventory/lab")
 
@@ -54,14 +55,14 @@ def main() -> int:
         good = engine.run(inventory.load(LAB), engine.Options(mode="rollout", journal_dir=journal), progress)
         out.print(verify_table(good.verify_after, "per pair, before -> after", good.verify_before))
         out.print(f"outcome: [bold]{good.outcome}[/bold], {good.n_changes} changes, run {good.run_id}, {good.seconds} s")
-        ok &= good.outcome == "kept"
+        ok &= good.outcome == RunOutcome.KEPT
         with tempfile.TemporaryDirectory() as tmp:
             bad_inv = wrong_variant(LAB, Path(tmp) / "lab-wrong")
             out.rule("2. roll out a wrong variant (leaf01's spine uplink at MTU 1500: RoCE frames dropped)")
             bad = engine.run(inventory.load(bad_inv), engine.Options(mode="rollout", journal_dir=journal), progress)
             out.print(verify_table(bad.verify_after, "per pair, before -> after", bad.verify_before))
             out.print(f"outcome: [bold]{bad.outcome}[/bold], restored: {', '.join(bad.restored)}, run {bad.run_id}")
-            ok &= bad.outcome == "rolled-back"
+            ok &= bad.outcome == RunOutcome.ROLLED_BACK
         again = engine.run(inventory.load(LAB), engine.Options(mode="plan"), progress)
         out.print(f"3. after the rollback, plan of inventory/lab: {again.n_changes} change(s) (expected 0)")
         ok &= again.n_changes == 0

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tuning.cpulist import format_cpulist, parse_cpulist
+from tuning.model.outcomes import BatchOutcome
 from tuning.verify.runner import summarise
 
 MAX_CELL = 60
@@ -140,7 +141,7 @@ def batches_text(batches: list[dict]) -> str:
         phases = " -> ".join("[" + ", ".join(ph) + "]" for ph in b.get("phases") or []) or "nothing to push"
         lines.append(f"     push: {phases}")
         lines.append(f"     order: {b.get('order') or '-'}")
-        if b.get("outcome") not in (None, "not-run") or b.get("halt"):
+        if b.get("outcome") not in (None, BatchOutcome.NOT_RUN) or b.get("halt"):
             extra = [f"failed {', '.join(b['failed'])}" if b.get("failed") else "",
                      f"unreachable {', '.join(b['unreachable'])}" if b.get("unreachable") else "",
                      f"halted: {b['halt']}" if b.get("halt") else ""]

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 
 from tuning.errors import InputError
+from tuning.model.outcomes import RunOutcome
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -44,7 +45,7 @@ def exit_code(report) -> int:
     failed = [n for n in report.errors if n != "run" and n not in gone]
     if gone and not failed and report.verify_ok is not False:
         return EXIT_UNREACHABLE
-    bad = report.outcome in ("rolled-back", "failed", "halted") or report.verify_ok is False or failed
+    bad = report.outcome in (RunOutcome.ROLLED_BACK, RunOutcome.FAILED, RunOutcome.HALTED) or report.verify_ok is False or failed
     return EXIT_FAILED if bad else EXIT_OK
 
 
@@ -71,7 +72,7 @@ def verify_report(ok: bool, results: list[dict], seconds: float, incast: list[di
     (IncastResult dicts) in ``incast``, ``seconds`` wall time."""
     from tuning.rollout.run_report import RunReport
 
-    return RunReport(None, "verify", outcome="passed" if ok else "failed", verify_after=list(results),
+    return RunReport(None, "verify", outcome=RunOutcome.PASSED if ok else RunOutcome.FAILED, verify_after=list(results),
                      verify_ok=ok, seconds=round(seconds, 2), incast=list(incast or []))
 
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tuning.model.outcomes import DeviceState, RunOutcome
+
 #: the error text of a failed device in a report rebuilt from its journal
 NO_TEXT = "apply failed on this device (the journal keeps no error text; see the run's own output)"
 
@@ -103,7 +105,7 @@ def report_of(doc: dict, kept: dict[str, list[dict]]):
     rep.changes = {n: list(rec["changes"]) for n, rec in devices.items() if rec.get("changes")}
     rep.not_run = sorted(n for n in rep.changes if not devices[n].get("state"))  # never pushed
     rep.restored = sorted(n for n, rec in devices.items() if rec.get("restored"))
-    rep.errors = {n: NO_TEXT for n, rec in devices.items() if rec.get("state") == "failed"}
+    rep.errors = {n: NO_TEXT for n, rec in devices.items() if rec.get("state") == DeviceState.FAILED}
     rep.kept = kept
     rep.verify_before = list(doc.get("verify", {}).get("before") or [])
     rep.verify_after = list(doc.get("verify", {}).get("after") or [])
@@ -118,16 +120,16 @@ def report_of(doc: dict, kept: dict[str, list[dict]]):
         rep.verify_ok = doc["verify_ok"]
     elif rep.verify_after:  # journals written before the verdict was journaled
         rep.verify_ok = _verdict(rep.verify_after)
-    elif rep.outcome == "no-change" and rep.verify_before:
+    elif rep.outcome == RunOutcome.NO_CHANGE and rep.verify_before:
         rep.verify_ok = _verdict(rep.verify_before)
     end = _last_event(doc)  # an unfinished run: how long it ran until its last journaled event
     rep.seconds = round(end - doc["started"], 2) if end is not None and doc.get("started") else 0.0
     why = next((e[1] for e in reversed(doc.get("events") or []) if isinstance(e, list) and len(e) == 3
                 and e[0] == "restore" and e[1]), None)
-    engine_restored = doc.get("outcome") in ("rolled-back", "halted")  # not `fabtune rollback` afterwards
+    engine_restored = doc.get("outcome") in (RunOutcome.ROLLED_BACK, RunOutcome.HALTED)  # not `fabtune rollback` afterwards
     if engine_restored and why and not rep.errors and rep.verify_ok is not False:
         rep.errors["run"] = why  # nothing else says why the run was restored
-    if rep.outcome == "error":
+    if rep.outcome == RunOutcome.ERROR:
         rep.errors["run"] = f"the journal's outcome is {str(doc.get('outcome'))[:80]!r}"
     return rep
 
@@ -152,5 +154,5 @@ def load(journal_dir: Path, run_id: str):
                   {n: rec.get("role", "unknown") for n, rec in j.data["devices"].items() if isinstance(rec, dict)},
                   started=float(j.data.get("started") or 0.0), finished=_finished(j.data),
                   baseline={r["pair"]: r for r in rep.verify_before if not r.get("error")},
-                  exit_code=None if rep.outcome == "unfinished" else exit_code(rep))
+                  exit_code=None if rep.outcome == RunOutcome.UNFINISHED else exit_code(rep))
     return rep, build(rep, ctx)

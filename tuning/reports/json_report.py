@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from tuning import __version__
+from tuning.model.outcomes import DeviceOutcome, PairOutcome, RunOutcome
 
 #: bumped when a field changes meaning or goes away (a new optional field keeps the version)
 SCHEMA_VERSION = 1
@@ -27,17 +28,15 @@ SCHEMA_VERSION = 1
 SCHEMA_FILE = "report.schema.json"
 
 #: device outcomes (docs/reports.md): what the run did to each selected device
-DEVICE_OUTCOMES = ("unchanged", "planned", "changed", "restored", "failed", "unreachable", "error", "unknown",
-                   "not-run")
+DEVICE_OUTCOMES = tuple(DeviceOutcome)
 #: run outcomes: RunReport's own (planned, no-change, applied, kept, halted, rolled-back, failed), then
 #: ``passed`` (verify), ``unreachable`` / ``rollback-failed`` / ``error`` (the run raised),
 #: ``unfinished`` (a journal without an outcome: still running, or its controller died)
-RUN_OUTCOMES = ("planned", "no-change", "applied", "kept", "halted", "rolled-back", "failed", "passed",
-                "unreachable", "rollback-failed", "error", "unfinished")
+RUN_OUTCOMES = tuple(RunOutcome)
 #: judged pair outcomes (:func:`pair_rows`)
-PAIR_OUTCOMES = ("pass", "fail", "error")
+PAIR_OUTCOMES = tuple(PairOutcome)
 #: the outcome of a run stopped by these errors (any other error: ``error``)
-RAISED_OUTCOMES = {"ConnectError": "unreachable", "RollbackError": "rollback-failed"}
+RAISED_OUTCOMES = {"ConnectError": RunOutcome.UNREACHABLE, "RollbackError": RunOutcome.ROLLBACK_FAILED}
 
 
 @dataclass
@@ -82,7 +81,7 @@ def judged_pairs(report: dict) -> list[dict]:
     fail absolute thresholds, and that is why it is being tuned."""
     if report.get("verify_after"):
         return list(report["verify_after"])
-    if report.get("outcome") == "no-change" and report.get("verify_ok") is not None:
+    if report.get("outcome") == RunOutcome.NO_CHANGE and report.get("verify_ok") is not None:
         return list(report.get("verify_before") or [])
     return []
 
@@ -93,20 +92,20 @@ def _device_outcome(name: str, rep: dict, ctx: Context) -> tuple[str, str | None
     if err is not None:
         host = getattr(err, "host", None)
         if host == name:
-            return ("unreachable" if type(err).__name__ == "ConnectError" else "error"), str(err)
-        return "unknown", f"the run stopped ({type(err).__name__}) before this device had a result"
+            return (DeviceOutcome.UNREACHABLE if type(err).__name__ == "ConnectError" else DeviceOutcome.ERROR), str(err)
+        return DeviceOutcome.UNKNOWN, f"the run stopped ({type(err).__name__}) before this device had a result"
     if name in (rep.get("unreachable") or []):  # did not answer mid-run (counted apart from failed)
-        return "unreachable", rep.get("errors", {}).get(name)
+        return DeviceOutcome.UNREACHABLE, rep.get("errors", {}).get(name)
     if name in rep.get("errors", {}):
-        return "failed", rep["errors"][name]
+        return DeviceOutcome.FAILED, rep["errors"][name]
     if name in (rep.get("not_run") or []):  # its batch (or push phase) never ran: nothing pushed
-        return "not-run", None
+        return DeviceOutcome.NOT_RUN, None
     has_changes = bool(rep.get("changes", {}).get(name))
     if name in rep.get("restored", []):
-        return "restored", None
+        return DeviceOutcome.RESTORED, None
     if not has_changes:
-        return "unchanged", None
-    return ("planned" if rep.get("outcome") == "planned" else "changed"), None
+        return DeviceOutcome.UNCHANGED, None
+    return (DeviceOutcome.PLANNED if rep.get("outcome") == RunOutcome.PLANNED else DeviceOutcome.CHANGED), None
 
 
 def device_rows(rep: dict, ctx: Context) -> list[dict]:
@@ -133,7 +132,7 @@ def pair_rows(rep: dict, ctx: Context) -> list[dict]:
     rows = []
     for r in judged_pairs(rep):
         b = base.get(r["pair"]) or {}
-        outcome = "error" if r.get("error") else ("fail" if r.get("verdict") == "fail" else "pass")
+        outcome = PairOutcome.ERROR if r.get("error") else (PairOutcome.FAIL if r.get("verdict") == "fail" else PairOutcome.PASS)
         rows.append({**r, "outcome": outcome, "baseline_bw_gbps": b.get("bw_gbps"),
                      "baseline_lat_us": b.get("lat_us")})
     return rows
@@ -168,7 +167,7 @@ def build(report, ctx: Context) -> dict:
     from tuning.rollout.run_report import RunReport
 
     until = ctx.finished if ctx.finished is not None else time.time()
-    rep = (report or RunReport(None, ctx.command, outcome="failed",
+    rep = (report or RunReport(None, ctx.command, outcome=RunOutcome.FAILED,
                                seconds=round(max(0.0, until - ctx.started), 2))).as_dict()
     devices, pairs = device_rows(rep, ctx), pair_rows(rep, ctx)
     return {

@@ -32,6 +32,8 @@ import socket
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from tuning.model.outcomes import BatchOutcome, DeviceOutcome, PairOutcome, RunOutcome
+
 #: characters XML 1.0 cannot carry (control characters other than tab, newline, carriage return)
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
@@ -77,17 +79,17 @@ def _device_case(suite: ET.Element, doc: dict, d: dict) -> None:
     mine = doc["changes"].get(d["name"], [])
     changed = "\n".join(f"{c['key']}: {c['before']} -> {c['after']}" for c in mine)
     o = d["outcome"]
-    if o == "failed":
+    if o == DeviceOutcome.FAILED:
         _case(suite, d["name"], cls, "failure", "apply-failed", d["error"] or "apply failed",
               f"restored: {'yes' if d['restored'] else 'no'}\n{changed}")
-    elif o == "restored":
+    elif o == DeviceOutcome.RESTORED:
         kept = f"; kept (not undone automatically): {', '.join(d['kept'])}" if d["kept"] else ""
         _case(suite, d["name"], cls, "failure", "restored",
               f"changed, then restored: the run was rolled back{kept}", changed)
-    elif o == "changed" and doc["outcome"] == "rolled-back":
+    elif o == DeviceOutcome.CHANGED and doc["outcome"] == RunOutcome.ROLLED_BACK:
         _case(suite, d["name"], cls, "failure", "not-restored",
               "changed, and the rollback did not report it restored: check the device", changed)
-    elif o in ("unreachable", "error"):
+    elif o in (DeviceOutcome.UNREACHABLE, DeviceOutcome.ERROR):
         _case(suite, d["name"], cls, "error", o if o == "unreachable" else (doc["error"] or {}).get("type", "error"),
               d["error"] or o)
     elif o == "unknown":
@@ -122,7 +124,7 @@ def _batch_properties(batches: list[dict]) -> list[tuple[str, str]]:
     for b in batches:
         extra = [f"failed {' '.join(b['failed'])}" if b.get("failed") else "",
                  f"unreachable {' '.join(b['unreachable'])}" if b.get("unreachable") else ""]
-        out.append((f"batch.{b['index']}", "; ".join([b.get("outcome") or "not-run", *[e for e in extra if e]])))
+        out.append((f"batch.{b['index']}", "; ".join([b.get("outcome") or BatchOutcome.NOT_RUN, *[e for e in extra if e]])))
     halted = next((b for b in batches if b.get("halt")), None)
     if halted:
         out.append(("halted_at", f"{halted['index']}: {halted['halt']}"))
@@ -182,7 +184,7 @@ def to_xml(doc: dict) -> bytes:
         ver = _suite(root, doc, "verification", 1, 0.0)
         for p in doc["pairs"]:
             cls = f"fabtune.{doc['mode']}.pair.{p.get('path') or 'unknown'}"
-            if p["outcome"] == "error":
+            if p["outcome"] == PairOutcome.ERROR:
                 _case(ver, p["pair"], cls, "error", "test-not-run",
                       f"did not run: {p.get('error_kind') or 'unknown'}: {p.get('error') or 'no result'}",
                       _pair_detail(p, doc.get("thresholds")))

@@ -41,6 +41,7 @@ from tuning.rollout.rollback import kept_changes, restore_touched
 from tuning.rollout.run_report import RunReport
 from tuning.targets import pause_for_test
 from tuning.verify.runner import PairResult, as_baseline, judge
+from tuning.model.outcomes import BatchOutcome, RunOutcome
 
 if TYPE_CHECKING:  # pragma: no cover
     from tuning.rollout.options import Options, Run
@@ -179,12 +180,12 @@ def run_batches(s: "Session", opts: "Options", plans: dict, report: RunReport, p
         for name in b.devices:  # a switch's commit-confirm proves its revision is still the applied one
             if name in s.targets and s.targets[name].confirm(j.device(name)):
                 j.update(name, confirmed=True)
-        rec["outcome"] = "kept"
+        rec["outcome"] = BatchOutcome.KEPT
         _sync(report, j)
     if report.verify_after:  # final results only (module docstring): never a half-tuned fabric's values
         save_baseline(opts.journal_dir, s.inv.path, as_baseline([PairResult(**x) for x in report.verify_after]),
                       {p.name for p in gate.verify_pairs(s.inv, None)})
-    report.outcome = "kept" if opts.mode == "rollout" else "applied"
+    report.outcome = RunOutcome.KEPT if opts.mode == "rollout" else RunOutcome.APPLIED
     j.data["outcome"] = report.outcome
     _sync(report, j)
     j.stage("done")
@@ -349,7 +350,7 @@ def restore_batches(s: "Session", report: RunReport, progress: Progress, j: Jour
         got = restore_touched(j, s.targets, progress, only=scope)
     except Exception:
         if upto and j.data.get("batches"):
-            j.data["batches"][upto - 1]["outcome"] = "failed"
+            j.data["batches"][upto - 1]["outcome"] = BatchOutcome.FAILED
             _sync(report, j)
         raise
     report.restored = sorted(set(report.restored) | set(got))
@@ -359,9 +360,9 @@ def restore_batches(s: "Session", report: RunReport, progress: Progress, j: Jour
         j.data["verify"]["after"] = report.verify_after
     for rec in j.data.get("batches", [])[:upto]:
         if every or rec["index"] == upto:
-            rec["outcome"] = "restored"
-    kept = [rec for rec in j.data.get("batches", []) if rec["outcome"] == "kept"]
-    report.outcome = "halted" if kept else "rolled-back"
+            rec["outcome"] = BatchOutcome.RESTORED
+    kept = [rec for rec in j.data.get("batches", []) if rec["outcome"] == BatchOutcome.KEPT]
+    report.outcome = RunOutcome.HALTED if kept else RunOutcome.ROLLED_BACK
     _sync(report, j)
 
 

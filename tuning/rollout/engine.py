@@ -27,6 +27,7 @@ from tuning.rollout.run_report import RunReport
 from tuning.rollout.session import Session, collect, findings, findings_after, plan, refuse_firmware, snapshot
 from tuning.targets import pause_for_test
 from tuning.verify.runner import as_baseline
+from tuning.model.outcomes import BatchOutcome, RunOutcome
 
 Progress = Callable[[str], None]
 
@@ -60,14 +61,14 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
     try:
         plans, batches = _read_and_plan(s, opts, report, progress, run_id)
         if opts.mode == "plan":
-            report.outcome = "planned"
+            report.outcome = RunOutcome.PLANNED
             return report
         refuse_firmware(plans, opts.allow_firmware)
         r = Run(run_id, pairs, window, opts.policy, batches, batch_pairs={
             b.index: (pairs if len(batches) == 1 else verify_pairs(inv, opts.rails, b.devices))
             for b in batches} if verified else {})
         _execute(s, inv, opts, s.states, plans, report, progress, r)
-        if report.outcome in ("applied", "kept"):
+        if report.outcome in (RunOutcome.APPLIED, RunOutcome.KEPT):
             report.findings = findings_after(s, opts.domains, report, progress)
         return report
     finally:
@@ -89,7 +90,7 @@ def _read_and_plan(s: Session, opts: Options, report: RunReport, progress: Progr
     plans = plan(s, s.states, opts.domains)
     batches = plan_batches(s.inv, s.devices, opts.policy, plans)
     report.policy = opts.policy.model_dump(mode="json")
-    report.batches = [{**b.as_dict(), "outcome": "not-run", "failed": [], "unreachable": [], "verify_ok": None}
+    report.batches = [{**b.as_dict(), "outcome": BatchOutcome.NOT_RUN, "failed": [], "unreachable": [], "verify_ok": None}
                       for b in batches]
     report.changes = {n: [c.as_dict() for c in ch] for n, ch in plans.items() if ch}
     report.findings = findings(s, s.states, opts.domains)
@@ -100,7 +101,7 @@ def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dic
              report: RunReport, progress: Progress, r: Run) -> None:
     rollout = opts.mode == "rollout"
     if not report.changes and not rollout:
-        report.outcome = "no-change"
+        report.outcome = RunOutcome.NO_CHANGE
         return
     j = snapshot(s, opts, plans, r)
     report.run_id = j.run_id
@@ -112,10 +113,10 @@ def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dic
         baseline = as_baseline(before)
         j.data["verify"]["before"] = report.verify_before
     if not report.changes:
-        report.outcome = "no-change"
+        report.outcome = RunOutcome.NO_CHANGE
         report.verify_ok = ok if rollout and opts.verify else None
         j.data["verify_ok"] = report.verify_ok
-        j.data["outcome"] = "no-change"
+        j.data["outcome"] = RunOutcome.NO_CHANGE
         j.stage("done")
         return
     try:

@@ -25,13 +25,12 @@ from pathlib import Path
 from tuning.errors import InputError, JournalWriteError
 from tuning.rollout import journal_check
 from tuning.rollout.statefile import JOURNAL_MAX_BYTES, read_state_file
+from tuning.model.outcomes import TOUCHED, DeviceState
 
 DEFAULT_DIR = Path(".fabtune") / "journal"
 #: the note of the journal events ``fabtune rollback`` writes (``restore`` before its first write,
 #: ``done`` at the end); `` --force`` is appended when it overrode later runs' settings
 ROLLBACK_NOTE = "fabtune rollback"
-#: device states that mean the run may have changed the device (see docs/architecture.md)
-TOUCHED = ("pushing", "applied", "failed")
 
 
 @dataclass(frozen=True)
@@ -306,7 +305,7 @@ def _keys(doc: dict, restored: bool) -> dict[str, set[str]]:
     for name, rec in doc.get("devices", {}).items():
         if not touched(rec) or bool(rec.get("restored")) != restored:
             continue
-        changes = rec.get("changes") if rec.get("state") == "pushing" else rec.get("applied")
+        changes = rec.get("changes") if rec.get("state") == DeviceState.PUSHING else rec.get("applied")
         out[name] = {c["key"] for c in changes if isinstance(c, dict) and isinstance(c.get("key"), str)} \
             if isinstance(changes, list) else set()
     return out

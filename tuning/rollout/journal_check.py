@@ -21,13 +21,14 @@ from pathlib import Path
 
 from tuning.errors import InputError
 from tuning.model import grammar
+from tuning.model.outcomes import DeviceState
 from tuning.model.yamlfile import _kind
 
 #: run ids: ``20261130T101500-1a2b3c``; bounded so a path built from one stays short
 RUN_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,63}")
 #: epoch seconds a journal's times may hold (1970 .. 2286): beyond, a date conversion overflows
 MAX_TIME = 1e10
-STATES = ("pushing", "applied", "failed", "unchanged")
+STATES = tuple(DeviceState)
 _DEVICE_KEYS = ("role", "platform", "connection", "changes", "applied", "state", "revision_before",
                 "revision", "restored", "confirmed", "kept", "reset", "batch")
 _CONN_TYPES = {"hostname": str, "port": int, "username": str, "key_file": (str, type(None)),

@@ -16,6 +16,7 @@ from tuning.rollout.journal import new_run_id
 from tuning.rollout.baseline import load_baseline
 from tuning.rollout.lock import RunLock, lock_path
 from tuning.verify.runner import Thresholds
+from tuning.model.outcomes import RunOutcome
 
 
 def offline_plan(inv: Inventory, limit: list[str] | None, domains_: set[str] | None = None) -> RunReport:
@@ -24,7 +25,7 @@ def offline_plan(inv: Inventory, limit: list[str] | None, domains_: set[str] | N
     Settings that depend on discovery (IRQ numbers, the ECN file flavour of the NIC driver)
     are absent: they need the device.
     """
-    report = RunReport(None, "offline-plan", outcome="planned")
+    report = RunReport(None, "offline-plan", outcome=RunOutcome.PLANNED)
     for dev in inv.select(limit):
         items, notes = target_class(dev.role, platform_of(dev)).offline_plan(dev, domains_)
         report.changes[dev.name] = [c.as_dict() for c in items]

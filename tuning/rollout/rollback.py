@@ -24,6 +24,7 @@ from tuning.rollout.run_report import RunReport
 from tuning.rollout.lock import RunLock, lock_path
 from tuning.targets import Target, target_from_record
 from tuning.targets.base import journaled_changes
+from tuning.model.outcomes import RunOutcome
 
 Progress = Callable[[str], None]
 
@@ -208,7 +209,7 @@ def _restore_locked(j: Journal, names: list[str], report, progress: Progress, fo
                     c.close()
                 except Exception:  # noqa: BLE001 - closing must not mask the restore's own error
                     pass
-        report.outcome = "rolled-back"
+        report.outcome = RunOutcome.ROLLED_BACK
         j.data["outcome"] = "rolled-back (fabtune rollback" + (" --force)" if forced else ")")
         j.stage("done", ROLLBACK_NOTE)
     except BaseException:
@@ -245,7 +246,7 @@ def rollback_run(journal_dir: Path, run_id: str, inventory: Path | None = None, 
     j = Journal.load(journal_dir, run_id)
     _check_inventory(j, inventory)
     names = touched_devices(j, firmware)
-    report = RunReport(run_id, "rollback", outcome="no-change")
+    report = RunReport(run_id, "rollback", outcome=RunOutcome.NO_CHANGE)
     if not names:
         done = [n for n, rec in j.data["devices"].items() if rec.get("restored")]
         report.errors["run"] = (f"already rolled back ({', '.join(sorted(done))})" if done

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tuning.model.outcomes import RunOutcome
+
 
 @dataclass
 class RunReport:
     """What a run did, as plain data (JSON-ready via :meth:`as_dict`).
 
-    ``outcome``: planned | no-change | applied | kept | halted (a batch regressed: it was restored,
-    earlier batches kept) | rolled-back | failed. ``batches``: per batch ``{index, nodes, switches,
-    phases, why, order, outcome: kept|restored|failed|not-run, failed, unreachable, verify_ok}``;
+    ``outcome``: a :class:`~tuning.model.outcomes.RunOutcome` (planned | no-change | applied | kept |
+    halted | rolled-back | failed). ``batches``: per batch ``{index, nodes, switches, phases, why,
+    order, outcome: a BatchOutcome, failed, unreachable, verify_ok}``;
     ``unreachable``: devices that did not answer (counted apart from ``errors``' failed ones);
     ``restored_verified``: after a regression's restore, whether verification is back to the
     baseline (None: not verified); ``incast``: :class:`tuning.verify.incast.IncastResult` dicts.
@@ -25,7 +27,7 @@ class RunReport:
 
     run_id: str | None
     mode: str
-    outcome: str = "planned"
+    outcome: RunOutcome = RunOutcome.PLANNED
     changes: dict[str, list[dict]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     restored: list[str] = field(default_factory=list)

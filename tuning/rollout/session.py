@@ -16,6 +16,7 @@ from tuning.rollout.journal import Journal
 from tuning.rollout.run_report import RunReport
 from tuning.targets import Target, target_for
 from tuning.transport.base import Host
+from tuning.model.outcomes import BatchOutcome
 
 Progress = Callable[[str], None]
 
@@ -161,5 +162,5 @@ def journal_batches(j: Journal, batches: list[Batch]) -> None:
     for b in batches:
         for name in b.devices:
             j.device(name)["batch"] = b.index
-    j.data["batches"] = [{**b.as_dict(), "outcome": "not-run", "failed": [], "unreachable": [], "verify_ok": None}
+    j.data["batches"] = [{**b.as_dict(), "outcome": BatchOutcome.NOT_RUN, "failed": [], "unreachable": [], "verify_ok": None}
                          for b in batches]

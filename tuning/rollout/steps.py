@@ -39,6 +39,7 @@ from tuning.rollout.lock import RunLock, lock_path, read_lock
 from tuning.rollout.rollback import restore_touched
 from tuning.targets import Target, platform_of, target_class
 from tuning.verify.runner import PairResult, Thresholds, as_baseline
+from tuning.model.outcomes import BatchOutcome, DeviceState, RunOutcome
 
 Progress = Callable[[str], None]
 #: the play orders a front end may run: all switches before the node batches, or after them
@@ -312,7 +313,7 @@ def _apply(target: Target, changes: list, j: Journal, state, apply_s: float, pro
     first = target.record(state)
     # the snapshot of the run's first push of this device stays (a later domain's push reads the
     # device after the earlier ones changed it)
-    snap = {**first, **{k: rec[k] for k in first if k in rec}, "changes": others + planned, "state": "pushing"}
+    snap = {**first, **{k: rec[k] for k in first if k in rec}, "changes": others + planned, "state": DeviceState.PUSHING}
     j.update(name, **snap)  # BEFORE the first write: a killed worker leaves a restorable journal
     try:
         window = j.data["ansible"].get("confirm_s")
@@ -336,20 +337,20 @@ def end(inv: Inventory, opts: StepOptions, run_id: str, progress: Progress = lam
     """
     try:
         if opts.check:
-            return {"run_id": run_id, "outcome": "planned", "not_run": []}
+            return {"run_id": run_id, "outcome": RunOutcome.PLANNED, "not_run": []}
         j = open_journal(opts.journal_dir, run_id)
         pushed = [n for n, rec in j.data["devices"].items() if rec.get("state")]
         planned = [n for n, rec in j.data["devices"].items() if rec.get("changes")]
         if j.data.get("outcome") is None:
-            done = [b for b in j.data.get("batches", []) if b["outcome"] == "kept"]
+            done = [b for b in j.data.get("batches", []) if b["outcome"] == BatchOutcome.KEPT]
             verified = j.data["ansible"].get("verify")
-            j.data["outcome"] = ("no-change" if not pushed and not planned else
-                                 ("kept" if verified else "applied") if len(done) == len(j.data["batches"])
-                                 else "halted" if done else "failed")
+            j.data["outcome"] = (RunOutcome.NO_CHANGE if not pushed and not planned else
+                                 (RunOutcome.KEPT if verified else RunOutcome.APPLIED) if len(done) == len(j.data["batches"])
+                                 else RunOutcome.HALTED if done else RunOutcome.FAILED)
             after = j.data["verify"].get("after") or []
-            if j.data["outcome"] in ("kept", "applied"):
+            if j.data["outcome"] in (RunOutcome.KEPT, RunOutcome.APPLIED):
                 j.data["findings"] = _findings_after(inv, opts, pushed)
-            if verified and after and j.data["outcome"] == "kept":
+            if verified and after and j.data["outcome"] == RunOutcome.KEPT:
                 save_baseline(opts.journal_dir, inv.path, as_baseline([PairResult(**x) for x in after]),
                               {p.name for p in gate.verify_pairs(inv, None)})
             j.stage("done", "ansible end")

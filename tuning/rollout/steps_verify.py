@@ -26,6 +26,7 @@ from tuning.rollout.batches import Batch
 from tuning.rollout.journal import Journal
 from tuning.rollout.steps import StepOptions, open_journal, release
 from tuning.verify.runner import PairResult, as_baseline
+from tuning.model.outcomes import BatchOutcome, DeviceState, RunOutcome
 
 Progress = Callable[[str], None]
 
@@ -39,7 +40,7 @@ def _current(j: Journal, active: list[str]) -> Batch:
     """
     fields = ("index", "nodes", "switches", "phases", "why", "order")
     for rec in j.data.get("batches", []):
-        if rec["outcome"] == "not-run" and set(active) <= set(rec["nodes"]) | set(rec["switches"]):
+        if rec["outcome"] == BatchOutcome.NOT_RUN and set(active) <= set(rec["nodes"]) | set(rec["switches"]):
             return Batch(**{k: rec[k] for k in fields})
     raise InputError("ansible_play_batch", ",".join(active)[:80], "is no batch this run planned (begin cut "
                      "its batches with fabtune_serial; the play's serial must be the same)")
@@ -64,12 +65,12 @@ def _run_state(j: Journal, inv: Inventory, eopts: Options, b: Batch) -> Run:
 
 def _report(j: Journal, eopts: Options, gone: list[str]) -> RunReport:
     """A RunReport holding what the journal says so far (the engine's functions fill it further)."""
-    rep = RunReport(j.run_id, eopts.mode, outcome="applied")
+    rep = RunReport(j.run_id, eopts.mode, outcome=RunOutcome.APPLIED)
     rep.policy = j.data.get("policy")
     rep.batches = [{k: v for k, v in rec.items() if k in ("index", "nodes", "switches", "phases", "why", "order")}
                    for rec in j.data["batches"]]
     rep.changes = {n: rec["changes"] for n, rec in j.data["devices"].items() if rec.get("changes")}
-    rep.errors = {n: "failed (restored at once)" for n, rec in j.data["devices"].items() if rec.get("state") == "failed"}
+    rep.errors = {n: "failed (restored at once)" for n, rec in j.data["devices"].items() if rec.get("state") == DeviceState.FAILED}
     rep.unreachable = list(gone)
     rep.verify_after = list(j.data["verify"].get("after") or [])
     rep.incast = list(j.data.get("incast") or [])
@@ -84,7 +85,7 @@ def verify_batch(inv: Inventory, opts: StepOptions, run_id: str, active: list[st
         active: the batch's hosts still in play (Ansible's ``ansible_play_batch``).
 
     Returns:
-        ``{"batch": index, "ok": bool, "outcome": "kept" | "halted" | "rolled-back", "pairs": n,
+        ``{"batch": index, "ok": bool, "outcome": a RunOutcome (kept | no-change | halted | rolled-back), "pairs": n,
         "restored": [devices], "restored_verified": bool | None, "reasons": [one line per failed pair]}``.
 
     Raises:
@@ -102,16 +103,16 @@ def verify_batch(inv: Inventory, opts: StepOptions, run_id: str, active: list[st
         bad = [f"{x.get('pair')}: {'; '.join(x.get('reasons') or [x.get('status', '?')])}" for x in before
                if x.get("status") != "pass"]
         ok = not eopts.verify or (bool(before) and not bad)
-        rec["outcome"], rec["verify_ok"] = "kept", ok if eopts.verify else None
+        rec["outcome"], rec["verify_ok"] = BatchOutcome.KEPT, ok if eopts.verify else None
         j.data["verify_ok"] = rec["verify_ok"]
         j.save()
-        return {"batch": b.index, "ok": ok, "outcome": "kept" if ok else "no-change", "restored": [],
+        return {"batch": b.index, "ok": ok, "outcome": RunOutcome.KEPT if ok else RunOutcome.NO_CHANGE, "restored": [],
                 "pairs": len(before), "restored_verified": None,
                 "reasons": bad or ([] if ok else ["no pair was measured"])}
     r = _run_state(j, inv, eopts, b)
     b = r.current  # the run state's own batch object (the engine's functions compare against r.batches)
-    gone = sorted(n for n in b.nodes if n not in active and j.device(n).get("state") != "failed")
-    rec["failed"] = sorted(n for n in b.devices if j.device(n).get("state") == "failed")
+    gone = sorted(n for n in b.nodes if n not in active and j.device(n).get("state") != DeviceState.FAILED)
+    rec["failed"] = sorted(n for n in b.devices if j.device(n).get("state") == DeviceState.FAILED)
     rec["unreachable"] = gone
     scope = {n for x in r.batches[:b.index] for n in x.devices} if eopts.policy.on_regression == "restore-all" \
         else set(b.devices)
@@ -126,7 +127,7 @@ def verify_batch(inv: Inventory, opts: StepOptions, run_id: str, active: list[st
         ok = _gate(s, eopts, report, progress, j, r, b, plans)
         if ok:
             _confirm(s, j, b)
-            rec["outcome"] = "kept"
+            rec["outcome"] = BatchOutcome.KEPT
             _sync(report, j)
         else:
             baseline = as_baseline([PairResult(**x) for x in j.data["verify"].get("before") or []]) or None
@@ -140,7 +141,7 @@ def verify_batch(inv: Inventory, opts: StepOptions, run_id: str, active: list[st
             release(inv.path, run_id)  # halted: the run is over
     failed = [f"{x['pair']}: {'; '.join(x.get('reasons') or [])}" for x in report.verify_after
               if x.get("status") != "pass"]
-    return {"batch": b.index, "ok": ok, "outcome": "kept" if ok else report.outcome, "restored": report.restored,
+    return {"batch": b.index, "ok": ok, "outcome": RunOutcome.KEPT if ok else report.outcome, "restored": report.restored,
             "pairs": len(rec.get("pairs") or []), "restored_verified": report.restored_verified, "reasons": failed}
 
 

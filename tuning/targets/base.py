@@ -28,6 +28,7 @@ from tuning.node.base import Change, Finding
 from tuning.errors import RollbackError
 from tuning.transport.base import Host
 from tuning.transport.connection import Connection
+from tuning.model.outcomes import DeviceState
 
 
 class DeviceJournal(Protocol):
@@ -175,7 +176,7 @@ def journaled_changes(record: dict) -> list[Change]:
     """The changes to undo: every planned one for a device caught mid-push (``pushing``: writing a
     value that was never changed is harmless, missing one is not), else the applied ones; for a
     device already restored, only the irreversible ones that restore kept."""
-    done = record.get("changes") if record.get("state") == "pushing" else record.get("applied")
+    done = record.get("changes") if record.get("state") == DeviceState.PUSHING else record.get("applied")
     fields = {f.name for f in dataclasses.fields(Change)}
     out = [Change(**{k: v for k, v in c.items() if k in fields}) for c in done or []]
     if record.get("restored"):

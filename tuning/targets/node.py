@@ -12,6 +12,7 @@ from tuning.node.base import Change, Finding, NodeFacts
 from tuning.targets.base import DeviceJournal, connection_facts, journaled_changes, pause_for_test
 from tuning.transport.base import Host
 from tuning.transport.connection import Connection
+from tuning.model.outcomes import DeviceState
 
 
 class NodeTarget:
@@ -93,16 +94,16 @@ class NodeTarget:
         """One script with read back (:func:`tuning.node.apply`); see the contract. A failure
         journals what went through (``err.applied``) and whether a NIC reset ran (``reset``)."""
         before = list(journal.get().get("applied") or [])
-        journal.update(state="pushing")
+        journal.update(state=DeviceState.PUSHING)
         try:
             done = node_mod.apply(self.host, self.device, changes)
         except TuningError as e:
-            journal.update(state="failed", applied=before + [c.as_dict() for c in getattr(e, "applied", [])],
+            journal.update(state=DeviceState.FAILED, applied=before + [c.as_dict() for c in getattr(e, "applied", [])],
                            reset=bool(getattr(e, "reset", False)))
             raise
         pause_for_test("apply-node", journal.run_id)
         pause_for_test(f"apply-node-batch-{journal.get().get('batch')}", journal.run_id)
-        journal.update(state="applied", applied=before + [c.as_dict() for c in done])
+        journal.update(state=DeviceState.APPLIED, applied=before + [c.as_dict() for c in done])
         return done
 
     def confirm(self, record: dict) -> bool:
@@ -118,7 +119,7 @@ class NodeTarget:
         """Write every journaled change's ``before`` back (:func:`tuning.node.restore`), the keys
         kept returned. A push that failed before any NIC reset only staged its firmware values
         ("Next Boot"): those go back too, so the node is not left half-changed."""
-        staged_only = record.get("state") == "failed" and not record.get("reset")
+        staged_only = record.get("state") == DeviceState.FAILED and not record.get("reset")
         return [c.key for c in node_mod.restore(self.host, self.name, journaled_changes(record),
                                                 irreversible or staged_only)]
 

@@ -29,6 +29,7 @@ from tuning.render import render_switch
 from tuning.switch import driver_class
 from tuning.switch.base import SwitchDriver, SwitchState
 from tuning.targets.base import DeviceJournal, connection_facts, pause_for_test
+from tuning.model.outcomes import DeviceState
 
 OPER_MTU = "oper_mtu"
 
@@ -230,7 +231,7 @@ def switch_restore_action(drv, name: str, rec: dict) -> str:
     """
     ours, before = rec.get("revision"), rec.get("revision_before")
     pending, now = drv.has_pending_commit(), drv.current_revision()
-    if not ours and rec.get("state") == "pushing" and before is not None and now != str(before):
+    if not ours and rec.get("state") == DeviceState.PUSHING and before is not None and now != str(before):
         if drv.applied_parent() == str(before):
             # committed (with or without a confirm window) before the kill, never journaled: the
             # run held the inventory's lock, and the applied revision sits directly on its snapshot
@@ -319,17 +320,17 @@ class SwitchTarget:
         The revision is journaled with ``applied``; a commit that changed nothing is ``unchanged``."""
         rec = journal.get()
         before = list(rec.get("applied") or [])
-        journal.update(state="pushing")
+        journal.update(state=DeviceState.PUSHING)
         try:
             rev = apply(self.driver, self.device, changes, confirm_s, str(rec.get("revision_before")))
         except TuningError as e:
             # a commit the read back failed and could not undo is journaled as this run's: the
             # restore then puts revision_before back instead of refusing "another run's commit"
-            journal.update(state="failed", revision=getattr(e, "revision", None) or rec.get("revision"),
+            journal.update(state=DeviceState.FAILED, revision=getattr(e, "revision", None) or rec.get("revision"),
                            **({"restored": True} if getattr(e, "undone", False) else {}))
             raise
         done = list(changes) if rev else []
-        journal.update(state="applied" if rev or before else "unchanged", revision=rev or rec.get("revision"),
+        journal.update(state=DeviceState.APPLIED if rev or before else DeviceState.UNCHANGED, revision=rev or rec.get("revision"),
                        applied=before + [c.as_dict() for c in done])
         pause_for_test("apply-switch", journal.run_id)
         pause_for_test(f"apply-switch-batch-{journal.get().get('batch')}", journal.run_id)
