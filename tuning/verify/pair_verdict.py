@@ -1,0 +1,205 @@
+"""The verdict on measured pairs: pass marks (:class:`Thresholds`), like-with-like baselines
+(:func:`compare_params`), GID drift, :func:`judge`, and one line for people (:func:`summarise`)
+naming what every failing pair has in common (a NIC, a switch port, a switch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from tuning.verify.pair_result import PairResult
+
+
+@dataclass
+class Thresholds:
+    """Pass marks. bandwidth in Gb/s, latency in microseconds, drops/rises in percent.
+
+    ``min_bw_share``: fraction (0..1) of the slower end's link speed (``/sys/class/net/<if>/speed``,
+    Mb/s, read with the GID table right before the pair) the bandwidth must reach; None: not judged.
+    """
+
+    min_bw_gbps: float = 300.0
+    max_lat_us: float = 10.0
+    bw_drop_pct: float = 5.0
+    lat_rise_pct: float = 15.0
+    min_bw_share: float | None = None
+
+
+#: ``params`` fields compared for like with like: field -> (label, unit)
+_PARAM_LABELS = {"tool": ("test", ""), "size_bytes": ("size", " B"), "duration_s": ("duration", " s"),
+                 "iters": ("iterations", ""), "qps": ("QPs", ""), "direction": ("direction", "")}
+
+
+def compare_params(now: dict[str, dict], base: dict | None) -> str:
+    """Whether a baseline entry measured the same tests as this run (like with like).
+
+    Args:
+        now: this run's ``PairResult.params``; base: the baseline entry (a result dict) or None.
+
+    Returns:
+        ``"compared"`` (same tool, size, duration or iterations, QPs and direction for every test),
+        ``"none"`` (no entry), or ``"mismatch: size 65536 vs 4096 B (ib_write_bw)"`` (this run's
+        value first, then the baseline's; every differing field, ``, `` joined); an entry
+        without ``params`` (recorded before they were) is ``"mismatch: the baseline has no test
+        parameters"``.
+    """
+    if not base:
+        return "none"
+    then = base.get("params")
+    if not isinstance(then, dict) or not then:
+        return "mismatch: the baseline has no test parameters"
+    diffs = []
+    for key in sorted(set(now) | set(then)):
+        a, b = now.get(key), then.get(key)
+        if not isinstance(a, dict) or not isinstance(b, dict):
+            diffs.append(f"test {key} {'missing' if not isinstance(a, dict) else 'run'} vs "
+                         f"{'missing' if not isinstance(b, dict) else 'run'}")
+            continue
+        for f, (label, unit) in _PARAM_LABELS.items():
+            if a.get(f) != b.get(f):
+                diffs.append(f"{label} {a.get(f)} vs {b.get(f)}{unit} ({a.get('tool') or key})")
+    return "mismatch: " + ", ".join(diffs) if diffs else "compared"
+
+
+def gid_drift(r: PairResult, base: dict | None) -> list[str]:
+    """Each end's GID index or type changed since the baseline entry ``base``.
+
+    Returns:
+        ``["client node01:mlx5_0 GID index 3 -> 5"]``, ``["server node02:mlx5_0 GID type RoCE v2 ->
+        IB/RoCE v1"]``; empty without a baseline or where either side is unknown.
+    """
+    if not base:
+        return []
+    out = []
+    for end, nic in (("client", r.client_nic), ("server", r.server_nic)):
+        then_idx = base.get(f"{end}_gid_index", base.get("gid_index") if end == "client" else None)
+        for what, now, then in (("GID index", getattr(r, f"{end}_gid_index"), then_idx),
+                                ("GID type", getattr(r, f"{end}_gid_type"), base.get(f"{end}_gid_type"))):
+            if now is not None and then is not None and now != then:
+                out.append(f"{end} {nic} {what} {then} -> {now}")
+    return out
+
+
+def judge(results: list[PairResult], th: Thresholds, baseline: dict[str, dict] | None = None,
+          absolute: bool = True) -> bool:
+    """Set each result's status, verdict, reasons, baseline and drift.
+
+    Args:
+        baseline: :func:`as_baseline`'s shape (``{pair name: result dict}``); an entry is compared
+            only when its ``params`` equal the result's (else ``baseline = "mismatch: size 65536 vs
+            4096 B (ib_write_bw)"`` and no regression is judged; an entry without ``params`` is a
+            mismatch too, see :func:`compare_params`).
+        absolute: judge the absolute marks (min/max, share of line rate, MTU) too; False: only
+            regression against the baseline and tests that did not run fail (a batch in the
+            middle of a rollout: a half-tuned fabric fails the absolute marks).
+
+    A pair whose test did not run (``error_kind`` / ``error`` set) is ``status = "error"`` with the
+    reason ``did not run: <kind>: <cause>``, never a regression. Drift (:func:`gid_drift`) is
+    listed in ``drift`` and as ``drift: ...`` reasons that do not fail the pair by themselves.
+
+    Returns:
+        True when every pair passes.
+    """
+    ok = True
+    for r in results:
+        base = (baseline or {}).get(r.pair)
+        r.baseline = compare_params(r.params, base)
+        r.drift = gid_drift(r, base)
+        failing: list[str] = []
+        if r.error or r.error_kind:
+            r.error_kind = r.error_kind or "unknown"
+            failing.append(f"did not run: {r.error_kind}: {r.error or 'no result'}")
+        else:
+            if absolute:
+                failing += _absolute(r, th)
+            if r.baseline == "compared":
+                failing += _regression(r, th, base)
+        r.reasons = failing + [f"drift: {d}" for d in r.drift]
+        r.status = "error" if (r.error or r.error_kind) else ("fail" if failing else "pass")
+        r.verdict = "pass" if r.status == "pass" else "fail"
+        ok = ok and r.verdict == "pass"
+    return ok
+
+
+def _absolute(r: PairResult, th: Thresholds) -> list[str]:
+    """Reasons a measured pair misses the absolute marks (MTU, bandwidth, share of line rate, latency)."""
+    out = []
+    if r.mtu_allowed and r.mtu_bytes is None:
+        out.append("perftest printed no Mtu line: the RoCE active MTU is unknown")
+    elif r.mtu_allowed and r.mtu_bytes < r.mtu_allowed:
+        out.append(f"RoCE active MTU {r.mtu_bytes} B where every hop allows {r.mtu_allowed} B "
+                   f"(an end's netdev MTU is lower than the inventory's)")
+    if r.bw_gbps is not None and r.bw_gbps < th.min_bw_gbps:
+        out.append(f"bandwidth {r.bw_gbps:.1f} Gb/s below {th.min_bw_gbps:.0f}")
+    if th.min_bw_share is not None and r.bw_gbps is not None:
+        speeds = [r.client_speed_mbps, r.server_speed_mbps]
+        if None in speeds:
+            out.append(f"link speed of an end unknown (client {r.client_speed_mbps}, server "
+                       f"{r.server_speed_mbps} Mb/s): the share of line rate cannot be judged")
+        elif r.bw_gbps < th.min_bw_share * min(speeds) / 1000:
+            line = min(speeds) / 1000
+            out.append(f"bandwidth {r.bw_gbps:.1f} Gb/s below {th.min_bw_share:.2f} of the slower end's "
+                       f"{line:g} Gb/s link ({th.min_bw_share * line:.1f})")
+    if r.lat_us is not None and r.lat_us > th.max_lat_us:
+        out.append(f"latency {r.lat_us:.2f} us above {th.max_lat_us:.1f}")
+    return out
+
+
+def _regression(r: PairResult, th: Thresholds, base: dict) -> list[str]:
+    """Reasons a measured pair regressed against a like-with-like baseline entry."""
+    out = []
+    if base.get("bw_gbps") and r.bw_gbps is not None and r.bw_gbps < base["bw_gbps"] * (1 - th.bw_drop_pct / 100):
+        out.append(f"bandwidth regressed {base['bw_gbps']:.1f} -> {r.bw_gbps:.1f} Gb/s")
+    if base.get("lat_us") and r.lat_us is not None and r.lat_us > base["lat_us"] * (1 + th.lat_rise_pct / 100):
+        out.append(f"latency regressed {base['lat_us']:.2f} -> {r.lat_us:.2f} us")
+    return out
+
+
+def _field(r: PairResult | dict, name: str):
+    return r.get(name) if isinstance(r, dict) else getattr(r, name)
+
+
+def common_culprit(failed: list[PairResult | dict]) -> str | None:
+    """What every failing pair shares, most specific first: a NIC (named with its leaf port),
+    a leaf port, a switch; None with fewer than 2 failing pairs or nothing shared.
+
+    Returns:
+        ``"NIC node01:mlx5_0 (leaf01:swp1)"``, ``"switch port leaf01:swp5"``, ``"switch leaf02"``.
+    """
+    if len(failed) < 2:
+        return None
+    ends = [{(_field(r, "client_nic"), _field(r, "client_link")), (_field(r, "server_nic"), _field(r, "server_link"))}
+            for r in failed]
+    nics = set.intersection(*ends) - {(None, None)}
+    if nics:
+        nic, link = sorted(nics, key=str)[0]
+        return f"NIC {nic}" + (f" ({link})" if link else "")
+    links = set.intersection(*({lk for _, lk in e if lk} for e in ends))
+    if links:
+        return f"switch port {sorted(links)[0]}"
+    switches = set.intersection(*({lk.split(":")[0] for _, lk in e if lk} for e in ends))
+    return f"switch {sorted(switches)[0]}" if switches else None
+
+
+def summarise(results: list[PairResult | dict], max_names: int = 4) -> str:
+    """One line about judged results (PairResult or their dicts), for people.
+
+    Returns:
+        ``"18/18 pairs passed"`` or ``"2/18 pairs failed: node01:mlx5_0->node02:mlx5_0,
+        node01:mlx5_0->node03:mlx5_1; common NIC node01:mlx5_0 (leaf01:swp1)"`` (at most
+        ``max_names`` pairs named, then ``+N more``).
+    """
+    failed = [r for r in results if _field(r, "verdict") == "fail"]
+    if not failed:
+        return f"{len(results)}/{len(results)} pairs passed"
+    names = [_field(r, "pair") for r in failed]
+    listed = ", ".join(names[:max_names]) + (f" (+{len(names) - max_names} more)" if len(names) > max_names else "")
+    culprit = common_culprit(failed)
+    return f"{len(failed)}/{len(results)} pairs failed: {listed}" + (f"; common {culprit}" if culprit else "")
+
+
+def as_baseline(results: list[PairResult]) -> dict[str, dict]:
+    """Results keyed by pair name, the shape :func:`judge` takes as a baseline: every field,
+    ``params`` (like with like) and the per-end GID indexes and types (drift) included; pairs
+    whose test did not run are left out."""
+    return {r.pair: asdict(r) for r in results if not r.error and not r.error_kind}
