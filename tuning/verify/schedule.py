@@ -266,15 +266,18 @@ class _Router:
 
 
 def _wanted(nodes: list[Device], scope: list[Device] | None, topo: Topology,
-            rails) -> tuple[list, list[Uplink], list[str]]:
-    """(NIC entries, uplinks, spines) a schedule for ``scope`` must cover (None: everything)."""
+            rails) -> tuple[list, list[Uplink], list[str], dict[str, list]]:
+    """(NIC entries, uplinks, spines) a schedule for ``scope`` must cover (None: all); leaf -> entries on ``rails``."""
     names = {d.name for d in scope} if scope is not None else None
     on_rails = [(d, n) for d in nodes for n in d.spec.nics if rails is None or n.rail in rails]
     nics = [(d, n) for d, n in on_rails if names is None or d.name in names or n.switch in names]
     leaves = {n.switch for _, n in nics} | (set(topo.leaves) if names is None else names & set(topo.leaves))
     ups = [u for u in topo.uplinks() if u.leaf in leaves or (names is not None and u.spine in names)]
     spines = list(dict.fromkeys([u.spine for u in ups] + [s for s in topo.spines if names is None or s in names]))
-    return nics, ups, spines
+    entries: dict[str, list] = {}
+    for d, n in on_rails:
+        entries.setdefault(n.switch, []).append((d, n))
+    return nics, ups, spines, entries
 
 
 def _patch(router: _Router, target: Uplink, entries: dict[str, list], load: Counter) -> Pair | None:
@@ -339,18 +342,9 @@ def plan_schedule(nodes: list[Device], switches: list[Device] | None = None, *, 
         ValueError: ``per_node`` below 1, or ``links`` naming what is not a leaf or a spine.
     """
     topo = topology_of(nodes, switches or [], links)
-    wanted, ups, spines = _wanted(nodes, scope, topo, rails)
+    wanted, ups, spines, entries = _wanted(nodes, scope, topo, rails)
     router = _Router(topo)
-    if all_pairs:
-        names = {d.name for d, _ in wanted}
-        base = [p for rnd in round_robin([d for d in nodes if d.name in names], rails) for p in rnd]
-    else:
-        base = _covering(nodes, wanted, topo, spine_pairs)
-    entries: dict[str, list] = {}
-    for d in nodes:
-        for n in d.spec.nics:
-            if rails is None or n.rail in rails:
-                entries.setdefault(n.switch, []).append((d, n))
+    base = _every_pair(nodes, wanted, rails) if all_pairs else _covering(nodes, wanted, topo, spine_pairs)
     pairs = [router.route(p) for p in base]
     pairs += _patches(router, ups, spines, entries, Counter(e for p in pairs for e in p.nics))
     per_node = per_node or default_per_node(pairs)
@@ -359,6 +353,12 @@ def plan_schedule(nodes: list[Device], switches: list[Device] | None = None, *, 
         pairs = with_mtu_allowed(pairs, nodes, switches)
     cov = _coverage(pairs, wanted, ups, spines, topo)
     return Schedule(pairs, rounds, allocate_ports(pairs, rounds), per_node, cov, topo)
+
+
+def _every_pair(nodes: list[Device], wanted: list, rails) -> list[Pair]:
+    """Every pair of the wanted NICs' nodes on ``rails``, round after round of :func:`round_robin`."""
+    names = {d.name for d, _ in wanted}
+    return [p for rnd in round_robin([d for d in nodes if d.name in names], rails) for p in rnd]
 
 
 def _covering(nodes: list[Device], wanted: list, topo: Topology, spine_pairs: int) -> list[Pair]:
