@@ -1,0 +1,101 @@
+"""How ``fabtune`` prints a run report (plan, apply, rollout, rollback, report): JSON, or its tables,
+the notes on failed, unreachable, restored and kept devices, and one outcome line (:mod:`tuning.cli`).
+"""
+
+from __future__ import annotations
+
+import json
+
+from tuning.report import batches_text, changes_table, console, file_diffs, findings_table, verify_table
+
+out = console()
+err = console(stderr=True)
+
+
+def progress(msg: str) -> None:
+    """Print a progress line on stderr (dim)."""
+    err.print(f"[dim]... {msg}[/dim]")
+
+
+def emit(report, as_json: bool, title: str, diff: bool = False) -> None:
+    """Print ``report`` (a RunReport): as JSON, or its batches, tables and notes, then the outcome line.
+    ``title`` heads the changes table; ``diff`` adds the file changes as unified diffs."""
+    if as_json:
+        print(json.dumps(report.as_dict(), indent=2, default=str))
+        return
+    _tables(report, title, diff)
+    for dev, e in report.errors.items():
+        if report.mode != "rollback":
+            out.print(f"{dev}: {e}", style="red", markup=False, highlight=False)
+    if report.unreachable:
+        out.print(f"unreachable (no answer; left for `fabtune rollback {report.run_id}`): "
+                  f"{', '.join(report.unreachable)}", style="red", markup=False, highlight=False)
+    _restored(report)
+    run = f" (run {report.run_id})" if report.run_id else ""
+    out.print(f"{_outcome_words(report)}{run} in {report.seconds:.1f} s")
+    if report.outcome == "no-change" and report.verify_ok is False:
+        out.print("[red]verification FAILED: the fabric is unhealthy as it is (nothing was changed, "
+                  "nothing to roll back)[/red]")
+
+
+def _tables(report, title: str, diff: bool) -> None:
+    """The batches, the verification before, the changes (and their diffs), the findings and the
+    verification after, each when the report has them."""
+    if report.batches and (report.mode == "plan" or len(report.batches) > 1):
+        out.print(batches_text(report.batches), markup=False, highlight=False, soft_wrap=True)
+    if report.verify_before:
+        out.print(verify_table(report.verify_before, "verification before"))
+    if report.changes:
+        heads = ("now", "restored to") if report.mode == "rollback" else ("before", "after")
+        out.print(changes_table(report.changes, title, offline=report.mode == "offline-plan", headings=heads))
+        if diff:
+            out.print(file_diffs(report.changes), markup=False, end="")
+    if getattr(report, "findings", None):
+        out.print(findings_table(report.findings))
+    if report.verify_after:
+        out.print(verify_table(report.verify_after, "verification after", report.verify_before))
+
+
+def _restored(report) -> None:
+    """The restored devices, whether they verified against the baseline, and the firmware kept."""
+    if report.restored:
+        out.print(f"restored: {', '.join(report.restored)} (every touched device is back to its snapshot"
+                  + (", except the firmware settings below)" if report.kept else ")"))
+    if report.restored_verified is not None:
+        out.print("restored devices verified against the baseline: " + ("back to it" if report.restored_verified
+                  else "NOT back to it (check the fabric)"), style=None if report.restored_verified else "red")
+    for dev, items in (report.kept or {}).items():
+        undo = [c for c in items if c.get("undo") != "by hand"]
+        burns = [c for c in items if c.get("undo") == "by hand"]
+        if undo:
+            keys = ", ".join(f"{c['key']}={c['after']}" for c in undo)
+            out.print(f"{dev}: kept {len(undo)} firmware setting(s) (active after a reset; not undone "
+                      f"automatically): {keys}; put back with `fabtune rollback --firmware {report.run_id}`",
+                      style="yellow", markup=False, highlight=False)
+        for c in burns:
+            out.print(f"{dev}: {c['key']}: firmware {c['after']} stays burned: fabtune cannot undo a burn (the "
+                      f"old image is not at hand); burn {c['before']} again by hand if needed",
+                      style="yellow", markup=False, highlight=False)
+
+
+def _outcome_words(report) -> str:
+    """The outcome line's words (without the run id and the seconds)."""
+    n = report.n_changes
+    words = {"planned": f"{n} change(s) planned, nothing pushed" if n else "0 changes: already in the desired state",
+             "no-change": "0 changes: already in the desired state, nothing touched",
+             "applied": f"{n} change(s) applied", "kept": f"{n} change(s) applied, verified and kept",
+             "rolled-back": f"{n} change(s) ROLLED BACK", "failed": "FAILED",
+             "halted": f"HALTED at batch {_halted_at(report)}: that batch restored, "
+                       f"{sum(1 for b in report.batches if b.get('outcome') == 'kept')} earlier batch(es) kept"}
+    if report.mode == "offline-plan":
+        words["planned"] = (f"{n} setting(s) wanted; offline: current state not read, nothing contacted; "
+                            "IRQ affinity and ECN/DCQCN need each node's facts (IRQ numbers, NIC driver) "
+                            "and are not listed")
+    if report.mode == "rollback":
+        words["rolled-back"] = f"{n} change(s) rolled back on {len(report.restored)} device(s)"
+        words["no-change"] = f"nothing to roll back: {report.errors.get('run', 'the run changed nothing')}"
+    return words.get(report.outcome, report.outcome)
+
+
+def _halted_at(report) -> str:
+    return next((str(b["index"]) for b in report.batches if b.get("outcome") in ("restored", "failed")), "?")

@@ -1,0 +1,136 @@
+"""``fabtune lab up | status | inject | reboot | down | reset``: the embedded lab, a digital twin of a
+GPU fabric on this machine (``lab init`` is in :mod:`tuning.cli_burnin`). Registered in :mod:`tuning.cli`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from tuning.cli_args import existing_inventory, load_inventory
+from tuning.cli_emit import out
+from tuning.cli_options import INV, JSON, STATE
+from tuning.errors import InputError
+
+
+def _state_dir(inventory: Path, state_dir: Optional[Path]) -> Path:
+    return state_dir or inventory / ".state"
+
+
+def _running_state_dir(inventory: Path, state_dir: Optional[Path]) -> Path:
+    """The state directory of a running lab. Raises InputError naming --state-dir when no lab runs there."""
+    sd = _state_dir(inventory, state_dir)
+    if not (sd / "fabric.json").is_file():
+        raise InputError("--state-dir", str(sd), f"the lab is not running in {sd}; start it with "
+                         f"`fabtune lab up -i {inventory}`")
+    return sd
+
+
+def lab_up(inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
+    """Start the lab: 4 GPU nodes (SSH), 2 leaves and 1 spine (NVUE), untuned, listening on the
+    ports INVENTORY names (so two labs on two inventories run side by side).
+
+    Example: fabtune lab up -i inventory/lab
+    """
+    from tuning.lab import controller
+    from tuning.lab.fabric import fabric_for_inventory
+
+    sd = _state_dir(inventory, state_dir)
+    controller.up(sd, fabric_for_inventory(existing_inventory(inventory)))
+    _lab_status(sd)
+
+
+def lab_status(inventory: Path = INV, state_dir: Optional[Path] = STATE, as_json: bool = JSON) -> None:
+    """Show every lab endpoint and whether it answers. Exit 1 if the lab is down.
+
+    Example: fabtune lab status --json
+    """
+    sd = _state_dir(inventory, state_dir)
+    ok = _lab_status(sd, as_json)
+    raise typer.Exit(0 if ok else 1)
+
+
+def _lab_status(sd: Path, as_json: bool = False) -> bool:
+    from rich.table import Table
+
+    from tuning.lab import controller
+
+    st = controller.status(sd)
+    if as_json:
+        print(json.dumps(st, indent=2, default=str))
+    else:
+        t = Table(title=f"lab {sd}", title_justify="left")
+        for col in ("name", "kind", "port", "up"):
+            t.add_column(col)
+        for e in st.get("endpoints", []):
+            t.add_row(str(e["name"]), str(e["kind"]), str(e["port"]), "yes" if e["up"] else "NO")
+        out.print(t)
+    eps = st.get("endpoints", [])
+    return bool(eps) and all(e["up"] for e in eps)
+
+
+def lab_inject(target: str = typer.Argument(..., help="node01:mlx5_0 or leaf01:swp1"),
+               kind: str = typer.Argument("degrade", help="degrade | down | clear | flap | lossy | pcie-width W "
+                                          "(NODE:DEV); node: irqbalance | dcbx | gpu-xid N; switch: apply-fails | "
+                                          "nvued-down | slow-apply SECONDS | (SWITCH:PORT) oper-mtu N"),
+               value: Optional[str] = typer.Argument(None, help="SECONDS (slow-apply), MTU (oper-mtu), W (pcie-width) or N (gpu-xid)"),
+               inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
+    """Inject a fault on a link (the fabric model applies it to every RDMA test crossing it)
+    or on a switch (see tuning.lab.nvue_faults).
+
+    Example: fabtune lab inject leaf01:swp1 degrade; fabtune lab inject leaf01 slow-apply 30
+    """
+    from tuning.lab.inject import inject
+
+    sd = _running_state_dir(inventory, state_dir)
+    inject(sd, target, kind, value)
+    out.print(f"{kind}{'' if value is None else ' ' + value} on {target}")
+
+
+def lab_reboot(node: str = typer.Argument(..., help="a lab node, e.g. node01"),
+               inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
+    """Power-cycle a lab node: live values drop back to power-on (NIC firmware makes its Next Boot
+    values current, the boot loader's command line becomes /proc/cmdline), then boot runs what is
+    persisted (modules-load.d, sysctl.d, and the ENABLED systemd units' ExecStart) as root over the
+    node's SSH endpoint.
+
+    Example: fabtune lab reboot node01
+    """
+    from tuning.lab.boot import reboot
+
+    dev = {d.name: d for d in load_inventory(inventory).nodes}.get(node)
+    if dev is None:
+        raise InputError("NODE", "node", f"{node!r} is not a node of {inventory}")
+    cmds = reboot(_running_state_dir(inventory, state_dir), node, dev.connection)
+    out.print(f"{node} rebooted; boot ran: {'; '.join(cmds)}")
+
+
+def lab_down(inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
+    """Stop the lab (its state directory stays for inspection).
+
+    Example: fabtune lab down
+    """
+    from tuning.lab import controller
+
+    stopped = controller.down(_state_dir(inventory, state_dir))
+    out.print("lab stopped" if stopped else "lab was not running")
+
+
+def lab_reset(inventory: Path = INV, state_dir: Optional[Path] = STATE, as_json: bool = JSON) -> None:
+    """Put the running lab back to power-on without restarting it: node files, switch revisions,
+    injected faults and agents, the sudo policy (checked after; exit 1 if it is not at power-on).
+
+    Example: fabtune lab reset -i inventory/lab
+    """
+    from tuning.lab import power_on
+
+    done = power_on.reset(_state_dir(inventory, state_dir))
+    if as_json:
+        print(json.dumps(done))
+    else:
+        out.print(f"lab at power-on: {done['paths_restored']} node path(s) restored, "
+                  f"{done['processes_stopped']} process(es) stopped, switches at revision "
+                  + ", ".join(f"{name} {rev}" for name, rev in done["switches"].items()))
