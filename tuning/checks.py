@@ -90,6 +90,8 @@ def _src(dev: Device, key: str, fallback: Device) -> str:
 
 def _node_rules(dev: Device) -> None:
     q = dev.spec.nic_qos
+    if q is None:  # the node's QoS is not fabtune's
+        return
     src = dev.sources.get("nic_qos", "inventory")
     if q.roce_dscp == q.cnp_dscp:
         raise InputError(src, "nic_qos.cnp_dscp", f"{dev.name}: roce_dscp and cnp_dscp are both {q.roce_dscp}; "
@@ -103,7 +105,7 @@ def _node_rules(dev: Device) -> None:
 def _pair_rules(node: Device, sw: Device, port: str) -> None:
     q, r = node.spec.nic_qos, sw.spec.roce
     pair = f"{node.name} and {sw.name}"
-    if r is not None:
+    if r is not None and q is not None:
         if q.pfc_priority != r.pfc_priority:
             raise InputError(_src(node, "nic_qos", sw), "nic_qos.pfc_priority", f"{pair}: node PFC priority "
                              f"{q.pfc_priority}, switch roce.pfc_priority {r.pfc_priority}; rule: one lossless priority")
@@ -117,7 +119,7 @@ def _pair_rules(node: Device, sw: Device, port: str) -> None:
             raise InputError(sw.sources.get("roce", "inventory"), "roce.dscp_to_switch_priority", f"{pair}: "
                              f"{sw.name} {to}; rule: the RoCE DSCP maps to the lossless priority {r.pfc_priority}")
     port_mtu = sw.spec.port_mtu_overrides.get(port, sw.spec.port_mtu)
-    if port_mtu < node.spec.mtu + MTU_HEADER_BYTES:
+    if node.spec.mtu is not None and port_mtu < node.spec.mtu + MTU_HEADER_BYTES:
         key = "port_mtu_overrides" if port in sw.spec.port_mtu_overrides else "port_mtu"
         raise InputError(sw.sources.get(key, "inventory"), key, f"{pair}: {sw.name}:{port} MTU {port_mtu} < node "
                          f"MTU {node.spec.mtu} + {MTU_HEADER_BYTES} header bytes; rule: the port carries the "
@@ -130,6 +132,8 @@ def _fabric_rules(node: Device, sw: Device) -> None:
     The switch's file is named: each node already agrees with its own leaf (:func:`_pair_rules`)."""
     q, r = node.spec.nic_qos, sw.spec.roce
     pair, src = f"{node.name} and {sw.name}", sw.sources.get("roce", "inventory")
+    if q is None:  # the node's QoS is not fabtune's: nothing to agree with
+        return
     if r is None:
         raise InputError(src, "roce", f"{pair}: {sw.name} has roce: null (QoS left alone) while {node.name} runs "
                          f"PFC on priority {q.pfc_priority}; rule: every switch between the nodes is lossless on "
@@ -157,6 +161,7 @@ def _fabric_rules(node: Device, sw: Device) -> None:
 def _spine_mtu(nodes: list[Device], sw: Device, cabled: set[str]) -> None:
     """A switch no NIC is cabled to (a spine) carries every node's frames: its ``port_mtu`` (even
     with no ports listed yet) and each override must hold the largest node frame."""
+    nodes = [d for d in nodes if d.spec.mtu is not None]  # an unmanaged MTU is not known here
     if cabled or not nodes:
         return
     big = max(nodes, key=lambda d: d.spec.mtu)
@@ -174,14 +179,15 @@ def _spine_mtu(nodes: list[Device], sw: Device, cabled: set[str]) -> None:
 def check_qos(devices: dict[str, Device]) -> None:
     """QoS that must agree across devices before anything is pushed (the first rules of a fabric lint).
 
+    A node that leaves a setting alone (``nic_qos`` or ``mtu`` unset) is not checked for it.
     Per node: RoCE DSCP != CNP DSCP, PFC priority != CNP priority. Per node and the switch at the
     other end of each NIC: one PFC priority, one trust mode, the switch maps the node's RoCE DSCP to
     the lossless priority, and the port MTU >= node MTU + :data:`MTU_HEADER_BYTES`.
 
     Then per node and every switch of the inventory (the inventory does not model leaf-spine
     uplinks, so any switch may be on a path between two nodes): ``roce`` set (``roce: null``,
-    "leave QoS alone", is refused once there are nodes, since their PFC needs every hop
-    lossless), ``mode: lossless``, the same PFC priority, trust and CNP priority, and the DSCP map
+    "leave QoS alone", is refused once a node runs fabtune's ``nic_qos``, since its PFC needs every
+    hop lossless), ``mode: lossless``, the same PFC priority, trust and CNP priority, and the DSCP map
     sending the RoCE DSCP to the PFC priority and the CNP DSCP to the CNP priority. Every port of a
     switch no NIC is cabled to (a spine) is >= the largest node MTU + :data:`MTU_HEADER_BYTES`; a
     leaf port no NIC is cabled to is not known to be an uplink and is not checked.

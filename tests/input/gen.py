@@ -27,6 +27,7 @@ POOL: list[Any] = [True, False, None, 22.5, -1, 10**20, "", " ", "../../x", "/ab
 VALID: dict[str, Callable[[Any], bool]] = {
     "bool": lambda v: isinstance(v, bool),
     "optional": lambda v: v is None,
+    "optional_int": lambda v: v is None,  # an int or null ("leave it alone": mtu)
     "sysctl_value": lambda v: v in (-1, "0-99999999"),
     "name": lambda v: v == "0-99999999",  # a valid interface, user or DNS name (if not an existing one)
     "path": lambda v: v in ("../../x", "/abs", "0-99999999"),
@@ -38,7 +39,7 @@ G, S, A, H, N1, L1 = ("group_vars/gpu_nodes.yml", "group_vars/switches.yml", "gr
                       "hosts.yaml", "host_vars/node01.yml", "host_vars/leaf01.yml")
 #: (file, path inside it, category)
 LOCATIONS: list[tuple[str, tuple, str]] = [
-    (G, ("mtu",), "int"), (G, ("nic_qos", "trust"), "enum"), (G, ("nic_qos", "pfc_priority"), "int"),
+    (G, ("mtu",), "optional_int"), (G, ("nic_qos", "trust"), "enum"), (G, ("nic_qos", "pfc_priority"), "int"),
     (G, ("nic_qos", "ecn"), "bool"), (G, ("nic_qos", "roce_dscp"), "int"), (G, ("nic_qos", "cnp_dscp"), "int"),
     (G, ("nic_qos", "cnp_priority"), "int"), (G, ("sysctl",), "mapping"), (G, ("irq_affinity",), "enum"),
     (G, ("sysctl", "kernel.numa_balancing"), "sysctl_value"), (G, ("fabtune_sysroot",), "sysroot"),

@@ -106,12 +106,16 @@ class NodeSpec(BaseModel):
     """Desired state of a GPU node.
 
     Attributes:
-        mtu: netdev MTU of every RDMA NIC, bytes (68..9216 here; mlx5 itself allows up to 9978).
-        nic_qos: RoCE QoS, see :class:`NicQos`.
+        A setting the inventory does not ask for is left as the node has it (None, ``off``): the
+        defaults are "leave alone", never a tuning profile.
+        mtu: netdev MTU of every RDMA NIC, bytes (68..9216 here; mlx5 itself allows up to 9978);
+            None (default): each NIC keeps its MTU.
+        nic_qos: RoCE QoS, see :class:`NicQos` (``nic_qos: {}`` asks for NVIDIA's RoCE defaults);
+            None (default): the NICs' QoS is left alone.
         sysctl: kernel parameters, ``{"net.core.rmem_max": "268435456"}``; values compared as strings
             with whitespace collapsed.
         irq_affinity: ``numa-local`` spreads each NIC's completion IRQs over the CPUs of the NIC's
-            own NUMA node (``local_cpulist``); ``off`` leaves IRQs alone.
+            own NUMA node (``local_cpulist``); ``off`` (default) leaves IRQs alone.
         irqbalance: what to do with a running irqbalance, which moves IRQs back (node domain
             ``services``): ``stop`` it (``systemctl stop irqbalance.service``), ``ban`` the tuned IRQs
             (``--banirq=N`` in ``IRQBALANCE_ARGS`` of /etc/default or /etc/sysconfig ``irqbalance``,
@@ -125,10 +129,10 @@ class NodeSpec(BaseModel):
 
     model_config = _STRICT
     role: Literal["node"] = "node"
-    mtu: int = Field(9000, ge=68, le=9216)
-    nic_qos: NicQos = NicQos()
+    mtu: Optional[int] = Field(None, ge=68, le=9216)
+    nic_qos: Optional[NicQos] = None
     sysctl: dict[SysctlName, SysctlValue] = Field(default_factory=dict)
-    irq_affinity: Literal["numa-local", "off"] = "numa-local"
+    irq_affinity: Literal["numa-local", "off"] = "off"
     irqbalance: Literal["stop", "ban", "leave"] = "stop"
     irq_cpus: Optional[CpuList] = None
     nics: list[NicSpec] = Field(min_length=1)

@@ -39,6 +39,8 @@ class MtuDomain(Domain):
         for i, n in enumerate(spec.nics):
             if facts.raw.get(f"mtu/{n.netdev}", ABSENT) == ABSENT:
                 raise Unfit(f"nics.{i}.netdev", f"the node has no netdev {n.netdev} (/sys/class/net/{n.netdev} is missing)")
+        if spec.mtu is None:  # unmanaged: every NIC keeps its MTU
+            return {}
         return {f"mtu/{n.netdev}": str(spec.mtu) for n in spec.nics}
 
     def command(self, key: str, value: str, spec: NodeSpec, facts: NodeFacts, sysroot: str) -> str | None:

@@ -37,7 +37,9 @@ _QOS_KINDS = ("dcbx", "trust", "pfc", "dscp2prio")
 
 def _file_keys(spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
     """key -> device path of every file-backed QoS setting, by driver flavour."""
-    out = {}
+    out: dict[str, str] = {}
+    if spec.nic_qos is None:
+        return out
     p = spec.nic_qos.pfc_priority
     for nic in spec.nics:
         f = facts.nics.get(nic.netdev, {})
@@ -95,6 +97,8 @@ class NicQosDomain(Domain):
         for nic in spec.nics:
             lines.append(f"bp {q('mlnx_qos/' + nic.netdev)} mlnx_qos -i {q(nic.netdev)}")
             lines.append(f"bp {q('tos/' + nic.rdma_device)} cma_roce_tos -d {q(nic.rdma_device)}")
+        if spec.nic_qos is None:  # unmanaged: mlnx_qos is still read (the pause domain's PFC)
+            return lines
         # ECN / CNP files: read both flavours' paths; the absent ones print ABSENT.
         p = spec.nic_qos.pfc_priority
         for nic in spec.nics:
@@ -118,7 +122,7 @@ class NicQosDomain(Domain):
         inbox = [nic.netdev for nic in spec.nics
                  if facts.nics.get(nic.netdev, {}).get("bdf") and facts.nics[nic.netdev].get("driver") != "ofed"]
         out = []
-        if spec.nic_qos.ecn and inbox:
+        if spec.nic_qos is not None and spec.nic_qos.ecn and inbox:
             out.append(Finding(device, self.name, "ecn-unsupported",
                                f"inbox mlx5 driver on {len(inbox)} NIC(s): no per-priority ECN enable, so nic_qos.ecn "
                                "is not applied (DCQCN runs with the firmware defaults; the CNP DSCP and priority are "
@@ -127,7 +131,9 @@ class NicQosDomain(Domain):
         return out
 
     def current(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
-        out = {}
+        out: dict[str, str] = {}
+        if spec.nic_qos is None:  # unmanaged (the inventory sets no nic_qos): nothing to snapshot
+            return out
         for nic in spec.nics:
             raw = decode(facts.raw.get(f"mlnx_qos/{nic.netdev}", ABSENT))
             values = _parse_qos(nic.netdev, raw) if raw != ABSENT else {}
@@ -143,6 +149,8 @@ class NicQosDomain(Domain):
 
     def desired(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
         qos = spec.nic_qos
+        if qos is None:  # unmanaged: the NIC's QoS is left as it is
+            return {}
         pfc = ",".join("1" if i == qos.pfc_priority else "0" for i in range(8))
         out = {}
         for i, nic in enumerate(spec.nics):

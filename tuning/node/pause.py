@@ -43,6 +43,8 @@ def _pfc(spec: NodeSpec, facts: NodeFacts, netdev: str) -> tuple[list[int], str]
                 return list(st.pfc_priorities), "mlnx_qos"
         except ParseError:
             pass
+    if spec.nic_qos is None:
+        return [], "not read (mlnx_qos unavailable) and not in the profile (nic_qos unset)"
     return [spec.nic_qos.pfc_priority], "profile nic_qos.pfc_priority"
 
 

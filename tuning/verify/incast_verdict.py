@@ -34,15 +34,17 @@ class Expectation:
     def from_inventory(cls, inv: Inventory) -> "Expectation":
         """Derive the expectation from the nodes' ``nic_qos`` and the switches' ``roce``.
 
-        lossless: at least one node, every node trusting ``dscp`` and every switch's ``roce`` set
+        lossless: at least one node, every node with ``nic_qos`` set trusting ``dscp`` (a node that
+        leaves its QoS alone is not known lossless) and every switch's ``roce`` set
         with mode ``lossless``; ecn: lossless and every node's ``nic_qos.ecn``; priority: the first
-        node's ``nic_qos.pfc_priority`` (3 without nodes).
+        node's ``nic_qos.pfc_priority`` (3 when not lossless).
         """
         nodes, switches = inv.nodes, inv.switches
-        lossless = bool(nodes) and all(d.spec.nic_qos.trust == "dscp" for d in nodes) and all(
+        qos = [d.spec.nic_qos for d in nodes]
+        lossless = bool(nodes) and all(q is not None and q.trust == "dscp" for q in qos) and all(
             d.spec.roce is not None and d.spec.roce.mode == "lossless" for d in switches)
-        ecn = lossless and all(d.spec.nic_qos.ecn for d in nodes)
-        prio = nodes[0].spec.nic_qos.pfc_priority if nodes else 3
+        ecn = lossless and all(q.ecn for q in qos)
+        prio = qos[0].pfc_priority if lossless else 3
         return cls(lossless=lossless, ecn=ecn, priority=prio)
 
 

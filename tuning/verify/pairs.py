@@ -179,10 +179,16 @@ def select_pairs(nodes: list[Device], rails: tuple[int, ...] | None = None, spin
 
 def with_mtu_allowed(pairs: list[Pair], nodes: list[Device], switches: list[Device]) -> list[Pair]:
     """``pairs`` with ``mtu_allowed`` set from the nodes' MTUs and their leaf ports' MTUs
-    (:func:`allowed_roce_mtu`). ``nodes`` must hold every node the pairs name."""
+    (:func:`allowed_roce_mtu`); None (not judged) where an end leaves its MTU alone (``mtu`` unset:
+    the inventory does not say what it is). ``nodes`` must hold every node the pairs name."""
     sws, mtu, listed = {s.name: s for s in switches}, {d.name: d.spec.mtu for d in nodes}, {}
-    return [replace(p, mtu_allowed=allowed_roce_mtu([mtu[p.client], mtu[p.server]], _port_mtu(sws, p.client_nic, listed)
-                                                    + _port_mtu(sws, p.server_nic, listed))) for p in pairs]
+
+    def allowed(p: Pair) -> int | None:
+        ends = [mtu[p.client], mtu[p.server]]
+        if None in ends:
+            return None
+        return allowed_roce_mtu(ends, _port_mtu(sws, p.client_nic, listed) + _port_mtu(sws, p.server_nic, listed))
+    return [replace(p, mtu_allowed=allowed(p)) for p in pairs]
 
 
 def schedule_waves(pairs: list[Pair]) -> list[list[int]]:
