@@ -27,7 +27,7 @@ def render(inventory: Path = INV, output: Path = typer.Option(..., "-o", "--outp
 
     Example: fabtune render -i inventory/example-su -o /tmp/su-render
     """
-    from tuning.render import render_inventory
+    from tuning.rollout.offline import render_inventory
 
     try:
         paths = render_inventory(load_inventory(inventory), output)

@@ -12,9 +12,7 @@ Rendering is pure: the same inventory gives the same bytes.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from tuning.inventory import Device, Inventory
+from tuning.inventory import Device
 from tuning.model.settings import expand_ports
 from tuning.switch import driver_class
 from tuning.node.files import NODE_FILES, node_files_from_plan  # noqa: F401 (re-exported)
@@ -67,21 +65,3 @@ def render_node(dev: Device) -> str:
     parts = [f"### {path}\n{content}" for path, content in node_files(dev).items()]
     return "".join(parts)
 
-
-def render_inventory(inv: Inventory, out_dir: Path) -> list[Path]:
-    """Write one file per device: ``<switch>.<suffix>`` (its OS's configuration, e.g. ``.nvue``: nv set
-    lines), ``<node>.files`` (node files).
-
-    Returns:
-        The written paths, in inventory order.
-    """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for dev in inv.devices.values():
-        if dev.role == "switch":
-            path, text = out_dir / f"{dev.name}.{driver_class(dev.spec.platform).config_suffix}", render_switch(dev)
-        else:
-            path, text = out_dir / f"{dev.name}.files", render_node(dev)
-        path.write_text(text)
-        written.append(path)
-    return written

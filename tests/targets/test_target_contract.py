@@ -54,6 +54,7 @@ CONTRACT = {
     "findings": "test_findings_are_this_devices_and_only_a_reporting_kind_has_any",
     "fleet_findings": "test_findings_are_this_devices_and_only_a_reporting_kind_has_any",
     "offline_plan": "test_offline_plan_agrees_with_the_online_plan_and_contacts_nothing",
+    "rendered": "test_rendered_is_what_render_writes_and_holds_the_devices_settings",
     "record": "test_record_holds_the_connection_facts_and_no_secret",
     "push": "test_push_journals_first_holds_every_planned_value_and_is_idempotent",
     "confirm": "test_confirm_keeps_a_pushed_commit_and_restore_still_undoes_it",
@@ -130,6 +131,9 @@ class Kind:
 
 class NodeKind(Kind):
     id, name, tags = "node-linux", "node01", {"mtu_up", "lossless_on"}
+    #: what :meth:`Target.rendered` gives: the file suffix and lines the lab inventory asks for
+    rendered = ("files", ["### /etc/sysctl.d/90-fabtune.conf", "net.core.rmem_max = 268435456",
+                          "mlnx_qos -i enp12s0np0 --trust dscp >/dev/null"])
     # the pushing tests push the MTU and sysctl settings (15 changes: `ip link`, `sysctl -w`, each
     # shown in the sysroot): the whole plan (203 changes, IRQs and boot files) takes 6 s a push on a
     # busy 2-core runner and is the node tests' own (tests/node); the plan test plans it all
@@ -182,6 +186,7 @@ class SwitchKind(Kind):
 
 class NvueKind(SwitchKind):
     id, name, tags = "switch-nvue", "leaf01", {"lossless_on"}
+    rendered = ("nvue", ["nv set interface swp1 link mtu 9216", "nv set qos roce mode lossless"])
 
     def _fabric(self) -> dict:
         return json.loads((self.state / "switches" / f"{self.name}.fabric.json").read_text())
@@ -232,6 +237,7 @@ class NvueKind(SwitchKind):
 
 class ToyKind(SwitchKind):
     id, name, tags = "switch-toyos", "toy01", {"mtu_up", "lossless_on"}
+    rendered = ("toy", ["hostname toy01", "lossless on"])
 
     @property
     def toy(self) -> ToyDevice:
@@ -443,6 +449,20 @@ def test_offline_plan_agrees_with_the_online_plan_and_contacts_nothing(kind: Kin
     both = [c for c in online if c.key in after and c.domain not in kind.derived_domains]
     assert both and [(c.key, c.after) for c in both] == [(c.key, after[c.key]) for c in both]
     assert cls.offline_plan(dev, {"no-such-domain"}) == ([], [])
+
+
+@pytest.mark.lab
+def test_rendered_is_what_render_writes_and_holds_the_devices_settings(kind: Kind, tmp_path: Path):
+    from tuning.rollout.offline import render_inventory
+
+    dev = kind.device()
+    cls = target_class(dev.role, platform_of(dev))
+    suffix, text = cls.rendered(dataclasses.replace(dev, connection=dataclasses.replace(dev.connection, port=1)))
+    assert (suffix, [ln for ln in kind.rendered[1] if ln in text.splitlines()]) == kind.rendered, text[:2000]
+    assert cls.rendered(dev) == (suffix, text)  # the same inventory gives the same bytes
+    written = render_inventory(inventory.load(kind.inv), tmp_path)
+    assert (tmp_path / f"{kind.name}.{suffix}") in written
+    assert (tmp_path / f"{kind.name}.{suffix}").read_text() == text
 
 
 @pytest.mark.lab

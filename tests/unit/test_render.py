@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuning import inventory
-from tuning.render import render_inventory, render_node
+from tuning.render import render_node
+from tuning.rollout.offline import render_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -33,6 +33,24 @@ def offline_plan(inv: Inventory, limit: list[str] | None, domains_: set[str] | N
     return report
 
 
+def render_inventory(inv: Inventory, out_dir: Path) -> list[Path]:
+    """Write one file per device, ``<name>.<suffix>``, with what its Target renders without
+    contacting it (``Target.rendered``: a switch's OS configuration, e.g. ``leaf01.nvue`` with
+    ``nv set`` lines; a node's boot files, ``node01.files``).
+
+    Returns:
+        The written paths, in inventory order.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for dev in inv.devices.values():
+        suffix, text = target_class(dev.role, platform_of(dev)).rendered(dev)
+        path = out_dir / f"{dev.name}.{suffix}"
+        path.write_text(text)
+        written.append(path)
+    return written
+
+
 def verify_only(inv: Inventory, journal_dir: Path, th: Thresholds, progress,
                 rails: tuple[int, ...] | None = None, limit: list[str] | None = None,
                 incast: bool = True) -> tuple[bool, list[dict], list[dict]]:

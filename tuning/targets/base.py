@@ -94,6 +94,12 @@ class Target(Protocol):
         """Findings across the run's devices of this kind (``states``: name -> collected state)."""
 
     @classmethod
+    def rendered(cls, dev) -> tuple[str, str]:
+        """``(suffix, text)``: the artefact ``fabtune render`` writes for the inventory device
+        ``dev`` as ``<name>.<suffix>`` (a switch's OS configuration, a node's boot files), no
+        device contacted; the same inventory gives the same bytes."""
+
+    @classmethod
     def offline_plan(cls, dev, domains: set[str] | None = None) -> tuple[list[Change], list[Finding]]:
         """The inventory device ``dev``'s desired settings, ``before`` None, no device contacted,
         and findings for what cannot be planned offline (only ``domains`` when given)."""

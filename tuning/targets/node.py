@@ -72,6 +72,14 @@ class NodeTarget:
         return idle_drift_findings(states) if domains is None or "power" in domains else []
 
     @classmethod
+    def rendered(cls, dev) -> tuple[str, str]:
+        """``("files", text)``: the node's boot-persistence files as one document
+        (:func:`tuning.render.render_node`), no device contacted."""
+        from tuning.render import render_node
+
+        return "files", render_node(dev)
+
+    @classmethod
     def offline_plan(cls, dev, domains: set[str] | None = None) -> tuple[list[Change], list[Finding]]:
         """The desired settings with ``before`` unknown (None), no device contacted; the domains
         whose settings depend on what the node reports (IRQ numbers, the NIC driver's ECN file

@@ -302,6 +302,12 @@ class SwitchTarget:
         return []
 
     @classmethod
+    def rendered(cls, dev: Device) -> tuple[str, str]:
+        """``(suffix, text)``: the switch's configuration in its OS's language (the driver's
+        template and ``config_suffix``: NVUE ``("nvue", nv set lines)``), no device contacted."""
+        return driver_class(dev.spec.platform).config_suffix, render_switch(dev)
+
+    @classmethod
     def offline_plan(cls, dev: Device, domains: set[str] | None = None) -> tuple[list[Change], list]:
         """The rendered candidate's lines, in the keys the online plan reads from the switch's
         diff, ``before`` unknown (None); no device contacted."""
