@@ -97,7 +97,6 @@ def parse_idle_info(text: str) -> IdleInfo:
         line = raw.strip()
         if not line:
             continue
-        key, sep, value = line.partition(": ")
         if line.startswith("CPUidle driver:"):
             out.driver = line.split(":", 1)[1].strip()
         elif line.startswith("CPUidle governor:"):
@@ -107,25 +106,8 @@ def parse_idle_info(text: str) -> IdleInfo:
             out.cpus.append(cpu)
         elif cpu is None:
             raise ParseError(tool, no, "'CPUidle driver:' or 'analyzing CPU N:'", raw)
-        elif line == "*is offline":
-            cpu.offline = True
-        elif re.fullmatch(r"CPU \d+: No idle states", line):
-            cpu.count = 0
-        elif key == "Number of idle states" and sep:
-            cpu.count = _num(tool, no, raw, value)
-        elif line.startswith("Available idle states:"):
-            cpu.available = line.split(":", 1)[1].split()
-        elif sep and key in _FIELDS or line.endswith(":") and line[:-1] in _FIELDS:
-            key, value = (key, value) if sep else (line[:-1], "")
-            if state is None:
-                raise ParseError(tool, no, "a state name line ('C6:') before its fields", raw)
-            field = _FIELDS[key]
-            setattr(state, field, value.strip() if field == "description" else _num(tool, no, raw, value.strip()))
-        elif m := _STATE.match(line):
-            state = IdleStateInfo(index=len(cpu.states), name=m[1], disabled=bool(m[2]))
-            cpu.states.append(state)
         else:
-            raise ParseError(tool, no, "a cpupower idle-info line", raw)
+            state = _cpu_line(tool, no, raw, cpu, state)
     if not out.cpus:
         raise ParseError(tool, 0, "at least one 'analyzing CPU N:' block")
     for st in out.enabled_deep():
@@ -133,3 +115,33 @@ def parse_idle_info(text: str) -> IdleInfo:
                                     message=f"idle state {st.name} (exit latency {st.latency_us} us) is enabled: "
                                             f"a CPU waking from it stalls RDMA/NCCL polling threads"))
     return out
+
+
+def _cpu_line(tool: str, no: int, raw: str, cpu: CpuIdleInfo, state: IdleStateInfo | None) -> IdleStateInfo | None:
+    """Read line ``no`` (``raw``) of ``cpu``'s block into it; returns the state its next fields belong to.
+
+    Raises:
+        ParseError: a state field before any state, a number that is not one, or an unknown line.
+    """
+    line = raw.strip()
+    key, sep, value = line.partition(": ")
+    if line == "*is offline":
+        cpu.offline = True
+    elif re.fullmatch(r"CPU \d+: No idle states", line):
+        cpu.count = 0
+    elif key == "Number of idle states" and sep:
+        cpu.count = _num(tool, no, raw, value)
+    elif line.startswith("Available idle states:"):
+        cpu.available = line.split(":", 1)[1].split()
+    elif sep and key in _FIELDS or line.endswith(":") and line[:-1] in _FIELDS:
+        key, value = (key, value) if sep else (line[:-1], "")
+        if state is None:
+            raise ParseError(tool, no, "a state name line ('C6:') before its fields", raw)
+        field = _FIELDS[key]
+        setattr(state, field, value.strip() if field == "description" else _num(tool, no, raw, value.strip()))
+    elif m := _STATE.match(line):
+        state = IdleStateInfo(index=len(cpu.states), name=m[1], disabled=bool(m[2]))
+        cpu.states.append(state)
+    else:
+        raise ParseError(tool, no, "a cpupower idle-info line", raw)
+    return state
