@@ -308,14 +308,7 @@ def reset_pending(host: Host, dev, changes: list) -> list[str]:
                            host=dev.name, phase="reset")
         err.applied = items  # type: ignore[attr-defined]
         raise err
-    queried, running = {}, {}
-    for line in res.stdout.splitlines():
-        parts = line.split("\t")
-        if len(parts) == 3 and parts[0] == "@@q":
-            queried[parts[1]] = _parse_query(base64.b64decode(parts[2]).decode(errors="replace"))
-        elif len(parts) == 3 and parts[0] == "@@fw":
-            running[parts[1]] = parts[2].strip()
-    bad = _still_pending(due, queried, running)
+    bad = _still_pending(due, *_read_after_reset(res.stdout))
     if bad:
         err2 = VerifyError(f"still not active after one mlxfwreset of {', '.join(bdfs)}: " + "; ".join(bad[:8])
                            + "; not resetting again: a reboot (power cycle) of the node loads them",
@@ -324,6 +317,18 @@ def reset_pending(host: Host, dev, changes: list) -> list[str]:
         err2.mismatches = bad  # type: ignore[attr-defined]
         raise err2
     return bdfs
+
+
+def _read_after_reset(stdout: str) -> tuple[dict[str, Mlxconfig], dict[str, str]]:
+    """The reset script's read-back: ``({bdf: its mlxconfig query}, {bdf: its running firmware})``."""
+    queried, running = {}, {}
+    for line in stdout.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[0] == "@@q":
+            queried[parts[1]] = _parse_query(base64.b64decode(parts[2]).decode(errors="replace"))
+        elif len(parts) == 3 and parts[0] == "@@fw":
+            running[parts[1]] = parts[2].strip()
+    return queried, running
 
 
 def _still_pending(due: list[Change], queried: dict[str, Mlxconfig], running: dict[str, str]) -> list[str]:
