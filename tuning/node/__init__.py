@@ -210,21 +210,7 @@ def _push(host: Host, name: str, changes: list[Change], use_before: bool, phase:
         e.applied = list(todo)  # type: ignore[attr-defined]  # restore is idempotent: replay every one
         raise
     if res.rc != 0:
-        marked = [int(l.split()[1]) for l in res.stderr.splitlines() if l.startswith("@@failed")]
-        locked = nodelock.LOCK_MARK in res.stderr  # nothing ran: the script stopped at the node lock
-        said = res.stderr.replace(nodelock.LOCK_MARK + " ", "")
-        said = "\n".join(l for l in said.splitlines() if not l.startswith("@@failed")).strip()
-        said = said or "\n".join(res.stdout.strip().splitlines()[-3:])  # tools such as mlxconfig print -E- on stdout
-        if locked:
-            what, applied = "(node lock)", []
-        elif marked:
-            what, applied = cmds[marked[0]], todo[:marked[0]]
-        else:  # killed, or its shell died, before a command could say it failed: extent unknown
-            what, applied = f"({phase} script ended with exit {res.rc} and no failing command named: how far it " \
-                            f"got is unknown, so every one of its {len(todo)} change(s) counts as applied)", list(todo)
-        err = CommandError(what, res.rc, said, host=name, phase=phase)
-        err.applied = applied  # type: ignore[attr-defined]
-        raise err
+        raise _script_failed(res, cmds, todo, name, phase)
     bad = _mismatches(todo, _read_back(res.stdout, reads), use_before)
     if bad:
         err2 = VerifyError(f"read back after {phase} differs on {len(bad)} key(s): " + "; ".join(bad[:8])
@@ -232,6 +218,27 @@ def _push(host: Host, name: str, changes: list[Change], use_before: bool, phase:
         err2.applied = list(todo)  # type: ignore[attr-defined]
         err2.mismatches = bad  # type: ignore[attr-defined]
         raise err2
+
+
+def _script_failed(res, cmds: list[str], todo: list[Change], name: str, phase: str) -> CommandError:
+    """The CommandError of a push script that exited ``res.rc`` != 0: the command it names failed
+    (``err.applied``: the changes before it), the node lock was busy (none), or it ended without
+    naming one (every change, as how far it got is unknown)."""
+    marked = [int(l.split()[1]) for l in res.stderr.splitlines() if l.startswith("@@failed")]
+    locked = nodelock.LOCK_MARK in res.stderr  # nothing ran: the script stopped at the node lock
+    said = res.stderr.replace(nodelock.LOCK_MARK + " ", "")
+    said = "\n".join(l for l in said.splitlines() if not l.startswith("@@failed")).strip()
+    said = said or "\n".join(res.stdout.strip().splitlines()[-3:])  # tools such as mlxconfig print -E- on stdout
+    if locked:
+        what, applied = "(node lock)", []
+    elif marked:
+        what, applied = cmds[marked[0]], todo[:marked[0]]
+    else:  # killed, or its shell died, before a command could say it failed: extent unknown
+        what, applied = f"({phase} script ended with exit {res.rc} and no failing command named: how far it " \
+                        f"got is unknown, so every one of its {len(todo)} change(s) counts as applied)", list(todo)
+    err = CommandError(what, res.rc, said, host=name, phase=phase)
+    err.applied = applied  # type: ignore[attr-defined]
+    return err
 
 
 def apply(host: Host, dev: Device, changes: list[Change]) -> list[Change]:
@@ -260,8 +267,13 @@ def apply(host: Host, dev: Device, changes: list[Change]) -> list[Change]:
     if not resets_due(dev, firmware):
         _push(host, dev.name, list(changes), use_before=False, phase="apply")
         return list(changes)
-    # firmware.allow_reset: push the firmware changes, reset each NIC they left pending (once), then the
-    # rest: mlxfwreset restarts the driver, which drops live settings (MTU, QoS, IRQ affinity)
+    return _apply_with_reset(host, dev, changes, firmware)
+
+
+def _apply_with_reset(host: Host, dev: Device, changes: list[Change], firmware: list[Change]) -> list[Change]:
+    """:func:`apply` under ``firmware.allow_reset``: push the ``firmware`` changes, reset each NIC they
+    left pending (once), then the rest: mlxfwreset restarts the driver, which drops live settings (MTU,
+    QoS, IRQ affinity), so the settings it wiped are written again too."""
     _push(host, dev.name, firmware, use_before=False, phase="apply")
     rest = [c for c in changes if c.domain != "firmware"]
     try:
