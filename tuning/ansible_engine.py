@@ -295,10 +295,6 @@ def run(run: AnsibleRun, progress: Progress = lambda msg: None):
     """
     import time
 
-    from tuning.reports.history import report_of
-    from tuning.rollout.journal import Journal
-    from tuning.rollout.rollback import kept_changes
-
     t0 = time.monotonic()
     journal_dir = Path(run.journal_dir)
     journal_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -309,26 +305,37 @@ def run(run: AnsibleRun, progress: Progress = lambda msg: None):
         keep = run.artifacts or (Path(os.environ[ARTIFACTS_ENV]) if os.environ.get(ARTIFACTS_ENV) else None)
         if keep is not None:
             shutil.copytree(work / "artifacts", Path(keep) / run.run_id, dirs_exist_ok=True)
-        if not (journal_dir / f"{run.run_id}.json").is_file():
-            why = failure_text(runner) or f"ansible-playbook ended {runner.status} (rc {runner.rc})"
-            if failure_codes(runner)[:1] == [InputError.exit_code]:
-                raise InputError(str(run.inventory), PLAYBOOK, why)
-            if failure_codes(runner)[:1] == [ConnectError.exit_code]:  # begin: a node its baseline needs is gone
-                raise unreachable_error(runner)
-            raise TuningError(f"the playbook stopped before the run was journaled: {why}")
-        if RollbackError.exit_code in failure_codes(runner):  # a restore failed: page a human, as the engine raises
-            raise RollbackError(f"a restore failed in the playbook run {run.run_id}: {failure_text(runner)}; "
-                                f"see `fabtune report {run.run_id}`")
-        j = Journal.load(journal_dir, run.run_id)
-        report = report_of(j.data, kept_changes(j))
-        said = host_errors(runner)  # what the journal does not keep: the failed devices' own error text
-        report.errors.update({n: said[n] for n in [*report.errors, *report.unreachable] if n in said})
-        if j.data.get("outcome") is None:  # the play stopped before its end stage (a failed or killed play)
-            report.outcome = "failed"
-            report.errors["run"] = (f"the playbook ended {runner.status} (rc {runner.rc}) before its end stage"
-                                    f"{': ' + failure_text(runner) if failure_text(runner) else ''}; the journal is "
-                                    f"left as it stands: `fabtune rollback {run.run_id}` restores what it touched")
+        report = _journaled_report(run, runner, journal_dir)
         report.seconds = round(time.monotonic() - t0, 2)
         return report
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _journaled_report(run: AnsibleRun, runner, journal_dir: Path):
+    """The RunReport of a finished play, from its journal, with the failed devices' own error text
+    (see :func:`run`, which says what is raised)."""
+    from tuning.reports.history import report_of
+    from tuning.rollout.journal import Journal
+    from tuning.rollout.rollback import kept_changes
+
+    if not (journal_dir / f"{run.run_id}.json").is_file():
+        why = failure_text(runner) or f"ansible-playbook ended {runner.status} (rc {runner.rc})"
+        if failure_codes(runner)[:1] == [InputError.exit_code]:
+            raise InputError(str(run.inventory), PLAYBOOK, why)
+        if failure_codes(runner)[:1] == [ConnectError.exit_code]:  # begin: a node its baseline needs is gone
+            raise unreachable_error(runner)
+        raise TuningError(f"the playbook stopped before the run was journaled: {why}")
+    if RollbackError.exit_code in failure_codes(runner):  # a restore failed: page a human, as the engine raises
+        raise RollbackError(f"a restore failed in the playbook run {run.run_id}: {failure_text(runner)}; "
+                            f"see `fabtune report {run.run_id}`")
+    j = Journal.load(journal_dir, run.run_id)
+    report = report_of(j.data, kept_changes(j))
+    said = host_errors(runner)  # what the journal does not keep: the failed devices' own error text
+    report.errors.update({n: said[n] for n in [*report.errors, *report.unreachable] if n in said})
+    if j.data.get("outcome") is None:  # the play stopped before its end stage (a failed or killed play)
+        report.outcome = "failed"
+        report.errors["run"] = (f"the playbook ended {runner.status} (rc {runner.rc}) before its end stage"
+                                f"{': ' + failure_text(runner) if failure_text(runner) else ''}; the journal is "
+                                f"left as it stands: `fabtune rollback {run.run_id}` restores what it touched")
+    return report
