@@ -139,7 +139,6 @@ def unreachable(err: BaseException) -> bool:
 def run_batches(s: "Session", opts: "Options", plans: dict, report: RunReport, progress: Progress,
                 j: Journal, baseline: dict | None, r: "Run") -> None:
     """Every batch of ``r.batches`` in order (module docstring); sets ``report.outcome``."""
-
     verifying = opts.mode == "rollout" and opts.verify
     r.changed = {n for n, ch in plans.items() if ch}
     total = 0
@@ -163,23 +162,11 @@ def run_batches(s: "Session", opts: "Options", plans: dict, report: RunReport, p
                 halt(s, opts, report, progress, j, baseline, r, why)
                 return
         if verifying:
-            if r.policy.settle_s:
-                progress(f"batch {b.index}: settling {r.policy.settle_s:g} s before verification")
-                time.sleep(r.policy.settle_s)
-            j.stage("verify", f"batch {b.index}")
-            pause_for_test("verify", j.run_id)
-            pause_for_test(f"verify-batch-{b.index}", j.run_id)
-            ok = _verify_batch(s, opts, report, progress, j, baseline, r, b, plans, pairs)
-            rec["verify_ok"] = ok
-            if not ok:
+            rec["verify_ok"] = _settle_and_verify(s, opts, report, progress, j, baseline, r, plans, pairs)
+            if not rec["verify_ok"]:
                 halt(s, opts, report, progress, j, baseline, r, f"batch {b.index}: verification failed or regressed")
                 return
-        j.stage("confirm", f"batch {b.index}")
-        pause_for_test("confirm", j.run_id)
-        pause_for_test(f"confirm-batch-{b.index}", j.run_id)
-        for name in b.devices:  # a switch's commit-confirm proves its revision is still the applied one
-            if name in s.targets and s.targets[name].confirm(j.device(name)):
-                j.update(name, confirmed=True)
+        confirm_batch(s, j, b)
         rec["outcome"] = BatchOutcome.KEPT
         _sync(report, j)
     if report.verify_after:  # final results only (module docstring): never a half-tuned fabric's values
@@ -189,6 +176,32 @@ def run_batches(s: "Session", opts: "Options", plans: dict, report: RunReport, p
     j.data["outcome"] = report.outcome
     _sync(report, j)
     j.stage("done")
+
+
+def _settle_and_verify(s: "Session", opts: "Options", report: RunReport, progress: Progress, j: Journal,
+                       baseline: dict | None, r: "Run", plans: dict, pairs: list) -> bool:
+    """Wait the policy's ``settle_s``, enter the batch's ``verify`` stage and gate batch
+    ``r.current`` (:func:`_verify_batch`): whether it passed."""
+    b = r.current
+    if r.policy.settle_s:
+        progress(f"batch {b.index}: settling {r.policy.settle_s:g} s before verification")
+        time.sleep(r.policy.settle_s)
+    j.stage("verify", f"batch {b.index}")
+    pause_for_test("verify", j.run_id)
+    pause_for_test(f"verify-batch-{b.index}", j.run_id)
+    return _verify_batch(s, opts, report, progress, j, baseline, r, b, plans, pairs)
+
+
+def confirm_batch(s: "Session", j: Journal, b: Batch) -> None:
+    """Keep batch ``b``'s pushes: enter its ``confirm`` stage and confirm each device (a switch's
+    commit-confirm proves its revision is still the applied one), journaling ``confirmed``. Both
+    front ends call it (the engine and the Ansible verify stage)."""
+    j.stage("confirm", f"batch {b.index}")
+    pause_for_test("confirm", j.run_id)
+    pause_for_test(f"confirm-batch-{b.index}", j.run_id)
+    for name in b.devices:
+        if name in s.targets and s.targets[name].confirm(j.device(name)):
+            j.update(name, confirmed=True)
 
 
 def _account(s: "Session", j: Journal, report: RunReport, progress: Progress, b: Batch, rec: dict,

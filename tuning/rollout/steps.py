@@ -140,49 +140,64 @@ def begin(inv: Inventory, hosts: list[str], opts: StepOptions, holder_pid: int, 
             built from it must stay in the journal folder), an unsafe play order, a firmware burn
             not allowed, no pair to verify with.
         LockError: another run holds the inventory.
-        ConnectError / DeviceTimeout: a device did not answer and the run cannot go on without it
-            (a verified run's baseline measures every pair of the schedule: a node that is an end
-            of one did not answer), raised before anything is journaled or pushed, as the
-            engine's connect (``fabtune rollout --engine nornir`` exits 4 the same way).
+        ConnectError / DeviceTimeout: a device did not answer and a verified run's baseline needs
+            it (an end of a pair), raised before anything is journaled or pushed, as the engine's
+            connect (``fabtune rollout --engine nornir`` exits 4 the same way).
     """
     run_id = check_run_id(run_id, "fabtune_run_id") if run_id else new_run_id()
     eopts = opts.engine_options(inv)
     devices = _selected(inv, hosts)
     lock = RunLock(lock_path(inv.path), run_id, "plan" if opts.check else eopts.mode,
                    opts.journal_dir / f"{run_id}.json", pid=holder_pid).acquire()
-    s = session.Session(inv, devices, opts.workers, eopts.policy)
+    try:
+        return _plan_and_journal(session.Session(inv, devices, opts.workers, eopts.policy), opts, eopts, run_id,
+                                 play_order, progress)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _plan_and_journal(s: session.Session, opts: StepOptions, eopts: Options, run_id: str, play_order: str,
+                      progress: Progress) -> dict:
+    """:func:`begin` under the run's lock: open the reachable devices, collect, plan, batch; unless
+    a check, journal the snapshot and measure the baseline. Returns begin's dict; closes ``s``."""
+    selected = list(s.devices)  # an unreachable device stays in its batch (reported by its own push)
     try:
         gone = _open_reachable(s)
         s.states = session.collect(s, opts.domains)
         plans = session.plan(s, s.states, opts.domains)
-        batches = plan_batches(inv, devices, eopts.policy, plans)
+        batches = plan_batches(s.inv, selected, eopts.policy, plans)
         _check_order(batches, play_order)
         out = {"run_id": run_id, "check": opts.check, "confirm_s": None, "baseline_pairs": 0,
-               "unreachable_hosts": sorted(gone),
-               "batches": [b.as_dict() for b in batches],
+               "unreachable_hosts": sorted(gone), "batches": [b.as_dict() for b in batches],
                "changes": {n: [c.as_dict() for c in ch] for n, ch in plans.items() if ch}}
-        if opts.check:
-            return out
-        session.refuse_firmware(plans, opts.allow_firmware)
-        r = Run(run_id, None, None, eopts.policy, batches)
-        if opts.verify:
-            out["confirm_s"] = _gate(r, inv, eopts, len(devices))
-            _refuse_unmeasurable(gone, gate.baseline_pairs(r))
-        j = session.snapshot(s, eopts, plans, r, shared=True, engine="ansible",
-                             ansible={"confirm_s": None, "measured": [], "incast_pending": [], "verify": eopts.verify})
-        if opts.verify:
-            j.stage("baseline")
-            _, before = gate.verify_fabric(s, eopts, None, progress, gate.baseline_pairs(r))
-            j.data["verify"]["before"] = [x.__dict__ for x in before]
-            out["baseline_pairs"] = len(before)
-        j.data["ansible"]["confirm_s"] = out["confirm_s"]
-        j.stage("apply")
+        if not opts.check:
+            session.refuse_firmware(plans, opts.allow_firmware)
+            _journal_and_baseline(s, eopts, (plans, Run(run_id, None, None, eopts.policy, batches)), len(selected),
+                                  gone, out, progress)
         return out
-    except BaseException:
-        lock.release()
-        raise
     finally:
         s.close()
+
+
+def _journal_and_baseline(s: session.Session, eopts: Options, planned: tuple[dict, Run], n_devices: int,
+                          gone: dict[str, BaseException], out: dict, progress: Progress) -> None:
+    """Size a verified run's gate for ``n_devices`` selected devices (``out["confirm_s"]``), refuse
+    a baseline with an unreachable end, write the journal snapshot (before any push), measure the baseline
+    (``out["baseline_pairs"]``) and enter the ``apply`` stage."""
+    plans, r = planned
+    if eopts.verify:
+        out["confirm_s"] = _gate(r, s.inv, eopts, n_devices)
+        _refuse_unmeasurable(gone, gate.baseline_pairs(r))
+    j = session.snapshot(s, eopts, plans, r, shared=True, engine="ansible",
+                         ansible={"confirm_s": None, "measured": [], "incast_pending": [], "verify": eopts.verify})
+    if eopts.verify:
+        j.stage("baseline")
+        _, before = gate.verify_fabric(s, eopts, None, progress, gate.baseline_pairs(r))
+        j.data["verify"]["before"] = [x.__dict__ for x in before]
+        out["baseline_pairs"] = len(before)
+    j.data["ansible"]["confirm_s"] = out["confirm_s"]
+    j.stage("apply")
 
 
 def _gate(r: Run, inv: Inventory, eopts: Options, n_devices: int) -> int:

@@ -21,7 +21,8 @@ from tuning.rollout import gate, session
 from tuning.rollout.options import Options, Run
 from tuning.rollout.run_report import RunReport
 from tuning.targets import pause_for_test
-from tuning.rollout.batch_run import Measured, _sync, _verify_batch, batch_verify_pairs, halt, pair_devices
+from tuning.rollout.batch_run import (Measured, _sync, _verify_batch, batch_verify_pairs, confirm_batch, halt,
+                                     pair_devices)
 from tuning.rollout.batches import Batch
 from tuning.rollout.journal import Journal
 from tuning.rollout.steps import StepOptions, open_journal, release
@@ -96,45 +97,14 @@ def verify_batch(inv: Inventory, opts: StepOptions, run_id: str, active: list[st
     b = _current(j, active)
     rec = j.data["batches"][b.index - 1]
     if not any(d.get("changes") for d in j.data["devices"].values()):
-        # nothing planned anywhere (a second, idempotent run): begin's baseline was the run's one
-        # verification, as in the engine's no-change rollout, and its verdict is this gate's: measuring
-        # the same fabric again proves nothing, and a verified run whose baseline measured nothing fails
-        before = j.data["verify"].get("before") or []
-        bad = [f"{x.get('pair')}: {'; '.join(x.get('reasons') or [x.get('status', '?')])}" for x in before
-               if x.get("status") != "pass"]
-        ok = not eopts.verify or (bool(before) and not bad)
-        rec["outcome"], rec["verify_ok"] = BatchOutcome.KEPT, ok if eopts.verify else None
-        j.data["verify_ok"] = rec["verify_ok"]
-        j.save()
-        return {"batch": b.index, "ok": ok, "outcome": RunOutcome.KEPT if ok else RunOutcome.NO_CHANGE, "restored": [],
-                "pairs": len(before), "restored_verified": None,
-                "reasons": bad or ([] if ok else ["no pair was measured"])}
+        return _nothing_planned(j, eopts, b, rec)
     r = _run_state(j, inv, eopts, b)
     b = r.current  # the run state's own batch object (the engine's functions compare against r.batches)
-    gone = sorted(n for n in b.nodes if n not in active and j.device(n).get("state") != DeviceState.FAILED)
-    rec["failed"] = sorted(n for n in b.devices if j.device(n).get("state") == DeviceState.FAILED)
-    rec["unreachable"] = gone
-    scope = {n for x in r.batches[:b.index] for n in x.devices} if eopts.policy.on_regression == "restore-all" \
-        else set(b.devices)
-    devices = [inv.devices[n] for n in sorted(scope - set(gone)) if n in inv.devices]
-    s = session.Session(inv, devices, opts.workers, eopts.policy)
+    s, gone = _batch_session(inv, opts, eopts, j, r, active)
     report = _report(j, eopts, gone)
     plans = {n: [Change(**c) for c in rec2.get("changes") or []] for n, rec2 in j.data["devices"].items()}
     try:
-        s.open()
-        # the engine's "tuned" set (absolute marks, incast senders) is judged over every selected device
-        s.devices = [inv.devices[n] for n in j.data["devices"] if n in inv.devices]
-        ok = _gate(s, eopts, report, progress, j, r, b, plans)
-        if ok:
-            _confirm(s, j, b)
-            rec["outcome"] = BatchOutcome.KEPT
-            _sync(report, j)
-        else:
-            baseline = as_baseline([PairResult(**x) for x in j.data["verify"].get("before") or []]) or None
-            halt(s, eopts, report, progress, j, baseline, r, f"batch {b.index}: verification failed or regressed")
-        j.data["ansible"]["measured"] = [asdict(m) for m in r.measured]
-        j.data["ansible"]["incast_pending"] = sorted(r.incast_pending)
-        j.save()
+        ok = _gate_and_keep(s, eopts, report, progress, j, r, plans)
     finally:
         s.close()
         if j.data.get("outcome") is not None:
@@ -143,6 +113,59 @@ def verify_batch(inv: Inventory, opts: StepOptions, run_id: str, active: list[st
               if x.get("status") != "pass"]
     return {"batch": b.index, "ok": ok, "outcome": RunOutcome.KEPT if ok else report.outcome, "restored": report.restored,
             "pairs": len(rec.get("pairs") or []), "restored_verified": report.restored_verified, "reasons": failed}
+
+
+def _nothing_planned(j: Journal, eopts: Options, b: Batch, rec: dict) -> dict:
+    """The gate of a run that planned nothing anywhere (a second, idempotent run): begin's baseline
+    was the run's one verification, as in the engine's no-change rollout, and its verdict is this
+    gate's: measuring the same fabric again proves nothing, and a verified run whose baseline
+    measured nothing fails. Returns :func:`verify_batch`'s dict."""
+    before = j.data["verify"].get("before") or []
+    bad = [f"{x.get('pair')}: {'; '.join(x.get('reasons') or [x.get('status', '?')])}" for x in before
+           if x.get("status") != "pass"]
+    ok = not eopts.verify or (bool(before) and not bad)
+    rec["outcome"], rec["verify_ok"] = BatchOutcome.KEPT, ok if eopts.verify else None
+    j.data["verify_ok"] = rec["verify_ok"]
+    j.save()
+    return {"batch": b.index, "ok": ok, "outcome": RunOutcome.KEPT if ok else RunOutcome.NO_CHANGE, "restored": [],
+            "pairs": len(before), "restored_verified": None, "reasons": bad or ([] if ok else ["no pair was measured"])}
+
+
+def _batch_session(inv: Inventory, opts: StepOptions, eopts: Options, j: Journal, r: Run,
+                   active: list[str]) -> tuple[session.Session, list[str]]:
+    """The (unopened) session of the devices a regression of batch ``r.current`` restores (the
+    batch, or every batch so far under ``restore-all``) and the batch's nodes that dropped out of
+    the play (unreachable), both journaled in the batch's record with its failed devices."""
+    b, rec = r.current, j.data["batches"][r.current.index - 1]
+    gone = sorted(n for n in b.nodes if n not in active and j.device(n).get("state") != DeviceState.FAILED)
+    rec["failed"] = sorted(n for n in b.devices if j.device(n).get("state") == DeviceState.FAILED)
+    rec["unreachable"] = gone
+    scope = {n for x in r.batches[:b.index] for n in x.devices} if eopts.policy.on_regression == "restore-all" \
+        else set(b.devices)
+    devices = [inv.devices[n] for n in sorted(scope - set(gone)) if n in inv.devices]
+    return session.Session(inv, devices, opts.workers, eopts.policy), gone
+
+
+def _gate_and_keep(s: session.Session, eopts: Options, report: RunReport, progress: Progress, j: Journal,
+                   r: Run, plans: dict) -> bool:
+    """Open ``s``, gate batch ``r.current``, then keep it (confirm) or halt the run (restore), and
+    journal the run state the next batch's stage reads. Returns whether the batch passed."""
+    b = r.current
+    s.open()
+    # the engine's "tuned" set (absolute marks, incast senders) is judged over every selected device
+    s.devices = [s.inv.devices[n] for n in j.data["devices"] if n in s.inv.devices]
+    ok = _gate(s, eopts, report, progress, j, r, b, plans)
+    if ok:
+        confirm_batch(s, j, b)
+        j.data["batches"][b.index - 1]["outcome"] = BatchOutcome.KEPT
+        _sync(report, j)
+    else:
+        baseline = as_baseline([PairResult(**x) for x in j.data["verify"].get("before") or []]) or None
+        halt(s, eopts, report, progress, j, baseline, r, f"batch {b.index}: verification failed or regressed")
+    j.data["ansible"]["measured"] = [asdict(m) for m in r.measured]
+    j.data["ansible"]["incast_pending"] = sorted(r.incast_pending)
+    j.save()
+    return ok
 
 
 def _gate(s: session.Session, eopts: Options, report: RunReport, progress: Progress, j: Journal,
@@ -162,9 +185,3 @@ def _gate(s: session.Session, eopts: Options, report: RunReport, progress: Progr
     return ok
 
 
-def _confirm(s: session.Session, j: Journal, b: Batch) -> None:
-    """Keep the batch's switch commits (each proven to be the journaled revision)."""
-    j.stage("confirm", f"batch {b.index}")
-    for name in b.devices:
-        if name in s.targets and s.targets[name].confirm(j.device(name)):
-            j.update(name, confirmed=True)
