@@ -49,6 +49,7 @@ from tuning.errors import ConnectError, InputError, RollbackError, TuningError
 from tuning.model.policy import RolloutPolicy
 from tuning.rollout.journal import DEFAULT_DIR, new_run_id
 from tuning.transport import become
+from tuning.model.outcomes import RunOutcome
 
 Progress = Callable[[str], None]
 
@@ -334,7 +335,7 @@ def _journaled_report(run: AnsibleRun, runner, journal_dir: Path):
     said = host_errors(runner)  # what the journal does not keep: the failed devices' own error text
     report.errors.update({n: said[n] for n in [*report.errors, *report.unreachable] if n in said})
     if j.data.get("outcome") is None:  # the play stopped before its end stage (a failed or killed play)
-        report.outcome = "failed"
+        report.outcome = RunOutcome.FAILED
         report.errors["run"] = (f"the playbook ended {runner.status} (rc {runner.rc}) before its end stage"
                                 f"{': ' + failure_text(runner) if failure_text(runner) else ''}; the journal is "
                                 f"left as it stands: `fabtune rollback {run.run_id}` restores what it touched")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from tuning.report import batches_text, changes_table, console, file_diffs, findings_table, verify_table
+from tuning.model.outcomes import BatchOutcome, RunOutcome
 
 out = console()
 err = console(stderr=True)
@@ -33,7 +34,7 @@ def emit(report, as_json: bool, title: str, diff: bool = False) -> None:
     _restored(report)
     run = f" (run {report.run_id})" if report.run_id else ""
     out.print(f"{_outcome_words(report)}{run} in {report.seconds:.1f} s")
-    if report.outcome == "no-change" and report.verify_ok is False:
+    if report.outcome == RunOutcome.NO_CHANGE and report.verify_ok is False:
         out.print("[red]verification FAILED: the fabric is unhealthy as it is (nothing was changed, "
                   "nothing to roll back)[/red]")
 
@@ -98,4 +99,4 @@ def _outcome_words(report) -> str:
 
 
 def _halted_at(report) -> str:
-    return next((str(b["index"]) for b in report.batches if b.get("outcome") in ("restored", "failed")), "?")
+    return next((str(b["index"]) for b in report.batches if b.get("outcome") in (BatchOutcome.RESTORED, BatchOutcome.FAILED)), "?")
