@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.targets.toyos import PLATFORM, POWER_ON, ToyDevice, ToyDriver
+from tests.targets.toyos import PLAIN_PLATFORM, PLATFORM, POWER_ON, PlainToyDriver, ToyDevice, ToyDriver
 from tuning import inventory
 from tuning.rollout import engine
 from tuning.rollout.engine import Options
@@ -39,14 +39,14 @@ def toy01(tmp_path: Path):
         ToyDriver.DEVICES = None
 
 
-def _add_toy(inv: Path) -> None:
-    """toy01 joins the inventory's switches (its own group, platform toyos, ports swp1-2)."""
+def _add_toy(inv: Path, platform: str = PLATFORM) -> None:
+    """toy01 joins the inventory's switches (its own group, ``platform``, ports swp1-2)."""
     hosts = inv / "hosts.yaml"
     hosts.write_text(hosts.read_text().replace(
         "        spines:\n",
         "        toys:\n          hosts:\n            toy01:\n              ansible_host: 127.0.0.1\n"
         "              ansible_port: 22999\n        spines:\n"))
-    (inv / "host_vars" / "toy01.yml").write_text(f"platform: {PLATFORM}\nports: [swp1-2]\n")
+    (inv / "host_vars" / "toy01.yml").write_text(f"platform: {platform}\nports: [swp1-2]\n")
     # the nodes keep their power-on MTU: the gate's RoCE MTU verdict then expects what they run
     nodes = inv / "group_vars" / "gpu_nodes.yml"
     nodes.write_text(nodes.read_text().replace("mtu: 9000 ", "mtu: 1500 ", 1))
@@ -94,3 +94,31 @@ def test_a_switch_os_from_the_test_folder_is_planned_gated_failed_restored_and_r
 
     # and the engine was not edited for it: nothing under tuning/ names the toy OS
     assert not [p for p in (REPO / "tuning").rglob("*.py") if PLATFORM in p.read_text()]
+
+
+def test_a_switch_os_without_commit_confirm_is_pushed_plainly_kept_and_rolled_back(
+        lab_inventory: Path, tmp_path: Path, toy01: ToyDevice):
+    """The driver's Capabilities decide the commit model: an OS without commit-confirm (its commit
+    refuses a confirm window) is committed without one behind the gate, nothing is left to
+    confirm, and the journal's revision_before still rolls it back."""
+    from tuning.model.platforms import SWITCH_DRIVERS
+    from tuning.targets import register_switch_os
+
+    register_switch_os(PLAIN_PLATFORM, PlainToyDriver)
+    try:
+        _add_toy(lab_inventory, PLAIN_PLATFORM)
+        inv = inventory.load(lab_inventory)
+        journal = tmp_path / "j"
+        marks = Thresholds(min_bw_gbps=1.0, max_lat_us=1000.0, bw_drop_pct=50.0, lat_rise_pct=500.0)
+        good = engine.run(inv, Options(mode="rollout", journal_dir=journal, limit=["toy01"], thresholds=marks,
+                                       rails=(0,)))
+        assert good.outcome == "kept", (good.outcome, good.errors)
+        assert "mtu swp1 9216" in toy01.config() and toy01.pending() is None
+        rec = json.loads((journal / f"{good.run_id}.json").read_text())["devices"]["toy01"]
+        assert (rec["platform"], rec["revision_before"], rec["revision"]) == (PLAIN_PLATFORM, "1", toy01.applied())
+        assert "confirmed" not in rec  # nothing waited for a confirm
+        back = rollback_run(journal, good.run_id)
+        assert back.outcome == "rolled-back" and back.restored == ["toy01"]
+        assert toy01.config() == POWER_ON.format(name="toy01") and toy01.pending() is None
+    finally:
+        SWITCH_DRIVERS.pop(PLAIN_PLATFORM, None)

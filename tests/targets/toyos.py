@@ -219,3 +219,20 @@ class ToyDriver(SwitchDriver):
 
     def running_config(self) -> str:
         return self.dev.config()
+
+
+#: the same toy OS without commit-confirm (as SONiC's config apply-patch): another platform name
+PLAIN_PLATFORM = "toyos-plain"
+
+
+class PlainToyDriver(ToyDriver):
+    """The toy OS built without commit-confirm: its commit knows no confirm window and refuses one,
+    as a CLI refuses an option it lacks (the lab is never more lenient than the device)."""
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(commit_confirm=False, replace=False, onbox_diff=True, rollback=True)
+
+    def commit(self, *, confirm_within_s: int | None = None, message: str = "") -> str:
+        if confirm_within_s:
+            raise CommitError(f"% Invalid input: commit has no option 'confirm {confirm_within_s}'")
+        return super().commit(message=message)

@@ -116,7 +116,8 @@ def revision(state: SwitchState) -> str:
 def apply(drv: SwitchDriver, dev: Device, changes: list[Change], confirm_s: int | None,
           revision_before: str) -> str | None:
     """Stage the rendered candidate, check it is still the planned diff, commit (with a confirm
-    window when ``confirm_s``) and read back.
+    window when ``confirm_s`` and the driver's :class:`~tuning.switch.base.Capabilities` has
+    ``commit_confirm``) and read back.
 
     Returns:
         The committed revision id, or None when the switch found nothing to commit.
@@ -140,7 +141,10 @@ def apply(drv: SwitchDriver, dev: Device, changes: list[Change], confirm_s: int 
         moved = sorted(k for k in set(now) | set(planned) if now.get(k) != planned.get(k))
         raise CandidateError(f"the switch's diff is no longer the planned one ({', '.join(moved[:8])}); "
                              "plan again", host=dev.name, phase="apply")
-    rev = drv.commit(confirm_within_s=confirm_s, message="fabtune")
+    # an OS without commit-confirm (Capabilities.commit_confirm False) commits plainly: the journal's
+    # revision_before is then the only way back, and a rollback or the run's restore takes it
+    window = confirm_s if drv.capabilities().commit_confirm else None
+    rev = drv.commit(confirm_within_s=window, message="fabtune")
     if rev == revision_before:
         drv.discard()
         rev = None
@@ -343,9 +347,11 @@ class SwitchTarget:
         return done
 
     def confirm(self, record: dict) -> bool:
-        """Confirm the journaled ``revision`` (:func:`confirm`: proves it is still the applied one)."""
+        """Confirm the journaled ``revision`` (:func:`confirm`: proves it is still the applied one);
+        False when there is none, or the OS has no commit-confirm (its commit was read back and
+        holds: there is nothing to keep)."""
         rev = record.get("revision")
-        if not rev:
+        if not rev or not self.driver.capabilities().commit_confirm:
             return False
         confirm(self.driver, rev)
         return True
