@@ -21,6 +21,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click  # type: ignore[no-redef]
 
 from tuning.errors import InputError
+from tuning.outfile import refusal
 
 #: the longest switch commit-confirm window ``--confirm-s`` accepts (one day)
 MAX_CONFIRM_S = 86400
@@ -82,7 +83,8 @@ def checked_path(flag: str, what: str, *, is_dir: bool | None = None):
 
 def file_arg(flag: str, inner=None):
     """A parser of an output file flag (a report, a log): :func:`checked_path` (not a directory), a
-    name of at most :data:`MAX_FILE_NAME` bytes, then ``inner``
+    name of at most :data:`MAX_FILE_NAME` bytes, not a link or a special file
+    (:func:`tuning.outfile.refusal`), then ``inner``
     (e.g. :func:`tuning.reports.report_file`'s folder checks) when given.
 
     Raises:
@@ -94,6 +96,9 @@ def file_arg(flag: str, inner=None):
         p = base(value)
         if len(os.fsencode(p.name)) > MAX_FILE_NAME:
             raise InputError(flag, quoted(value), f"file name over {MAX_FILE_NAME} bytes; give a shorter one")
+        why = refusal(p)  # a link, a device, a FIFO: refused before the run, and again when written
+        if why:
+            raise InputError(flag, quoted(value), why)
         return inner(value) if inner else p
     return parse
 

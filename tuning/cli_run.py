@@ -32,7 +32,8 @@ def render(inventory: Path = INV, output: Path = typer.Option(..., "-o", "--outp
     try:
         paths = render_inventory(load_inventory(inventory), output)
     except OSError as e:
-        raise InputError("--output", str(output), f"cannot write there: {e.strerror}") from None
+        name = f"{Path(e.filename).name} " if e.filename else ""
+        raise InputError("--output", str(output), f"cannot write {name}there: {e.strerror}") from None
     out.print(f"wrote {len(paths)} file(s) to {output}")
 
 

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from tuning.burnin.localise import fabric_graph, link_target, pair_stats
+from tuning.outfile import write_atomic
 
 STYLE = ("body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;margin:.5em 0 1.5em}"
          "td,th{border:1px solid #bbb;padding:.2em .5em;font-size:90%;text-align:left}th{background:#eee}"
@@ -223,8 +224,4 @@ def write(doc: dict, findings: list[dict], path: Path) -> None:
     Raises:
         OSError: the file could not be written.  KeyError: ``doc`` has no ``topology``.
     """
-    path = Path(path)
-    text = render(doc, findings)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(Path(path), render(doc, findings).encode("utf-8"))  # never through a link or onto a device

@@ -24,6 +24,7 @@ import statistics
 from pathlib import Path
 
 from tuning.burnin.localise import fabric_graph, pair_stats
+from tuning.outfile import write_atomic
 
 PAIR_LABELS = ("inventory", "client_nic", "server_nic")
 FINDING_KINDS = ("node", "link", "switch")
@@ -87,6 +88,6 @@ def write(doc: dict, findings: list[dict], path: Path) -> None:
     Raises:
         OSError: the file could not be written.
     """
-    from prometheus_client import write_to_textfile
+    from prometheus_client import generate_latest
 
-    write_to_textfile(str(path), registry(doc, findings))
+    write_atomic(path, generate_latest(registry(doc, findings)))  # never through a link or onto a device

@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from tuning.burnin.collect import deltas, read_nodes
 from tuning.errors import ConnectError, InputError, TuningError
+from tuning.outfile import write_atomic
 from tuning.verify.pairs import round_robin, with_mtu_allowed
 from tuning.verify.runner import Thresholds, verify
 
@@ -372,7 +373,7 @@ def write_reports(doc: dict, findings: list[dict], opts: BurninOptions) -> None:
 
     doc["reports"] = {}
     writers = (("json", "--report-json", opts.report_json,
-                lambda p: p.write_text(json.dumps(doc, indent=2, default=str) + "\n")),
+                lambda p: write_atomic(p, (json.dumps(doc, indent=2, default=str) + "\n").encode())),
                ("html", "--html", opts.html, lambda p: html_report.write(doc, findings, p)),
                ("prom", "--prom-file", opts.prom_file, lambda p: prom.write(doc, findings, p)))
     for kind, flag, path, write in writers:

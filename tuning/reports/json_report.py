@@ -12,7 +12,6 @@ draft 2020-12; :func:`schema` loads it); ``docs/reports.md`` says the same for p
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from tuning import __version__
 from tuning.model.outcomes import DeviceOutcome, PairOutcome, RunOutcome
+from tuning.outfile import write_atomic
 
 #: bumped when a field changes meaning or goes away (a new optional field keeps the version)
 SCHEMA_VERSION = 1
@@ -192,22 +192,7 @@ def schema() -> dict:
     return json.loads(resources.files("tuning.reports").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename, so a
-    reader (a CI step, node_exporter) never sees half a report.
-
-    Raises:
-        OSError: the folder is not writable (the caller names the flag).
-    """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def write(doc: dict, path: Path) -> None:
-    """Write the report document as indented JSON (UTF-8), atomically."""
+    """Write the report document as indented JSON (UTF-8), atomically, never through a link or onto
+    a special file (:func:`tuning.outfile.write_atomic`). Raises OSError."""
     write_atomic(path, (json.dumps(doc, indent=2, default=str) + "\n").encode())

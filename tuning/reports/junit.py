@@ -204,6 +204,6 @@ def to_xml(doc: dict) -> bytes:
 
 def write(doc: dict, path: Path) -> None:
     """Write :func:`to_xml` of ``doc`` to ``path``, atomically."""
-    from tuning.reports.json_report import write_atomic
+    from tuning.outfile import write_atomic
 
     write_atomic(path, to_xml(doc))

@@ -37,6 +37,8 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+from tuning.outfile import write_atomic
+
 PAIR_LABELS = ("inventory", "pair", "path", "client_nic", "server_nic")
 INCAST_LABELS = ("inventory", "incast", "leaf", "receiver")
 
@@ -135,11 +137,13 @@ def _incast_metrics(doc: dict, gauge) -> None:
 
 
 def write(doc: dict, path: Path) -> None:
-    """Write the metrics of ``doc`` to ``path`` (``*.prom``) with ``write_to_textfile``.
+    """Write the metrics of ``doc`` to ``path`` (``*.prom``): prometheus-client's text exposition
+    (``generate_latest``, what ``write_to_textfile`` writes), put in place by
+    :func:`tuning.outfile.write_atomic` (never through a link or onto a special file).
 
     Raises:
-        OSError: the file could not be written.
+        OSError: the file could not be written, or ``path`` is refused.
     """
-    from prometheus_client import write_to_textfile
+    from prometheus_client import generate_latest
 
-    write_to_textfile(str(path), registry(doc))
+    write_atomic(path, generate_latest(registry(doc)))

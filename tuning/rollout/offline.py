@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuning.inventory import Inventory
+from tuning.outfile import write_atomic
 from tuning.rollout.gate import verify_fabric
 from tuning.rollout.options import Options
 from tuning.rollout.session import Session
@@ -46,7 +47,7 @@ def render_inventory(inv: Inventory, out_dir: Path) -> list[Path]:
     for dev in inv.devices.values():
         suffix, text = target_class(dev.role, platform_of(dev)).rendered(dev)
         path = out_dir / f"{dev.name}.{suffix}"
-        path.write_text(text)
+        write_atomic(path, text.encode())  # never through a link or onto a special file
         written.append(path)
     return written
 
