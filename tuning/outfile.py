@@ -39,6 +39,25 @@ def refusal(path: Path | str) -> str | None:
     return f"is {kind}, not a regular file; give a file name"
 
 
+def append(path: Path | str, text: str, mode: int = 0o644) -> None:
+    """Append ``text`` to ``path`` (created when missing), never through a link
+    (``O_NOFOLLOW``) and only to a regular file (a log: the drain log of ``fabtune burnin``).
+
+    Raises:
+        OSError: the folder is not writable, or ``path`` is refused (``strerror`` says why).
+    """
+    why = refusal(path)
+    if why:
+        raise OSError(errno.EINVAL, why, str(path))
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, mode)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for a FIFO or a device meanwhile
+            raise OSError(errno.EINVAL, "is not a regular file; give a file name", str(path))
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: Path | str, data: bytes, mode: int = 0o644) -> None:
     """Write ``data`` to ``path`` through a new temporary file in the same folder (created with
     ``O_EXCL | O_NOFOLLOW``) and a rename, so a reader (a CI step, node_exporter) never sees half a

@@ -14,7 +14,7 @@ import pytest
 
 from tests.adversarial._cli import assert_one_line, cli
 from tests.conftest import REPO
-from tuning.outfile import refusal, write_atomic
+from tuning.outfile import append, refusal, write_atomic
 
 EXAMPLE = str(REPO / "inventory" / "example-su")
 
@@ -84,3 +84,17 @@ def test_render_leaves_a_link_in_its_output_folder_alone(tmp_path: Path):
     assert "Traceback" not in err and code != 0, (code, err)
     assert "su1-leaf-r0.nvue" in err and "symbolic link" in err and err.count("\n") == 1, err
     assert victim.read_text() == "not fabtune's\n" and (out / "su1-leaf-r0.nvue").is_symlink()
+
+
+def test_a_log_is_appended_to_a_regular_file_only(tmp_path: Path, specials):
+    for name in ("fifo", "link", "dangling"):
+        before = _image(specials[name])
+        with pytest.raises(OSError) as e:
+            append(specials[name], "scontrol update NodeName=node01 State=DRAIN\n")
+        assert e.value.strerror == refusal(specials[name]) and _image(specials[name]) == before
+    log = tmp_path / "drain.log"
+    append(log, "one\n")
+    append(log, "two\n")
+    assert log.read_text() == "one\ntwo\n"
+    code, _, err = cli("burnin", "-i", EXAMPLE, "--iterations", "1", "--drain-log", str(specials["link"]))
+    assert_one_line(code, err, "--drain-log", "is a symbolic link")

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from tuning.errors import InputError, TuningError
 from tuning.model.grammar import check_host_name
+from tuning.outfile import append
 
 #: every reason fabtune writes starts with this; undrain touches only such nodes
 REASON_PREFIX = "fabtune "
@@ -253,8 +254,7 @@ def adapter(name: str, **kw):
 def _log(log: Path | None, lines: list[str]) -> None:
     if log is not None and lines:
         log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("a") as fh:
-            fh.write("".join(line + "\n" for line in lines))
+        append(log, "".join(line + "\n" for line in lines))  # never through a link or onto a FIFO
 
 
 def _apply(ad, node: str, calls: list, act: bool, out: dict, lines: list[str]) -> bool:
