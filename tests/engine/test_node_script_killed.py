@@ -17,7 +17,8 @@ from tuning.rollout.engine import Options
 
 
 def _apply_script_of(node_dir: str) -> int | None:
-    """The pid of a running node apply script (``@@failed`` in its command line) of ``node_dir``."""
+    """The pid of a running node apply script (``@@failed`` in its command line) of ``node_dir``; not
+    one of its subshells (bash forks one per pipeline, ``printf ... | tee``, with the same command line)."""
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -25,10 +26,14 @@ def _apply_script_of(node_dir: str) -> int | None:
             if os.readlink(f"{entry.path}/cwd") != node_dir:
                 continue
             cmdline = Path(entry.path, "cmdline").read_bytes()
-        except OSError:
+            if not (cmdline.startswith(b"/bin/bash\0-c\0") and b"@@failed" in cmdline):
+                continue
+            ppid = Path(entry.path, "stat").read_bytes().rsplit(b")", 1)[1].split()[1].decode()
+            if Path("/proc", ppid, "cmdline").read_bytes() == cmdline:
+                continue  # a subshell of the script
+        except (OSError, IndexError):
             continue
-        if cmdline.startswith(b"/bin/bash\0-c\0") and b"@@failed" in cmdline:
-            return int(entry.name)
+        return int(entry.name)
     return None
 
 

@@ -33,6 +33,13 @@ Kinds, their targets and what hardware shows (every one kept in ``fabric.json`` 
     ``out_of_sequence`` +3d, ``packet_seq_err`` +max(1, d/2); the sender ``local_ack_timeout_err``
     +max(1, d/400) (as the model's lossy incast); bandwidth x 0.7 (``PENALTIES["lossy"]``) unless
     the path is lossy already.
+``NODE slow-tools SECONDS`` (issue 18)
+    Every vendor-tool stand-in run on the node (``tee`` too; not ``sudo``) waits SECONDS (a decimal,
+    0.001..600, at most 3 decimals) before it acts, then acts as always: a node whose tools are slow
+    (a loaded host, a slow vendor tool), so that a test can stop an apply or restore script at a
+    known point of its progress. Only latency: nothing is refused or changed that a real node would
+    not. Kept in the node's ``hw/lab-faults/slow-tools`` (:data:`tuning.lab.tools.SLOW_TOOLS`, read by
+    each stand-in), so a reboot keeps it; ``clear`` on the node removes it.
 """
 
 from __future__ import annotations
@@ -40,12 +47,17 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from pathlib import Path
 
-KINDS = ("flap", "pcie-width", "gpu-xid", "lossy")
+from tuning.lab.tools import MAX_SLOW_TOOLS_S, SLOW_TOOLS
+
+KINDS = ("flap", "pcie-width", "gpu-xid", "lossy", "slow-tools")
 #: kind -> what its VALUE is (the kinds here that take one)
-VALUE_KINDS = {"pcie-width": "WIDTH", "gpu-xid": "XID"}
+VALUE_KINDS = {"pcie-width": "WIDTH", "gpu-xid": "XID", "slow-tools": "SECONDS"}
+#: the kinds that target a whole node (``NODE``), not a NIC or a switch port
+NODE_KINDS = ("slow-tools",)
 PCIE_WIDTHS = (1, 2, 4, 8, 16)
 #: NVIDIA XID catalog texts of the codes a burn-in meets most (docs.nvidia.com/deploy/xid-errors)
 XID_TEXT = {13: "Graphics Engine Exception", 31: "MMU Fault", 48: "DBE (Double Bit Error) ECC Error",
@@ -86,6 +98,13 @@ def check(kind: str, target: str, value: str | None, nics: set[str], ports: set[
         ValueError: one line naming the target or value and what is allowed.
     """
     node, _, dev = target.partition(":")
+    if kind == "slow-tools":
+        if target not in nodes:
+            raise ValueError(f"slow-tools targets a node ({', '.join(sorted(nodes))}), not {target!r}")
+        if (value is None or not re.fullmatch(r"[0-9]{1,3}(\.[0-9]{1,3})?", value)
+                or not 0 < float(value) <= MAX_SLOW_TOOLS_S):
+            raise ValueError(f"slow-tools takes SECONDS 0.001..{MAX_SLOW_TOOLS_S} (at most 3 decimals), not {value!r}")
+        return f"{float(value):g}"
     if kind == "gpu-xid":
         if node not in nodes or (dev and not (dev.startswith("gpu") and dev[3:].isdigit() and int(dev[3:]) < 8)):
             raise ValueError(f"gpu-xid targets a node or NODE:gpu0..gpu7, not {target!r}")
@@ -106,12 +125,19 @@ def check(kind: str, target: str, value: str | None, nics: set[str], ports: set[
 
 
 def apply(sysroot: Path, nic_bdf: str | None, kind: str, target: str, value: str, gpu_bdfs: list[str]) -> None:
-    """Make a node's files show an injection now (``pcie-width``, ``gpu-xid``); the others act at
-    test time (:func:`traffic_counters`) and in the model."""
+    """Make a node's files show an injection now (``pcie-width``, ``gpu-xid``, ``slow-tools``); the
+    others act at test time (:func:`traffic_counters`) and in the model."""
     from tuning.lab import hw_pci
 
     if kind == "pcie-width" and nic_bdf:
         hw_pci.inject(sysroot, "pcie-link", nic_bdf, hw_pci.SYSFS_SPEEDS[hw_pci.LINK_SPEED], int(value))
+    elif kind == "slow-tools":
+        path = sysroot / SLOW_TOOLS
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(value + "\n")
+        tmp.chmod(0o644)  # every caller's stand-ins read it: the node user's and root's
+        tmp.replace(path)  # a stand-in reads the old value or the new one, never half a number
     elif kind == "gpu-xid":
         dev = target.partition(":")[2]
         gpu = gpu_bdfs[int(dev[3:]) if dev else 0]
@@ -120,7 +146,8 @@ def apply(sysroot: Path, nic_bdf: str | None, kind: str, target: str, value: str
 
 def clear(sysroot: Path, nic_bdf: str | None, kinds: set[str]) -> None:
     """Undo the node-file part of ``kinds`` on one target: the PCIe link trains at full width again,
-    a lost GPU answers again (the kernel log keeps its lines, as a kernel does until it reboots)."""
+    a lost GPU answers again (the kernel log keeps its lines, as a kernel does until it reboots), the
+    stand-ins stop waiting."""
     from tuning.lab import hw_pci
 
     if "pcie-width" in kinds and nic_bdf:
@@ -131,6 +158,8 @@ def clear(sysroot: Path, nic_bdf: str | None, kinds: set[str]) -> None:
         hw_pci._train(sysroot, nic_bdf, hw_pci.LINK_SPEED, hw_pci.LINK_WIDTH)
     if "gpu-xid" in kinds:
         (sysroot / GPU_FAULTS).unlink(missing_ok=True)
+    if "slow-tools" in kinds:
+        (sysroot / SLOW_TOOLS).unlink(missing_ok=True)
 
 
 def _xid(sysroot: Path, gpu_bdf: str, code: int) -> None:

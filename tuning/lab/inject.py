@@ -13,7 +13,9 @@ connect and, on a node NIC, shows the link down in the node's files (``operstate
 A node as a whole (``node01``) takes an agent that undoes tuning (:mod:`tuning.lab.agents`):
 ``irqbalance`` puts IRQ affinities back within 0.1 s while ``systemctl is-active irqbalance``
 says ``active``; ``dcbx`` makes every NIC firmware-DCBX controlled with an agent that resets PFC.
-``clear`` on the node stops its agents (they exit by themselves).
+``clear`` on the node stops its agents (they exit by themselves). ``NODE slow-tools SECONDS``
+makes every stand-in of the node wait SECONDS before it acts (:mod:`tuning.lab.hw_faults`); the
+node's ``clear`` ends it too.
 """
 
 from __future__ import annotations
@@ -125,7 +127,7 @@ def _inject_hw(path: Path, fabric: Fabric, target: str, kind: str, value: str | 
         raise InputError("TARGET", target[:40], f"{exc}; allowed: {_allowed(fabric)}") from None
     node = target.split(":")[0]
     sysroot = path.parent / "nodes" / node / "sysroot"
-    if node in {n.name for n in fabric.nodes} and kind in ("pcie-width", "gpu-xid"):
+    if node in {n.name for n in fabric.nodes} and kind in ("pcie-width", "gpu-xid", *hw_faults.NODE_KINDS):
         privileges.require_write_access(sysroot, "fabtune lab inject")
         nic = _node_nic(fabric, target)
         hw_faults.apply(sysroot, nic.bdf if nic else None, kind, target, norm, GPU_BDFS)

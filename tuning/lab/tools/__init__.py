@@ -6,12 +6,18 @@ writes the node's sysroot (``$FABTUNE_LAB_SYSROOT``) and prints exactly what the
 real tool prints (``shared/cases/``). Stand-ins start fast: this package and the
 modules it names import the standard library only (plus the stdlib-only
 ``tuning.lab.fabric`` / ``tuning.lab.sysroot``).
+
+The node fault ``slow-tools`` (``fabtune lab inject NODE slow-tools SECONDS``,
+:mod:`tuning.lab.hw_faults`) is the file :data:`SLOW_TOOLS` in the node's sysroot: while it
+exists, every stand-in run on that node (``tee`` too) waits the SECONDS it holds before it acts.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+import time
 from pathlib import Path
 
 #: tool name -> "module:function"; the function takes argv (without the tool name) and returns the exit status.
@@ -55,6 +61,25 @@ RELAYED = frozenset({"ib_write_bw", "ib_read_lat"})
 #: tool name -> script file, copied into ``bin/`` as is
 SHELL_TOOLS: dict[str, Path] = {"tee": Path(__file__).with_name("tee.sh")}
 
+#: the ``slow-tools`` fault of a node, relative to its sysroot: SECONDS (a decimal) every stand-in
+#: waits before it acts; absent when the fault is not set (``tee.sh`` reads the same path)
+SLOW_TOOLS = "hw/lab-faults/slow-tools"
+#: the longest such wait (s)
+MAX_SLOW_TOOLS_S = 600
+
+
+def slow_tools_s(sysroot: str | None) -> float:
+    """The seconds of the ``slow-tools`` fault of the node whose sysroot is ``sysroot`` (0: none).
+    One failed ``open`` when the fault is not set: this runs before every stand-in."""
+    if not sysroot:
+        return 0.0
+    try:
+        with open(os.path.join(sysroot, SLOW_TOOLS)) as f:
+            seconds = float(f.read(32).strip() or 0)
+    except (OSError, ValueError):
+        return 0.0
+    return seconds if 0 < seconds <= MAX_SLOW_TOOLS_S else 0.0  # (nan, inf: none)
+
 
 def main(tool: str, argv: list[str]) -> int:
     """Run stand-in ``tool`` with ``argv`` and return its exit status.
@@ -72,6 +97,9 @@ def main(tool: str, argv: list[str]) -> int:
     except (ImportError, AttributeError) as exc:
         print(f"{tool}: lab stand-in unavailable: {exc}", file=sys.stderr)
         return 127
+    delay = slow_tools_s(os.environ.get("FABTUNE_LAB_SYSROOT"))
+    if delay:
+        time.sleep(delay)  # the slow-tools fault: only latency, the tool then acts as always
     try:
         return int(func(list(argv)) or 0)
     except BrokenPipeError:

@@ -20,6 +20,12 @@ for a in "$@"; do
   esac
 done
 IFS= read -r -d '' data || true  # all of stdin, no fork (a NUL byte ends it, as in a sysfs write)
+# the node's slow-tools fault (tuning.lab.tools.SLOW_TOOLS, `fabtune lab inject NODE slow-tools S`): wait S
+# seconds, then act as always (a test on a missing file: no fork while the fault is not set)
+slow=${FABTUNE_LAB_SYSROOT:+$FABTUNE_LAB_SYSROOT/hw/lab-faults/slow-tools}
+if [[ -n $slow && -f $slow ]] && IFS= read -r -n 32 slow < "$slow" && [[ $slow =~ ^[0-9]{1,3}(\.[0-9]{1,3})?$ ]]; then
+  sleep "$slow"
+fi
 EINVAL="Invalid argument" ERANGE="Numerical result out of range"
 err=
 num_in() {  # num_in VALUE LO HI: a decimal in LO..HI

@@ -1,0 +1,155 @@
+"""Issue 18, must-show: a node's apply script killed at 1 s, 3 s and 6 s after it starts. The lab's
+``slow-tools`` fault (every stand-in of node02 waits a fixed delay before it acts) stretches the script
+well past 6 s, so each kill lands mid-script at a different point of its progress, read from node02's
+sysroot at the kill. The run must not read the kill as "nothing applied": it names no failing command,
+restores node02 from its own journal, and every device ends byte-equal to its snapshot.
+
+One lab for the module (node02, the mtu, sysctl and nic_qos domains only: every command a Python stand-in).
+How far the script got is read while the test holds the node lock (``/run/fabtune/node.lock`` in the
+sysroot, :mod:`tuning.node.nodelock`): the killed script's last tool keeps the lock until it exits, the
+run's restore script waits for it, so nothing moves while the changed files are counted.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import COUNTER_FILES, running_lab, snapshot_fabric
+from tests.engine.test_node_script_killed import _apply_script_of
+from tuning import inventory
+from tuning.errors import InputError
+from tuning.lab.inject import inject, list_injections
+from tuning.rollout import engine
+from tuning.rollout.engine import Options
+
+pytestmark = pytest.mark.lab
+
+NODE = "node02"
+DOMAINS = {"mtu", "sysctl", "nic_qos"}
+#: what the slow-tools delays add up to over the whole script (s): clearly past the last kill
+SCRIPT_S = 10.0
+KILLS_S = (1, 3, 6)
+LOCK = "run/fabtune/node.lock"
+#: kill time -> settings files changed at the kill (filled by the parametrized test, in order)
+PROGRESS: dict[int, int] = {}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    with running_lab(tmp_path_factory.mktemp("killed-at")) as inv:
+        yield inv
+
+
+@pytest.fixture(scope="module")
+def untuned(lab: Path) -> tuple[dict, int]:
+    """The power-on fabric's snapshot and how many apply commands the run will send to node02."""
+    plan = engine.run(inventory.load(lab), Options(mode="plan", limit=[NODE], domains=set(DOMAINS)))
+    n = len(plan.changes[NODE])
+    assert n >= 30, plan.changes  # enough commands for the three kills to land far apart
+    return snapshot_fabric(lab), n
+
+
+def test_slow_tools_fault_is_declared_persisted_listed_and_cleared(lab: Path, tmp_path: Path):
+    """``NODE slow-tools SECONDS``: one entry beside the node's other faults, the seconds in the node's
+    ``hw/lab-faults/slow-tools``; a Python stand-in and ``tee`` wait that long, then act; ``clear`` ends it."""
+    state = lab / ".state"
+    fault = state / "nodes" / NODE / "sysroot" / "hw/lab-faults/slow-tools"
+    for target, value in (("node02:mlx5_0", "1"), (NODE, None), (NODE, "0"), (NODE, "601"), (NODE, "0.0001"),
+                          (NODE, "nan")):
+        with pytest.raises(InputError, match="slow-tools"):
+            inject(state, target, "slow-tools", value)
+    assert inject(state, NODE, "slow-tools", "0.300") == [{"target": NODE, "kind": "slow-tools", "value": "0.3"}]
+    assert fault.read_text() == "0.3\n" and list_injections(state)[0]["value"] == "0.3"
+    env = {**os.environ, "FABTUNE_LAB_SYSROOT": str(fault.parents[2])}
+    for argv, stdin in (([str(state / "bin" / "lscpu")], ""), ([str(state / "bin" / "tee"), str(tmp_path / "f")], "x\n")):
+        t0 = time.monotonic()
+        res = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=env, timeout=30)
+        assert res.returncode == 0 and time.monotonic() - t0 >= 0.3, (argv, res.stderr)
+    assert (tmp_path / "f").read_text() == "x\n"  # then it acted as always
+    assert inject(state, NODE, "clear") == [] and not fault.exists()
+
+
+def _changed(sysroot: Path, before: dict) -> int:
+    """node02's sysroot files that differ from ``before`` (its node lock aside)."""
+    n = 0
+    for folder, _dirs, files in os.walk(sysroot):
+        for name in files:
+            path = os.path.join(folder, name)
+            rel = os.path.relpath(path, sysroot)
+            key = f"{NODE}:{rel}"
+            if rel == LOCK or os.path.islink(path) or COUNTER_FILES.match(rel):
+                continue
+            with open(path, "rb") as f:
+                n += f.read() != before.get(key)
+    return n
+
+
+def _kill_and_count(state: Path, after_s: float, before: dict, out: dict, stop: threading.Event) -> None:
+    """Kill node02's apply script ``after_s`` s after it starts, wait for its last tool under the node
+    lock, count what changed, clear the fault, let the run's restore go on."""
+    node_dir = str((state / "nodes" / NODE).resolve())
+    sysroot = state / "nodes" / NODE / "sysroot"
+    while not stop.is_set():
+        pid = _apply_script_of(node_dir)
+        if pid is None:
+            time.sleep(0.005)
+            continue
+        out["commands"] = Path(f"/proc/{pid}/cmdline").read_bytes().count(b"@@failed")
+        time.sleep(after_s)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            out["finished"] = True  # the script ended before the kill: the case proves nothing
+            return
+        with open(sysroot / LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # once the killed script's last tool has exited
+            out["changed"] = _changed(sysroot, before)
+            inject(state, NODE, "clear")  # the restore runs at full speed
+        return
+
+
+@pytest.mark.parametrize("after_s", KILLS_S)
+def test_apply_script_killed_at_1_3_6_s_is_restored_byte_for_byte(lab: Path, untuned, after_s: int, tmp_path: Path):
+    before, n_commands = untuned
+    state = lab / ".state"
+    delay = round(SCRIPT_S / n_commands, 3)
+    inject(state, NODE, "slow-tools", f"{delay:.3f}")
+    out: dict = {}
+    stop = threading.Event()
+    killer = threading.Thread(target=_kill_and_count, args=(state, after_s, before, out, stop), daemon=True)
+    killer.start()
+    try:
+        rep = engine.run(inventory.load(lab),
+                         Options(mode="apply", journal_dir=tmp_path / "j", limit=[NODE], domains=set(DOMAINS)))
+    finally:
+        stop.set()
+        killer.join(timeout=30)
+        inject(state, NODE, "clear")
+    assert out.get("commands") == n_commands, out  # the script the plan counted
+    assert "changed" in out, f"node02's apply script was not killed mid-way: {out}"
+    PROGRESS[after_s] = out["changed"]
+    assert out["changed"] > 0, out
+    assert list_injections(state) == []
+    assert rep.outcome != "applied", rep.outcome
+    said = " ".join(rep.errors.values())
+    assert f"no failing command named: how far it got is unknown, so every one of its {n_commands} change(s) " \
+           "counts as applied" in said, said
+    assert rep.restored == [NODE], (rep.restored, said)
+    now = snapshot_fabric(lab)
+    assert sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k)) == []
+
+
+def test_the_three_kills_landed_at_different_progress():
+    """Each kill found a different number of node02's settings files changed, growing with the time."""
+    if sorted(PROGRESS) != list(KILLS_S):
+        pytest.skip(f"needs every kill case of this module (ran: {sorted(PROGRESS)})")
+    counts = [PROGRESS[t] for t in KILLS_S]
+    assert counts == sorted(set(counts)), PROGRESS  # strictly growing: three different points
