@@ -163,12 +163,21 @@ def _check_keys(role: Role, vars_: dict, where: tuple[dict, dict], host: str, mi
                 continue
             raise InputError(sources[key], key, f"not a {role.name} setting (host {host}); allowed for a {role.name}: "
                                                 f"{', '.join(sorted(own))}")
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.8) or [k for k in known if _swapped(key, k)]
         if not close and (same := [k for k in known if k.lower() == key.lower()]):  # FABTUNE_ROLLOUT, MTU
             close = same  # Ansible's variables are case-sensitive: a case variant is never read
         if key.lower().startswith("fabtune_") or close:
             hint = f"did you mean {nested.get(close[0], close[0])}? " if close else ""
             raise InputError(sources[key], key, f"unknown key (host {host}); {hint}allowed: {', '.join(sorted(own))}")
+
+
+def _swapped(key: str, known: str) -> bool:
+    """Whether ``key`` is ``known`` with two adjacent letters swapped (``mut`` for ``mtu``): a typo
+    too short for difflib's ratio (0.67 for three letters) that would leave the setting unread."""
+    if len(key) != len(known) or len(key) < 3 or key == known:
+        return False
+    diff = [i for i, (a, b) in enumerate(zip(key, known)) if a != b]
+    return len(diff) == 2 and diff[1] == diff[0] + 1 and key[diff[0]] == known[diff[1]] and key[diff[1]] == known[diff[0]]
 
 
 def _connection(inv: Path, host: str, vars_: dict, sources: dict) -> Connection:

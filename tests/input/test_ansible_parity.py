@@ -142,6 +142,14 @@ def test_site_keys_are_left_alone_and_near_misses_refused(tmp_path: Path):
     with pytest.raises(InputError) as e:
         inventory.load(inv)
     assert f"{gv}: pfc_priorty: unknown key (host node01); did you mean nic_qos.pfc_priority?" in str(e.value)
+    # a transposed short key (difflib's ratio is 0.67 for mut/mtu) is a typo, not a site key
+    (inv / "host_vars" / "node01.yml").write_text((inv / "host_vars" / "node01.yml").read_text() + "mut: 4200\n")
+    gv.write_text(base + "cpu_vendor: amd\ngpu: h100\n")  # site keys one letter off a setting stay theirs
+    with pytest.raises(InputError) as e:
+        inventory.load(inv)
+    assert "host_vars/node01.yml: mut: unknown key (host node01); did you mean mtu?" in str(e.value)
+    shutil.copy(REPO / "inventory/lab/host_vars/node01.yml", inv / "host_vars" / "node01.yml")
+    assert inventory.load(inv).devices["node01"].spec.mtu == 9000
     gv.write_text(base + "fabtune_frobnicate: 1\n")
     with pytest.raises(InputError, match="fabtune_frobnicate: unknown key"):
         inventory.load(inv)
