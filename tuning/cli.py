@@ -28,6 +28,20 @@ app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_comp
                   help="Tune a GPU/RDMA fabric's nodes and switches, and prove every change.\n\n"
                        "Example: fabtune lab up && fabtune rollout -i inventory/lab")
 lab_app = typer.Typer(no_args_is_help=True, help="The embedded lab: a digital twin of a GPU fabric on this machine.")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from tuning import __version__
+
+        print(f"fabtune {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print fabtune's version and exit.")) -> None:
+    pass
 app.add_typer(lab_app, name="lab")
 
 for _command in (render, plan, apply, rollout, verify, rollback, runs):

@@ -99,3 +99,10 @@ def test_parse_help_lists_only_registered_tools():
     listed = set(re.search(r"Tools: (.*?)\.\n", parse_cmd.__doc__, re.S).group(1).split())
     assert listed <= set(REGISTRY)
     assert {"ib_write_bw", "mlnx_qos", "nv-show-qos-roce", "interrupts"} <= listed
+
+
+def test_version_prints_the_package_version_and_exits_0():
+    from tuning import __version__
+
+    res = subprocess.run([sys.executable, "-m", "tuning", "--version"], capture_output=True, text=True, timeout=60)
+    assert (res.returncode, res.stdout, res.stderr) == (0, f"fabtune {__version__}\n", "")
