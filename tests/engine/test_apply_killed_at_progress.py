@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import COUNTER_FILES, running_lab, snapshot_fabric
+from tests.conftest import COUNTER_FILES, REPO, running_lab, snapshot_fabric
 from tests.engine.test_node_script_killed import _apply_script_of
 from tuning import inventory
-from tuning.errors import InputError
+from tuning.errors import InputError, RollbackError
 from tuning.lab.inject import inject, list_injections
 from tuning.rollout import engine
 from tuning.rollout.engine import Options
@@ -153,3 +155,49 @@ def test_the_three_kills_landed_at_different_progress():
         pytest.skip(f"needs every kill case of this module (ran: {sorted(PROGRESS)})")
     counts = [PROGRESS[t] for t in KILLS_S]
     assert counts == sorted(set(counts)), PROGRESS  # strictly growing: three different points
+
+
+def _cut_mid_script(state: Path, after_s: float, out: dict, stop: threading.Event) -> None:
+    """Cut node02's SSH connections from the lab side ``after_s`` s into its apply script."""
+    node_dir = str((state / "nodes" / NODE).resolve())
+    while not stop.is_set():
+        pid = _apply_script_of(node_dir)
+        if pid is None:
+            time.sleep(0.005)
+            continue
+        time.sleep(after_s)
+        out["running"] = os.path.exists(f"/proc/{pid}")
+        inject(state, NODE, "ssh-cut")
+        return
+
+
+def test_ssh_cut_mid_push_on_a_node_is_named_then_rolled_back_byte_for_byte(lab: Path, untuned, tmp_path: Path):
+    """node02's SSH connection cut by the lab 1 s into its (3 s) apply script: the run cannot restore node02
+    on the cut session and says so exactly (RollbackError naming node02, why, and ``fabtune rollback RUN``);
+    that rollback (waiting on the node lock for the script sshd left running) puts every device back byte
+    for byte."""
+    before, n_commands = untuned
+    state = lab / ".state"
+    inject(state, NODE, "slow-tools", f"{round(3.0 / n_commands, 3):.3f}")
+    out: dict = {}
+    stop = threading.Event()
+    cutter = threading.Thread(target=_cut_mid_script, args=(state, 1.0, out, stop), daemon=True)
+    cutter.start()
+    journal = tmp_path / "j"
+    try:
+        with pytest.raises(RollbackError) as err:
+            engine.run(inventory.load(lab), Options(mode="apply", journal_dir=journal, limit=[NODE], domains=set(DOMAINS)))
+    finally:
+        stop.set()
+        cutter.join(timeout=30)
+        inject(state, NODE, "clear")
+    assert out.get("running"), f"the cut did not land while node02's apply script ran: {out}"
+    said = str(err.value)
+    m = re.fullmatch(r"node02: restore failed on node02: node02: SSH session closed; run `fabtune rollback (\S+)` "
+                     r"after fixing it", said)
+    assert m, said
+    res = subprocess.run([sys.executable, "-m", "tuning", "rollback", m[1], "--journal-dir", str(journal)],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert res.returncode == 0 and "rolled back on 1 device(s)" in res.stdout, res.stdout + res.stderr
+    now = snapshot_fabric(lab)
+    assert sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k)) == []

@@ -15,18 +15,22 @@ A node as a whole (``node01``) takes an agent that undoes tuning (:mod:`tuning.l
 says ``active``; ``dcbx`` makes every NIC firmware-DCBX controlled with an agent that resets PFC.
 ``clear`` on the node stops its agents (they exit by themselves). ``NODE slow-tools SECONDS``
 makes every stand-in of the node wait SECONDS before it acts (:mod:`tuning.lab.hw_faults`); the
-node's ``clear`` ends it too.
+node's ``clear`` ends it too. ``NODE ssh-cut`` cuts every SSH connection of the node open at that
+moment, once (:mod:`tuning.lab.nodeserver`); it stays listed, with its time, until ``clear``.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from tuning.errors import InputError
 from tuning.lab import agents, hw_faults, nvue_faults, privileges
 from tuning.lab.fabric import GPU_BDFS, Fabric
 
-KINDS = ("degrade", "down", "clear") + hw_faults.KINDS
+#: a node's one-off fault: its SSH connections open now are cut (:mod:`tuning.lab.nodeserver`)
+SSH_CUT = "ssh-cut"
+KINDS = ("degrade", "down", "clear", SSH_CUT) + hw_faults.KINDS
 #: the only kinds that take a VALUE, and what it is
 VALUE_KINDS = {"slow-apply": "SECONDS", "oper-mtu": "MTU", **hw_faults.VALUE_KINDS}
 
@@ -148,10 +152,16 @@ def _clear_hw(path: Path, fabric: Fabric, target: str) -> None:
 
 
 def _inject_node(path: Path, fabric: Fabric, node: str, kind: str) -> list[dict]:
-    """Start (``irqbalance`` / ``dcbx``) or stop (``clear``) the agents of a whole node."""
-    if kind not in (*agents.KINDS, "clear"):
-        raise InputError("KIND", "kind", f"{kind!r} is not one of {', '.join((*agents.KINDS, 'clear'))} "
+    """Start (``irqbalance`` / ``dcbx``) or stop (``clear``) the agents of a whole node, or cut its SSH
+    connections (``ssh-cut``: listed with the time of the cut, ``at`` in ns; the daemon acts on each new one once)."""
+    if kind not in (*agents.KINDS, "clear", SSH_CUT):
+        raise InputError("KIND", "kind", f"{kind!r} is not one of {', '.join((*agents.KINDS, SSH_CUT, 'clear'))} "
                          f"(a whole node {node} takes agents; NIC faults target {node}:mlx5_N)")
+    if kind == SSH_CUT:
+        fabric.injections = [i for i in fabric.injections if (i.get("target"), i.get("kind")) != (node, SSH_CUT)]
+        fabric.injections.append({"target": node, "kind": SSH_CUT, "at": time.time_ns()})
+        fabric.save(path)
+        return list(fabric.injections)
     if kind != "clear":  # an agent writes the node's tree
         privileges.require_write_access(path.parent / "nodes" / node / "sysroot", "fabtune lab inject")
     else:

@@ -18,6 +18,7 @@ only that node's shells and their descendants.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -27,6 +28,7 @@ import asyncssh
 
 from tuning.lab import privileges
 from tuning.lab.fabric import Fabric, Node
+from tuning.lab.inject import SSH_CUT
 from tuning.lab.sysroot import sync_derived
 
 log = logging.getLogger("fabtune.lab.nodes")
@@ -47,11 +49,25 @@ def node_env(state_dir: Path, node: str) -> dict[str, str]:
     }
 
 
-class _NodeAuth(asyncssh.SSHServer):
-    """Public-key authentication of ``fabtune`` with exactly one authorised key."""
+#: node -> its SSH connections open now (what an ``ssh-cut`` fault cuts)
+_OPEN: dict[str, set] = {}
 
-    def __init__(self, client_key: asyncssh.SSHKey):
+
+class _NodeAuth(asyncssh.SSHServer):
+    """Public-key authentication of ``fabtune`` with exactly one authorised key; keeps the node's
+    open connections in :data:`_OPEN`."""
+
+    def __init__(self, client_key: asyncssh.SSHKey, node: str = ""):
         self._client_key = client_key.public_data
+        self._node = node
+        self._conn = None
+
+    def connection_made(self, conn) -> None:
+        self._conn = conn
+        _OPEN.setdefault(self._node, set()).add(conn)
+
+    def connection_lost(self, exc) -> None:
+        _OPEN.get(self._node, set()).discard(self._conn)
 
     def begin_auth(self, username: str) -> bool:
         return True
@@ -160,7 +176,7 @@ async def start_node(state_dir: Path, node: Node) -> asyncssh.SSHAcceptor:
         await _run(process, state_dir, node.name)
 
     return await asyncssh.create_server(
-        lambda: _NodeAuth(client_key), "127.0.0.1", node.port,
+        lambda: _NodeAuth(client_key, node.name), "127.0.0.1", node.port,
         server_host_keys=[str(state_dir / "ssh" / "hostkeys" / node.name)],
         process_factory=handle, encoding=None, allow_scp=False, reuse_address=True,
         sftp_factory=lambda chan: _ReadOnlySftp(chan, chroot=str(home).encode()),
@@ -174,9 +190,45 @@ async def serve_nodes(state_dir: Path, fabric: Fabric, stop: asyncio.Event) -> N
     acceptors = [await start_node(state_dir, node) for node in fabric.nodes]
     log.info("nodes up: %s (shells %s)", ", ".join(f"{n.name}:{n.port}" for n in fabric.nodes),
              privileges.describe())
-    await stop.wait()
+    await _cut_when_asked(state_dir / "fabric.json", stop)
     for server in sudo:
         server.close()
     for acceptor in acceptors:
         acceptor.close()
         await acceptor.wait_closed()
+
+
+def _cuts(path: Path) -> set[tuple[str, int]]:
+    """The ``ssh-cut`` injections in ``fabric.json``: ``{(node, at)}`` (empty when unreadable)."""
+    try:
+        return {(i["target"], int(i.get("at", 0))) for i in json.loads(path.read_text()).get("injections", [])
+                if i.get("kind") == SSH_CUT}
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+
+
+async def _cut_when_asked(path: Path, stop: asyncio.Event) -> None:
+    """Until ``stop``: each new ``ssh-cut`` injection (``fabtune lab inject NODE ssh-cut``) cuts every SSH
+    connection of its node open at that moment (the TCP connection is closed without an SSH goodbye,
+    no exit status, as a network cut does; the node's commands go on as sshd leaves them: until they
+    write to the closed channel or end). New connections are served as always. ``fabric.json`` is
+    looked at every 0.1 s, by its stat."""
+    stamp, done = None, _cuts(path)  # cuts already listed at start are history
+    while not stop.is_set():
+        try:
+            st = path.stat()
+            now = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            now = None
+        if now != stamp:
+            stamp = now
+            for node, at in _cuts(path) - done:
+                done.add((node, at))
+                conns = list(_OPEN.get(node, ()))
+                log.info("%s: ssh-cut: closing %d connection(s)", node, len(conns))
+                for conn in conns:
+                    conn.abort()
+        try:
+            await asyncio.wait_for(stop.wait(), 0.1)
+        except asyncio.TimeoutError:
+            pass
