@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import COUNTER_FILES, REPO, running_lab, snapshot_fabric
-from tests.engine.test_node_script_killed import _apply_script_of
+from tests.engine.test_node_script_killed import _next_apply_script
 from tuning import inventory
 from tuning.errors import InputError, RollbackError
 from tuning.lab.inject import inject, list_injections
@@ -99,23 +99,20 @@ def _kill_and_count(state: Path, after_s: float, before: dict, out: dict, stop: 
     lock, count what changed, clear the fault, let the run's restore go on."""
     node_dir = str((state / "nodes" / NODE).resolve())
     sysroot = state / "nodes" / NODE / "sysroot"
-    while not stop.is_set():
-        pid = _apply_script_of(node_dir)
-        if pid is None:
-            time.sleep(0.005)
-            continue
-        out["commands"] = Path(f"/proc/{pid}/cmdline").read_bytes().count(b"@@failed")
-        time.sleep(after_s)
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            out["finished"] = True  # the script ended before the kill: the case proves nothing
-            return
-        with open(sysroot / LOCK, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # once the killed script's last tool has exited
-            out["changed"] = _changed(sysroot, before)
-            inject(state, NODE, "clear")  # the restore runs at full speed
+    pid = _next_apply_script(node_dir, stop)
+    if pid is None:
         return
+    out["commands"] = Path(f"/proc/{pid}/cmdline").read_bytes().count(b"@@failed")
+    time.sleep(after_s)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        out["finished"] = True  # the script ended before the kill: the case proves nothing
+        return
+    with open(sysroot / LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # once the killed script's last tool has exited
+        out["changed"] = _changed(sysroot, before)
+        inject(state, NODE, "clear")  # the restore runs at full speed
 
 
 @pytest.mark.parametrize("after_s", KILLS_S)
@@ -159,16 +156,12 @@ def test_the_three_kills_landed_at_different_progress():
 
 def _cut_mid_script(state: Path, after_s: float, out: dict, stop: threading.Event) -> None:
     """Cut node02's SSH connections from the lab side ``after_s`` s into its apply script."""
-    node_dir = str((state / "nodes" / NODE).resolve())
-    while not stop.is_set():
-        pid = _apply_script_of(node_dir)
-        if pid is None:
-            time.sleep(0.005)
-            continue
-        time.sleep(after_s)
-        out["running"] = os.path.exists(f"/proc/{pid}")
-        inject(state, NODE, "ssh-cut")
+    pid = _next_apply_script(str((state / "nodes" / NODE).resolve()), stop)
+    if pid is None:
         return
+    time.sleep(after_s)
+    out["running"] = os.path.exists(f"/proc/{pid}")
+    inject(state, NODE, "ssh-cut")
 
 
 def test_ssh_cut_mid_push_on_a_node_is_named_then_rolled_back_byte_for_byte(lab: Path, untuned, tmp_path: Path):

@@ -37,12 +37,18 @@ def _apply_script_of(node_dir: str) -> int | None:
     return None
 
 
-def _kill_first_apply(node_dir: str, after_s: float, killed: list[int], stop: threading.Event) -> None:
+def _next_apply_script(node_dir: str, stop: threading.Event) -> int | None:
+    """The pid of ``node_dir``'s apply script once one runs (looked for every 5 ms); None once ``stop`` is set."""
     while not stop.is_set():
         pid = _apply_script_of(node_dir)
-        if pid is None:
-            time.sleep(0.005)
-            continue
+        if pid is not None:
+            return pid
+        time.sleep(0.005)
+    return None
+
+
+def _kill_first_apply(node_dir: str, after_s: float, killed: list[int], stop: threading.Event) -> None:
+    while (pid := _next_apply_script(node_dir, stop)) is not None:
         time.sleep(after_s)
         try:
             os.kill(pid, signal.SIGKILL)
