@@ -91,7 +91,7 @@ def _outcome_words(report) -> str:
     if report.mode == "offline-plan":
         words["planned"] = (f"{n} setting(s) wanted; offline: current state not read, nothing contacted; "
                             "IRQ affinity and ECN/DCQCN need each node's facts (IRQ numbers, NIC driver) "
-                            "and are not listed")
+                            "and are not listed; computed")
     if report.mode == "rollback":
         words["rolled-back"] = f"{n} change(s) rolled back on {len(report.restored)} device(s)"
         words["no-change"] = f"nothing to roll back: {report.errors.get('run', 'the run changed nothing')}"

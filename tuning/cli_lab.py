@@ -22,8 +22,11 @@ def _state_dir(inventory: Path, state_dir: Optional[Path]) -> Path:
 
 def _running_state_dir(inventory: Path, state_dir: Optional[Path]) -> Path:
     """The state directory of a running lab. Raises InputError naming --state-dir when no lab runs there."""
+    from tuning.lab.controller import running_pid
+
     sd = _state_dir(inventory, state_dir)
-    if not (sd / "fabric.json").is_file():
+    if not (sd / "fabric.json").is_file() or running_pid(sd) is None:
+        # a stopped lab's state is thrown away by the next `lab up`: a fault set there would vanish
         raise InputError("--state-dir", str(sd), f"the lab is not running in {sd}; start it with "
                          f"`fabtune lab up -i {inventory}`")
     return sd

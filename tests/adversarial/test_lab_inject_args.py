@@ -43,3 +43,18 @@ def test_inject_without_a_lab_says_how_to_start_it(tmp_path: Path):
     inv.mkdir()
     code, _, err = cli("lab", "inject", "-i", str(inv), "leaf01:swp1", "down", cwd=tmp_path)
     assert_one_line(code, err, f"the lab is not running in {inv / '.state'}", f"fabtune lab up -i {inv}")
+
+
+def test_inject_into_a_stopped_labs_state_is_refused(tmp_path: Path):
+    """A stopped lab keeps its fabric.json, but the next `lab up` starts from power-on: a fault set
+    there would vanish in silence, so it is refused as for no lab at all."""
+    from tuning.lab.fabric import default_fabric
+
+    inv = tmp_path / "inv"
+    (inv / ".state").mkdir(parents=True)
+    default_fabric().save(inv / ".state" / "fabric.json")
+    (inv / ".state" / "lab.pid").write_text("999999999\n")  # the daemon that wrote it is gone
+    before = (inv / ".state" / "fabric.json").read_bytes()
+    code, _, err = cli("lab", "inject", "-i", str(inv), "leaf01:swp1", "down", cwd=tmp_path)
+    assert_one_line(code, err, f"the lab is not running in {inv / '.state'}")
+    assert (inv / ".state" / "fabric.json").read_bytes() == before

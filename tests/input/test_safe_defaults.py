@@ -46,6 +46,8 @@ def test_an_empty_profile_plans_nothing_for_mtu_qos_irqs_or_sysctls(tmp_path):
     planned = _keys(offline_plan(inv, ["node01"]))
     touched = {k.split("/")[0] for k in planned}
     assert touched.isdisjoint({"mtu", "dcbx", "trust", "pfc", "dscp2prio", "tos", "ecn", "irq", "sysctl"}), planned
+    # nor boot files with nothing in them: no empty sysctl drop-in, no setup script, no unit enabled
+    assert not [c for c in offline_plan(inv, ["node01"]).changes["node01"] if c["domain"] == "files"], planned
 
 
 def test_each_setting_once_written_is_planned_as_written(tmp_path):

@@ -105,10 +105,6 @@ class FilesDomain(Domain):
         which need their reads (a files-only read cannot plan it)."""
         return {self.name, *(d.name for d in self._settings)}
 
-    def _files(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
-        cmds, sysctls = boot_settings(self._settings, spec, facts)
-        return node_files_from_plan(cmds, sysctls)
-
     def read_script(self, spec: NodeSpec, sysroot: str) -> list[str]:
         link = q(sysroot_path(sysroot, WANTS_LINK))
         return [f"rb {q('file' + p)} {q(sysroot_path(sysroot, p))}" for p in NODE_FILES] + [
@@ -121,7 +117,12 @@ class FilesDomain(Domain):
         return out
 
     def desired(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
-        out = {f"file{p}": content for p, content in self._files(spec, facts).items()}
+        """Every file and the unit enabled; nothing when no persisted domain wants a value (a
+        profile that asks for nothing lays no empty script and enables no unit that does nothing)."""
+        cmds, sysctls = boot_settings(self._settings, spec, facts)
+        if not cmds and not sysctls:
+            return {}
+        out = {f"file{p}": content for p, content in node_files_from_plan(cmds, sysctls).items()}
         out[f"unit/{UNIT}"] = "enabled"
         return out
 
