@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from tuning.errors import InputError, JournalWriteError, RollbackError, TuningError
+from tuning.errors import ConnectError, InputError, JournalWriteError, RollbackError, TuningError
 from tuning.rollout.journal import ROLLBACK_NOTE, Journal, later_conflicts, touched
 from tuning.rollout.run_report import RunReport
 from tuning.rollout.lock import RunLock, lock_path
@@ -58,7 +58,11 @@ def kept_changes(j: Journal) -> dict[str, list[dict]]:
 
 def _undo(j: Journal, conns: dict, name: str, irreversible: bool = False) -> None:
     rec = j.device(name)
-    kept = conns[name].restore(rec, irreversible)
+    try:
+        kept = conns[name].restore(rec, irreversible)
+    except ConnectError:  # the session was cut (mid-push): restore over a new one, once
+        conns[name].reopen()
+        kept = conns[name].restore(rec, irreversible)
     j.update(name, restored=True, kept=kept)
 
 

@@ -49,7 +49,14 @@ class NodeTarget:
             self.host.close()
 
     def reopen(self) -> None:
-        """Nothing to do: every command runs on its own channel, so none leaves output behind."""
+        """A new SSH session when the connection was cut (a push's restore must not use a dead
+        one); a standing session is kept: every command runs on its own channel, so none leaves
+        output behind. Raises ConnectError."""
+        alive = getattr(self.host, "is_active", None)
+        if self.host is not None and alive is not None and alive():
+            return
+        self.close()
+        self.open()
 
     def collect(self, domains: set[str] | None = None) -> node_mod.NodeState:
         """Every domain's reads (of ``domains``) in one round trip (:func:`tuning.node.collect`)."""

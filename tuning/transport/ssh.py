@@ -132,6 +132,11 @@ class SshHost:
             transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._client = client
 
+    def is_active(self) -> bool:
+        """Whether the SSH connection still stands (False once the peer or the network cut it)."""
+        transport = self._client.get_transport()
+        return transport is not None and transport.is_active()
+
     def start(self, command: str, *, privileged: bool = False) -> SshRunning:
         """Start ``command`` and return at once; ``.wait()`` collects its result.
 
