@@ -163,8 +163,10 @@ def test_rollout_faults_sigkill_concurrency_and_confirm_window(lab_inventory: Pa
     assert _diff(tuned, snapshot_fabric(lab_inventory)) == []
 
     # node apply, switch apply (the node done: an MTU lowered goes to the nodes first), verify, confirm
-    for stage, settle, n_devices in (("apply-node", set(), 1), ("apply-switch", {"node"}, 2), ("verify", set(), 2),
-                                     ("confirm", set(), 2)):
+    # apply-switch-committed: leaf01 committed (confirm pending) but neither read back nor journaled
+    # (issue 18, fault 2): the rollback recognises the commit as the run's by its parent revision
+    for stage, settle, n_devices in (("apply-node", set(), 1), ("apply-switch-committed", {"node"}, 2),
+                                     ("apply-switch", {"node"}, 2), ("verify", set(), 2), ("confirm", set(), 2)):
         p = Paused(inv, journal, stage)
         rid = p.wait()
         _settle(journal, rid, settle)

@@ -136,7 +136,8 @@ class Target(Protocol):
 
 def pause_for_test(stage: str, run_id: str | None = None) -> None:
     """Test hook: ``FABTUNE_TEST_PAUSE_AT=STAGE[:SECONDS]`` makes the run block on entering STAGE
-    (``collect``, ``apply-node``, ``apply-switch``, ``verify``, ``confirm``, and per batch N
+    (``collect``, ``apply-node``, ``apply-switch``, ``apply-switch-committed`` (a switch's commit made,
+    neither read back nor journaled), ``verify``, ``confirm``, and per batch N
     ``apply-batch-N``, ``apply-node-batch-N``, ``apply-switch-batch-N``, ``verify-batch-N``,
     ``confirm-batch-N``): for SECONDS, else until killed.
     It says ``fabtune: test pause at STAGE`` on stderr first. Used only by tests (a controller

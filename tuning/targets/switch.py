@@ -114,7 +114,7 @@ def revision(state: SwitchState) -> str:
 
 
 def apply(drv: SwitchDriver, dev: Device, changes: list[Change], confirm_s: int | None,
-          revision_before: str) -> str | None:
+          revision_before: str, run_id: str | None = None) -> str | None:
     """Stage the rendered candidate, check it is still the planned diff, commit (with a confirm
     window when ``confirm_s`` and the driver's :class:`~tuning.switch.base.Capabilities` has
     ``commit_confirm``) and read back.
@@ -126,9 +126,7 @@ def apply(drv: SwitchDriver, dev: Device, changes: list[Change], confirm_s: int 
         CandidateError: the switch's diff is not the planned one (nothing committed).
         CommitError: the commit failed, or the read back found a value the switch does not hold;
             the commit is undone at once (a pending confirm rejected, else ``revision_before``
-            applied again, the error's ``undone`` True) and the error's ``revision`` is None; when
-            undoing failed too it
-            carries the committed id, which the caller journals so the restore can undo it.
+            applied again: :func:`_undo_commit`).
     """
     if not changes:
         return None
@@ -145,25 +143,33 @@ def apply(drv: SwitchDriver, dev: Device, changes: list[Change], confirm_s: int 
     # revision_before is then the only way back, and a rollback or the run's restore takes it
     window = confirm_s if drv.capabilities().commit_confirm else None
     rev = drv.commit(confirm_within_s=window, message="fabtune")
+    pause_for_test("apply-switch-committed", run_id)  # committed, not yet read back nor journaled
     if rev == revision_before:
         drv.discard()
         rev = None
     try:
         read_back(drv, dev, candidate)
     except CommitError as err:
-        err.revision = rev  # type: ignore[attr-defined]
-        if rev is not None:
-            try:
-                # a commit-confirm is rejected; a commit without a window (apply) is undone by
-                # applying the snapshot revision again
-                drv.rollback() if drv.has_pending_commit() else drv.rollback_to(revision_before)
-                err.message += f"; revision {rev} rolled back to {revision_before}"
-                err.revision = None  # type: ignore[attr-defined]  # nothing of this run is applied
-                err.undone = True  # type: ignore[attr-defined]
-            except TuningError as undo:
-                err.message += f"; rolling revision {rev} back failed: {undo}"
+        _undo_commit(drv, err, rev, revision_before)
         raise
     return rev
+
+
+def _undo_commit(drv: SwitchDriver, err: CommitError, rev: str | None, revision_before: str) -> None:
+    """A read back failed after commit ``rev``: undo it at once (a commit-confirm is rejected; a
+    commit without a window is undone by applying ``revision_before`` again) and say so in
+    ``err`` (``revision`` None, ``undone`` True); when undoing fails, ``err.revision`` keeps ``rev``
+    for the journal, so the restore can undo it."""
+    err.revision = rev  # type: ignore[attr-defined]
+    if rev is None:
+        return
+    try:
+        drv.rollback() if drv.has_pending_commit() else drv.rollback_to(revision_before)
+        err.message += f"; revision {rev} rolled back to {revision_before}"
+        err.revision = None  # type: ignore[attr-defined]  # nothing of this run is applied
+        err.undone = True  # type: ignore[attr-defined]
+    except TuningError as undo:
+        err.message += f"; rolling revision {rev} back failed: {undo}"
 
 
 def read_back(drv: SwitchDriver, dev: Device, candidate: str) -> None:
@@ -332,7 +338,7 @@ class SwitchTarget:
         before = list(rec.get("applied") or [])
         journal.update(state=DeviceState.PUSHING)
         try:
-            rev = apply(self.driver, self.device, changes, confirm_s, str(rec.get("revision_before")))
+            rev = apply(self.driver, self.device, changes, confirm_s, str(rec.get("revision_before")), journal.run_id)
         except TuningError as e:
             # a commit the read back failed and could not undo is journaled as this run's: the
             # restore then puts revision_before back instead of refusing "another run's commit"
