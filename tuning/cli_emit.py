@@ -5,6 +5,10 @@ the notes on failed, unreachable, restored and kept devices, and one outcome lin
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
+from typing import Iterator
+
+import typer
 
 from tuning.report import batches_text, changes_table, console, file_diffs, findings_table, verify_table
 from tuning.model.outcomes import BatchOutcome, RunOutcome
@@ -37,6 +41,23 @@ def emit(report, as_json: bool, title: str, diff: bool = False) -> None:
     if report.outcome == RunOutcome.NO_CHANGE and report.verify_ok is False:
         out.print("[red]verification FAILED: the fabric is unhealthy as it is (nothing was changed, "
                   "nothing to roll back)[/red]")
+
+
+@contextmanager
+def interrupted_summary(as_json: bool, title: str) -> Iterator[None]:
+    """Ctrl-C in the block: when the run restored what it had changed (its interrupt carries the
+    report, :func:`tuning.rollout.engine.run`), print the same summary as any other ending (the
+    restored devices, the kept batches, the outcome line: what the journal and the JSON report say)
+    and exit 130; an interrupt before anything was journaled goes on as it is."""
+    try:
+        yield
+    except KeyboardInterrupt as e:
+        report = getattr(e, "fabtune_report", None)
+        if report is None:
+            raise
+        emit(report, as_json, title)
+        err.print("interrupted (Ctrl-C): the devices above were restored; batches kept before it stay tuned")
+        raise typer.Exit(130) from None
 
 
 def _tables(report, title: str, diff: bool) -> None:

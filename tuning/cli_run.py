@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from tuning.cli_args import MAX_CONFIRM_S, deferred, integer, load_inventory, out_dir_arg, raise_refused
-from tuning.cli_emit import emit, out, progress
+from tuning.cli_emit import emit, interrupted_summary, out, progress
 from tuning.cli_options import (BATCH_BY, DOMAIN, FIRMWARE, INV, JDIR_RUN, JSON, JUNIT, LIMIT, MAX_LAT, MIN_BW,
                                 MIN_BW_SHARE, PROM, RAIL, REPORT_JSON, SERIAL, chosen_domains, report_outputs,
                                 run_policy, run_thresholds)
@@ -82,7 +82,8 @@ def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opt
     """
     from tuning.rollout import engine
 
-    with Recorder(report_outputs(junit, prom_file, report_json), "apply", inventory) as rec:
+    with interrupted_summary(as_json, "applied"), \
+            Recorder(report_outputs(junit, prom_file, report_json), "apply", inventory) as rec:
         raise_refused(journal_dir)
         inv = load_inventory(inventory)
         rec.select(inv.select(limit))
@@ -139,7 +140,8 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
     """
     from tuning.rollout import engine
 
-    with Recorder(report_outputs(junit, prom_file, report_json), "rollout", inventory) as rec:
+    with interrupted_summary(as_json, "rollout"), \
+            Recorder(report_outputs(junit, prom_file, report_json), "rollout", inventory) as rec:
         raise_refused(journal_dir, confirm_s, min_bw, max_lat, min_bw_share, rail, max_fail_percentage, max_failed,
                       settle_s)
         if engine_name not in ("nornir", "ansible"):

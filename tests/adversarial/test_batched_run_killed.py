@@ -107,11 +107,12 @@ def _rollback_exact(inv: Path, journal: Path, rid: str, pre: dict, unfinished: b
     ("apply-switch-batch-1", signal.SIGKILL),
     ("apply-node-batch-3", signal.SIGKILL),     # batches 1-2 done, node03/node04 written
     ("apply-batch-3", signal.SIGINT),           # between batches: Ctrl-C on the main thread
+    ("apply-node-batch-3:3", signal.SIGINT),    # Ctrl-C while batch 3 is written: batch 3 restored, 1-2 kept
 ])
 def test_kill_at_batch_stage_then_rollback_exact(lab: Path, tmp_path: Path, stage: str, sig: int):
     pre = snapshot_fabric(lab)
-    journal = tmp_path / "j"
-    code, out = _killed_at(lab, journal, stage, sig, "apply")
+    journal, doc_path = tmp_path / "j", tmp_path / "report.json"
+    code, out = _killed_at(lab, journal, stage, sig, "apply", "--report-json", str(doc_path))
     assert "still running" not in out, out[-800:]
     j = _journal(journal)
     batches = {b["index"]: b["outcome"] for b in j["batches"]}
@@ -125,4 +126,23 @@ def test_kill_at_batch_stage_then_rollback_exact(lab: Path, tmp_path: Path, stag
                 assert states[name] in ("applied", "unchanged"), states
     else:
         assert code == 130, out[-600:]
+        restored = _console_report_and_journal_agree(out, json.loads(doc_path.read_text()), j)
+        assert restored == (["node03", "node04"] if stage.startswith("apply-node") else []), restored
     _rollback_exact(lab, journal, j["run_id"], pre, unfinished=sig == signal.SIGKILL)
+
+
+def _console_report_and_journal_agree(out: str, doc: dict, j: dict) -> list[str]:
+    """A Ctrl-C'd run prints and writes the same summary as any other ending, and as its journal
+    (issue 19): the outcome, the restored devices and each batch's outcome; exit 130 in both."""
+    restored = sorted(n for n, d in j["devices"].items() if d.get("restored"))
+    assert doc["restored"] == restored, (doc["restored"], restored)
+    assert doc["outcome"] == j["outcome"] and doc["outcome"] in ("halted", "rolled-back"), (doc["outcome"], j["outcome"])
+    assert [b["outcome"] for b in doc["batches"]] == [b["outcome"] for b in j["batches"]]
+    assert (doc["exit_code"], doc["error"]["type"]) == (130, "KeyboardInterrupt")
+    text = " ".join(out.split())
+    assert not restored or f"restored: {', '.join(restored)} (every touched device is back" in text, out[-1500:]
+    kept = sum(1 for b in j["batches"] if b["outcome"] == "kept")
+    said = f"HALTED at batch {len(j['batches'])}: that batch restored, {kept} earlier batch(es) kept" \
+        if doc["outcome"] == "halted" else "ROLLED BACK"
+    assert said in text and "interrupted (Ctrl-C)" in text, out[-1500:]
+    return restored

@@ -27,7 +27,7 @@ CONNECTION_ONLY = {"fabtune_sysroot": "sysroot", "ansible_become": True, "ansibl
 
 def _lab(tmp_path: Path, nodes: dict, switches_roce: object = "keep") -> Path:
     inv = tmp_path / "inv"
-    shutil.copytree(REPO / "inventory" / "lab", inv)
+    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune.lock"))
     (inv / "group_vars" / "gpu_nodes.yml").write_text(yaml.safe_dump(nodes))
     if switches_roce != "keep":
         sw = yaml.safe_load((inv / "group_vars" / "switches.yml").read_text())

@@ -203,7 +203,8 @@ class Recorder:
         self.ctx.finished = time.time()
         if exc is not None:
             self.ctx.error, self.ctx.exit_code = exc, error_exit_code(exc, self.detailed)
-            self.report = None
+            # a run stopped mid-change (Ctrl-C) carries what its restore did (tuning.rollout.engine)
+            self.report = getattr(exc, "fabtune_report", None)
         if not (self.outputs.junit or self.outputs.prom or self.outputs.json):
             return False
         try:

@@ -145,8 +145,10 @@ def _error(err: BaseException | None) -> dict | None:
 
 
 def run_outcome(rep: dict, ctx: Context) -> str:
-    """The run's outcome: RunReport's own, or what stopped it (:data:`RAISED_OUTCOMES`, else ``error``)."""
-    if ctx.error is not None:
+    """The run's outcome: RunReport's own, or what stopped it (:data:`RAISED_OUTCOMES`, else ``error``);
+    a run stopped mid-change that restored (Ctrl-C: its error carries the report) has its report's own
+    (``rolled-back``, ``halted``), as its journal says."""
+    if ctx.error is not None and getattr(ctx.error, "fabtune_report", None) is None:
         return RAISED_OUTCOMES.get(type(ctx.error).__name__, "error")
     return rep["outcome"]
 

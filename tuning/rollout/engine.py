@@ -131,6 +131,9 @@ def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dic
             report.errors["run"] = f"{type(e).__name__}: {e}"
             s.reopen()  # a switch command cut short leaves its output in the session
             _fail(s, j, report, progress, f"stopped by {type(e).__name__}", r)
+            # what the restore did travels with the interrupt: the front end prints and writes the
+            # same summary as the journal holds (restored devices, kept batches)
+            e.fabtune_report = report  # type: ignore[attr-defined]
         raise
 
 
