@@ -47,3 +47,24 @@ def test_burnin_refuses_bad_input_with_one_line_and_exit_2(tmp_path: Path):
         r = subprocess.run([sys.executable, "-m", "tuning", "burnin", "-i", str(REPO / "inventory/lab"), *argv],
                            capture_output=True, text=True, cwd=REPO, timeout=120)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and text in r.stderr, (argv, r.stderr)
+
+
+def test_local_health_that_reads_no_nic_and_no_gpu_fails(tmp_path: Path):
+    """NICs hidden (no /sys/class/infiniband entries under the root) and no GPU: the check read
+    nothing, so it names that and fails (a Slurm HealthCheckProgram must not pass such a node)."""
+    import shutil
+
+    from tuning.burnin.health import nvml_gpus
+
+    if nvml_gpus():
+        import pytest
+
+        pytest.skip("this machine has GPUs: the node is not empty")
+    root = tmp_path / "sysroot"
+    build_sysroot(root, default_fabric().node("node01"))
+    shutil.rmtree(root / "sys/class/infiniband")
+    doc = local_document(root, BurninOptions(kind="health"))
+    me = socket.gethostname().split(".")[0]
+    assert doc["rounds"][0]["nics"][me] == {}
+    assert [(f["code"], f["kind"], f["target"]) for f in doc["findings"]] == [("node-nothing-read", "node", me)]
+    assert "no RDMA NIC and no GPU could be read in 1 round(s)" in doc["findings"][0]["message"]

@@ -48,7 +48,7 @@ BAD_NIC_SHARE = 0.6
 NODE_RAIL_SHARE = 0.75
 #: node-level codes, most severe first: one finding per node takes the first that applies
 NODE_CODES = ("gpu-xid", "gpu-ecc", "gpu-remapped-rows", "pcie-degraded", "gpu-throttle", "node-unreachable",
-              "node-slow")
+              "node-nothing-read", "node-slow")
 #: link-level codes, most specific cause first
 LINK_CODES = ("link-flap", "link-speed-degraded", "link-lossy", "link-slow")
 

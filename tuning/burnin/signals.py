@@ -140,7 +140,9 @@ def node_signals(doc: dict) -> dict[str, dict[str, dict]]:
     Codes: ``gpu-xid`` (any XID), ``gpu-ecc`` (``ecc_uncorrected`` > 0),
     ``gpu-remapped-rows`` (pending or failed > 0), ``gpu-throttle`` (a reason outside
     :data:`BENIGN_THROTTLE`), ``pcie-degraded`` (a NIC's PCIe width or speed below its
-    capability), ``node-unreachable`` (``errors`` names it in half the rounds or more).
+    capability), ``node-unreachable`` (``errors`` names it in half the rounds or more),
+    ``node-nothing-read`` (answered every round, yet no round read one RDMA NIC or one GPU of it: a
+    check that reads nothing fails, never passes a node whose devices are hidden or gone).
 
     Returns:
         ``{"node05": {"gpu-xid": {"message": "node05: GPU 3 (0000:61:00.0) XID 79", "counters":
@@ -149,8 +151,11 @@ def node_signals(doc: dict) -> dict[str, dict[str, dict]]:
     out: dict[str, dict] = {}
     unreachable: dict[str, list[int]] = {}
     rounds = doc.get("rounds", [])
+    answered, read = set(), set()
     for rnd in rounds:
         i = rnd.get("index", 0)
+        answered |= set(rnd.get("nics") or {}) | set(rnd.get("gpus") or {})
+        read |= {n for part in ("nics", "gpus") for n, v in (rnd.get(part) or {}).items() if v}
         for node, gpus in (rnd.get("gpus") or {}).items():
             for gpu in gpus or []:
                 _gpu(out, node, gpu, i)
@@ -167,6 +172,9 @@ def node_signals(doc: dict) -> dict[str, dict[str, dict]]:
                 next(r["errors"][node] for r in rounds if node in (r.get("errors") or {})))[:200]
             for i in idx:
                 _sig(out, node, "node-unreachable", msg, i)
+    for node in sorted(answered - read - set(unreachable)):
+        _sig(out, node, "node-nothing-read", f"{node}: no RDMA NIC and no GPU could be read in {len(rounds)} "
+             "round(s) (none present, hidden, or not visible to this user): nothing was checked", 0)
     return out
 
 
