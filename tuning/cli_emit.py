@@ -66,7 +66,9 @@ def _tables(report, title: str, diff: bool) -> None:
     if report.batches and (report.mode == "plan" or len(report.batches) > 1):
         out.print(batches_text(report.batches), markup=False, highlight=False, soft_wrap=True)
     if report.verify_before:
-        out.print(verify_table(report.verify_before, "verification before"))
+        # the baseline is the verdict only of a run that changed nothing (docs/reports.md "pairs")
+        judged = not report.verify_after and report.outcome == RunOutcome.NO_CHANGE
+        out.print(verify_table(report.verify_before, "verification before", judged=judged))
     if report.changes:
         heads = ("now", "restored to") if report.mode == "rollback" else ("before", "after")
         out.print(changes_table(report.changes, title, offline=report.mode == "offline-plan", headings=heads))

@@ -110,13 +110,17 @@ def file_diffs(changes: dict[str, list[dict]]) -> str:
     return "".join(out)
 
 
-def verify_table(results: list[dict], title: str, before: list[dict] | None = None) -> Table:
+def verify_table(results: list[dict], title: str, before: list[dict] | None = None, judged: bool = True) -> Table:
     """Per pair: path, bandwidth (Gb/s) and typical latency (us), before -> after when given;
-    the caption is :func:`tuning.verify.runner.summarise` (how many failed, what they share)."""
+    the caption is :func:`tuning.verify.runner.summarise` (how many failed, what they share).
+    ``judged`` False (a rollout's baseline, measured before a change and judged by nothing: an
+    untuned fabric may miss the marks, that is why it is tuned): a ``note`` column (why a pair gave
+    no value) instead of the verdict, and the caption says how many pairs were measured."""
     prev = {r["pair"]: r for r in before or []}
-    t = Table(title=title, title_justify="left", caption=summarise(results) if results else None,
-              caption_justify="left")
-    for col in ("pair", "path", "bw Gb/s", "lat us", "p99 us", "verdict"):
+    caption = (summarise(results) if judged else f"{len(results)} pair(s) measured: the baseline the change is "
+               "compared with (not judged)") if results else None
+    t = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
+    for col in ("pair", "path", "bw Gb/s", "lat us", "p99 us", "verdict" if judged else "note"):
         t.add_column(col)
     for r in results:
         b = prev.get(r["pair"])
@@ -126,7 +130,8 @@ def verify_table(results: list[dict], title: str, before: list[dict] | None = No
             bw = f"{_num(b.get('bw_gbps'), 1)} -> {bw}"
             lat = f"{_num(b.get('lat_us'), 2)} -> {lat}"
         verdict = r["verdict"] if not r.get("reasons") else f"{r['verdict']}: {'; '.join(r['reasons'])}"
-        t.add_row(r["pair"], r["path"], bw, lat, _num(r.get("lat_p99_us"), 2), verdict)
+        note = verdict if judged else (r.get("error") or "")[:120]
+        t.add_row(r["pair"], r["path"], bw, lat, _num(r.get("lat_p99_us"), 2), note)
     return t
 
 

@@ -153,3 +153,18 @@ def test_parsed_server_row_skips_the_unmeasured_peak(cases_dir: Path):
     text = (cases_dir / "ib_write_bw__roce_server_duration_mbsec_peak0_tabs.txt").read_text()
     out = _text(parsed_table(parse("ib_write_bw", text).model_dump(mode="json")))
     assert "peak" not in out.split("bw_rows")[1] and "34.8452" in out
+
+
+def test_a_baseline_table_says_measured_never_failed():
+    """A rollout's baseline is measured, not judged: an untuned fabric missing the absolute marks is
+    why it is tuned, so its table carries no verdict and its caption no "N/M pairs failed" (issue 19)."""
+    from tuning.report import verify_table
+
+    rows = [{"pair": "node01:mlx5_0->node02:mlx5_0", "path": "leaf", "bw_gbps": 90.0, "lat_us": 3.0,
+             "verdict": "fail", "reasons": ["bw 90.0 < 350 Gb/s"]},
+            {"pair": "node03:mlx5_0->node04:mlx5_0", "path": "leaf", "bw_gbps": None, "lat_us": None,
+             "verdict": "fail", "reasons": ["did not run"], "error": "connect_failed: no route"}]
+    text = _text(verify_table(rows, "verification before", judged=False))
+    assert "2 pair(s) measured: the baseline the change is compared with (not judged)" in text
+    assert "pairs failed" not in text and "bw 90.0 < 350" not in text and "connect_failed: no route" in text
+    assert "2/2 pairs failed" in _text(verify_table(rows, "verification before"))  # judged: as before
