@@ -70,6 +70,7 @@ def main() -> int:
                   "they ran on is stopped now)", markup=False)
     finally:
         controller.down(state)
+        shutil.rmtree(state, ignore_errors=True)  # the lab's sysroots and logs (~300 MB): no leftovers
     out.print("[green]demo OK[/green]" if ok else "[red]demo FAILED[/red]")
     return 0 if ok else 1
 
