@@ -144,8 +144,7 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
             Recorder(report_outputs(junit, prom_file, report_json), "rollout", inventory) as rec:
         raise_refused(journal_dir, confirm_s, min_bw, max_lat, min_bw_share, rail, max_fail_percentage, max_failed,
                       settle_s)
-        if engine_name not in ("nornir", "ansible"):
-            raise InputError("--engine", engine_name, "unknown engine; allowed: nornir, ansible")
+        _known_engine(engine_name)
         inv = load_inventory(inventory)
         policy = run_policy(inv, serial, batch_by=batch_by, max_fail_percentage=max_fail_percentage,
                             max_failed_devices=max_failed, settle_s=settle_s, on_regression=on_regression,
@@ -159,6 +158,12 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
         code = rec.done(report)
     emit(report, as_json, "rollout")
     raise typer.Exit(code)
+
+
+def _known_engine(name: str) -> None:
+    """Raises InputError unless ``name`` is ``nornir`` or ``ansible``."""
+    if name not in ("nornir", "ansible"):
+        raise InputError("--engine", name, "unknown engine; allowed: nornir, ansible")
 
 
 def _drive(engine_name: str, inventory: Path, inv, opts, rail: Optional[list[int]], batch_by: Optional[str]):

@@ -172,10 +172,15 @@ def node_signals(doc: dict) -> dict[str, dict[str, dict]]:
                 next(r["errors"][node] for r in rounds if node in (r.get("errors") or {})))[:200]
             for i in idx:
                 _sig(out, node, "node-unreachable", msg, i)
-    for node in sorted(answered - read - set(unreachable)):
-        _sig(out, node, "node-nothing-read", f"{node}: no RDMA NIC and no GPU could be read in {len(rounds)} "
-             "round(s) (none present, hidden, or not visible to this user): nothing was checked", 0)
+    _nothing_read(out, sorted(answered - read - set(unreachable)), len(rounds))
     return out
+
+
+def _nothing_read(out: dict, nodes: list[str], n_rounds: int) -> None:
+    """``node-nothing-read`` for ``nodes``: they answered, yet no round read a NIC or a GPU of them."""
+    for node in nodes:
+        _sig(out, node, "node-nothing-read", f"{node}: no RDMA NIC and no GPU could be read in {n_rounds} "
+             "round(s) (none present, hidden, or not visible to this user): nothing was checked", 0)
 
 
 def _gpu(out: dict, node: str, gpu: dict, i: int) -> None:
