@@ -61,3 +61,19 @@ def test_no_import_circles_outside_the_lab():
 
     graph = grimp.build_graph("tuning", cache_dir=None, exclude_type_checking_imports=True)
     assert _cycles(graph, {m for m in graph.modules if not m.startswith("tuning.lab")}) == []
+
+
+def test_the_code_keeps_its_shape():
+    """Issue 17's targets hold (``bench/code_shape.py`` prints the same counts): no line outside the
+    device packages branches on node vs switch, at most 5 functions over 40 lines and 3 modules over
+    400 lines outside the lab."""
+    import importlib.util
+
+    from tests.conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("code_shape", REPO / "bench" / "code_shape.py")
+    shape = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shape)
+    assert shape.role_branches() == {}
+    assert len(shape.long_functions()) <= 5, shape.long_functions()
+    assert len(shape.long_modules()) <= 3, shape.long_modules()
