@@ -146,3 +146,20 @@ def test_counter_files_and_ethtool_s_format(tmp_path: Path, cases_dir: Path, mon
     stats = parse_ethtool_s(out.getvalue()).counters
     assert stats["rx_prio3_pause"] == 9 and stats["rx_prio3_discards"] == 2 and "np_cnp_sent" not in stats
     assert json.loads(counters.stats_path(root, nic.netdev).read_text())["rx_prio3_pause"] == 9
+
+
+def test_a_degraded_receiver_link_caps_the_incast_total(tmp_path: Path) -> None:
+    """A degrade on the receiver's leaf port halves what every sender can push through it together:
+    the lab never lets an incast total more than the receiver's link carries (a new user saw 388 of
+    400 Gb/s pass through a link the pair tests measured at about 195)."""
+    from tuning.lab.fabric import Fabric
+
+    state = _state(tmp_path, tuned=True)
+    fabric = Fabric.load(state / "fabric.json")
+    port = default_fabric().node("node01").nics[0].switch_port
+    fabric.injections = [{"target": f"leaf01:{port}", "kind": "degrade"}]
+    fabric.save(state / "fabric.json")
+    outs, _ = _run(state)
+    assert sum(o.bw_avg_gbps for o in outs) == pytest.approx(0.97 * LINE * 0.5, rel=1e-3)
+    pair = compute(state, "node02", "mlx5_0", "node01", "mlx5_0", None, "write_bw")
+    assert sum(o.bw_avg_gbps for o in outs) <= pair.bw_avg_gbps * 1.0  # no more than the link measured alone

@@ -70,7 +70,9 @@ Incast (:func:`incast`; ``ib_write_bw`` only): k senders writing to one receiver
     the weights average 1, so the shares sum to the total; lossy shares are uneven (0.7 .. 1.3
     of 0.45 fair: the slowest below 0.5 fair); pfc within 0.96 fair +- 2 % (inside +-10 %); ecn
     within 0.97 fair +- 1 % (inside +-5 %). A sender never exceeds its pair
-    bandwidth (degrade, MTU drop still apply). Bandwidth peak = average x 1.0012.
+    bandwidth (degrade, MTU drop still apply). A degrade on the receiver's own link (its NIC or
+    its leaf port) scales line by 0.5: it is every sender's bottleneck, so the total halves, as a
+    real port would carry no more. Bandwidth peak = average x 1.0012.
     Counters per sender per run (D = the ``-D`` seconds, else bytes / bandwidth; P = the
     priority each end sees the RoCE DSCP on, 0 under trust pcp; n = bytes / active MTU packets):
         every k:   sender ``tx_prio{P}_bytes/_packets`` and ``tx_bytes_phy/_packets_phy``, receiver
@@ -185,6 +187,9 @@ class Outcome:
     client_gid: str = ""
     server_gid: str = ""
     line_gbps: float = 0.0
+    #: the share of ``line_gbps`` the receiver's own link carries (a degrade injected on the receiver
+    #: NIC or its leaf port: 0.5): every incast sender crosses it, so it caps their total
+    receiver_link_factor: float = 1.0
     sender_prio: int = 0
     receiver_prio: int = 0
 
@@ -484,6 +489,9 @@ def compute_sizes(state_dir: Path | str, client_node: str, client_dev: str, serv
         return [dataclasses.replace(out) for _ in sizes]
     names, out.reasons, out.lossless, out.ecn = _penalties(state_dir, fabric, out.path, ends, out.active_mtu)
     out.line_gbps = float(min(e.speed_gbps for e in ends))
+    receiving = path[-2:] if test == "write_bw" else path[:2]  # the data receiver's NIC and leaf port
+    if any(i.get("kind") == "degrade" and i.get("target") in receiving for i in fabric.injections):
+        out.receiver_link_factor = PENALTIES["degrade"][0]
     out.sender_prio = ends[0].prio
     out.receiver_prio = ends[1].dscp2prio[ends[0].dscp] if ends[1].trust == "dscp" else 0
     hops = sum(1 for h in path if ":" not in h)
@@ -561,7 +569,8 @@ def incast(out: Outcome, receiver: str, k: int, index: int) -> Outcome:
         return out
     mode = incast_mode(out)
     total, _ = INCAST_MODES[mode]
-    share = out.line_gbps / k * total * incast_weights(receiver, k, mode)[index]
+    # the receiver's link is every sender's bottleneck: a degraded one caps the total, not each flow
+    share = out.line_gbps * out.receiver_link_factor / k * total * incast_weights(receiver, k, mode)[index]
     bw = min(share, out.bw_avg_gbps)
     return dataclasses.replace(out, path=list(out.path), reasons=list(out.reasons), bw_avg_gbps=round(bw, 4),
                                bw_peak_gbps=round(bw * 1.0012, 4))
