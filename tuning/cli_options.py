@@ -17,7 +17,8 @@ from tuning.rollout.journal import DEFAULT_DIR
 
 INV = typer.Option(Path("inventory/lab"), "-i", "--inventory", parser=inventory_arg,
                    help="Ansible-format inventory directory.")
-LIMIT = typer.Option(None, "--limit", "-l", help="Only these hosts or groups (repeatable).")
+LIMIT = typer.Option(None, "--limit", "-l", help="Only these hosts or groups (repeatable; Ansible patterns: "
+                                                  "node0*, leaves:!leaf02, gpu_nodes:&rack1).")
 JSON = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
 JDIR = typer.Option(DEFAULT_DIR, "--journal-dir", parser=journal_dir_arg,
                     help="Where run journals and the baseline live (yours, not group/world-writable).")

@@ -26,6 +26,8 @@ Raises :class:`tuning.errors.InputError` (exit 2) with file, key and allowed val
 from __future__ import annotations
 
 import difflib
+import fnmatch
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,20 +95,41 @@ class Inventory:
         return [d for d in self.devices.values() if d.kind.fabric]
 
     def select(self, limit: list[str] | None) -> list[Device]:
-        """Devices named in ``limit`` (names or group names), all if None.
+        """Devices ``limit`` selects (in the order its terms name them; all if None, in inventory order). Ansible's ``--limit`` patterns:
+        each item a list split at ``,`` or ``:``; a term is a host or group name or a shell-style
+        wildcard over both (``node0*``, ``leaf0[12]``); ``&TERM`` keeps only what it also matches,
+        ``!TERM`` removes what it matches; with only ``&``/``!`` terms the selection starts from
+        every device (``--limit '!spine01'``).
 
         Raises:
-            InputError: a name matches no host or group.
+            InputError: a term matches no host or group (a typo in an exclusion must never widen
+                a run), naming the term and the hosts.
         """
         if not limit:
             return list(self.devices.values())
-        out = []
-        for name in limit:
-            hit = [d for d in self.devices.values() if d.name == name or name in d.groups]
-            if not hit:
-                raise InputError("--limit", name, f"no host or group called {name!r}; hosts: {', '.join(self.devices)}")
-            out += [d for d in hit if d not in out]
-        return out
+        terms = [t for item in limit for t in re.split(r"[,:]", item)]
+        if "" in terms or not terms:  # '' would select every device: refused as before
+            raise InputError("--limit", ",".join(limit)[:80] or "''", "an empty pattern; give hosts, groups or "
+                             f"wildcards (node0*, leaves:!leaf02); hosts: {', '.join(self.devices)}")
+        plus = [t for t in terms if t[0] not in "!&"]
+        order = list(self.devices) if not plus else list(dict.fromkeys(
+            n for t in plus for n in self.devices if n in self._matching(t)))  # the terms' order, as before
+        keep = set(order)
+        for t in terms:
+            if t[0] == "&":
+                keep &= self._matching(t[1:])
+            elif t[0] == "!":
+                keep -= self._matching(t[1:])
+        return [self.devices[n] for n in order if n in keep]
+
+    def _matching(self, term: str) -> set[str]:
+        """The names of the devices ``term`` (a name, a group, or a wildcard over both) matches.
+        Raises InputError when none."""
+        hit = {d.name for d in self.devices.values()
+               if fnmatch.fnmatchcase(d.name, term) or any(fnmatch.fnmatchcase(g, term) for g in d.groups)}
+        if not hit:
+            raise InputError("--limit", term, f"no host or group called {term!r}; hosts: {', '.join(self.devices)}")
+        return hit
 
 
 def _role_of(hosts_file: Path, host: str, groups: list[str]) -> str | None:

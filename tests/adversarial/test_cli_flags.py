@@ -31,7 +31,10 @@ J = ["--journal-dir", "{j}"]
 CASES = [
     ("--limit", ["plan", "-i", "{inv}", "--limit", "nosuch"]), ("--limit", ["plan", "-i", "{inv}", "--limit", ""]),
     ("--limit", ["apply", "-i", "{inv}", *J, "--limit", ";touch PWN"]),
-    ("--limit", ["rollout", "-i", "{inv}", *J, "--limit", "node01,node02"]),
+    # a list is an Ansible pattern now (node01,node02 selects both): a list with one unknown term is refused
+    ("--limit", ["rollout", "-i", "{inv}", *J, "--limit", "node01,nosuch"]),
+    ("--limit", ["rollout", "-i", "{inv}", *J, "--limit", "node01,,node02"]),
+    ("--limit", ["rollout", "-i", "{inv}", *J, "--limit", "node01:!nosuch"]),
     ("--limit", ["rollout", "-i", "{inv}", *J, "--limit", "../x"]),
     ("--domain", ["plan", "-i", "{inv}", "--domain", "nosuch"]), ("--domain", ["plan", "-i", "{inv}", "--domain", "MTU"]),
     ("--domain", ["apply", "-i", "{inv}", *J, "--domain", "mtu,qos"]),

@@ -167,3 +167,20 @@ def test_switch_platform_is_any_registered_os_and_nothing_else(lab_copy: Path):
         (lab_copy / "host_vars" / "leaf02.yml").read_text().replace("cumulus_linux", "sonic"))
     assert ("leaf02.yml: platform: 'sonic' is not a switch platform fabtune drives; allowed: nvue, cumulus_linux"
             in _error(lab_copy))
+
+
+def test_limit_takes_ansible_patterns(lab_copy: Path):
+    """--limit as Ansible's: wildcards over hosts and groups, ',' and ':' lists, '&' intersections and
+    '!' exclusions (alone: from every device); a term that matches nothing is refused, exclusions too."""
+    inv = inventory.load(lab_copy)
+
+    def names(*limit: str) -> list[str]:
+        return [d.name for d in inv.select(list(limit))]
+
+    assert names("node0[12]") == ["node01", "node02"]
+    assert names("node0*:!node03") == ["node01", "node02", "node04"]
+    assert names("switches,&leaf*") == ["leaf01", "leaf02"]
+    assert names("!spine01", "!gpu_nodes") == ["leaf01", "leaf02"]
+    assert names("leaves", "node01") == ["leaf01", "leaf02", "node01"]
+    with pytest.raises(InputError, match="no host or group called 'nod03'"):
+        inv.select(["all", "!nod03"])  # a typo in an exclusion must not widen the run
