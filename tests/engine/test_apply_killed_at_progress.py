@@ -39,8 +39,6 @@ DOMAINS = {"mtu", "sysctl", "nic_qos"}
 SCRIPT_S = 10.0
 KILLS_S = (1, 3, 6)
 LOCK = "run/fabtune/node.lock"
-#: kill time -> settings files changed at the kill (filled by the parametrized test, in order)
-PROGRESS: dict[int, int] = {}
 
 
 @pytest.fixture(scope="module")
@@ -114,8 +112,16 @@ def _kill_and_count(state: Path, after_s: float, before: dict, out: dict, stop: 
         inject(state, NODE, "clear")  # the restore runs at full speed
 
 
-@pytest.mark.parametrize("after_s", KILLS_S)
-def test_apply_script_killed_at_1_3_6_s_is_restored_byte_for_byte(lab: Path, untuned, after_s: int, tmp_path: Path):
+def test_apply_script_killed_at_1_3_6_s_is_restored_byte_for_byte_at_three_points(lab: Path, untuned, tmp_path: Path):
+    """Each kill is restored byte for byte, and the three found a different number of node02's settings
+    files changed, growing with the time (one test, so the three always run together)."""
+    counts = [_kill_case(lab, untuned, after_s, tmp_path / f"j{after_s}") for after_s in KILLS_S]
+    assert counts == sorted(set(counts)), dict(zip(KILLS_S, counts))  # strictly growing: three different points
+
+
+def _kill_case(lab: Path, untuned, after_s: int, journal: Path) -> int:
+    """One kill ``after_s`` s into node02's apply script: the run restores it byte for byte; returns how
+    many settings files had changed at the kill."""
     before, n_commands = untuned
     state = lab / ".state"
     delay = round(SCRIPT_S / n_commands, 3)
@@ -126,14 +132,13 @@ def test_apply_script_killed_at_1_3_6_s_is_restored_byte_for_byte(lab: Path, unt
     killer.start()
     try:
         rep = engine.run(inventory.load(lab),
-                         Options(mode="apply", journal_dir=tmp_path / "j", limit=[NODE], domains=set(DOMAINS)))
+                         Options(mode="apply", journal_dir=journal, limit=[NODE], domains=set(DOMAINS)))
     finally:
         stop.set()
         killer.join(timeout=30)
         inject(state, NODE, "clear")
     assert out.get("commands") == n_commands, out  # the script the plan counted
     assert "changed" in out, f"node02's apply script was not killed mid-way: {out}"
-    PROGRESS[after_s] = out["changed"]
     assert out["changed"] > 0, out
     assert list_injections(state) == []
     assert rep.outcome != "applied", rep.outcome
@@ -142,15 +147,8 @@ def test_apply_script_killed_at_1_3_6_s_is_restored_byte_for_byte(lab: Path, unt
            "counts as applied" in said, said
     assert rep.restored == [NODE], (rep.restored, said)
     now = snapshot_fabric(lab)
-    assert sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k)) == []
-
-
-def test_the_three_kills_landed_at_different_progress():
-    """Each kill found a different number of node02's settings files changed, growing with the time."""
-    if sorted(PROGRESS) != list(KILLS_S):
-        pytest.skip(f"needs every kill case of this module (ran: {sorted(PROGRESS)})")
-    counts = [PROGRESS[t] for t in KILLS_S]
-    assert counts == sorted(set(counts)), PROGRESS  # strictly growing: three different points
+    assert sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k)) == [], after_s
+    return out["changed"]
 
 
 def _cut_mid_script(state: Path, after_s: float, out: dict, stop: threading.Event) -> None:
