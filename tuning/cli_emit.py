@@ -56,7 +56,9 @@ def interrupted_summary(as_json: bool, title: str) -> Iterator[None]:
         if report is None:
             raise
         emit(report, as_json, title)
-        err.print("interrupted (Ctrl-C): the devices above were restored; batches kept before it stay tuned")
+        kept = sum(1 for b in report.batches if b.get("outcome") == BatchOutcome.KEPT)
+        err.print(f"interrupted (Ctrl-C): {len(report.restored)} device(s) restored"
+                  + (f"; {kept} batch(es) kept before it stay tuned" if kept else ""))
         raise typer.Exit(130) from None
 
 

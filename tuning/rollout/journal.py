@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuning.errors import InputError, JournalWriteError
+from tuning.outfile import write_atomic
 from tuning.rollout import journal_check
 from tuning.rollout.statefile import JOURNAL_MAX_BYTES, read_state_file
 from tuning.model.outcomes import TOUCHED, DeviceState
@@ -216,15 +217,10 @@ def _flocked(path: Path, j: Journal):
 
 def write_private(path: Path, text: str) -> None:
     """Write ``text`` atomically as a ``0600`` file in a ``0700`` directory (created if missing):
-    rollback refuses a journal that others could have written (:func:`journal_check.check_trust`)."""
+    rollback refuses a journal that others could have written (:func:`journal_check.check_trust`).
+    Through :func:`tuning.outfile.write_atomic`: never through a link or onto a special file."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    write_atomic(path, text.encode(), 0o600)
 
 
 def check_dir(journal_dir: Path | str, flag: str = "--journal-dir") -> Path:

@@ -12,7 +12,10 @@ privileged work (the lab stand-ins refuse what the kernel refuses an unprivilege
 
 from __future__ import annotations
 
+import os
+import select
 import subprocess
+import time
 from pathlib import Path
 
 from tuning.errors import ConnectError
@@ -21,34 +24,51 @@ from tuning.transport.base import CommandResult
 
 
 class LocalRunning:
-    """A command running in a local subprocess (see :meth:`LocalHost.start`)."""
+    """A command running in a local subprocess (see :meth:`LocalHost.start`); its output is read as
+    it comes, so :meth:`read_until` sees a server's banner while the server runs on."""
 
     def __init__(self, host: str, command: str, proc: subprocess.Popen):
         self._host, self._command, self._proc = host, command, proc
-        self._out = ""
+        self._buf = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+        self._open = set(self._buf)
+
+    def _pump(self, deadline: float) -> None:
+        """Read what the pipes hold, waiting at most until ``deadline`` (monotonic s) for some."""
+        ready, _, _ = select.select(list(self._open), [], [], max(0.0, deadline - time.monotonic()))
+        for fd in ready:
+            chunk = os.read(fd, 65536)
+            if chunk:
+                self._buf[fd] += chunk
+            else:
+                self._open.discard(fd)
 
     def read_until(self, marker: str, timeout: float = 10.0) -> bool:
-        """Wait for ``marker`` in the output; False when the command exited or ``timeout`` (s) passed.
-
-        Output is collected at exit (a local command's pipes are read by :meth:`wait`), so this
-        waits for the command to end or the time to pass, then looks."""
-        try:
-            out, err = self._proc.communicate(timeout=timeout)
-            self._out = out + err
-        except subprocess.TimeoutExpired:
-            return False
-        return marker in self._out
+        """Wait until ``marker`` appears in the output; False when the command exited or ``timeout``
+        (s) passed first."""
+        deadline, want = time.monotonic() + timeout, marker.encode()
+        while True:
+            if any(want in b for b in self._buf.values()):
+                return True
+            if not self._open or time.monotonic() >= deadline:
+                return False
+            self._pump(deadline)
 
     def wait(self, timeout: float = 30.0) -> CommandResult:
         """Wait for exit and collect output. Raises ConnectError on timeout (the command is killed)."""
+        deadline = time.monotonic() + timeout
+        while self._open and time.monotonic() < deadline:
+            self._pump(deadline)
         try:
-            out, err = self._proc.communicate(timeout=timeout)
+            rc = self._proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self._proc.kill()
-            self._proc.communicate()
+            self._proc.wait()
             raise ConnectError(f"`{' '.join(self._command.split())[:100]}` did not finish within {timeout:.0f} s",
                                host=self._host) from None
-        return CommandResult(self._command, self._proc.returncode, out, err)
+        out, err = (bytes(self._buf[p.fileno()]).decode(errors="replace") for p in (self._proc.stdout, self._proc.stderr))
+        self._proc.stdout.close()
+        self._proc.stderr.close()
+        return CommandResult(self._command, rc, out, err)
 
 
 class LocalHost:
@@ -72,7 +92,7 @@ class LocalHost:
         if privileged and self._become_user is not None:
             line = become.wrap(command, self._become_user, with_password=False)
         try:
-            proc = subprocess.Popen(["bash", "-c", line], cwd=self.cwd, env=self._env, text=True,
+            proc = subprocess.Popen(["bash", "-c", line], cwd=self.cwd, env=self._env,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     start_new_session=True)
         except OSError as e:
