@@ -13,6 +13,7 @@ run's restore script waits for it, so nothing moves while the changed files are 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -185,6 +186,69 @@ def test_ssh_cut_mid_push_on_a_node_is_restored_by_the_run_byte_for_byte(lab: Pa
     assert f"every one of its {n_commands} change(s) counts as applied" in rep.errors[NODE], rep.errors
     now = snapshot_fabric(lab)
     assert sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k)) == []
+    res = subprocess.run([sys.executable, "-m", "tuning", "rollback", rep.run_id, "--journal-dir", str(journal)],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert res.returncode == 0 and "nothing to roll back" in res.stdout, res.stdout + res.stderr
+
+
+SWITCH = "leaf01"
+#: how long the lab holds every ``nv config apply`` of leaf01 (s), and when the cut lands after the
+#: journal says ``pushing`` (s): the few commands before the apply take well under a second
+SLOW_APPLY_S, CUT_AFTER_S = 4, 1.5
+
+
+def _cut_mid_apply(state: Path, journal: Path, out: dict, stop: threading.Event) -> None:
+    """Cut leaf01's SSH sessions from the lab side ``CUT_AFTER_S`` s after the journal says it is pushing."""
+    while not stop.is_set():
+        for f in journal.glob("*.json"):
+            try:
+                rec = json.loads(f.read_text())["devices"].get(SWITCH, {})
+            except (OSError, ValueError, KeyError):
+                continue
+            if rec.get("state") == "pushing":
+                time.sleep(CUT_AFTER_S)
+                out["cut"] = inject(state, SWITCH, "ssh-cut")
+                return
+        time.sleep(0.02)
+
+
+def test_ssh_cut_mid_apply_on_a_switch_is_restored_by_the_run(lab: Path, tmp_path: Path):
+    """leaf01's session cut by the lab while its ``nv config apply -y`` runs (the lab holds the apply
+    4 s; the switch finishes it, as nvued does): the driver says at once that the session was lost
+    (netmiko alone would wait out the read timeout twice), the journal keeps ``pushing`` (how far the
+    push got is unknown), and the run restores leaf01 over a new session: the commit the cut apply
+    made sits directly on leaf01's snapshot revision, so it is this run's, and the snapshot revision
+    is applied again. Every device is back as before; `fabtune rollback RUN` then has nothing left."""
+    state = lab / ".state"
+    with pytest.raises(InputError, match="ssh-cut takes a whole node or switch; allowed: node01, "):
+        inject(state, f"{SWITCH}:swp1", "ssh-cut")
+    before = snapshot_fabric(lab)
+    inject(state, SWITCH, "slow-apply", str(SLOW_APPLY_S))
+    journal = tmp_path / "j"
+    journal.mkdir(mode=0o700)
+    out: dict = {}
+    stop = threading.Event()
+    cutter = threading.Thread(target=_cut_mid_apply, args=(state, journal, out, stop), daemon=True)
+    cutter.start()
+    t0 = time.monotonic()
+    try:
+        rep = engine.run(inventory.load(lab), Options(mode="apply", journal_dir=journal, limit=[SWITCH],
+                                                      verify=False))
+    finally:
+        stop.set()
+        cutter.join(timeout=30)
+        inject(state, SWITCH, "clear")
+    took = time.monotonic() - t0
+    assert any(i["kind"] == "ssh-cut" and i["target"] == SWITCH for i in out.get("cut", [])), out
+    assert {"target": SWITCH, "kind": "slow-apply", "value": SLOW_APPLY_S} in out["cut"]  # side by side
+    assert (rep.outcome, rep.restored) == ("rolled-back", [SWITCH]), (rep.outcome, rep.errors)
+    said = rep.errors[SWITCH]
+    assert said.startswith("`nv config apply -y` lost the session: the SSH session was closed by the switch or the "
+                           "network; whether the switch acted on it is unknown"), said
+    assert took < 60, took  # the cut is seen when it happens, not after the apply's read timeouts
+    now = snapshot_fabric(lab)
+    assert [k for k in sorted(set(before) | set(now)) if before.get(k) != now.get(k)
+            and not k.endswith(":revision")] == []
     res = subprocess.run([sys.executable, "-m", "tuning", "rollback", rep.run_id, "--journal-dir", str(journal)],
                          capture_output=True, text=True, timeout=120, cwd=REPO)
     assert res.returncode == 0 and "nothing to roll back" in res.stdout, res.stdout + res.stderr

@@ -59,7 +59,7 @@ async def _serve(state_dir: Path, fabric: Fabric, switches: object, servers: fro
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGHUP, _reset, state_dir, switches, servers)
-    await serve_nodes(state_dir, fabric, stop)
+    await serve_nodes(state_dir, fabric, stop, getattr(switches, "cut", None))
 
 
 def main(argv: list[str] | None = None) -> int:

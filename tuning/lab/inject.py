@@ -15,8 +15,9 @@ A node as a whole (``node01``) takes an agent that undoes tuning (:mod:`tuning.l
 says ``active``; ``dcbx`` makes every NIC firmware-DCBX controlled with an agent that resets PFC.
 ``clear`` on the node stops its agents (they exit by themselves). ``NODE slow-tools SECONDS``
 makes every stand-in of the node wait SECONDS before it acts (:mod:`tuning.lab.hw_faults`); the
-node's ``clear`` ends it too. ``NODE ssh-cut`` cuts every SSH connection of the node open at that
-moment, once (:mod:`tuning.lab.nodeserver`); it stays listed, with its time, until ``clear``.
+node's ``clear`` ends it too. ``NODE ssh-cut`` and ``SWITCH ssh-cut`` cut every SSH connection of the
+node or switch open at that moment, once (:mod:`tuning.lab.nodeserver`); it stays listed, with its
+time, beside the target's other faults until ``clear``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from tuning.errors import InputError
 from tuning.lab import agents, hw_faults, nvue_faults, privileges
 from tuning.lab.fabric import GPU_BDFS, Fabric
 
-#: a node's one-off fault: its SSH connections open now are cut (:mod:`tuning.lab.nodeserver`)
+#: a node's or switch's one-off fault: its SSH connections open now are cut (:mod:`tuning.lab.nodeserver`)
 SSH_CUT = "ssh-cut"
 KINDS = ("degrade", "down", "clear", SSH_CUT) + hw_faults.KINDS
 #: the only kinds that take a VALUE, and what it is
@@ -77,6 +78,8 @@ def inject(state_dir: Path | str, target: str, kind: str, value: str | None = No
         fabric.injections = [i for i in fabric.injections if i.get("target") != target]
         fabric.save(path)
         return list(fabric.injections)
+    if kind == SSH_CUT:
+        return _inject_cut(path, fabric, target)
     if nvue_faults.handles(fabric, target, kind):  # switch faults: tuning.lab.nvue_faults
         return nvue_faults.inject_switch(path, fabric, target, kind, value)
     if target in {n.name for n in fabric.nodes}:
@@ -151,17 +154,24 @@ def _clear_hw(path: Path, fabric: Fabric, target: str) -> None:
         hw_faults.clear(path.parent / "nodes" / node / "sysroot", nic.bdf if nic else None, kinds)
 
 
+def _inject_cut(path: Path, fabric: Fabric, target: str) -> list[dict]:
+    """Cut the SSH connections of a node or switch: listed with the time of the cut (``at``, ns) beside
+    the target's other faults; the daemon acts on each new one once."""
+    devices = [n.name for n in fabric.nodes] + [s.name for s in fabric.switches]
+    if target not in devices:
+        raise InputError("TARGET", "target", f"{target!r}: {SSH_CUT} takes a whole node or switch; "
+                         f"allowed: {', '.join(devices)}")
+    fabric.injections = [i for i in fabric.injections if (i.get("target"), i.get("kind")) != (target, SSH_CUT)]
+    fabric.injections.append({"target": target, "kind": SSH_CUT, "at": time.time_ns()})
+    fabric.save(path)
+    return list(fabric.injections)
+
+
 def _inject_node(path: Path, fabric: Fabric, node: str, kind: str) -> list[dict]:
-    """Start (``irqbalance`` / ``dcbx``) or stop (``clear``) the agents of a whole node, or cut its SSH
-    connections (``ssh-cut``: listed with the time of the cut, ``at`` in ns; the daemon acts on each new one once)."""
+    """Start (``irqbalance`` / ``dcbx``) or stop (``clear``) the agents of a whole node."""
     if kind not in (*agents.KINDS, "clear", SSH_CUT):
         raise InputError("KIND", "kind", f"{kind!r} is not one of {', '.join((*agents.KINDS, SSH_CUT, 'clear'))} "
                          f"(a whole node {node} takes agents; NIC faults target {node}:mlx5_N)")
-    if kind == SSH_CUT:
-        fabric.injections = [i for i in fabric.injections if (i.get("target"), i.get("kind")) != (node, SSH_CUT)]
-        fabric.injections.append({"target": node, "kind": SSH_CUT, "at": time.time_ns()})
-        fabric.save(path)
-        return list(fabric.injections)
     if kind != "clear":  # an agent writes the node's tree
         privileges.require_write_access(path.parent / "nodes" / node / "sysroot", "fabtune lab inject")
     else:

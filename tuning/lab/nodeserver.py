@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import asyncssh
@@ -183,14 +184,18 @@ async def start_node(state_dir: Path, node: Node) -> asyncssh.SSHAcceptor:
     )
 
 
-async def serve_nodes(state_dir: Path, fabric: Fabric, stop: asyncio.Event) -> None:
-    """Serve every node of ``fabric`` until ``stop`` is set, then close the listeners."""
+async def serve_nodes(state_dir: Path, fabric: Fabric, stop: asyncio.Event,
+                      cut_switch: Callable[[str], int] | None = None) -> None:
+    """Serve every node of ``fabric`` until ``stop`` is set, then close the listeners.
+
+    ``cut_switch(name)`` cuts a lab switch's SSH sessions (``SWITCH ssh-cut``, the switches run in
+    this process: :meth:`tuning.lab.switches.SwitchLab.cut`) and returns how many it cut."""
     sudo = privileges.start_sudo(state_dir, [n.name for n in fabric.nodes], lambda n: node_env(state_dir, n),
                                  lambda n: state_dir / "nodes" / n)
     acceptors = [await start_node(state_dir, node) for node in fabric.nodes]
     log.info("nodes up: %s (shells %s)", ", ".join(f"{n.name}:{n.port}" for n in fabric.nodes),
              privileges.describe())
-    await _cut_when_asked(state_dir / "fabric.json", stop)
+    await _cut_when_asked(state_dir / "fabric.json", stop, cut_switch)
     for server in sudo:
         server.close()
     for acceptor in acceptors:
@@ -199,7 +204,7 @@ async def serve_nodes(state_dir: Path, fabric: Fabric, stop: asyncio.Event) -> N
 
 
 def _cuts(path: Path) -> set[tuple[str, int]]:
-    """The ``ssh-cut`` injections in ``fabric.json``: ``{(node, at)}`` (empty when unreadable)."""
+    """The ``ssh-cut`` injections in ``fabric.json``: ``{(node or switch, at)}`` (empty when unreadable)."""
     try:
         return {(i["target"], int(i.get("at", 0))) for i in json.loads(path.read_text()).get("injections", [])
                 if i.get("kind") == SSH_CUT}
@@ -207,12 +212,12 @@ def _cuts(path: Path) -> set[tuple[str, int]]:
         return set()
 
 
-async def _cut_when_asked(path: Path, stop: asyncio.Event) -> None:
-    """Until ``stop``: each new ``ssh-cut`` injection (``fabtune lab inject NODE ssh-cut``) cuts every SSH
-    connection of its node open at that moment (the TCP connection is closed without an SSH goodbye,
-    no exit status, as a network cut does; the node's commands go on as sshd leaves them: until they
-    write to the closed channel or end). New connections are served as always. ``fabric.json`` is
-    looked at every 0.1 s, by its stat."""
+async def _cut_when_asked(path: Path, stop: asyncio.Event, cut_switch: Callable[[str], int] | None) -> None:
+    """Until ``stop``: each new ``ssh-cut`` injection (``fabtune lab inject NODE|SWITCH ssh-cut``) cuts
+    every SSH connection of its node or switch open at that moment (the TCP connection is closed without
+    an SSH goodbye, no exit status, as a network cut does; a node's commands go on as sshd leaves them:
+    until they write to the closed channel or end; a switch finishes the command it was running, as
+    nvued does). New connections are served as always. ``fabric.json`` is looked at every 0.1 s, by its stat."""
     stamp, done = None, _cuts(path)  # cuts already listed at start are history
     while not stop.is_set():
         try:
@@ -222,12 +227,16 @@ async def _cut_when_asked(path: Path, stop: asyncio.Event) -> None:
             now = None
         if now != stamp:
             stamp = now
-            for node, at in _cuts(path) - done:
-                done.add((node, at))
-                conns = list(_OPEN.get(node, ()))
-                log.info("%s: ssh-cut: closing %d connection(s)", node, len(conns))
-                for conn in conns:
-                    conn.abort()
+            for target, at in _cuts(path) - done:
+                done.add((target, at))
+                if target in _OPEN or cut_switch is None:
+                    conns = list(_OPEN.get(target, ()))
+                    for conn in conns:
+                        conn.abort()
+                    n = len(conns)
+                else:  # a switch: its FakeNOS sessions run in threads of this process
+                    n = await asyncio.to_thread(cut_switch, target)
+                log.info("%s: ssh-cut: closed %d connection(s)", target, n)
         try:
             await asyncio.wait_for(stop.wait(), 0.1)
         except asyncio.TimeoutError:

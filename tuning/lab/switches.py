@@ -186,6 +186,24 @@ class SwitchLab:
             self.devices[sw.name] = self.nos[sw.name].device = NvueSwitch(sw, self.fabric, self.state_dir)
         return {name: device.applied_id for name, device in self.devices.items()}
 
+    def cut(self, name: str) -> int:
+        """Cut every SSH session of switch ``name`` open now, as a network cut does: the TCP
+        connection is shut down without an SSH goodbye. A command the switch is running goes on to
+        its end (nvued does not stop an apply because its client left); its answer goes nowhere.
+        Returns how many sessions were cut (0 for a name that is not a lab switch)."""
+        host = self.net.hosts.get(name)
+        server = getattr(host, "server", None)
+        if server is None:
+            return 0
+        with server._active_sessions_lock:  # FakeNOS's own registry of open sessions
+            sessions = list(server._active_sessions)
+        for session in sessions:
+            try:
+                session.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        return len(sessions)
+
     def stop(self) -> None:
         """Stop every switch's SSH server and confirm timer."""
         self.net.stop()

@@ -30,7 +30,7 @@ RUN_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,63}")
 MAX_TIME = 1e10
 STATES = tuple(DeviceState)
 _DEVICE_KEYS = ("role", "platform", "connection", "changes", "applied", "state", "revision_before",
-                "revision", "restored", "confirmed", "kept", "reset", "batch")
+                "revision", "revision_next", "restored", "confirmed", "kept", "reset", "batch")
 _CONN_TYPES = {"hostname": str, "port": int, "username": str, "key_file": (str, type(None)),
                "known_hosts": (str, type(None)), "sysroot": str, "become": bool, "become_user": str,
                "become_method": str, "become_password_vault": (str, type(None))}
@@ -158,7 +158,7 @@ def _device(name: str, rec: dict, where: str, fail) -> None:
             _typed(rec[k], bool, f"{where}.{k}", fail)
     if "batch" in rec:
         _typed(rec["batch"], int, f"{where}.batch", fail)
-    for k in ("revision_before", "revision"):
+    for k in ("revision_before", "revision", "revision_next"):
         if k in rec:
             _typed(rec[k], (str, type(None)), f"{where}.{k}", fail)
     if "kept" in rec:

@@ -156,6 +156,14 @@ class SwitchDriver(ABC):
         Rollback uses it to recognise a commit a killed run made and never journaled."""
         return None
 
+    def next_revision(self) -> str | None:
+        """Id the next commit will get (``"8"`` when the newest revision is ``"7"``), read before a
+        commit and journaled, so that a commit the run made and never journaled (its controller
+        killed, its session cut inside the commit) is recognised as the run's even on a device
+        that does not say a revision's parent. None where the device does not number revisions in
+        sequence (this default)."""
+        return None
+
     @abstractmethod
     def discard(self) -> None:
         """Drop the staged candidate."""

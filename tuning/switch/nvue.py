@@ -17,26 +17,17 @@ an unknown key is a ConnectError. Which texts count as success or failure:
 from __future__ import annotations
 
 import json
-import logging
 import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import paramiko
-from netmiko import ConnectHandler
-from netmiko.exceptions import NetmikoBaseException, ReadTimeout
-
 from tuning.errors import (CandidateError, CommandError, CommitConfirmError, CommitError, ConnectError,
                            NotSupportedError, ParseError, RollbackError, TuningError)
 from tuning.parsers import parse
 from tuning.switch import nvue_keys, nvue_text as text
 from tuning.switch.base import Capabilities, RoceState, SwitchDriver, SwitchState
-
-# the libraries log their own socket chatter; fabtune reports errors itself, in one line
-logging.getLogger("paramiko").addHandler(logging.NullHandler())
-logging.getLogger("netmiko").addHandler(logging.NullHandler())
 
 _PROMPT_END = r"[$#]\s*$"
 
@@ -81,25 +72,25 @@ class NvueDriver(SwitchDriver):
         self.name = name or host
         self.apply_timeout_s = apply_timeout_s
         self._conn = None
+        self._ses = None  # tuning.switch.nvue_session once a session opened (netmiko imported then)
         self._tx: dict[str, str | None] = {"before": None, "committed": None}
 
     # ----- session -------------------------------------------------------------------------
     def open(self) -> None:
+        from tuning.switch import nvue_session as ses  # the SSH libraries, only when a session opens
+
+        self._ses = ses
         try:
-            self._conn = ConnectHandler(
-                device_type="cumulus_linux", host=self.host, port=self.port, username=self.username,
-                use_keys=True, key_file=str(self.key_file) if self.key_file else None, ssh_strict=True,
-                system_host_keys=False,
-                alt_host_keys=True, alt_key_file=str(self.known_hosts), allow_agent=False)
-        except (NetmikoBaseException, paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, OSError,
-                ValueError) as exc:
+            self._conn = ses.connect(self.host, self.port, self.username, self.key_file, self.known_hosts)
+        except ses.OPEN_ERRORS as exc:
             raise ConnectError(f"cannot open an NVUE session on {self.host}:{self.port}: {exc}",
                                host=self.name, phase="connect") from exc
+
     def close(self) -> None:
         if self._conn is not None:
             try:
                 self._conn.disconnect()
-            except (NetmikoBaseException, paramiko.SSHException, OSError):
+            except self._ses.ERRORS:
                 pass
             self._conn = None
 
@@ -118,10 +109,10 @@ class NvueDriver(SwitchDriver):
         try:
             out = self._conn.send_command(command, read_timeout=read_timeout, auto_find_prompt=False,
                                           expect_string=re.escape(self._conn.base_prompt) + _PROMPT_END)
-        except ReadTimeout as exc:
+        except self._ses.ReadTimeout as exc:
             raise _Timeout(f"`{command}` printed no prompt within {read_timeout:g} s", host=self.name,
                            phase=phase) from exc
-        except (NetmikoBaseException, paramiko.SSHException, OSError) as exc:
+        except self._ses.ERRORS as exc:
             raise ConnectError(f"`{command}` lost the session: {exc}", host=self.name, phase=phase) from exc
         why = text.failure(out)
         if why:
@@ -136,7 +127,9 @@ class NvueDriver(SwitchDriver):
             reads the device's state before deciding).
 
         Raises:
-            ``error`` naming the device's failure text.
+            ``error`` naming the device's failure text; also when the session was cut while the
+            command ran, then with ``extent_unknown = True`` (whether the switch acted on it is
+            read from the switch by whoever restores it, over a new session).
         """
         try:
             out = self._send(command, phase=phase, read_timeout=self.apply_timeout_s)
@@ -148,6 +141,10 @@ class NvueDriver(SwitchDriver):
                 self.close()
                 self.open()
                 return None
+        except ConnectError as exc:
+            err = error(f"{exc.message}; whether the switch acted on it is unknown", host=self.name, phase=phase)
+            err.extent_unknown = True  # type: ignore[attr-defined]
+            raise err from exc
         why = text.failure(out)
         if why:
             raise error(f"`{command}` failed: {why}", host=self.name, phase=phase)
@@ -158,7 +155,7 @@ class NvueDriver(SwitchDriver):
         try:
             return self._conn.read_until_pattern(pattern=re.escape(self._conn.base_prompt) + r"[$#]",
                                                  read_timeout=self.apply_timeout_s)
-        except (NetmikoBaseException, paramiko.SSHException, OSError):
+        except self._ses.ERRORS:
             return None
 
     # ----- reading ---------------------------------------------------------------------------
@@ -241,7 +238,7 @@ class NvueDriver(SwitchDriver):
                 out += chunk
                 if not chunk:
                     time.sleep(0.005)
-        except (NetmikoBaseException, paramiko.SSHException, OSError) as exc:
+        except self._ses.ERRORS as exc:
             raise ConnectError(f"staging the candidate lost the session: {exc}", host=self.name, phase="apply") from exc
         return out
 
@@ -310,6 +307,12 @@ class NvueDriver(SwitchDriver):
         extra = (data.get("applied") or {}).get("additional-data") if isinstance(data.get("applied"), dict) else None
         parent = extra.get("parent-revision-id") if isinstance(extra, dict) else None
         return None if parent is None else str(parent)
+
+    def next_revision(self) -> str | None:
+        """One past the highest numeric id of ``nv config revision -o json``: NVUE numbers its
+        revisions in sequence (``applied [rev_id: N]``; shared/cases/cli/nvue_config_revision__table.txt)."""
+        ids = [int(r) for r in self.revision_states() if r.isdigit()]
+        return str(max(ids) + 1) if ids else None
 
     def confirm(self, revision: str | None = None) -> None:
         """Keep ``revision`` (default: this session's commit, else the pending one) and prove it:

@@ -242,9 +242,12 @@ def switch_restore_action(drv, name: str, rec: dict) -> str:
     ours, before = rec.get("revision"), rec.get("revision_before")
     pending, now = drv.has_pending_commit(), drv.current_revision()
     if not ours and rec.get("state") == DeviceState.PUSHING and before is not None and now != str(before):
-        if drv.applied_parent() == str(before):
-            # committed (with or without a confirm window) before the kill, never journaled: the
-            # run held the inventory's lock, and the applied revision sits directly on its snapshot
+        parent = drv.applied_parent()
+        if parent == str(before) or (parent is None and now == rec.get("revision_next")):
+            # committed (with or without a confirm window) before the kill or the cut, never
+            # journaled: the run held the inventory's lock, and the applied revision sits directly
+            # on its snapshot (the device says so), or, where the device does not say a parent, is
+            # the very id the journal read as the next one before the commit
             ours = now
     if ours and now == str(ours):
         return "reject" if pending else "reapply"
@@ -334,12 +337,17 @@ class SwitchTarget:
     def push(self, changes: list[Change], journal: DeviceJournal, confirm_s: int | None = None) -> list[Change]:
         """:func:`apply` (commit with a confirm window of ``confirm_s``, read back); see the contract.
         The revision is journaled with ``applied``; a commit that changed nothing is ``unchanged``."""
+        if not changes:  # nothing to write: the journal keeps what an earlier push recorded
+            return []
         rec = journal.get()
         before = list(rec.get("applied") or [])
-        journal.update(state=DeviceState.PUSHING)
+        nxt = self.driver.next_revision()  # the id the commit will get, where the OS numbers them
+        journal.update(state=DeviceState.PUSHING, **({"revision_next": nxt} if nxt is not None else {}))
         try:
             rev = apply(self.driver, self.device, changes, confirm_s, str(rec.get("revision_before")), journal.run_id)
         except TuningError as e:
+            if getattr(e, "extent_unknown", False):
+                raise  # the session was cut inside the commit: the journal keeps `pushing` (extent unknown)
             # a commit the read back failed and could not undo is journaled as this run's: the
             # restore then puts revision_before back instead of refusing "another run's commit"
             journal.update(state=DeviceState.FAILED, revision=getattr(e, "revision", None) or rec.get("revision"),
