@@ -10,7 +10,8 @@ from typing import Iterator
 
 import typer
 
-from tuning.report import batches_text, changes_table, console, file_diffs, findings_table, verify_table
+from tuning.report import (DETAIL_DEVICES, batches_text, changes_summary, changes_table, console, file_diffs,
+                           findings_table, verify_table)
 from tuning.model.outcomes import BatchOutcome, RunOutcome
 
 out = console()
@@ -22,13 +23,15 @@ def progress(msg: str) -> None:
     err.print(f"[dim]... {msg}[/dim]")
 
 
-def emit(report, as_json: bool, title: str, diff: bool = False) -> None:
+def emit(report, as_json: bool, title: str, diff: bool = False, detail: bool = False) -> None:
     """Print ``report`` (a RunReport): as JSON, or its batches, tables and notes, then the outcome line.
-    ``title`` heads the changes table; ``diff`` adds the file changes as unified diffs."""
+    ``title`` heads the changes table; ``diff`` adds the file changes as unified diffs; ``detail``
+    prints a row per setting even when more than :data:`~tuning.report.DETAIL_DEVICES` devices change
+    (else one summary row per domain)."""
     if as_json:
         print(json.dumps(report.as_dict(), indent=2, default=str))
         return
-    _tables(report, title, diff)
+    _tables(report, title, diff, detail)
     for dev, e in report.errors.items():
         if report.mode != "rollback":
             out.print(f"{dev}: {e}", style="red", markup=False, highlight=False)
@@ -62,7 +65,7 @@ def interrupted_summary(as_json: bool, title: str) -> Iterator[None]:
         raise typer.Exit(130) from None
 
 
-def _tables(report, title: str, diff: bool) -> None:
+def _tables(report, title: str, diff: bool, detail: bool = False) -> None:
     """The batches, the verification before, the changes (and their diffs), the findings and the
     verification after, each when the report has them."""
     if report.batches and (report.mode == "plan" or len(report.batches) > 1):
@@ -73,7 +76,10 @@ def _tables(report, title: str, diff: bool) -> None:
         out.print(verify_table(report.verify_before, "verification before", judged=judged))
     if report.changes:
         heads = ("now", "restored to") if report.mode == "rollback" else ("before", "after")
-        out.print(changes_table(report.changes, title, offline=report.mode == "offline-plan", headings=heads))
+        if detail or sum(1 for items in report.changes.values() if items) <= DETAIL_DEVICES:
+            out.print(changes_table(report.changes, title, offline=report.mode == "offline-plan", headings=heads))
+        else:
+            out.print(changes_summary(report.changes, title))
         if diff:
             out.print(file_diffs(report.changes), markup=False, end="")
     if getattr(report, "findings", None):

@@ -13,7 +13,7 @@ import typer
 
 from tuning.cli_args import MAX_CONFIRM_S, deferred, integer, load_inventory, out_dir_arg, raise_refused
 from tuning.cli_emit import emit, interrupted_summary, out, progress
-from tuning.cli_options import (BATCH_BY, DOMAIN, FIRMWARE, INV, JDIR_RUN, JSON, JUNIT, LIMIT, MAX_LAT, MIN_BW,
+from tuning.cli_options import (BATCH_BY, DETAIL, DOMAIN, FIRMWARE, INV, JDIR_RUN, JSON, JUNIT, LIMIT, MAX_LAT, MIN_BW,
                                 MIN_BW_SHARE, PROM, RAIL, REPORT_JSON, SERIAL, chosen_domains, report_outputs,
                                 run_policy, run_thresholds)
 from tuning.errors import InputError
@@ -41,7 +41,7 @@ def plan(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opti
          offline: bool = typer.Option(
         False, "--offline", help="Contact no device: show the desired settings only."),
          diff: bool = typer.Option(False, "--diff", help="Show file changes as unified diffs."),
-         as_json: bool = JSON, detailed_exitcode: bool = typer.Option(
+         detail: bool = DETAIL, as_json: bool = JSON, detailed_exitcode: bool = typer.Option(
         False, "--detailed-exitcode", help="Exit 0 when nothing would change, 2 when the plan has changes "
         "(drift), 1 on any error, bad input included (as terraform plan -detailed-exitcode)."),
          junit: Optional[Path] = JUNIT, prom_file: Optional[Path] = PROM,
@@ -53,7 +53,6 @@ def plan(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opti
     Exit 0; with --detailed-exitcode 0 no drift, 2 drift, 1 error (docs/reports.md).
     Example: fabtune plan -i inventory/lab --limit leaf01 --detailed-exitcode
     """
-    from tuning.rollout import engine
     from tuning.rollout.offline import offline_plan
 
     outputs = report_outputs(junit, prom_file, report_json)
@@ -64,16 +63,20 @@ def plan(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opti
         inv, only = load_inventory(inventory), chosen_domains(domain)
         rec.select(inv.select(limit))
         policy = run_policy(inv, serial, batch_by=batch_by)  # checked offline too (an offline plan shows no batches)
-        report = (offline_plan(inv, limit, only) if offline
-                  else engine.run(inv, engine.Options(mode="plan", limit=limit, domains=only, policy=policy), progress))
+        if offline:
+            report = offline_plan(inv, limit, only)
+        else:  # the engine (nornir, the SSH libraries) only for a plan that reads the devices
+            from tuning.rollout import engine
+            report = engine.run(inv, engine.Options(mode="plan", limit=limit, domains=only, policy=policy), progress)
         code = rec.done(report, (EXIT_DRIFT if report.n_changes else EXIT_OK) if detailed_exitcode else None)
-    emit(report, as_json, "plan (offline: current state not read)" if offline else "plan", diff)
+    emit(report, as_json, "plan (offline: current state not read)" if offline else "plan", diff, detail)
     raise typer.Exit(code)
 
 
 def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Optional[list[str]] = DOMAIN,
           check: bool = typer.Option(
-        False, "--check", help="Dry run: same as plan."), as_json: bool = JSON, journal_dir: Path = JDIR_RUN,
+        False, "--check", help="Dry run: same as plan."), detail: bool = DETAIL, as_json: bool = JSON,
+          journal_dir: Path = JDIR_RUN,
           allow_firmware: bool = FIRMWARE, junit: Optional[Path] = JUNIT, prom_file: Optional[Path] = PROM,
           report_json: Optional[Path] = REPORT_JSON) -> None:
     """Apply the inventory's settings (no verification; see rollout). A second run changes nothing.
@@ -91,7 +94,7 @@ def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opt
                                                 journal_dir=journal_dir, domains=chosen_domains(domain),
                                                 allow_firmware=allow_firmware), progress)
         code = rec.done(report)
-    emit(report, as_json, "plan (--check)" if check else "applied")
+    emit(report, as_json, "plan (--check)" if check else "applied", detail=detail)
     raise typer.Exit(code)
 
 
@@ -127,7 +130,7 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
             batch_by: Optional[str] = BATCH_BY, max_fail_percentage: Optional[int] = MAX_FAIL_PERCENTAGE,
             max_failed: Optional[int] = MAX_FAILED, settle_s: Optional[int] = SETTLE_S,
             on_regression: Optional[str] = ON_REGRESSION, no_incast: bool = NO_INCAST_LEAF,
-            engine_name: str = ENGINE) -> None:
+            engine_name: str = ENGINE, detail: bool = DETAIL) -> None:
     """Snapshot, then per batch (the policy's: inventory fabtune_rollout, flags): apply in a safe
     order, verify with RDMA tests (and an incast per changed leaf), confirm; on a regression restore
     the batch (or every batch) and halt.
@@ -156,7 +159,7 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
         rec.select(inv.select(limit))
         report = _drive(engine_name, inventory, inv, opts, rail, batch_by)
         code = rec.done(report)
-    emit(report, as_json, "rollout")
+    emit(report, as_json, "rollout", detail=detail)
     raise typer.Exit(code)
 
 

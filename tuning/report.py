@@ -6,6 +6,7 @@ Machines get ``--json`` (the same data, see :meth:`tuning.rollout.run_report.Run
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 
 from rich.console import Console
 from rich.table import Table
@@ -56,6 +57,40 @@ def changes_table(changes: dict[str, list[dict]], title: str, offline: bool = Fa
     return t
 
 
+#: a plan over more devices than this prints :func:`changes_summary` instead of a row per setting
+#: (``--detail`` asks for every row; ``--limit`` narrows the plan): 10,000 nodes are 500,000 rows
+DETAIL_DEVICES = 32
+
+
+def changes_summary(changes: dict[str, list[dict]], title: str) -> Table:
+    """One row per domain: how many devices and settings change and the most common wanted values
+    with their counts (``9000 x80128``), for a plan too large to read row by row.
+
+    Args:
+        changes: device -> change dicts, as :func:`changes_table` takes.  title: the table's title.
+    """
+    by: dict[str, dict] = {}
+    for dev, items in changes.items():
+        for c in items:
+            d = by.setdefault(c["domain"], {"devices": set(), "n": 0, "wanted": Counter()})
+            d["devices"].add(dev)
+            d["n"] += 1
+            d["wanted"][_short(c["after"])] += 1
+    n_dev = sum(1 for items in changes.values() if items)
+    t = Table(title=f"{title}: summary of {sum(d['n'] for d in by.values())} change(s) on {n_dev} device(s), "
+                    "one row per domain", title_justify="left",
+              caption="every setting: --detail, or --limit to fewer devices; --json has each change",
+              caption_justify="left")
+    for col in ("domain", "devices", "settings", "most wanted values (x count)"):
+        t.add_column(col, overflow="fold")
+    for domain, d in by.items():
+        top = d["wanted"].most_common(3)
+        more = len(d["wanted"]) - len(top)
+        t.add_row(domain, str(len(d["devices"])), str(d["n"]),
+                  ", ".join(f"{v} x{k}" for v, k in top) + (f", {more} other value(s)" if more > 0 else ""))
+    return t
+
+
 #: how a change's effect reads after its value in the changes table
 EFFECT_WORDS = {"reboot_required": "reboot required", "pending_reset": "pending reset (reboot or mlxfwreset)",
                 "not_persistent": "lost at reboot"}
@@ -90,12 +125,17 @@ def _irqs_by_nic(items: list[dict]) -> dict[str, list[dict]]:
 
 
 def _cpus(values) -> str | None:
-    """Union of CPU lists as one CPU list (``0-15`` / ``0-27,56-83``); None when none is known."""
-    cpus: set[int] = set()
-    for v in values:
-        if v:
-            cpus.update(parse_cpulist(v))
-    return format_cpulist(sorted(cpus)) if cpus else None
+    """The CPU lists of one NIC's completion IRQs in one cell: the list when every IRQ has the same
+    (``0-15``), else their union and how they spread (``0-15, 1 CPU each`` / ``0-27,56-83, mixed``),
+    so that IRQs moved from all of 0-15 to one CPU each never read ``0-15 -> 0-15``; None when none is
+    known."""
+    lists = [frozenset(parse_cpulist(v)) for v in values if v]
+    if not lists:
+        return None
+    union = format_cpulist(sorted(frozenset().union(*lists)))
+    if len(set(lists)) == 1:
+        return union
+    return f"{union}, 1 CPU each" if all(len(c) == 1 for c in lists) else f"{union}, mixed"
 
 
 def file_diffs(changes: dict[str, list[dict]]) -> str:

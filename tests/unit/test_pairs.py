@@ -12,7 +12,7 @@ from rich.console import Console
 from tests.conftest import REPO
 from tuning import inventory
 from tuning.parsers import parse
-from tuning.report import changes_table, parsed_table, verify_table
+from tuning.report import _cpus, changes_table, parsed_table, verify_table
 from tuning.verify.pairs import schedule_waves, select_pairs
 from tuning.verify.runner import PairResult, Thresholds, judge, summarise
 
@@ -122,7 +122,10 @@ def test_irq_moves_print_one_row_per_nic():
     irq_rows = [line for line in lines if " irq " in line]
     assert len(irq_rows) == 2
     assert "irq enp140s0np0 (16 completion IRQs)" in irq_rows[1]
-    assert "0-15" in irq_rows[1] and "28-43" in irq_rows[1]
+    assert "0-15" in irq_rows[1] and "28-43, 1 CPU each" in irq_rows[1]
+    # every IRQ on all of 0-15 before, one CPU each after: the row says how they spread
+    assert "0-15" in irq_rows[0] and "0-15, 1 CPU each" in irq_rows[0], irq_rows[0]
+    assert _cpus(["0", "1-2"]) == "0-2, mixed" and _cpus(["0-3", "0-3"]) == "0-3" and _cpus([None]) is None
     assert any("mtu/enp12s0np0" in line and "1500" in line for line in lines)
 
 
