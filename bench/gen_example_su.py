@@ -25,19 +25,19 @@ NETDEVS = ["enp12s0np0", "enp18s0np0", "enp76s0np0", "enp93s0np0",
            "enp140s0np0", "enp157s0np0", "enp186s0np0", "enp204s0np0"]
 
 
-def node_name(n: int) -> str:
-    """``gpu-su1-n07`` for node 7 (1-based)."""
-    return f"gpu-su1-n{n:02d}"
+def node_name(n: int, su: int = 1) -> str:
+    """``gpu-su1-n07`` for node 7 (1-based) of SU 1."""
+    return f"gpu-su{su}-n{n:02d}"
 
 
-def leaf_name(rail: int) -> str:
-    """``su1-leaf-r3`` for rail 3."""
-    return f"su1-leaf-r{rail}"
+def leaf_name(rail: int, su: int = 1) -> str:
+    """``su1-leaf-r3`` for rail 3 of SU 1."""
+    return f"su{su}-leaf-r{rail}"
 
 
-def spine_name(s: int) -> str:
-    """``su1-spine02`` for spine 2 (1-based)."""
-    return f"su1-spine{s:02d}"
+def spine_name(s: int, su: int = 1) -> str:
+    """``su1-spine02`` for spine 2 (1-based) of SU 1."""
+    return f"su{su}-spine{s:02d}"
 
 
 def _host_block(names: list[str], first_ip: int, indent: str) -> list[str]:
@@ -60,24 +60,26 @@ def hosts_yaml() -> str:
     return "\n".join(lines) + "\n"
 
 
-def node_vars(n: int) -> str:
-    """host_vars of node ``n``: its 8 NICs, one per rail."""
-    lines = [f"# {node_name(n)}: 8 ConnectX-7 ports, rail i on {leaf_name(0)[:-1]}<i> port swp{n}.", "nics:"]
+def node_vars(n: int, su: int = 1) -> str:
+    """host_vars of node ``n`` of SU ``su``: its 8 NICs, one per rail (rail ``i``'s IPv4 in
+    ``10.<16 i + su // 256>.<su % 256>.<n>/24``: ``10.0.1.n`` ... ``10.7.1.n`` ... for SU 1 below 256)."""
+    lines = [f"# {node_name(n, su)}: 8 ConnectX-7 ports, rail i on {leaf_name(0, su)[:-1]}<i> port swp{n}.", "nics:"]
     for rail, netdev in enumerate(NETDEVS):
+        net = f"{rail}.1" if su == 1 else f"{16 * rail + su // 256}.{su % 256}"
         lines += [f"- netdev: {netdev}", f"  rdma_device: mlx5_{rail}", f"  rail: {rail}",
-                  f"  ipv4: 10.{rail}.1.{n}/24", f"  switch: {leaf_name(rail)}", f"  switch_port: swp{n}"]
+                  f"  ipv4: 10.{net}.{n}/24", f"  switch: {leaf_name(rail, su)}", f"  switch_port: swp{n}"]
     return "\n".join(lines) + "\n"
 
 
-def leaf_vars(rail: int) -> str:
+def leaf_vars(rail: int, su: int = 1) -> str:
     """host_vars of the rail-``rail`` leaf: 32 node downlinks and 8 spine uplinks."""
-    return (f"# {leaf_name(rail)}: rail {rail}; swp1-32 down to the nodes, swp33-40 up to the spines "
+    return (f"# {leaf_name(rail, su)}: rail {rail}; swp1-32 down to the nodes, swp33-40 up to the spines "
             f"(two per spine).\nports:\n- swp1-{N_NODES}\n- swp{N_NODES + 1}-{N_NODES + 8}\n")
 
 
-def spine_vars(s: int) -> str:
+def spine_vars(s: int, su: int = 1) -> str:
     """host_vars of spine ``s``: two uplinks from each of the 8 leaves."""
-    return (f"# {spine_name(s)}: swp(2i+1) and swp(2i+2) from {leaf_name(0)[:-1]}<i>.\n"
+    return (f"# {spine_name(s, su)}: swp(2i+1) and swp(2i+2) from {leaf_name(0, su)[:-1]}<i>.\n"
             f"ports:\n- swp1-{2 * N_RAILS}\n")
 
 
@@ -91,6 +93,43 @@ def write(inv: Path) -> list[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return list(files)
+
+
+def write_fleet(inv: Path, sus: int) -> int:
+    """A fleet of ``sus`` scalable units (``32 * sus`` nodes, ``12 * sus`` switches) under ``inv``:
+    the host list (management addresses in 198.18.0.0/15, RFC 2544's benchmarking range), every
+    host_vars file, and the example SU's group_vars. Returns the number of devices. Used by
+    ``bench/fleet_scale.py``."""
+    ids = iter(range(1, 1 << 17))
+
+    def block(names: list[str], indent: str) -> list[str]:
+        out = [f"{indent}hosts:"]
+        for name in names:
+            i = next(ids)
+            out += [f"{indent}  {name}:", f"{indent}    ansible_host: 198.{18 + i // 65536}.{i // 256 % 256}.{i % 256}"]
+        return out
+
+    units = range(1, sus + 1)
+    nodes = [node_name(n, su) for su in units for n in range(1, N_NODES + 1)]
+    leaves = [leaf_name(r, su) for su in units for r in range(N_RAILS)]
+    spines = [spine_name(s, su) for su in units for s in range(1, N_SPINES + 1)]
+    lines = ["all:", "  children:", "    gpu_nodes:", *block(nodes, "      "),
+             "    switches:", "      children:", "        leaves:", *block(leaves, "          "),
+             "        spines:", *block(spines, "          ")]
+    (inv / "host_vars").mkdir(parents=True, exist_ok=True)
+    (inv / "group_vars").mkdir(exist_ok=True)
+    (inv / "hosts.yaml").write_text("\n".join(lines) + "\n")
+    for gv in (Path(__file__).resolve().parent.parent / "inventory" / "example-su" / "group_vars").glob("*.yml"):
+        (inv / "group_vars" / gv.name).write_text(gv.read_text())
+    hv = inv / "host_vars"
+    for su in units:
+        for n in range(1, N_NODES + 1):
+            (hv / f"{node_name(n, su)}.yml").write_text(node_vars(n, su))
+        for r in range(N_RAILS):
+            (hv / f"{leaf_name(r, su)}.yml").write_text(leaf_vars(r, su))
+        for s in range(1, N_SPINES + 1):
+            (hv / f"{spine_name(s, su)}.yml").write_text(spine_vars(s, su))
+    return len(nodes) + len(leaves) + len(spines)
 
 
 if __name__ == "__main__":

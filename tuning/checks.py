@@ -158,13 +158,12 @@ def _fabric_rules(node: Device, sw: Device) -> None:
                          f"(allowed: {want})")
 
 
-def _spine_mtu(nodes: list[Device], sw: Device, cabled: set[str]) -> None:
+def _spine_mtu(big: Device | None, sw: Device, cabled: set[str]) -> None:
     """A switch no NIC is cabled to (a spine) carries every node's frames: its ``port_mtu`` (even
-    with no ports listed yet) and each override must hold the largest node frame."""
-    nodes = [d for d in nodes if d.spec.mtu is not None]  # an unmanaged MTU is not known here
-    if cabled or not nodes:
+    with no ports listed yet) and each override must hold the largest node frame (``big``: the
+    first node with the largest managed MTU; None when no node manages its MTU)."""
+    if cabled or big is None:
         return
-    big = max(nodes, key=lambda d: d.spec.mtu)
     need = big.spec.mtu + MTU_HEADER_BYTES
     mtus = [("port_mtu", f"{sw.name} ports", sw.spec.port_mtu)]
     mtus += [("port_mtu_overrides", f"{sw.name}:{port}", mtu)
@@ -202,7 +201,25 @@ def check_qos(devices: dict[str, Device]) -> None:
             sw = devices.get(nic.switch)
             if sw is not None and sw.kind.fabric:
                 _pair_rules(dev, sw, nic.switch_port)
-    for sw in (d for d in devices.values() if d.kind.fabric):
-        for dev in nodes:
+    _switch_wide_rules(nodes, [d for d in devices.values() if d.kind.fabric])
+
+
+def _switch_wide_rules(nodes: list[Device], switches: list[Device]) -> None:
+    """Every switch against every node (:func:`_fabric_rules`, :func:`_spine_mtu`), in time linear in
+    the fleet. Raises InputError as :func:`check_qos`."""
+    # linear in the fleet: the switch-wide rules depend on a node's nic_qos only, so the first node of
+    # each distinct nic_qos stands for the others (the one the node-by-node loop would name first)
+    by_qos: dict[str, Device] = {}
+    for dev in nodes:
+        if dev.spec.nic_qos is not None:
+            by_qos.setdefault(dev.spec.nic_qos.model_dump_json(), dev)
+    cabled: dict[str, set[str]] = {}
+    for dev in nodes:
+        for nic in dev.spec.nics:
+            cabled.setdefault(nic.switch, set()).add(nic.switch_port)
+    sized = [d for d in nodes if d.spec.mtu is not None]  # an unmanaged MTU is not known here
+    big = max(sized, key=lambda d: d.spec.mtu) if sized else None
+    for sw in switches:
+        for dev in by_qos.values():
             _fabric_rules(dev, sw)
-        _spine_mtu(nodes, sw, {n.switch_port for d in nodes for n in d.spec.nics if n.switch == sw.name})
+        _spine_mtu(big, sw, cabled.get(sw.name, set()))

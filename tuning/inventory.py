@@ -37,7 +37,7 @@ from tuning.checks import check_addresses, check_cabling, check_qos, check_vars_
 from tuning.errors import InputError
 from tuning.model import NodeSpec, SwitchSpec
 from tuning.model.node_tuning import overlaps
-from tuning.model.layout import Tree, VarsCache, host_vars, parse_tree
+from tuning.model.layout import VarsCache, host_vars, parse_tree
 from tuning.model.messages import validation_error
 from tuning.model.policy import POLICY_KEY, RolloutPolicy
 from tuning.model.policy import explain as explain_policy
@@ -237,9 +237,6 @@ def _hosts_file(path: str | Path) -> Path:
     return hosts_file
 
 
-def _device(tree: Tree, cache: VarsCache, host: str, role_of: dict, mixed: set[str]) -> Device:
-    vars_, sources, scopes = host_vars(tree, cache, host)
-    return _build(cache.inv, host, tree.groups_of(host), role_of[host], (vars_, sources, scopes), mixed)
 
 
 def _build(inv: Path, host: str, groups: list[str], role_group: str, layered: tuple[dict, dict, dict],
@@ -284,14 +281,17 @@ def load(path: str | Path) -> Inventory:
     role_of = {h: r for h, g in groups.items() if (r := _role_of(hosts_file, h, g)) is not None}
     mixed = {g for g in tree.groups if len({role_of[h] for h in role_of if g in groups[h]}) > 1}
     cache = VarsCache(inv)
-    devices = {h: _device(tree, cache, h, role_of, mixed) for h in role_of}
+    layered, devices = {}, {}  # each host's merged vars, read once (the policy reads them too)
+    for h in role_of:
+        layered[h] = host_vars(tree, cache, h)
+        devices[h] = _build(inv, h, groups[h], role_of[h], layered[h], mixed)
     check_cabling(devices, hosts_file)
     check_addresses(devices, hosts_file)
     check_qos(devices)
-    return Inventory(inv, devices, _policy(tree, cache, sorted(role_of)))
+    return Inventory(inv, devices, _policy(layered))
 
 
-def _policy(tree: Tree, cache: VarsCache, hosts: list[str]) -> RolloutPolicy:
+def _policy(layered: dict[str, tuple[dict, dict, dict]]) -> RolloutPolicy:
     """The run's :class:`~tuning.model.policy.RolloutPolicy` from ``fabtune_rollout``, which only the
     ``all`` group may set (``group_vars/all.yml`` or the ``all:`` vars of hosts.yaml): one policy per
     run. Defaults when no host sees the key.
@@ -301,8 +301,8 @@ def _policy(tree: Tree, cache: VarsCache, hosts: list[str]) -> RolloutPolicy:
             the policy refuses (unknown key, with the allowed ones; a value outside its range).
     """
     found: tuple[object, str] | None = None
-    for host in hosts:
-        vars_, sources, scopes = host_vars(tree, cache, host)
+    for host in sorted(layered):
+        vars_, sources, scopes = layered[host]
         if POLICY_KEY not in vars_:
             continue
         if scopes[POLICY_KEY] != "all":

@@ -208,11 +208,14 @@ class VarsCache:
     def __init__(self, inv: Path):
         self.inv = inv
         self._data: dict[Path, dict] = {}
+        self._files: dict[tuple[str, str], list[Path]] = {}  # a group's files, looked up once per load
 
     def layers(self, folder: str, name: str) -> list[tuple[dict, str]]:
         """(mapping, file) for each vars file of one group or host, in Ansible's order."""
         out = []
-        for path in vars_files(self.inv, folder, name):
+        if (folder, name) not in self._files:
+            self._files[folder, name] = vars_files(self.inv, folder, name)
+        for path in self._files[folder, name]:
             if path not in self._data:
                 data = read_yaml(path)
                 if not isinstance(data, dict):

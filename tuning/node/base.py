@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar
 
 from tuning.model import NodeSpec
@@ -99,10 +99,15 @@ class Change:
         object.__setattr__(self, "tags", tuple(self.tags))  # a journal's or report's list
 
     def as_dict(self) -> dict:
-        """Plain data for JSON reports and the journal (``tags`` as a list)."""
-        out = asdict(self)
+        """Plain data for JSON reports and the journal (``tags`` as a list). Every field is a str,
+        bool, None or the tags tuple, so a shallow copy is the whole of it (``dataclasses.asdict``
+        deep-copies each value: a third of an offline plan's CPU at a thousand nodes)."""
+        out = {name: getattr(self, name) for name in _CHANGE_FIELDS}
         out["tags"] = list(self.tags)
         return out
+
+
+_CHANGE_FIELDS = tuple(f.name for f in fields(Change))
 
 
 @dataclass(frozen=True)

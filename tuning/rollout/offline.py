@@ -8,14 +8,8 @@ from pathlib import Path
 
 from tuning.inventory import Inventory
 from tuning.outfile import write_atomic
-from tuning.rollout.gate import verify_fabric
-from tuning.rollout.options import Options
-from tuning.rollout.session import Session
 from tuning.rollout.run_report import RunReport
 from tuning.targets import platform_of, target_class
-from tuning.rollout.journal import new_run_id
-from tuning.rollout.baseline import load_baseline
-from tuning.rollout.lock import RunLock, lock_path
 from tuning.verify.runner import Thresholds
 from tuning.model.outcomes import RunOutcome
 
@@ -72,14 +66,15 @@ def verify_only(inv: Inventory, journal_dir: Path, th: Thresholds, progress,
     """
     from dataclasses import asdict
 
+    from tuning.rollout import baseline, gate, journal, lock, options, session  # live only: render needs none
     from tuning.verify.incast import Expectation, leaves_of, plan_incasts, run_incasts
 
-    run_id = new_run_id()
-    with RunLock(lock_path(inv.path), run_id, "verify", journal_dir / f"{run_id}.json"):
-        s = Session(inv, [], 1)  # no device is changed: the nodes are opened as the pairs need them
+    run_id = journal.new_run_id()
+    with lock.RunLock(lock.lock_path(inv.path), run_id, "verify", journal_dir / f"{run_id}.json"):
+        s = session.Session(inv, [], 1)  # no device is changed: the nodes are opened as the pairs need them
         try:
-            ok, results = verify_fabric(s, Options(mode="verify", thresholds=th, rails=rails, limit=limit),
-                                        load_baseline(journal_dir, inv.path), progress)
+            ok, results = gate.verify_fabric(s, options.Options(mode="verify", thresholds=th, rails=rails, limit=limit),
+                                             baseline.load_baseline(journal_dir, inv.path), progress)
             incasts, expect = [], Expectation.from_inventory(inv)
             if incast and inv.policy.incast.enabled and expect.lossless:
                 planned = plan_incasts(inv, leaves_of(inv, limit), inv.policy.incast.k)
