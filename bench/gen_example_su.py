@@ -61,11 +61,12 @@ def hosts_yaml() -> str:
 
 
 def node_vars(n: int, su: int = 1) -> str:
-    """host_vars of node ``n`` of SU ``su``: its 8 NICs, one per rail (rail ``i``'s IPv4 in
-    ``10.<16 i + su // 256>.<su % 256>.<n>/24``: ``10.0.1.n`` ... ``10.7.1.n`` ... for SU 1 below 256)."""
+    """host_vars of node ``n`` of SU ``su``: its 8 NICs, one per rail (rail ``i``'s IPv4
+    ``10.<i>.1.<n>/24`` in SU 1, the example; ``10.<128 + 16 i + su // 256>.<su % 256>.<n>/24`` in
+    any other, up to 2,047 SUs)."""
     lines = [f"# {node_name(n, su)}: 8 ConnectX-7 ports, rail i on {leaf_name(0, su)[:-1]}<i> port swp{n}.", "nics:"]
     for rail, netdev in enumerate(NETDEVS):
-        net = f"{rail}.1" if su == 1 else f"{16 * rail + su // 256}.{su % 256}"
+        net = f"{rail}.1" if su == 1 else f"{128 + 16 * rail + su // 256}.{su % 256}"
         lines += [f"- netdev: {netdev}", f"  rdma_device: mlx5_{rail}", f"  rail: {rail}",
                   f"  ipv4: 10.{net}.{n}/24", f"  switch: {leaf_name(rail, su)}", f"  switch_port: swp{n}"]
     return "\n".join(lines) + "\n"
