@@ -5,6 +5,7 @@ the notes on failed, unreachable, restored and kept devices, and one outcome lin
 from __future__ import annotations
 
 import json
+import sys
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -29,7 +30,8 @@ def emit(report, as_json: bool, title: str, diff: bool = False, detail: bool = F
     prints a row per setting even when more than :data:`~tuning.report.DETAIL_DEVICES` devices change
     (else one summary row per domain)."""
     if as_json:
-        print(json.dumps(report.as_dict(), indent=2, default=str))
+        json.dump(report.as_dict(), sys.stdout, indent=2, default=str)  # streamed: never one huge string
+        sys.stdout.write("\n")
         return
     _tables(report, title, diff, detail)
     for dev, e in report.errors.items():
