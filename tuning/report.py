@@ -159,6 +159,8 @@ def verify_table(results: list[dict], title: str, before: list[dict] | None = No
     prev = {r["pair"]: r for r in before or []}
     caption = (summarise(results) if judged else f"{len(results)} pair(s) measured: the baseline the change is "
                "compared with (not judged)") if results else None
+    if caption:
+        caption += f"; {flow_classes(results)}"
     t = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
     for col in ("pair", "path", "bw Gb/s", "lat us", "p99 us", "verdict" if judged else "note"):
         t.add_column(col)
@@ -192,6 +194,15 @@ def batches_text(batches: list[dict]) -> str:
                      f"halted: {b['halt']}" if b.get("halt") else ""]
             lines.append("     outcome: " + "; ".join([b.get("outcome") or "-", *[e for e in extra if e]]))
     return "\n".join(lines)
+
+
+def flow_classes(results: list[dict]) -> str:
+    """The traffic classes the pairs' flows used, from each result's ``params`` (the ``--tclass``
+    fabtune gave perftest): ``flows in ToS 106 (DSCP 26)``; ``traffic class 0`` for flows given
+    none (the nodes leave their QoS alone)."""
+    tos = sorted({(r.get("params") or {}).get("bw", {}).get("tos", -1) for r in results})
+    words = [f"ToS {t} (DSCP {t >> 2})" if t >= 0 else "traffic class 0 (no nic_qos)" for t in tos]
+    return "flows in " + ", ".join(words)
 
 
 def _num(v: float | None, digits: int) -> str:

@@ -111,7 +111,8 @@ def test_write_bw_pair_parses_like_real_output(lab: Lab, cases_dir: Path) -> Non
                                                       "-n", "5000", "-F", "10.0.0.2"])
     s_out, s_err = srv.communicate(timeout=15)
     assert (rc, err, srv.returncode, s_err) == (0, "", 0, "")
-    want = compute(lab.state, "node01", "mlx5_0", "node02", "mlx5_0", 3, "write_bw", server_gid_index=3)
+    # a verbs QP given no --tclass sends traffic class 0, as on a real host
+    want = compute(lab.state, "node01", "mlx5_0", "node02", "mlx5_0", 3, "write_bw", server_gid_index=3, flow_tos=0)
     c = parse("ib_write_bw", out)
     assert (c.role, c.device, c.mtu_bytes, c.gid_index, c.failure) == ("client", "mlx5_0", 4096, 3, None)
     assert c.local_gid == "00:00:00:00:00:00:00:00:00:00:255:255:10:00:00:01"
@@ -132,9 +133,9 @@ def test_write_bw_pair_parses_like_real_output(lab: Lab, cases_dir: Path) -> Non
 
 
 def test_duration_gbits_and_spine_path(lab: Lab) -> None:
-    srv = lab.server("ib_write_bw", "node02", ["-d", "mlx5_1", "-D", "2", "--report_gbits", "-q", "2"])
+    srv = lab.server("ib_write_bw", "node02", ["-d", "mlx5_1", "-D", "2", "--report_gbits", "-q", "2", "--tclass=106"])
     rc, out, _ = lab.client(ib_write_bw, "node01", ["-d", "mlx5_0", "-D", "2", "--report_gbits", "-q", "2",
-                                                    "10.1.0.2"])
+                                                    "--tclass=106", "10.1.0.2"])
     s_out, _ = srv.communicate(timeout=15)
     assert rc == 0 and srv.returncode == 0
     for text, unit in ((out, "Gb/sec"), (s_out, "Gb/sec")):
@@ -150,12 +151,47 @@ def test_read_lat_pair_parses(lab: Lab) -> None:
     rc, out, _ = lab.client(ib_read_lat, "node01", ["-d", "mlx5_0", "-F", "10.0.0.2"])
     s_out, _ = srv.communicate(timeout=15)
     assert (rc, srv.returncode) == (0, 0)
-    want = compute(lab.state, "node01", "mlx5_0", "node02", "mlx5_0", None, "read_lat", size=2)
+    want = compute(lab.state, "node01", "mlx5_0", "node02", "mlx5_0", None, "read_lat", size=2, flow_tos=0)
     r = parse("ib_read_lat", out)
     [row] = r.lat_rows
     assert (r.mtu_bytes, r.gid_index, row.size_bytes, row.iterations) == (4096, 3, 2, 1000)
     assert row.t_typical == pytest.approx(want.lat_typical_us, abs=0.01)
     assert " OUT 0x10 " in out and "Waiting for client to connect" in s_out
+
+
+def _write_bw(lab: Lab, server_args: list[str], client_args: list[str]) -> tuple[int, str, str]:
+    srv = lab.server("ib_write_bw", "node02", ["-d", "mlx5_0", "-D", "2", "--report_gbits", *server_args])
+    rc, out, err = lab.client(ib_write_bw, "node01", ["-d", "mlx5_0", "-D", "2", "--report_gbits", *client_args,
+                                                      "10.0.0.2"])
+    srv.communicate(timeout=15)
+    return rc, out, err
+
+
+def test_the_flow_rides_the_class_its_tool_sets(lab: Lab) -> None:
+    """On a tuned lab (trust dscp, PFC on 3, default_roce_tos 106): a verbs QP without --tclass sends
+    traffic class 0, DSCP 0 -> priority 0, lossy (x 0.70); --tclass=106 rides the lossless class; an
+    RDMA-CM QP (-R) without -T carries the node's default_roce_tos; -T without -R is refused with
+    perftest's own line, as perftest does."""
+    def gbps(rc_out_err) -> float:
+        rc, out, err = rc_out_err
+        assert rc == 0, err
+        return parse("ib_write_bw", out).bw_rows[0].bw_avg.value
+
+    plain = gbps(_write_bw(lab, [], []))
+    tuned = gbps(_write_bw(lab, ["--tclass=106"], ["--tclass=106"]))
+    cm = gbps(_write_bw(lab, ["-R"], ["-R"]))
+    cm_zero = gbps(_write_bw(lab, ["-R", "-T", "0"], ["-R", "-T", "0"]))
+    assert plain == pytest.approx(tuned * 0.70, rel=0.01) and cm == pytest.approx(tuned, rel=0.01), (plain, tuned, cm)
+    assert cm_zero == pytest.approx(plain, rel=0.01)
+    want = compute(lab.state, "node01", "mlx5_0", "node02", "mlx5_0", None, "write_bw", flow_tos=106)
+    assert (want.lossless, want.dscp) == (True, 26)
+    zero = compute(lab.state, "node01", "mlx5_0", "node02", "mlx5_0", None, "write_bw", flow_tos=0)
+    assert (zero.lossless, zero.dscp) == (False, 0)
+    assert "lossy: node01:mlx5_0 PFC off on priority 0 (DSCP 0)" in zero.reasons, zero.reasons
+    rc, out, err = lab.client(ib_write_bw, "node01", ["-d", "mlx5_0", "-T", "106", "10.0.0.2"])
+    assert (rc, out, err) == (1, " TOS only valid for rdma_cm based QP and RawEth QP \n", "")
+    rc, out, err = lab.client(ib_write_bw, "node01", ["-d", "mlx5_0", "-R", "-T", "256", "10.0.0.2"])
+    assert (rc, out, err) == (1, "", " TOS should be between 0 and 255\n")
 
 
 def test_no_listener_is_couldnt_connect(lab: Lab, cases_dir: Path) -> None:

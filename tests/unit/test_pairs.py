@@ -106,6 +106,10 @@ def test_verify_table_carries_the_summary_as_caption(nodes):
     text = _text(verify_table(results, "verification after"))
     assert "1/18 pairs failed: node03:mlx5_7->node04:mlx5_7" in text
     assert "bandwidth 150.0 Gb/s below 300" in text
+    assert "flows in traffic class 0 (no nic_qos)" in text  # no --tclass in these results' params
+    for r in results:
+        r["params"] = {"bw": {"tool": "ib_write_bw", "tos": 106}}
+    assert "; flows in ToS 106 (DSCP 26)" in _text(verify_table(results, "verification after"))
 
 
 def _irq_changes(netdev: str, first: int, before: str, after: list[int]) -> list[dict]:

@@ -32,7 +32,7 @@ from tuning.errors import DeviceTimeout
 from tuning.parsers.perftest import parse_perftest
 from tuning.rollout.fanout import fan_out, nornir_for, outcomes
 from tuning.verify.runner import (BW_ARGS, LAT_ARGS, ERROR_KINDS, PairResult, Thresholds, as_baseline,
-                                  compare_params, judge, no_result, run_params)
+                                  TESTS, compare_params, judge, no_result, run_params)
 
 CASES = Path(__file__).resolve().parents[1] / "parsers" / "cases"
 LAB = Path(__file__).resolve().parents[2] / "inventory" / "lab"
@@ -144,6 +144,15 @@ def test_a_like_baseline_is_compared_and_an_old_one_without_params_is_a_mismatch
     assert judge([now], Thresholds(min_bw_gbps=0), old) is True
     assert now.baseline == "mismatch: the baseline has no test parameters"
     assert compare_params(now.params, None) == "none"
+
+
+def test_a_baseline_measured_in_another_traffic_class_is_not_compared():
+    class0 = as_baseline([_pair(bw=390.0, lat=2.0)])  # no --tclass: traffic class 0
+    now = _pair(bw=300.0, lat=2.0)
+    now.params = {k: run_params(tool, args + " --tclass=106") for k, (tool, args) in TESTS.items()}
+    assert now.params["bw"]["tos"] == 106 and "tos" not in class0[now.pair]["params"]["bw"]
+    assert judge([now], Thresholds(min_bw_gbps=0), class0) is True
+    assert now.baseline == "mismatch: ToS 106 vs none (ib_write_bw), ToS 106 vs none (ib_read_lat)", now.baseline
 
 
 def test_a_gid_index_changed_since_the_baseline_is_drift_not_a_failure():

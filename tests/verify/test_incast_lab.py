@@ -5,6 +5,7 @@ as expected (pauses, no CNP) and fails an expectation of ECN."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -22,9 +23,10 @@ from tuning.verify.incast import Expectation, plan_incasts, run_incasts
 pytestmark = pytest.mark.lab
 
 
-def _incast(inv_dir: Path, expect: Expectation | None = None):
+def _incast(inv_dir: Path, expect: Expectation | None = None, **tos):
+    """The leaf01 incast; ``tos=N`` runs it in another class than the profile's (None: class 0)."""
     inv = inventory.load(inv_dir)
-    incasts = plan_incasts(inv, {"leaf01"}, k=4)
+    incasts = [dataclasses.replace(i, **tos) for i in plan_incasts(inv, {"leaf01"}, k=4)]
     assert [i.name for i in incasts] == ["leaf01: 3->node01:mlx5_0"]
     hosts = {n: SshHost(n, inv.devices[n].connection) for n in ("node01", "node02", "node03", "node04")}
     try:
@@ -72,6 +74,14 @@ def test_incast_caught_lossy_then_passes_with_pfc_and_ecn(lab_inventory: Path, t
     assert all(c.get(n, 0) == 0 for c in r.counters.values()
                for n in ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "rx_prio3_discards"))
     ecn_pauses = recv["tx_prio3_pause"]
+    assert r.tos == 106  # the flows rode the profile's class (DSCP 26), and the result names it
+
+    # the same incast in traffic class 0 (perftest without --tclass, NCCL without NCCL_IB_TC) on this
+    # correctly tuned fabric: DSCP 0 goes to priority 0, which PFC does not protect: lossy
+    ok0, r0 = _incast(lab_inventory, tos=None)
+    assert not ok0 and r0.tos is None and r0.total_gbps == pytest.approx(0.45 * 400, rel=0.01)
+    assert r0.counters["node01:mlx5_0"]["rx_prio0_discards"] > 0
+    assert any(x.startswith("lossy under incast: ") for x in r0.reasons)
 
     # PFC without ECN: pauses by the thousands, no CNP; judged per the expectation
     gv = lab_inventory / "group_vars" / "gpu_nodes.yml"

@@ -14,7 +14,12 @@ Inputs (paths relative to ``<state_dir>/nodes/<node>/sysroot``):
                       the inbox driver has no per-priority enable: ECN is on (firmware default)
     RoCE ToS          ``sys/kernel/config/rdma_cm/<dev>/ports/1/default_roce_tos``, else (no
                       configfs group now) the value kept in ``run/lab/rdma_cm/<dev>.json``
-                      ``{"default_roce_tos": N}``; absent = 0; DSCP = ToS >> 2 (106 -> 26)
+                      ``{"default_roce_tos": N}``; absent = 0; DSCP = ToS >> 2 (106 -> 26).
+                      It is the ToS of RDMA-CM connections only (perftest ``-R`` without ``-T``);
+                      a flow's ToS is what its tool sets, as on a real host (``flow_tos``:
+                      perftest ``--tclass=N`` the GRH traffic class of a verbs QP, ``-R -T N``
+                      an RDMA-CM QP's ToS; a verbs QP without ``--tclass`` sends traffic class 0,
+                      DSCP 0, which the mlx5 default map puts on priority 0: lossy when PFC is on 3)
     GID table         ``sys/class/infiniband/<dev>/ports/1/gids/<N>``, ``gid_attrs/types/<N>``
 Switches: ``{"ports": {"swp1": {"mtu": 9216}}, "roce": {...}}`` (lab contract); a missing
 file or port means the Cumulus defaults: port MTU 9216, RoCE off.
@@ -192,6 +197,8 @@ class Outcome:
     receiver_link_factor: float = 1.0
     sender_prio: int = 0
     receiver_prio: int = 0
+    #: the DSCP the data travels with (the flow's ToS >> 2)
+    dscp: int = 0
 
 
 def _read(path: Path, default: str | None = None) -> str | None:
@@ -440,7 +447,7 @@ def _numbers(out: Outcome, penalties: list[str], line_gbps: float, hops: int, si
 
 def compute(state_dir: Path | str, client_node: str, client_dev: str, server_node: str, server_dev: str,
             gid_index: int | None, test: str, *, server_gid_index: int | None = None,
-            size: int = 65536, qps: int = 1) -> Outcome:
+            size: int = 65536, qps: int = 1, flow_tos: int | None = None) -> Outcome:
     """Compute one RDMA test between two NICs from the lab's state.
 
     Args:
@@ -450,6 +457,9 @@ def compute(state_dir: Path | str, client_node: str, client_dev: str, server_nod
         test: ``write_bw`` (data client -> server) or ``read_lat`` (data server -> client).
         server_gid_index: the server's ``-x`` (None = automatic).
         size: message size in bytes.  qps: number of QPs.
+        flow_tos: the ToS byte the data sender's QP sets (0..255: perftest ``--tclass`` or
+            ``-R -T``; 0 for a verbs QP given none); None: an RDMA-CM QP without ``-T``, which
+            carries the sender's ``default_roce_tos``.
 
     Returns:
         The :class:`Outcome`; a failed test has ``error`` set and zero numbers.
@@ -458,12 +468,12 @@ def compute(state_dir: Path | str, client_node: str, client_dev: str, server_nod
         ValueError: unknown test.  InputError: unknown node or device.
     """
     return compute_sizes(state_dir, client_node, client_dev, server_node, server_dev, gid_index, test,
-                         server_gid_index=server_gid_index, sizes=[size], qps=qps)[0]
+                         server_gid_index=server_gid_index, sizes=[size], qps=qps, flow_tos=flow_tos)[0]
 
 
 def compute_sizes(state_dir: Path | str, client_node: str, client_dev: str, server_node: str, server_dev: str,
                   gid_index: int | None, test: str, *, server_gid_index: int | None = None,
-                  sizes: list[int], qps: int = 1) -> list[Outcome]:
+                  sizes: list[int], qps: int = 1, flow_tos: int | None = None) -> list[Outcome]:
     """:func:`compute` for several message sizes (perftest ``-a``), reading the state once.
 
     Returns:
@@ -476,6 +486,8 @@ def compute_sizes(state_dir: Path | str, client_node: str, client_dev: str, serv
     cli = read_end(state_dir, *_find(fabric, client_node, client_dev))
     srv = read_end(state_dir, *_find(fabric, server_node, server_dev))
     ends = [cli, srv] if test == "write_bw" else [srv, cli]  # [data sender, receiver]
+    if flow_tos is not None:  # the tool set the class itself: the RDMA-CM default does not apply
+        ends[0] = dataclasses.replace(ends[0], dscp=(flow_tos & 0xFF) >> 2)
     path = shortest_path(fabric, f"{client_node}:{client_dev}", f"{server_node}:{server_dev}")
     out = Outcome(path=list(path), active_mtu=active_mtu(min(e.mtu for e in ends)))
     out.client_gid_index, out.client_gid, bad_c = pick_gid(cli, gid_index)
@@ -493,6 +505,7 @@ def compute_sizes(state_dir: Path | str, client_node: str, client_dev: str, serv
     if any(i.get("kind") == "degrade" and i.get("target") in receiving for i in fabric.injections):
         out.receiver_link_factor = PENALTIES["degrade"][0]
     out.sender_prio = ends[0].prio
+    out.dscp = ends[0].dscp
     out.receiver_prio = ends[1].dscp2prio[ends[0].dscp] if ends[1].trust == "dscp" else 0
     hops = sum(1 for h in path if ":" not in h)
     line = float(min(e.speed_gbps for e in ends))

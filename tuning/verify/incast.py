@@ -28,8 +28,8 @@ from tuning.transport.base import Host, q
 from tuning.verify.counters import deltas, snapshot
 from tuning.verify.ends import resolve_gids
 from tuning.verify.incast_verdict import Expectation, IncastResult, judge_incast
-from tuning.verify.pairs import Pair
-from tuning.verify.runner import no_result
+from tuning.verify.pairs import Pair, flow_tos
+from tuning.verify.runner import class_args, no_result
 from tuning.verify.schedule import PORT_BASE
 
 #: this module's API; Expectation, IncastResult and judge_incast live in incast_verdict and stay
@@ -55,6 +55,9 @@ class Incast:
         senders: ``((node, NicSpec), ...)``, k of the receiver's rail on other nodes (fewer when
             the rail has fewer).
         ports: the receiver's TCP port per sender (perftest ``-p``), distinct, in 18515..32767.
+        tos: the ToS byte every flow sets (perftest ``--tclass``; the receiver node's RoCE ToS,
+            :func:`tuning.verify.pairs.flow_tos`): the incast proves the lossless class only if its
+            traffic rides it. None: traffic class 0 (the node leaves its QoS alone).
     """
 
     leaf: str
@@ -62,6 +65,7 @@ class Incast:
     receiver_nic: object
     senders: tuple[tuple[str, object], ...]
     ports: tuple[int, ...]
+    tos: int | None = None
 
     @property
     def receiver_name(self) -> str:
@@ -81,8 +85,8 @@ class Incast:
     @property
     def pairs(self) -> list[Pair]:
         """One :class:`~tuning.verify.pairs.Pair` per sender (client = sender, server = receiver)."""
-        return [Pair(n, nic, self.receiver, self.receiver_nic,
-                     "leaf" if nic.switch == self.receiver_nic.switch else "spine") for n, nic in self.senders]
+        return [Pair(n, nic, self.receiver, self.receiver_nic, "leaf" if nic.switch == self.receiver_nic.switch
+                     else "spine", tos=self.tos) for n, nic in self.senders]
 
 
 
@@ -109,7 +113,7 @@ def plan_incasts(inv: Inventory, leaves: set[str], k: int = DEFAULT_K) -> list[I
         senders = [(d.name, n) for d in nodes if d.name != recv.name for n in d.spec.nics if n.rail == rnic.rail][:k]
         if senders:
             ports = tuple(PORT_BASE + 2 * i for i in range(len(senders)))
-            out.append(Incast(leaf, recv.name, rnic, tuple(senders), ports))
+            out.append(Incast(leaf, recv.name, rnic, tuple(senders), ports, tos=flow_tos(recv)))
     return out
 
 
@@ -172,9 +176,10 @@ def _launch(inc: Incast, hosts: dict[str, Host], gids: dict) -> list:
             c_gid = gids[(node, nic.rdma_device)]
             if isinstance(c_gid, TuningError):
                 raise c_gid
-            srv = hosts[inc.receiver].start(f"ib_write_bw -d {q(rdev)} -i 1 -x {s_gid} {INCAST_ARGS} -p {port}")
+            args = INCAST_ARGS + class_args(inc.tos)  # the tuned class: the incast proves its queue
+            srv = hosts[inc.receiver].start(f"ib_write_bw -d {q(rdev)} -i 1 -x {s_gid} {args} -p {port}")
             started.append((srv, node, f"{node}:{nic.rdma_device}",
-                            f"ib_write_bw -d {q(nic.rdma_device)} -i 1 -x {c_gid} {INCAST_ARGS} -p {port} {q(rip)}"))
+                            f"ib_write_bw -d {q(nic.rdma_device)} -i 1 -x {c_gid} {args} -p {port} {q(rip)}"))
         for (srv, *_), port in zip(started, inc.ports):
             # perftest prints this banner once it listens: every server listens before any client starts
             if not srv.read_until("Waiting for client to connect", timeout=BANNER_S):
@@ -270,7 +275,7 @@ def run_incasts(incasts: list[Incast], hosts: dict[str, Host], expect: Expectati
         (every incast passed, results in ``incasts`` order). Failures to reach a node or run a
         tool are results with ``error`` (verdict fail), never exceptions.
     """
-    results = [IncastResult(inc.name, inc.leaf, inc.receiver_name, inc.sender_names) for inc in incasts]
+    results = [IncastResult(inc.name, inc.leaf, inc.receiver_name, inc.sender_names, tos=inc.tos) for inc in incasts]
     rounds = _rounds(incasts)
     for k, rnd in enumerate(rounds, 1):
         if progress:

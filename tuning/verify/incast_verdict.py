@@ -64,6 +64,7 @@ class IncastResult:
         verdict: ``pass`` | ``fail``.  reasons: one line per failure.
         evidence: the counters and numbers the reasons rest on, one line each.
         error: why the incast did not run (then the verdict is ``fail``), else None.
+        tos: the ToS byte every flow set (perftest ``--tclass``), None: traffic class 0.
     """
 
     incast: str
@@ -80,6 +81,7 @@ class IncastResult:
     reasons: list[str] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
     error: str | None = None
+    tos: int | None = None
 
 
 def judge_incast(r: IncastResult, expect: Expectation) -> bool:

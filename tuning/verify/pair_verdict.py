@@ -27,7 +27,8 @@ class Thresholds:
 
 #: ``params`` fields compared for like with like: field -> (label, unit)
 _PARAM_LABELS = {"tool": ("test", ""), "size_bytes": ("size", " B"), "duration_s": ("duration", " s"),
-                 "iters": ("iterations", ""), "qps": ("QPs", ""), "direction": ("direction", "")}
+                 "iters": ("iterations", ""), "qps": ("QPs", ""), "direction": ("direction", ""),
+                 "tos": ("ToS", "")}
 
 
 def compare_params(now: dict[str, dict], base: dict | None) -> str:
@@ -56,8 +57,9 @@ def compare_params(now: dict[str, dict], base: dict | None) -> str:
                          f"{'missing' if not isinstance(b, dict) else 'run'}")
             continue
         for f, (label, unit) in _PARAM_LABELS.items():
-            if a.get(f) != b.get(f):
-                diffs.append(f"{label} {a.get(f)} vs {b.get(f)}{unit} ({a.get('tool') or key})")
+            if a.get(f) != b.get(f):  # an absent ToS is traffic class 0: "none"
+                x, y = ("none" if v is None and f == "tos" else v for v in (a.get(f), b.get(f)))
+                diffs.append(f"{label} {x} vs {y}{unit} ({a.get('tool') or key})")
     return "mismatch: " + ", ".join(diffs) if diffs else "compared"
 
 

@@ -31,6 +31,10 @@ class Pair:
             ``("leaf01:swp31", "spine01", "leaf02:swp31")`` (client leaf uplink, spine, server
             leaf uplink); ``()`` for a pair within one leaf or when the uplinks are unknown
             (see :func:`tuning.verify.schedule.plan_schedule`; ECMP picks the real one).
+        tos: the ToS byte both ends' QPs set (perftest ``--tclass``: the GRH traffic class, DSCP << 2
+            | ECN), the client node's RoCE ToS (:func:`flow_tos`), so the test rides the tuned
+            lossless class as a job's traffic does; None when the node leaves its QoS alone
+            (traffic class 0).
     """
 
     client: str
@@ -40,6 +44,7 @@ class Pair:
     path: str
     mtu_allowed: int | None = None
     route: tuple[str, ...] = ()
+    tos: int | None = None
 
     @property
     def name(self) -> str:
@@ -96,9 +101,16 @@ def _nic(dev: Device, rail: int):
     return next((n for n in dev.spec.nics if n.rail == rail), None)
 
 
+def flow_tos(dev: Device) -> int | None:
+    """The ToS byte of a node's RoCE traffic, as its profile tunes it (``nic_qos.roce_tos``: DSCP 26
+    -> 106, the value ``cma_roce_tos`` gets); None when the node leaves its QoS alone."""
+    qos = getattr(dev.spec, "nic_qos", None)
+    return None if qos is None else qos.roce_tos
+
+
 def pair_of(a: Device, na, b: Device, nb) -> Pair:
     """The pair client ``a``/NIC ``na`` -> server ``b``/NIC ``nb``; path ``leaf`` when both NICs share a switch."""
-    return Pair(a.name, na, b.name, nb, "leaf" if na.switch == nb.switch else "spine")
+    return Pair(a.name, na, b.name, nb, "leaf" if na.switch == nb.switch else "spine", tos=flow_tos(a))
 
 
 def node_rails(nodes: list[Device]) -> tuple[int, ...]:

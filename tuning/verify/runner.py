@@ -55,7 +55,9 @@ def run_params(tool: str, args: str) -> dict:
     Returns:
         ``{"tool": "ib_write_bw", "size_bytes": 65536, "duration_s": 2, "iters": None, "qps": 1,
         "direction": "uni"}`` for :data:`BW_ARGS`; ``iters`` is None in duration mode and
-        ``duration_s`` None in iterations mode; direction ``uni`` or ``bi``.
+        ``duration_s`` None in iterations mode; direction ``uni`` or ``bi``; ``tos`` (the flows'
+        ToS byte, ``--tclass``) only when one is given: a baseline compares like with like, so a
+        result measured in another class is never judged against it.
     """
     words = args.split()
 
@@ -65,19 +67,30 @@ def run_params(tool: str, args: str) -> dict:
     lat = tool.endswith("_lat")
     duration = opt("-D", "--duration")
     iters = opt("-n", "--iters")
+    tclass = next((int(w.split("=", 1)[1]) for w in words if w.startswith("--tclass=")), None)
     return {"tool": tool, "size_bytes": int(opt("-s", "--size") or (2 if lat else 65536)),
             "duration_s": int(duration) if duration else None,
             "iters": None if duration else int(iters or (1000 if lat else 5000)),
             "qps": int(opt("-q", "--qp") or 1),
-            "direction": "bi" if {"-b", "--bidirectional"} & set(words) else "uni"}
+            "direction": "bi" if {"-b", "--bidirectional"} & set(words) else "uni",
+            **({"tos": tclass} if tclass is not None else {})}
 
 
 #: the tests of one pair: key in ``PairResult.params`` -> (tool, arguments)
 TESTS = {"bw": ("ib_write_bw", BW_ARGS), "lat": ("ib_read_lat", LAT_ARGS)}
 
 
+def class_args(tos: int | None) -> str:
+    """perftest's traffic class option for a flow's ToS byte: `` --tclass=106`` (the GRH traffic
+    class of a verbs QP, i.e. the IP ToS of its RoCEv2 packets: linux-rdma/perftest
+    ``perftest_parameters.c``; ``-T`` would need RDMA-CM, ``-R``); ``""`` for None (class 0). Both
+    ends get it (perftest: the same options on server and client; the server sends a read's data)."""
+    return "" if tos is None else f" --tclass={int(tos)}"
+
+
 def _run_one(server: Host, client: Host, tool: str, args: str, s_gid: int, c_gid: int,
              pair: Pair, port: int, timeout_s: float = PAIR_TIMEOUT_S):
+    args += class_args(pair.tos)
     srv = server.start(f"{tool} -d {pair.server_nic.rdma_device} -i 1 -x {s_gid} {args} -p {port}")
     # perftest prints this banner once it listens; a client started earlier finds no server
     srv.read_until("Waiting for client to connect", timeout=min(BANNER_S, timeout_s))
@@ -161,7 +174,7 @@ def measure(pair: Pair, hosts: dict[str, Host], port: int = BASE_PORT,
     if not 1 <= port <= 65534:
         raise ValueError(f"perftest port {port}: outside 1..65534")
     out = PairResult.of(pair)
-    out.params = {k: run_params(tool, args) for k, (tool, args) in TESTS.items()}
+    out.params = {k: run_params(tool, args + class_args(pair.tos)) for k, (tool, args) in TESTS.items()}
     try:
         ends = gids if gids is not None else resolve_ends([pair], hosts, 2, timeout_s)
         s_end = end_of(ends, pair.server, pair.server_nic.rdma_device)

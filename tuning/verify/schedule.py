@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 
 from tuning.inventory import Device
 from tuning.model.settings import expand_ports
-from tuning.verify.pairs import (Pair, build_rounds, default_per_node, pair_up, round_robin, spine_pairs_for,
+from tuning.verify.pairs import (Pair, build_rounds, flow_tos, default_per_node, pair_up, round_robin, spine_pairs_for,
                                  with_mtu_allowed)
 
 #: perftest's default TCP port; the first port of every node
@@ -292,7 +292,7 @@ def _patch(router: _Router, target: Uplink, entries: dict[str, list], load: Coun
     far = min(others, key=lambda u: (router.up[u.name] > 0, n.rail not in router.rails(u.leaf, entries)))
     same = [e for e in entries[far.leaf] if e[1].rail == n.rail] or entries[far.leaf]
     d2, n2 = min(same, key=lambda e: (e[0].name == d.name, load[f"{e[0].name}:{e[1].rdma_device}"]))
-    return Pair(d.name, n, d2.name, n2, "spine", route=router.take(target, target.spine, far))
+    return Pair(d.name, n, d2.name, n2, "spine", route=router.take(target, target.spine, far), tos=flow_tos(d))
 
 
 def _patches(router: _Router, ups: list[Uplink], spines: list[str], entries: dict[str, list],

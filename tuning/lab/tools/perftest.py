@@ -3,8 +3,13 @@
 Arguments: the subset fabtune uses, as perftest spells them: ``-d/--ib-dev DEV``,
 ``-i/--ib-port PORT``, ``-x/--gid-index N``, ``-s/--size BYTES``, ``-n/--iters N``,
 ``-D/--duration SECS``, ``-a/--all``, ``-F/--CPU-freq``, ``--report_gbits``,
-``--report-both``, ``-q/--qp N``, ``-p/--port TCP_PORT``; no address = server, the last
-positional = the client's server address.
+``--report-both``, ``-q/--qp N``, ``-p/--port TCP_PORT``, ``--tclass=N`` (the GRH traffic class of
+the QP: the ToS byte of its RoCEv2 packets), ``-R/--rdma_cm`` and ``-T/--tos N`` (the ToS of an
+RDMA-CM QP; ``-T`` without ``-R`` is refused with perftest's own line, exit 1); no address =
+server, the last positional = the client's server address. The data sender's ToS (the client's
+for ``ib_write_bw``, the server's for ``ib_read_lat``: it sends the read responses) is what the
+fabric model judges: ``--tclass`` or ``-T`` as given, an RDMA-CM QP without ``-T`` the node's
+``default_roce_tos``, a verbs QP without ``--tclass`` traffic class 0, as on a real host.
 
 Rendezvous (the perftest out-of-band TCP exchange, port 18515 by default) goes through
 files in ``<FABTUNE_LAB_DIR>/run/perftest/`` named ``<server IPv4>_<port>.<stage>.json``:
@@ -123,10 +128,31 @@ def parse_args(tool: str, argv: list[str]) -> argparse.Namespace:
     p.add_argument("-D", "--duration", type=int)
     p.add_argument("-q", "--qp", dest="qps", type=int, default=1)
     p.add_argument("-p", "--port", type=int, default=DEFAULT_PORT)
+    p.add_argument("--tclass", type=int)
+    p.add_argument("-T", "--tos", type=int)
+    p.add_argument("-R", "--rdma_cm", action="store_true")
     for flag in ("-a", "-F", "--report_gbits", "--report-both"):
         p.add_argument(flag, action="store_true")
     p.add_argument("address", nargs="?")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.tos is not None and not 0 <= args.tos <= 255:
+        raise ValueError(" TOS should be between 0 and 255")
+    return args
+
+
+#: what perftest prints on stdout (and exits 1) for ``-T`` without ``-R`` (perftest_parameters.c)
+TOS_WITHOUT_CM = " TOS only valid for rdma_cm based QP and RawEth QP "
+
+
+def flow_tos(args: argparse.Namespace) -> int | None:
+    """The ToS byte this side's QP sets: ``--tclass`` (the GRH traffic class, low 8 bits), else
+    ``-R -T``; None for an RDMA-CM QP without ``-T`` (the node's ``default_roce_tos``); 0 for a
+    verbs QP given none."""
+    if args.tclass is not None:
+        return args.tclass & 0xFF
+    if args.rdma_cm:
+        return args.tos
+    return 0
 
 
 def _qp_addr(seed: str, qp: int) -> list[int]:
@@ -280,7 +306,7 @@ def serve(tool: str, args: argparse.Namespace, lab: Path, node: str, nic: Nic, t
     local = [_qp_addr(f"{node}:{nic.rdma_device}:{args.port}", q) for q in range(args.qps)]
     _remove([f["claimed"], f["result"]])  # a stale result is not this run's
     _write_json(f["listen"], {"tool": tool, "node": node, "dev": nic.rdma_device, "gid": args.gid, "qps": local,
-                              "pid": os.getpid()})
+                              "pid": os.getpid(), "flow_tos": flow_tos(args)})
     _say(BANNER)
     res = _wait(f["result"], timeout_s)
     if res is not None and res.get("k", 1) > 1:  # an incast: every sender must still see this server
@@ -378,8 +404,9 @@ def connect(tool: str, args: argparse.Namespace, lab: Path, node: str, nic: Nic)
         _say([CONNECT_ERR.format(addr=args.address, port=args.port).rstrip("\n")], sys.stderr)
         return 1
     test = "write_bw" if tool == "ib_write_bw" else "read_lat"
+    sender_tos = flow_tos(args) if test == "write_bw" else rec.get("flow_tos", 0)  # the data sender's class
     outcomes = compute_sizes(lab, node, nic.rdma_device, rec["node"], rec["dev"], args.gid, test,
-                             server_gid_index=rec["gid"], sizes=sizes(args), qps=args.qps)
+                             server_gid_index=rec["gid"], sizes=sizes(args), qps=args.qps, flow_tos=sender_tos)
     receiver_counters: dict[str, int] = {}
     if len(peers) > 1 and not outcomes[0].error:  # a pair test (k = 1) moves no counter
         outcomes, receiver_counters = _incast(outcomes, args, lab, node, nic, f"{rec['node']}:{rec['dev']}",
@@ -411,8 +438,11 @@ def connect(tool: str, args: argparse.Namespace, lab: Path, node: str, nic: Nic)
 def _main(tool: str, argv: list[str]) -> int:
     try:
         args = parse_args(tool, argv)
-    except ValueError as exc:
-        _say([f"{tool}: {exc}"], sys.stderr)
+    except ValueError as exc:  # perftest's own range lines start with a space and name no tool
+        _say([str(exc) if str(exc).startswith(" ") else f"{tool}: {exc}"], sys.stderr)
+        return 1
+    if args.tos is not None and not args.rdma_cm:
+        _say([TOS_WITHOUT_CM])
         return 1
     lab, node = os.environ.get("FABTUNE_LAB_DIR"), os.environ.get("FABTUNE_LAB_NODE")
     if not lab or not node:
