@@ -76,6 +76,29 @@ def _tables(host: str, topo: Topology, doc: dict):
     return t, p, n
 
 
+def _nccl(inventory: Path, host: Optional[str], local: bool, root: str, as_json: bool) -> None:
+    """``--nccl-env``: the node's GID indexes read (over SSH, or this host's sysfs under ``root``
+    with ``--local``), then :func:`tuning.verify.nccl_env.nccl_env`."""
+    from tuning.verify.ends import node_gid_indexes
+    from tuning.verify.nccl_env import as_shell, nccl_env
+
+    if not host:
+        raise InputError("HOST", "host", "missing; --nccl-env needs the node's inventory entry (its NICs and nic_qos)")
+    dev = _load(inventory, host)
+    if local:
+        from tuning.transport.local import LocalHost
+        node = LocalHost(dev.name, root)
+    else:
+        from tuning.transport.ssh import SshHost
+        node = SshHost(dev.name, dev.connection)
+    try:
+        env, notes = nccl_env(dev, node_gid_indexes(node, dev.spec.nics))
+    finally:
+        node.close()
+    print(json.dumps({"host": host, "env": env, "notes": notes}, indent=2) + "\n" if as_json else as_shell(env, notes),
+          end="")
+
+
 def _gpu_type_arg(value: object) -> str:
     """``--gpu-type``: a Slurm GRES type: 1..64 ASCII letters, digits, '_' and '-', a letter or digit
     first, at least one letter (``h100``, ``a100_80gb``).
@@ -111,14 +134,20 @@ def topology(host: Optional[str] = typer.Argument(None, help="A node of the inve
              gpu_type: Optional[str] = GPU_TYPE,
              local: bool = typer.Option(False, "--local", help="Discover THIS host with NVML and sysfs "
                                         "instead of over SSH (HOST then only supplies the profile)."),
-             root: str = ROOT) -> None:
+             root: str = ROOT,
+             nccl: bool = typer.Option(False, "--nccl-env", help="Print only the NCCL environment a job "
+                                       "should use on HOST (NCCL_IB_HCA, NCCL_IB_GID_INDEX read from the "
+                                       "node, NCCL_IB_TC: the tuned class), as export lines (--json: JSON).")) -> None:
     """Print a node's GPU <-> NIC <-> NUMA <-> CPU map (nearest NIC per GPU, its link class
     PIX/PXB/PHB/NODE/SYS from `nvidia-smi topo -m`, a flag for a rail whose NIC sits behind another
     PCIe switch or NUMA node than its GPU) and the per-GPU CPU plan of the profile's `cpu:` section.
     Reads only; exit 2 when the profile's CPU plan leaves a GPU without a core.
 
     Example: fabtune topology -i inventory/lab node01 --gres > /etc/slurm/gres.conf
+    Example: fabtune topology -i inventory/lab node01 --nccl-env > nccl.env  (then: source nccl.env)
     """
+    if nccl:
+        return _nccl(inventory, host, local, root, as_json)
     topo, spec, dev = _discover(inventory, host, local, root)
     try:
         plan = cpuplan.plan(spec, topo)

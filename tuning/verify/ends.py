@@ -62,6 +62,17 @@ def resolve_ends(pairs: list[Pair], hosts: dict[str, Host], workers: int = 4,
         return {k: v for part in ex.map(one_node, sorted(wanted)) for k, v in part.items()}
 
 
+def node_gid_indexes(host: Host, nics, timeout_s: float = PAIR_TIMEOUT_S) -> dict[str, int | TuningError]:
+    """Each NIC's RoCE v2 IPv4 GID index on one node, read in one round trip (:func:`resolve_ends`
+    for one node): ``{"mlx5_0": 3, ...}``; a NIC that cannot be resolved maps to the error."""
+    devs = {n.rdma_device: (_nic_ipv4(n), n.netdev) for n in nics}
+    try:
+        got = _read_ends(host, devs, timeout_s)
+    except TuningError as e:
+        return {d: e for d in devs}
+    return {d: e if isinstance(e, TuningError) else e.gid_index for d, e in got.items()}
+
+
 def resolve_gids(pairs: list[Pair], hosts: dict[str, Host], workers: int = 4) -> dict[GidKey, int | TuningError]:
     """The RoCEv2 IPv4 GID index of every NIC the pairs use (:func:`resolve_ends`, indexes only).
 
