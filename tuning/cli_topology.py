@@ -124,6 +124,11 @@ def _root_arg(value: object) -> str:
 GPU_TYPE = typer.Option(None, "--gpu-type", parser=_gpu_type_arg,
                         help="gres Type= (default: from the GPU model, NVIDIA H100 80GB HBM3 -> h100).")
 ROOT = typer.Option("/", "--root", parser=_root_arg, help="With --local: the sysfs/procfs root (an existing directory).")
+LOCAL = typer.Option(False, "--local", help="Discover THIS host with NVML and sysfs instead of over SSH (HOST then "
+                     "only supplies the profile).")
+NCCL_ENV = typer.Option(False, "--nccl-env", help="Print only the NCCL environment a job should use on HOST "
+                        "(NCCL_IB_HCA, NCCL_IB_GID_INDEX read from the node, NCCL_IB_TC: the tuned class), as "
+                        "export lines (--json: JSON).")
 
 
 def topology(host: Optional[str] = typer.Argument(None, help="A node of the inventory (e.g. node01)."),
@@ -132,12 +137,7 @@ def topology(host: Optional[str] = typer.Argument(None, help="A node of the inve
              as_json: bool = typer.Option(False, "--json", help="Print map, CPU plan and gres lines as JSON."),
              gres: bool = typer.Option(False, "--gres", help="Print only the Slurm gres.conf lines."),
              gpu_type: Optional[str] = GPU_TYPE,
-             local: bool = typer.Option(False, "--local", help="Discover THIS host with NVML and sysfs "
-                                        "instead of over SSH (HOST then only supplies the profile)."),
-             root: str = ROOT,
-             nccl: bool = typer.Option(False, "--nccl-env", help="Print only the NCCL environment a job "
-                                       "should use on HOST (NCCL_IB_HCA, NCCL_IB_GID_INDEX read from the "
-                                       "node, NCCL_IB_TC: the tuned class), as export lines (--json: JSON).")) -> None:
+             local: bool = LOCAL, root: str = ROOT, nccl: bool = NCCL_ENV) -> None:
     """Print a node's GPU <-> NIC <-> NUMA <-> CPU map (nearest NIC per GPU, its link class
     PIX/PXB/PHB/NODE/SYS from `nvidia-smi topo -m`, a flag for a rail whose NIC sits behind another
     PCIe switch or NUMA node than its GPU) and the per-GPU CPU plan of the profile's `cpu:` section.
