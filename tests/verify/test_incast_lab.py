@@ -112,3 +112,39 @@ def test_incast_caught_lossy_then_passes_with_pfc_and_ecn(lab_inventory: Path, t
     assert 'classname="fabtune.verify.incast" name="leaf01: 3-&gt;node01:mlx5_0"' in junit.read_text() or \
         'name="leaf01: 3-&gt;node01:mlx5_0" classname="fabtune.verify.incast"' in junit.read_text()
     assert "incast round 1/1: leaf01: 3->node01:mlx5_0" in res.stderr
+
+
+def test_a_leaf_no_incast_can_prove_is_a_finding_and_fails_where_required(lab_inventory: Path, tmp_path: Path):
+    """A tuned lab, then a change of node01 and node02 alone rolled out with leaf01: leaf01's incast
+    would have one same-rail sender among the tuned selection (node02), so it cannot run. The report
+    names it (finding ``incast-not-run``) instead of a progress line only; with the policy's
+    ``incast.required`` the verification fails and the change is rolled back."""
+    from tuning.model.policy import IncastPolicy, RolloutPolicy
+
+    domains = {"mtu", "nic_qos", "switch", "sysctl"}
+    rep = engine.run(inventory.load(lab_inventory), Options(mode="apply", journal_dir=tmp_path / "t", verify=False,
+                                                            domains=domains))
+    assert rep.outcome == "applied", rep.errors
+    for node in ("node01", "node02"):  # one sysctl changed on these two only
+        hv = lab_inventory / "host_vars" / f"{node}.yml"
+        hv.write_text(hv.read_text() + "sysctl:\n  net.core.rmem_max: 134217728\n")
+
+    def rollout(required: bool, journal: Path):
+        return engine.run(inventory.load(lab_inventory), Options(
+            mode="rollout", journal_dir=journal, domains=domains, rails=(0,), limit=["node01", "node02", "leaf01"],
+            policy=RolloutPolicy(incast=IncastPolicy(required=required))))
+
+    rep = rollout(False, tmp_path / "a")
+    assert rep.outcome == "kept" and rep.incast == [], (rep.outcome, rep.errors)
+    found = {f["device"]: f for f in rep.findings if f["code"] == "incast-not-run"}
+    assert sorted(found) == ["leaf01", "leaf02"], found  # the two leaves node01's and node02's NICs reach
+    assert found["leaf01"]["domain"] == "verify"
+    assert found["leaf01"]["message"] == ("no k-to-1 incast could run on leaf01 (fewer than 2 same-rail senders on "
+                                          "other tuned nodes): its lossless class was not proven under congestion")
+    res = subprocess.run([sys.executable, "-m", "tuning", "rollback", rep.run_id, "--journal-dir", str(tmp_path / "a")],
+                         capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stdout + res.stderr
+    rep = rollout(True, tmp_path / "b")
+    assert rep.outcome == "rolled-back", (rep.outcome, rep.errors)
+    assert any(f["code"] == "incast-not-run" and "(incast.required: the verification fails)" in f["message"]
+               for f in rep.findings), rep.findings

@@ -75,11 +75,15 @@ class PolicyThresholds(BaseModel):
 
 
 class IncastPolicy(BaseModel):
-    """The k-to-1 incast check per changed leaf (:mod:`tuning.verify.incast`): ``k`` senders (2..16)."""
+    """The k-to-1 incast check per changed leaf (:mod:`tuning.verify.incast`): ``k`` senders (2..16).
+    A leaf no incast can prove (fewer than 2 same-rail senders on other nodes) is the finding
+    ``incast-not-run`` in the report; with ``required`` it also fails the verification (a check that
+    ran nothing does not pass)."""
 
     model_config = _STRICT
     enabled: bool = True
     k: int = Field(4, ge=2, le=16)
+    required: bool = False
 
 
 class RolloutPolicy(BaseModel):

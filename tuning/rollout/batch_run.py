@@ -316,16 +316,29 @@ def _incast(s: "Session", report: RunReport, progress: Progress, r: "Run", b: Ba
     sub = Inventory(s.inv.path, {n: d for n, d in s.inv.devices.items() if not d.kind.endpoint or n in eligible},
                     s.inv.policy)
     incasts = [inc for inc in plan_incasts(sub, r.incast_pending, r.policy.incast.k) if len(inc.senders) >= 2]
-    last = is_last(r, b)
-    if not incasts:
-        if last:
-            progress(f"no incast possible on {', '.join(sorted(r.incast_pending))} (fewer than 2 same-rail senders)")
-        return True
-    hosts = s.node_hosts({inc.receiver for inc in incasts} | {n for inc in incasts for n, _ in inc.senders})
-    ok, results = run_incasts(incasts, hosts, expect, progress)
-    r.incast_pending -= {inc.leaf for inc in incasts}
-    report.incast += [{**asdict(x), "batch": b.index} for x in results]
+    ok = True
+    if incasts:
+        hosts = s.node_hosts({inc.receiver for inc in incasts} | {n for inc in incasts for n, _ in inc.senders})
+        ok, results = run_incasts(incasts, hosts, expect, progress)
+        r.incast_pending -= {inc.leaf for inc in incasts}
+        report.incast += [{**asdict(x), "batch": b.index} for x in results]
+    if is_last(r, b) and r.incast_pending:  # no batch is left to prove these leaves
+        return _incast_not_run(report, progress, sorted(r.incast_pending), r.policy.incast.required) and ok
     return ok
+
+
+def _incast_not_run(report: RunReport, progress: Progress, leaves: list[str], required: bool) -> bool:
+    """Leaves no incast could prove: one ``incast-not-run`` finding each in the report (the lossless
+    class was not shown under congestion); False when the policy's ``incast.required`` says a
+    check that ran nothing must fail."""
+    why = "fewer than 2 same-rail senders on other tuned nodes"
+    progress(f"no incast possible on {', '.join(leaves)} ({why})" + ("; incast.required: FAILED" if required else ""))
+    report.findings += [{"device": leaf, "domain": "verify", "code": "incast-not-run",
+                         "message": f"no k-to-1 incast could run on {leaf} ({why}): its lossless class was not "
+                                    "proven under congestion" + (" (incast.required: the verification fails)"
+                                                                  if required else ""),
+                         "evidence": "policy incast.required: " + str(required).lower()} for leaf in leaves]
+    return not required
 
 
 def _sync(report: RunReport, j: Journal) -> None:

@@ -68,8 +68,10 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
             b.index: (pairs if len(batches) == 1 else verify_pairs(inv, opts.rails, b.devices))
             for b in batches} if verified else {})
         _execute(s, inv, opts, s.states, plans, report, progress, r)
-        if report.outcome in (RunOutcome.APPLIED, RunOutcome.KEPT):
-            report.findings = findings_after(s, opts.domains, report, progress)
+        if report.outcome in (RunOutcome.APPLIED, RunOutcome.KEPT):  # the verification's own findings stay
+            own = [f for f in report.findings if f.get("domain") == "verify"]
+            report.findings = [f for f in findings_after(s, opts.domains, report, progress)
+                               if f.get("domain") != "verify"] + own
         return report
     finally:
         s.close()
