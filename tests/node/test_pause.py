@@ -20,7 +20,12 @@ def test_pause_on_beside_pfc_is_reported_with_its_direction(node_lab):
     n = Node(node_lab, "node01")  # lab profile: PFC on priority 3, global_pause "report"
     try:
         state = node.collect(n.host, n.dev, only={"pause", "nic_qos"})
-        assert node.findings(n.dev, state) == []  # untuned NICs: PFC is off, pause is their only flow control
+        # untuned NICs (PFC off now): judged against the PFC the plan sets, as a --domain pause plan is
+        untuned = node.findings(n.dev, state)
+        assert [(f.code, f.message.split(":")[0]) for f in untuned] == [
+            (code, netdev) for netdev in NETDEVS for code in ("global-pause-rx", "global-pause-tx")]
+        assert untuned[0].evidence == ("ethtool -a: rx on tx on; PFC priorities [3] (planned: profile "
+                                       "nic_qos.pfc_priority; mlnx_qos now [])")
         assert [c for c in node.plan(n.dev, state) if c.domain == "pause"] == []  # report only: no change
         pfc = "; ".join(f"mlnx_qos -i {d} --pfc 0,0,0,1,0,0,0,0 >/dev/null" for d in NETDEVS)
         assert n.host.run(pfc).rc == 0  # PFC on priority 3, as the profile's nic_qos sets it
@@ -33,10 +38,10 @@ def test_pause_on_beside_pfc_is_reported_with_its_direction(node_lab):
                               "throttle this NIC on every priority")
         assert tx.message == ("enp12s0np0: 802.3x pause TX on beside PFC (priority 3): this NIC pauses its peer "
                               "(the switch port) on every priority")
-        assert rx.evidence == "ethtool -a: rx on tx on; PFC priorities [3] (mlnx_qos)"
-        # without the NIC's QoS read, PFC comes from the profile and says so
+        assert rx.evidence == "ethtool -a: rx on tx on; PFC priorities [3] (planned: profile nic_qos.pfc_priority)"
+        # without the NIC's QoS read: the same findings, from the same planned PFC
         alone = node.findings(n.dev, node.collect(n.host, n.dev, only={"pause"}))
-        assert alone[0].evidence == "ethtool -a: rx on tx on; PFC priorities [3] (profile nic_qos.pfc_priority)"
+        assert [(f.code, f.message, f.evidence) for f in alone] == [(f.code, f.message, f.evidence) for f in found]
     finally:
         n.close()
 

@@ -4,9 +4,10 @@
 With PFC on the lossless priority, global pause must be off: RX on lets the switch port's pause
 frames stop every priority of the NIC, TX on makes the NIC pause everything the switch sends it
 (NVIDIA's RoCE configuration guides turn it off). mlx5 loads with both on. Pause on beside PFC is
-always reported with its direction (``global-pause-rx`` / ``global-pause-tx``); PFC is read from the
-NIC (``mlnx_qos``, when domain ``nic_qos`` was collected) or else taken from the profile
-(``nic_qos.pfc_priority``). It is changed only with ``pause.global_pause: off``: key
+always reported with its direction (``global-pause-rx`` / ``global-pause-tx``), against the PFC the
+plan leaves: the profile's ``nic_qos.pfc_priority`` when fabtune manages the NIC's QoS (the plan sets
+it, so an untuned NIC is reported before its PFC is on, whichever domains were collected), else the
+NIC's own PFC as ``mlnx_qos`` reads it (when domain ``nic_qos`` was collected). It is changed only with ``pause.global_pause: off``: key
 ``pause/<netdev>`` = ``rx off tx off``. The value does not survive a reboot (the driver loads with
 its defaults), so the domain is re-applied by the boot script.
 
@@ -34,18 +35,24 @@ def _pause(facts: NodeFacts, netdev: str) -> PauseParams | None:
 
 
 def _pfc(spec: NodeSpec, facts: NodeFacts, netdev: str) -> tuple[list[int], str]:
-    """PFC priorities of the NIC and where they come from (the NIC's mlnx_qos, else the profile)."""
+    """PFC priorities of the NIC once the plan is applied, and where they come from: the profile's
+    (planned) when it manages the NIC's QoS, with what ``mlnx_qos`` reads now when it differs; else
+    the NIC's own (``mlnx_qos``)."""
+    now: list[int] | None = None
     raw = decode(facts.raw.get(f"mlnx_qos/{netdev}", ABSENT))
     if raw != ABSENT:
         try:
             st = parse("mlnx_qos", raw)
             if not getattr(st, "failure", None):
-                return list(st.pfc_priorities), "mlnx_qos"
+                now = list(st.pfc_priorities)
         except ParseError:
             pass
-    if spec.nic_qos is None:
+    if spec.nic_qos is not None:
+        planned = [spec.nic_qos.pfc_priority]
+        return planned, "planned: profile nic_qos.pfc_priority" + (f"; mlnx_qos now {now}" if now not in (None, planned) else "")
+    if now is None:
         return [], "not read (mlnx_qos unavailable) and not in the profile (nic_qos unset)"
-    return [spec.nic_qos.pfc_priority], "profile nic_qos.pfc_priority"
+    return now, "mlnx_qos"
 
 
 class PauseDomain(Domain):
