@@ -156,13 +156,22 @@ def _set_depths(tree: Tree) -> None:
     visit("all", 0, ["all"])
 
 
+def _owner(folder: Path) -> int | None:
+    """The uid that owns an inventory folder: its files are read only as that user could
+    (:func:`tuning.model.yamlfile.read_bytes`); None when the folder cannot be stat'ed."""
+    try:
+        return folder.stat().st_uid
+    except OSError:
+        return None
+
+
 def parse_tree(path: Path) -> Tree:
     """Read ``hosts.yaml`` into groups and hosts.
 
     Raises:
         InputError: not a mapping of groups, a list where a mapping belongs, a bad name, a cycle.
     """
-    data = read_yaml(path)
+    data = read_yaml(path, _owner(path.parent))
     tree = Tree(path)
     if not isinstance(data, dict) or not data:
         raise InputError(str(path), "-", "top level must be a mapping of groups (all: {children: ...})")
@@ -207,6 +216,7 @@ class VarsCache:
 
     def __init__(self, inv: Path):
         self.inv = inv
+        self.owner = _owner(inv)
         self._data: dict[Path, dict] = {}
         self._files: dict[tuple[str, str], list[Path]] = {}  # a group's files, looked up once per load
 
@@ -217,7 +227,7 @@ class VarsCache:
             self._files[folder, name] = vars_files(self.inv, folder, name)
         for path in self._files[folder, name]:
             if path not in self._data:
-                data = read_yaml(path)
+                data = read_yaml(path, self.owner)
                 if not isinstance(data, dict):
                     raise InputError(str(path), "-", f"is a {type(data).__name__}; allowed: a mapping of variables")
                 self._data[path] = _var_names(str(path), "", data)

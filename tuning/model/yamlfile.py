@@ -8,7 +8,9 @@ only warns (``DUPLICATE_YAML_DICT_KEY``); fabtune refuses them, since the kept v
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import stat
 from pathlib import Path
 from typing import Any
@@ -115,20 +117,45 @@ def _kind(mode: int) -> str | None:
     return None if stat.S_ISREG(mode) else next((w for f, w in kinds if f(mode)), "not a regular file")
 
 
-def read_bytes(path: Path) -> bytes:
+def _may_read(st: os.stat_result, uid: int) -> bool:
+    """Whether user ``uid`` may read a file of ``st`` by its mode bits (root always; the owner by
+    u+r; a member of its group, primary or supplementary, by g+r; anyone else by o+r)."""
+    if uid == 0:
+        return True
+    if st.st_uid == uid:
+        return bool(st.st_mode & stat.S_IRUSR)
+    try:
+        member = pwd.getpwuid(uid).pw_gid == st.st_gid or pwd.getpwuid(uid).pw_name in grp.getgrgid(st.st_gid).gr_mem
+    except KeyError:  # a uid or gid with no name: no membership known
+        member = False
+    return bool(st.st_mode & (stat.S_IRGRP if member else stat.S_IROTH))
+
+
+def read_bytes(path: Path, owner: int | None = None) -> bytes:
     """The bytes of a regular file (symlinks followed), never blocking: a FIFO, socket or device
     is refused before it is opened (a FIFO would wait for a writer forever), and again on the
     opened descriptor (``O_NONBLOCK``) in case the path changed in between.
 
+    ``owner``: the uid the file is read for (an inventory's owner). When fabtune runs as another
+    user (root on someone's inventory), a file that user could not read is refused: a link planted
+    in an inventory (``group_vars/all.yml -> /etc/shadow``) must not make fabtune read for them
+    what they cannot (the mode bits of the file itself are judged, not its folders).
+
     Raises:
-        InputError: not a regular file, or unreadable.
+        InputError: not a regular file, unreadable, or not readable by ``owner``.
     """
     try:
         kind = _kind(os.stat(path).st_mode)
         if kind is None:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
             with os.fdopen(fd, "rb") as f:
-                kind = _kind(os.fstat(f.fileno()).st_mode)
+                st = os.fstat(f.fileno())
+                kind = _kind(st.st_mode)
+                if kind is None and owner is not None and owner != os.geteuid() and not _may_read(st, owner):
+                    raise InputError(str(path), "-", f"uid {owner}, who owns the inventory, may not read it "
+                                     f"(owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}); fabtune reads "
+                                     "an inventory's files only as its owner could (a link to another user's file "
+                                     "is refused)")
                 if kind is None:
                     return f.read()
     except OSError as e:
@@ -136,14 +163,14 @@ def read_bytes(path: Path) -> bytes:
     raise InputError(str(path), "-", f"is {kind}; allowed: a regular YAML file")
 
 
-def read_yaml(path: Path) -> Any:
-    """The data of one YAML (or JSON) file; an empty file is ``{}``.
+def read_yaml(path: Path, owner: int | None = None) -> Any:
+    """The data of one YAML (or JSON) file; an empty file is ``{}``. ``owner``: as :func:`read_bytes`.
 
     Raises:
         InputError: unreadable, not a regular file, not UTF-8, not YAML, a duplicate key, too deep, recursive.
     """
     try:
-        text = read_bytes(path).decode("utf-8")
+        text = read_bytes(path, owner).decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(str(path), f"byte {e.start}", "not UTF-8 text; allowed: a UTF-8 YAML file") from None
     loader = _Loader(text)
