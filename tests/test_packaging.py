@@ -86,5 +86,5 @@ def test_the_installed_wheel_renders_and_plans_offline_as_the_checkout(wheel: Pa
     # the lab without its extra: one line that says what to install, nothing started
     shutil.copytree(REPO / "inventory" / "lab", tmp_path / "lab", ignore=shutil.ignore_patterns(".*"))
     up = _run([venv / "bin" / "fabtune", "lab", "up", "-i", tmp_path / "lab"], env=env, cwd=tmp_path)
-    assert (up.returncode, up.stdout) == (1, "") and up.stderr.startswith("fabtune: error: the lab needs "), up.stderr
+    assert (up.returncode, up.stdout) == (2, "") and up.stderr.startswith("fabtune: error: the lab needs "), up.stderr
     assert "pip install 'fabtune[lab]'" in up.stderr and not (tmp_path / "lab" / ".state" / "lab.pid").exists()

@@ -136,6 +136,14 @@ class PendingCommitError(TuningError):
     exit_code = 2
 
 
+class SetupError(TuningError):
+    """This installation or host lacks what the command needs before it can start: an optional
+    extra (``pip install 'fabtune[lab]'``), a free port, a lab not already running there. Nothing
+    was done; fix the setup and run again (exit 2, as bad input: never a device's failure)."""
+
+    exit_code = 2
+
+
 class VerifyError(TuningError):
     """Verification failed or regressed against the baseline."""
 

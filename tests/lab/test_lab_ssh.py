@@ -8,7 +8,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from tuning.errors import TuningError
+from tuning.errors import SetupError
 from tuning.lab import controller
 from tuning.lab.fabric import Fabric, default_fabric
 
@@ -119,5 +119,5 @@ def test_other_user_is_refused(lab):
 
 def test_second_up_says_the_lab_runs(lab):
     state, fabric = lab
-    with pytest.raises(TuningError, match="already running"):
+    with pytest.raises(SetupError, match="already running"):
         controller.up(state, fabric)

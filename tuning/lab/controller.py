@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from tuning.errors import TuningError
+from tuning.errors import SetupError, TuningError
 from tuning.lab import keys, privileges, toolserver
 from tuning.lab.fabric import Fabric, default_fabric
 from tuning.lab.sysroot import build_sysroot
@@ -173,22 +173,22 @@ def up(state_dir: Path, fabric: Fabric | None = None) -> None:
         fabric: the fabric to run; :func:`tuning.lab.fabric.default_fabric` if None.
 
     Raises:
-        TuningError: the ``lab`` extra is not installed, the lab already runs there, or it did not
-            come up within 30 s (the message carries the tail of ``lab.log``; the daemon is stopped).
+        SetupError: the ``lab`` extra is not installed, the lab already runs there, or its ports are
+            taken (exit 2, nothing started).  TuningError: it did not come up within 30 s (the message carries the tail of ``lab.log``; the daemon is stopped).
     """
     missing = [m for m in LAB_MODULES if importlib.util.find_spec(m) is None]
     if missing:
-        raise TuningError(f"the lab needs {', '.join(missing)}, which this installation lacks: "
+        raise SetupError(f"the lab needs {', '.join(missing)}, which this installation lacks: "
                           "pip install 'fabtune[lab]' (`make demo` installs it)", phase="lab")
     state_dir = state_dir.resolve()
     pid = running_pid(state_dir)
     if pid is not None:
-        raise TuningError(f"the lab is already running in {state_dir} (pid {pid}); "
+        raise SetupError(f"the lab is already running in {state_dir} (pid {pid}); "
                           "run `fabtune lab down` first", phase="lab")
     fabric = fabric or default_fabric()
     busy = [f"{name}:{port}" for name, _kind, port in endpoints(fabric) if port_open(port)]
     if busy:
-        raise TuningError(f"lab ports already in use ({', '.join(busy[:3])}{'...' if len(busy) > 3 else ''}): "
+        raise SetupError(f"lab ports already in use ({', '.join(busy[:3])}{'...' if len(busy) > 3 else ''}): "
                           "another lab is running; stop it with `fabtune lab down -i <its inventory>`", phase="lab")
     argv, extra_env = _daemon_argv(state_dir)
     prepare(state_dir, fabric)
