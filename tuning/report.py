@@ -106,13 +106,33 @@ def _effect(c: dict) -> str:
 
 
 def findings_table(findings: list[dict], title: str = "findings (reported, not changed)") -> Table:
-    """One row per finding (device, domain, code, message, evidence); see tuning.node.base.Finding."""
+    """One row per kind of finding (see tuning.node.base.Finding): findings of one domain and code
+    whose messages differ only in their subject (``enp12s0np0: 802.3x pause RX on ...``) are one row
+    naming the devices and subjects it covers (16 rows per node became 2), so the table grows with
+    the kinds of problem, not with the fleet. ``--json`` keeps every finding."""
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for f in findings:
+        subject, sep, rest = f["message"].partition(": ")
+        groups.setdefault((f["domain"], f["code"], rest if sep and " " not in subject else f["message"]), []).append(f)
     t = Table(title=title, title_justify="left")
     for col in ("device", "domain", "code", "finding", "evidence"):
         t.add_column(col, overflow="fold")
-    for f in findings:
-        t.add_row(f["device"], f["domain"], f["code"], f["message"], _short(f.get("evidence") or ""))
+    for (domain, code, text), items in groups.items():
+        first = items[0]
+        if len(items) == 1:
+            t.add_row(first["device"], domain, code, first["message"], _short(first.get("evidence") or ""))
+            continue
+        subjects = sorted({f["message"].partition(": ")[0] for f in items}) if text != first["message"] else []
+        evidence = {f.get("evidence") or "" for f in items}
+        t.add_row(_names(sorted({f["device"] for f in items})), domain, code,
+                  text + (f" ({len(subjects)}: {_names(subjects)})" if subjects else f" (x{len(items)})"),
+                  _short(first.get("evidence") or "") + (f" (+{len(evidence) - 1} other)" if len(evidence) > 1 else ""))
     return t
+
+
+def _names(names: list[str], shown: int = 4) -> str:
+    """``a, b, c, d`` or ``a, b, c, d, +6 more``."""
+    return ", ".join(names[:shown]) + (f", +{len(names) - shown} more" if len(names) > shown else "")
 
 
 def _irqs_by_nic(items: list[dict]) -> dict[str, list[dict]]:

@@ -53,3 +53,23 @@ def test_plan_prints_the_summary_over_the_threshold_and_every_row_with_detail():
     assert sum("mtu/enp12s0np0" in line for line in detail.splitlines()) == 32  # one per node
     limited = plan("--limit", "gpu-su1-n0*")  # 9 nodes: under the threshold, every row again
     assert "one row per domain" not in limited and sum("mtu/enp12s0np0" in ln for ln in limited.splitlines()) == 9
+
+
+def test_findings_of_one_kind_are_one_row_naming_what_they_cover():
+    from tuning.report import findings_table
+
+    nics = [f"enp{i}s0np0" for i in range(8)]
+    found = [{"device": f"node0{n}", "domain": "pause", "code": code,
+              "message": f"{nic}: 802.3x pause {d} on beside PFC (priority 3): throttles every priority",
+              "evidence": "ethtool -a: rx on tx on; PFC priorities [3]"}
+             for n in (1, 2) for nic in nics for code, d in (("global-pause-rx", "RX"), ("global-pause-tx", "TX"))]
+    found.append({"device": "node01", "domain": "modules", "code": "peermem-unregistered",
+                  "message": "nvidia_peermem is not loaded", "evidence": ""})
+    c = Console(file=io.StringIO(), width=400, highlight=False)
+    c.print(findings_table(found))
+    rows = [line for line in c.file.getvalue().splitlines() if line.startswith("│")]
+    assert len(rows) == 3, rows  # 33 findings: two kinds of pause and one module, a row each
+    assert "│ node01, node02 │ pause   │ global-pause-rx" in rows[0]
+    assert ("802.3x pause RX on beside PFC (priority 3): throttles every priority (8: enp0s0np0, enp1s0np0, "
+            "enp2s0np0, enp3s0np0, +4 more)") in rows[0]
+    assert "nvidia_peermem is not loaded" in rows[2]
