@@ -19,6 +19,7 @@ marks, regression against a like-with-like baseline, the one-line summary) is
 from __future__ import annotations
 
 import math
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
@@ -244,22 +245,27 @@ def verify(pairs: list[Pair], hosts: dict[str, Host], th: Thresholds, baseline: 
     for k, rnd in enumerate(rounds, 1):
         if progress:
             progress(f"verify round {k}/{len(rounds)}: {len(rnd)} pair(s) at once")
-        for i, r in zip(rnd, _measure_round(rnd, pairs, ports, hosts, workers, limit, progress)):
+        t0 = time.monotonic()
+        for i, r in zip(rnd, _measure_round(rnd, pairs, ports, hosts, workers, limit)):
             results[i] = r
+        if progress:  # one line per round, in order (a line per pair, from its thread, came out of order)
+            bad = [pairs[i].name for i in rnd if results[i].error_kind]
+            progress(f"verify round {k}/{len(rounds)}: {len(rnd) - len(bad)}/{len(rnd)} measured in "
+                     f"{time.monotonic() - t0:.1f} s" + (f"; no value from {', '.join(bad[:4])}"
+                                                        f"{f' and {len(bad) - 4} more' if len(bad) > 4 else ''}"
+                                                        if bad else ""))
     done = [r for r in results if r is not None]
     return judge(done, th, baseline, absolute), done
 
 
 def _measure_round(rnd: list[int], pairs: list[Pair], ports: list[int], hosts: dict[str, Host], workers: int,
-                   limit: float, progress: Callable[[str], None] | None) -> list[PairResult]:
+                   limit: float) -> list[PairResult]:
     """Measure the pairs ``rnd`` (indexes into ``pairs``, ``ports`` alike) at once, on up to
     ``workers`` threads, after one read of the round's ends (:func:`resolve_ends`); results in
     ``rnd`` order."""
     ends = resolve_ends([pairs[i] for i in rnd], hosts, round_workers(len(hosts), workers), limit)
 
     def run(i: int) -> PairResult:
-        if progress:
-            progress(f"verify {i + 1}/{len(pairs)} {pairs[i].name} ({pairs[i].path})")
         return measure(pairs[i], hosts, ports[i], ends, limit)
 
     with ThreadPoolExecutor(max_workers=round_workers(len(rnd), workers)) as ex:
