@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the stand-ins ~3 ms
@@ -25,17 +26,113 @@ from tuning.cpulist import parse_hex_mask as parse_cpumask  # noqa: F401
 if TYPE_CHECKING:  # the stand-ins import this module: keep their start-up stdlib-only and small
     from tuning.lab.fabric import Nic, Node
 
-#: Initial sysctl values of an untuned node (key -> value as the file holds it).
-SYSCTL_DEFAULTS = {
-    "net.core.rmem_max": "212992",
-    "net.core.wmem_max": "212992",
-    "net.core.netdev_max_backlog": "1000",
-    "net.ipv4.tcp_mtu_probing": "0",
-    "kernel.numa_balancing": "1",
-    "vm.zone_reclaim_mode": "0",
-    "net.ipv4.conf.all.arp_ignore": "0",
-    "net.ipv4.conf.all.arp_announce": "0",
+INT_MAX = 2**31 - 1
+#: TCP congestion controls Debian builds as modules (``CONFIG_TCP_CONG_*=m``): setting one as the
+#: default loads it (``tcp_ca_find_autoload``, root), and it joins ``tcp_available_congestion_control``
+CC_MODULES = ("bic", "westwood", "htcp", "highspeed", "hybla", "vegas", "nv", "scalable", "lp", "veno",
+              "yeah", "illinois", "dctcp", "cdg", "bbr")
+
+#: The sysctls of an untuned lab node: ``key -> (value as the file holds it, handler)``.
+#:
+#: Values are the defaults of Linux 6.1 as Debian 12 (bookworm) builds it (``linux-image-6.1.0-*-amd64``,
+#: ``CONFIG_HZ=250``, ``CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y``) before any ``sysctl.d`` file is read
+#: (the lab node's ``etc/sysctl.d`` is empty): only keys whose default does not depend on the memory
+#: size or the CPU count (``tcp_mem``, ``tcp_max_syn_backlog``, ``min_free_kbytes``, ``file-max`` and
+#: ``pid_max`` are left out, as are keys a distribution's ``sysctl.d`` or patches change).
+#: The handler is what the kernel's ``ctl_table`` entry accepts, a tuple:
+#:
+#: - ``("int", N, LO, HI)``: ``proc_dointvec[_minmax]`` of N ints, ``extra1``/``extra2`` as LO/HI (plain
+#:   ``proc_dointvec``: the int range). Whitespace-separated decimals; one out of LO..HI or not a number:
+#:   EINVAL, nothing stored; fewer than N values replace the first ones, more are ignored; the file
+#:   reads them back tab-separated.
+#: - ``("uint", N, LO, HI)``: ``proc_dou8vec_minmax`` / ``proc_douintvec[_minmax]`` (a ``-`` is EINVAL).
+#: - ``("ports", 2, 1, 65535)``: ``ipv4_local_port_range``: as ``int``, then EINVAL unless
+#:   low <= high and low >= ``ip_unprivileged_port_start`` (1024).
+#: - ``("cc",)``: ``proc_tcp_congestion_control``: a registered name or one of :data:`CC_MODULES`
+#:   (loaded on the way), else ENOENT.
+#: - ``("ro",)``: mode 0444, no write handler: EACCES, root too.
+SYSCTLS: dict[str, tuple[str, tuple]] = {
+    # net/core/sysctl_net_core.c; minimum SOCK_MIN_RCVBUF 2304 / SOCK_MIN_SNDBUF 4608 (x86_64 sk_buff)
+    "net.core.rmem_max": ("212992", ("int", 1, 2304, INT_MAX)),
+    "net.core.wmem_max": ("212992", ("int", 1, 4608, INT_MAX)),
+    "net.core.rmem_default": ("212992", ("int", 1, 2304, INT_MAX)),
+    "net.core.wmem_default": ("212992", ("int", 1, 4608, INT_MAX)),
+    "net.core.netdev_max_backlog": ("1000", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "net.core.somaxconn": ("4096", ("int", 1, 0, INT_MAX)),
+    "net.core.optmem_max": ("20480", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "net.core.netdev_budget": ("300", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "net.core.netdev_budget_usecs": ("8000", ("int", 1, 0, INT_MAX)),  # 2 * USEC_PER_SEC / HZ
+    "net.core.dev_weight": ("64", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "net.core.busy_poll": ("0", ("int", 1, 0, INT_MAX)),
+    "net.core.busy_read": ("0", ("int", 1, 0, INT_MAX)),
+    # net/ipv4/sysctl_net_ipv4.c, net/ipv4/tcp.c tcp_init (tcp_rmem[1] 131072 since 5.4)
+    "net.ipv4.tcp_rmem": ("4096\t131072\t6291456", ("int", 3, 1, INT_MAX)),
+    "net.ipv4.tcp_wmem": ("4096\t16384\t4194304", ("int", 3, 1, INT_MAX)),
+    "net.ipv4.tcp_mtu_probing": ("0", ("uint", 1, 0, 255)),
+    "net.ipv4.tcp_base_mss": ("1024", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "net.ipv4.tcp_timestamps": ("1", ("uint", 1, 0, 255)),
+    "net.ipv4.tcp_sack": ("1", ("uint", 1, 0, 255)),
+    "net.ipv4.tcp_window_scaling": ("1", ("uint", 1, 0, 255)),
+    "net.ipv4.tcp_slow_start_after_idle": ("1", ("uint", 1, 0, 255)),
+    "net.ipv4.tcp_no_metrics_save": ("0", ("uint", 1, 0, 255)),
+    "net.ipv4.tcp_moderate_rcvbuf": ("1", ("uint", 1, 0, 255)),
+    "net.ipv4.tcp_autocorking": ("1", ("uint", 1, 0, 255)),
+    "net.ipv4.tcp_ecn": ("2", ("uint", 1, 0, 255)),  # 0..2 only in later kernels
+    "net.ipv4.tcp_tw_reuse": ("2", ("uint", 1, 0, 2)),
+    "net.ipv4.tcp_syncookies": ("1", ("uint", 1, 0, 255)),
+    "net.ipv4.tcp_fastopen": ("1", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "net.ipv4.tcp_fin_timeout": ("60", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "net.ipv4.tcp_keepalive_time": ("7200", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "net.ipv4.tcp_keepalive_intvl": ("75", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "net.ipv4.tcp_keepalive_probes": ("9", ("uint", 1, 0, 255)),
+    "net.ipv4.tcp_notsent_lowat": ("4294967295", ("uint", 1, 0, 2**32 - 1)),
+    "net.ipv4.tcp_adv_win_scale": ("1", ("int", 1, -31, 31)),
+    "net.ipv4.tcp_congestion_control": ("cubic", ("cc",)),
+    "net.ipv4.tcp_available_congestion_control": ("reno cubic", ("ro",)),
+    "net.ipv4.ip_local_port_range": ("32768\t60999", ("ports", 2, 1, 65535)),
+    "net.ipv4.ip_no_pmtu_disc": ("0", ("uint", 1, 0, 255)),
+    "net.ipv4.udp_rmem_min": ("4096", ("int", 1, 1, INT_MAX)),
+    "net.ipv4.udp_wmem_min": ("4096", ("int", 1, 1, INT_MAX)),
+    "net.ipv4.neigh.default.gc_thresh1": ("128", ("int", 1, 0, INT_MAX)),
+    "net.ipv4.neigh.default.gc_thresh2": ("512", ("int", 1, 0, INT_MAX)),
+    "net.ipv4.neigh.default.gc_thresh3": ("1024", ("int", 1, 0, INT_MAX)),
+    # net/ipv4/devinet.c devinet_conf_proc (proc_dointvec)
+    "net.ipv4.conf.all.arp_ignore": ("0", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "net.ipv4.conf.all.arp_announce": ("0", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "net.ipv4.conf.default.arp_ignore": ("0", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "net.ipv4.conf.default.arp_announce": ("0", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "net.ipv4.conf.all.rp_filter": ("0", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "net.ipv4.conf.default.rp_filter": ("0", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "net.ipv6.conf.all.disable_ipv6": ("0", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "net.ipv6.conf.default.disable_ipv6": ("0", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    # kernel/sched/core.c: numa_balancing extra2 SYSCTL_FOUR since 5.18 (memory tiering)
+    "kernel.numa_balancing": ("1", ("int", 1, 0, 4)),
+    "kernel.sched_autogroup_enabled": ("1", ("int", 1, 0, 1)),
+    "kernel.shmmni": ("4096", ("int", 1, 0, 32768)),  # IPCMNI
+    "kernel.msgmax": ("8192", ("int", 1, 0, INT_MAX)),
+    "kernel.msgmnb": ("16384", ("int", 1, 0, INT_MAX)),
+    "kernel.nmi_watchdog": ("1", ("int", 1, 0, 1)),
+    "kernel.watchdog": ("1", ("int", 1, 0, 1)),
+    "kernel.watchdog_thresh": ("10", ("int", 1, 0, 60)),
+    # mm/: vm_table, page-writeback.c, util.c
+    "vm.swappiness": ("60", ("int", 1, 0, 200)),
+    "vm.zone_reclaim_mode": ("0", ("int", 1, 0, INT_MAX)),
+    "vm.dirty_ratio": ("20", ("int", 1, 0, 100)),
+    "vm.dirty_background_ratio": ("10", ("int", 1, 0, 100)),
+    "vm.dirty_expire_centisecs": ("3000", ("int", 1, 0, INT_MAX)),
+    "vm.dirty_writeback_centisecs": ("500", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "vm.overcommit_memory": ("0", ("int", 1, 0, 2)),
+    "vm.overcommit_ratio": ("50", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "vm.max_map_count": ("65530", ("int", 1, 0, INT_MAX)),
+    "vm.vfs_cache_pressure": ("100", ("int", 1, 0, INT_MAX)),
+    "vm.numa_stat": ("1", ("int", 1, 0, 1)),
 }
+#: Initial sysctl values of an untuned node (key -> value as the file holds it).
+SYSCTL_DEFAULTS = {key: value for key, (value, _) in SYSCTLS.items()}
+#: where the handlers of :data:`SYSCTLS` lie in a sysroot for the ``tee`` stand-in (bash: one line
+#: per key, ``<path under proc/sys> <kind> [N LO HI | module names]``)
+SYSCTL_LIMITS = "run/lab/sysctl-limits"
+
 #: MLNX_OFED ``ecn/roce_rp/<param>`` defaults (ConnectX firmware defaults).
 RP_PARAMS = {
     "clamp_tgt_rate": 0, "clamp_tgt_rate_after_time_inc": 1, "rpg_time_reset": 300,
@@ -106,6 +203,26 @@ def rdma_cm_path(sysroot: Path, dev: str) -> Path:
     return sysroot / "run" / "lab" / "rdma_cm" / f"{dev}.json"
 
 
+def populate_rdma_cm(root: Path, dev: str) -> bool:
+    """``mkdir rdma_cm/<dev>`` as configfs does it (``drivers/infiniband/core/cma_configfs.c``
+    ``make_cma_dev``): the group at once holds ``ports/<p>/default_roce_mode`` and
+    ``default_roce_tos`` with the values the kernel keeps (``run/lab/rdma_cm/<dev>.json``).
+
+    Returns False (nothing created) when ``dev`` is not an RDMA device of the node (the kernel's
+    mkdir fails with ENODEV).
+    """
+    ports = root / "sys/class/infiniband" / dev / "ports"
+    if not ports.is_dir():
+        return False
+    values = read_json(rdma_cm_path(root, dev))
+    for port in sorted(os.listdir(ports)):
+        folder = root / "sys/kernel/config/rdma_cm" / dev / "ports" / port
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in ("default_roce_mode", "default_roce_tos"):
+            (folder / name).write_text(f"{values[name]}\n")
+    return True
+
+
 def read_json(path: Path) -> dict:
     """A private-state JSON file as a dict."""
     return json.loads(path.read_text())
@@ -121,6 +238,42 @@ def write_json(path: Path, data: dict) -> None:
 def sysctl_path(sysroot: Path, key: str) -> Path:
     """``net.core.rmem_max`` -> ``<sysroot>/proc/sys/net/core/rmem_max`` (``/`` keys too)."""
     return sysroot / "proc" / "sys" / key.replace(".", "/")
+
+
+def sysctl_store(sysroot: Path, key: str, value: str) -> tuple[str, str]:
+    """What the kernel makes of a write of ``value`` to sysctl ``key`` (handlers of :data:`SYSCTLS`).
+
+    Returns ``("", text the file then holds)`` or ``(errno text, "")`` (``Invalid argument``,
+    ``No such file or directory``, ``Permission denied``); ``tuning/lab/tools/tee.sh`` does the same
+    from ``run/lab/sysctl-limits``. A key the table does not know takes whitespace-separated integers.
+    May load a congestion control (``tcp_available_congestion_control`` grows).
+    """
+    value = value[:-1] if value.endswith("\n") else value
+    handler = SYSCTLS.get(key.replace("/", "."), ("", ("int", 99, -(2**63), 2**63 - 1)))[1]
+    kind = handler[0]
+    if kind == "ro":
+        return "Permission denied", ""
+    if kind == "cc":
+        avail = sysctl_path(sysroot, "net.ipv4.tcp_available_congestion_control")
+        names = avail.read_text().split()
+        if value not in names:
+            if value not in CC_MODULES:
+                return "No such file or directory", ""
+            avail.write_text(" ".join(names + [value]) + "\n")
+        return "", value + "\n"
+    count, lo, hi = handler[1:]
+    words = value.split()
+    pattern = r"[0-9]{1,18}" if kind == "uint" else r"-?[0-9]{1,18}"
+    if not words or not all(re.fullmatch(pattern, w) for w in words[:count]):
+        return "Invalid argument", ""
+    nums = [int(w) for w in words[:count]]
+    if not all(lo <= n <= hi for n in nums):
+        return "Invalid argument", ""
+    current = sysctl_path(sysroot, key).read_text().split()
+    merged = nums + [int(c) for c in current[len(nums):count]] if count < 99 else nums
+    if kind == "ports" and (merged[1] < merged[0] or merged[0] < 1024):
+        return "Invalid argument", ""
+    return "", "\t".join(map(str, merged)) + "\n"
 
 
 #: more of the sysroot, one builder per node domain of issue 7 ("module:function" called with
@@ -192,8 +345,13 @@ def build_sysroot(root: Path, node: Node) -> None:
     for folder in ("etc/sysctl.d", "etc/systemd/system", "etc/udev/rules.d", "usr/local/sbin",
                    "run/lab/dcb", "run/lab/rdma_cm"):
         (root / folder).mkdir(parents=True, exist_ok=True)
-    for key, value in SYSCTL_DEFAULTS.items():
+    for key, (value, handler) in SYSCTLS.items():
         _put(sysctl_path(root, key), value)
+        if handler[0] == "ro":
+            sysctl_path(root, key).chmod(0o444)
+    _put(root / SYSCTL_LIMITS, "\n".join(
+        " ".join([key.replace(".", "/"), handler[0], *map(str, handler[1:] or (CC_MODULES if handler[0] == "cc" else ()))])
+        for key, (_, handler) in SYSCTLS.items()))
     _put(root / "proc/irq/default_smp_affinity", cpumask_hex(list(range(n)), n))
     for index, nic in enumerate(node.nics):
         _build_pci(root, node, nic)
@@ -305,13 +463,15 @@ def render_interrupts(node: Node) -> str:
 # ---- kernel-derived files kept coherent after each command ----------------------------------
 
 def sync_derived(sysroot: Path) -> None:
-    """Mirror what the kernel derives itself: ``smp_affinity`` <-> ``smp_affinity_list``.
+    """Mirror what the kernel derives itself: ``smp_affinity`` <-> ``smp_affinity_list``, and the
+    configfs ``rdma_cm`` groups (:func:`_sync_rdma_cm`).
 
     A real kernel updates both views of an IRQ's affinity on a write to either; the
     lab's files are plain, so the node server calls this after every command: the
     newer of the two files wins and the other is rewritten (only if it differs).
     Unparsable content is left as written.
     """
+    _sync_rdma_cm(sysroot)
     irq_root = sysroot / "proc" / "irq"
     try:
         n = max(parse_cpulist((sysroot / "sys/devices/system/cpu/online").read_text())) + 1
@@ -325,6 +485,33 @@ def sync_derived(sysroot: Path) -> None:
                 _rewrite(msk, cpumask_hex(parse_cpulist(lst.read_text()), n))
             else:
                 _rewrite(lst, format_cpulist(parse_cpumask(msk.read_text())))
+        except (OSError, ValueError):
+            continue
+
+
+def _sync_rdma_cm(sysroot: Path) -> None:
+    """configfs ``rdma_cm/<dev>`` groups as the kernel keeps them, after a plain ``mkdir``/``echo``:
+    an empty group of an RDMA device gets its attributes (:func:`populate_rdma_cm`), a group of a
+    name that is no RDMA device is removed (the kernel's ``mkdir`` fails, ENODEV), and a populated
+    group's port-1 values are what the kernel keeps past ``rmdir`` (``run/lab/rdma_cm/<dev>.json``).
+    """
+    configfs = sysroot / "sys/kernel/config/rdma_cm"
+    try:
+        groups = list(configfs.iterdir())
+    except OSError:
+        return
+    for group in groups:
+        try:
+            dev = group.name
+            if not (group / "ports").is_dir():
+                if not populate_rdma_cm(sysroot, dev) and not any(group.iterdir()):
+                    group.rmdir()
+                continue
+            port = group / "ports/1"
+            values = {"default_roce_mode": (port / "default_roce_mode").read_text().strip(),
+                      "default_roce_tos": int((port / "default_roce_tos").read_text())}
+            if read_json(rdma_cm_path(sysroot, dev)) != values:
+                write_json(rdma_cm_path(sysroot, dev), values)
         except (OSError, ValueError):
             continue
 

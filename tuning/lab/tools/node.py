@@ -11,12 +11,11 @@ procps-ng sysctl, Mellanox/mlnx-tools ``mlnx_qos``, ``cma_roce_tos``,
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 
 from tuning.lab.sudo import is_privileged
-from tuning.lab.sysroot import rdma_cm_path, read_json, sysctl_path, write_json
+from tuning.lab.sysroot import populate_rdma_cm, rdma_cm_path, sysctl_path, sysctl_store, write_json
 
 MLX5_MIN_MTU, MLX5_MAX_MTU = 68, 9978
 IP_DETAILS = ("promiscuity 0 allmulti 0 minmtu 68 maxmtu 9978 addrgenmode eui64 numtxqueues 760 "
@@ -119,14 +118,13 @@ def _ip_link_show(root: Path, args: list[str], details: bool) -> int:
 
 # ---- sysctl (procps-ng) ---------------------------------------------------------------------
 
-#: what proc_dointvec / proc_doulongvec accept: whitespace-separated decimal numbers
-_NUMBERS = re.compile(r"-?[0-9]+(?:[ \t]+-?[0-9]+)*")
-
 def sysctl(argv: list[str]) -> int:
     """``sysctl [-n] [-q] [-e] [-w] KEY[=VALUE]...``, ``sysctl -p [FILE]``, ``sysctl --system``.
 
     A write echoes ``key = value`` (unless ``-q``); ``-n`` prints values only. Unknown
-    key: ``sysctl: cannot stat /proc/sys/<path>: No such file or directory``, exit 1.
+    key: ``sysctl: cannot stat /proc/sys/<path>: No such file or directory``, exit 1. A value the
+    kernel's handler refuses (``tuning.lab.sysroot.SYSCTLS``): ``sysctl: setting key "KEY": <strerror>``
+    (``Invalid argument``; an unknown congestion control ``No such file or directory``), exit 1.
     """
     root, flags, ops, files = _sysroot(), set(), [], []
     args = list(argv)
@@ -166,9 +164,12 @@ def _sysctl_one(root: Path, op: str, flags: set) -> int:
         return 0
     if not os.access(path, os.W_OK):
         return _fail(f"sysctl: permission denied on key '{key}'", 1)
-    if not _NUMBERS.fullmatch(value.strip()):  # every lab sysctl is an int or int vector (proc_dointvec)
-        return _fail(f'sysctl: setting key "{key}": Invalid argument', 1)
-    path.write_text(value.strip() + "\n")
+    err, stored = sysctl_store(root, key, value.strip() + "\n")  # procps writes "%s\n"
+    if err == "Permission denied":  # fopen fails (EACCES): procps-ng 3.x's text
+        return _fail(f"sysctl: permission denied on key '{key}'", 1)
+    if err:  # the write fails: xwarn, "setting key" and strerror
+        return _fail(f'sysctl: setting key "{key}": {err}', 1)
+    path.write_text(stored)
     if "q" not in flags:
         print(value.strip() if "n" in flags else f"{key} = {value.strip()}")
     return 0
@@ -231,23 +232,6 @@ def cma_roce_tos(argv: list[str]) -> int:
     if created:
         _rmtree(group)
     return 0
-
-
-def populate_rdma_cm(root: Path, dev: str) -> bool:
-    """``mkdir rdma_cm/<dev>`` as configfs does it: the group gets ``ports/<p>/`` files.
-
-    Returns False (nothing created) when ``dev`` is not an RDMA device of the node.
-    """
-    ports = root / "sys/class/infiniband" / dev / "ports"
-    if not ports.is_dir():
-        return False
-    values = read_json(rdma_cm_path(root, dev))
-    for port in sorted(os.listdir(ports)):
-        folder = root / "sys/kernel/config/rdma_cm" / dev / "ports" / port
-        folder.mkdir(parents=True, exist_ok=True)
-        for name in ("default_roce_mode", "default_roce_tos"):
-            (folder / name).write_text(f"{values[name]}\n")
-    return True
 
 
 def _rmtree(folder: Path) -> None:
