@@ -196,6 +196,9 @@ def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR
     and the spines, partners taken from the whole inventory. When the inventory expects lossless
     RoCE, a k-to-1 incast per leaf (of the selection) is judged too: loss, PFC pauses, CNPs, shares.
 
+    --json prints the report document --report-json writes (schema tuning/reports/report.schema.json:
+    pairs, incast, verify_ok, outcome, exit_code).
+
     Example: fabtune verify -i inventory/lab --limit node01 --json
     """
     from tuning.reports import verify_report
@@ -211,8 +214,8 @@ def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR
                                            limit or None, incast=not no_incast)
         code = rec.done(verify_report(ok, results, time.monotonic() - t0, incasts),
                         baseline=load_baseline(journal_dir, inv.path) or {})
-    if as_json:
-        print(json.dumps({"ok": ok, "pairs": results, "incast": incasts}, indent=2))
+    if as_json:  # the one report document, as --report-json writes it (tuning/reports/report.schema.json)
+        print(json.dumps(rec.document(), indent=2, default=str))
     else:
         out.print(verify_table(results, "verification"))
         for r in incasts:

@@ -77,9 +77,12 @@ def test_zero_pairs_refused_inventory_change_rolled_back_and_low_mtu_fails(lab_i
     res = _run("apply", *jd)
     assert res.returncode == 0, res.stderr
     (inv / ".state/nodes/node02/sysroot/sys/class/net/enp12s0np0/mtu").write_text("1500\n")
-    res = _run("verify", "--rail", "0", "--json", *jd)
+    res = _run("verify", "--rail", "0", "--json", "--report-json", str(tmp_path / "verify.json"), *jd)
     assert res.returncode == 1, res.stderr
-    pairs = {p["pair"]: p for p in json.loads(res.stdout)["pairs"]}
+    doc = json.loads(res.stdout)  # one document: what --report-json writes, schema and all
+    assert doc == json.loads((tmp_path / "verify.json").read_text())
+    assert (doc["command"], doc["verify_ok"], doc["exit_code"]) == ("verify", False, 1)
+    pairs = {p["pair"]: p for p in doc["pairs"]}
     low = pairs["node01:mlx5_0->node02:mlx5_0"]
     assert low["verdict"] == "fail" and low["mtu_bytes"] == 1024 and low["mtu_allowed"] == 4096
     assert "RoCE active MTU 1024 B where every hop allows 4096 B" in low["reasons"][0]
