@@ -49,7 +49,7 @@ def test_a_rebooted_node_and_a_pending_commit_are_reset_too(lab_inventory: Path)
     power_on_fabric = snapshot_fabric(lab_inventory)
     node = Node(lab_inventory, "node01")
     try:
-        node.host.run("sysctl -w net.core.rmem_max=1234")
+        assert node.host.run("sysctl -w net.core.rmem_max=4608").rc == 0  # a change the reset must undo
         node.reboot()  # a fresh sysroot: every path of node01 has a new inode
     finally:
         node.close()

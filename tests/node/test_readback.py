@@ -51,7 +51,10 @@ def test_irqbalance_rewriter_fails_apply_naming_key_wanted_and_read(node_lab):
 
 
 def test_plan_reports_running_irqbalance_and_stop_is_restored(node_lab):
-    n = Node(node_lab, "node03")  # irqbalance: stop (default); the agent of the previous test runs
+    # irqbalance: stop (the default); its own agent, as xdist's work stealing may run this test
+    # without the previous one (which leaves one running) or before it
+    inject(node_lab / ".state", "node03", "irqbalance")
+    n = Node(node_lab, "node03")
     try:
         changes = n.plan()
         svc = [c for c in changes if c.domain == "services"]

@@ -66,12 +66,13 @@ def test_shell_is_not_root_and_debugfs_is_root_only(lab_inventory):
 
 def test_become_runs_the_same_commands_as_root(lab_inventory, node01):
     root = _sysroot(lab_inventory, "node01")
-    res = node01.run(f"echo 7 > {RMEM} && sysctl -w net.core.wmem_max=9 && cma_roce_tos -d mlx5_0 -t 106 "
+    # values the kernel takes (rmem_max / wmem_max are at least SOCK_MIN_RCVBUF / SOCK_MIN_SNDBUF)
+    res = node01.run(f"echo 8192 > {RMEM} && sysctl -w net.core.wmem_max=9216 && cma_roce_tos -d mlx5_0 -t 106 "
                      "&& mlnx_qos -i enp12s0np0 --pfc 0,0,0,1,0,0,0,0 >/dev/null && ip link set dev enp12s0np0 mtu 9000")
     assert res.command.startswith("sudo -n -u root -- /bin/bash -c ")
-    assert (res.rc, res.stdout, res.stderr) == (0, "net.core.wmem_max = 9\n106\n", "")
-    assert (root / "proc/sys/net/core/rmem_max").read_text() == "7\n"
-    assert (root / "proc/sys/net/core/wmem_max").read_text() == "9\n"
+    assert (res.rc, res.stdout, res.stderr) == (0, "net.core.wmem_max = 9216\n106\n", "")
+    assert (root / "proc/sys/net/core/rmem_max").read_text() == "8192\n"
+    assert (root / "proc/sys/net/core/wmem_max").read_text() == "9216\n"
     assert (root / "sys/class/net/enp12s0np0/mtu").read_text() == "9000\n"
     assert "\tenabled     0   0   0   1   0   0   0   0   " in node01.run("mlnx_qos -i enp12s0np0", privileged=False).stdout
 
