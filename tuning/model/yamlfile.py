@@ -125,7 +125,8 @@ def _may_read(st: os.stat_result, uid: int) -> bool:
     if st.st_uid == uid:
         return bool(st.st_mode & stat.S_IRUSR)
     try:
-        member = pwd.getpwuid(uid).pw_gid == st.st_gid or pwd.getpwuid(uid).pw_name in grp.getgrgid(st.st_gid).gr_mem
+        user = pwd.getpwuid(uid)
+        member = user.pw_gid == st.st_gid or user.pw_name in grp.getgrgid(st.st_gid).gr_mem
     except KeyError:  # a uid or gid with no name: no membership known
         member = False
     return bool(st.st_mode & (stat.S_IRGRP if member else stat.S_IROTH))

@@ -89,9 +89,14 @@ def class_args(tos: int | None) -> str:
     return "" if tos is None else f" --tclass={int(tos)}"
 
 
+def pair_tests(pair: Pair) -> dict[str, tuple[str, str]]:
+    """:data:`TESTS` as this pair runs them: each tool's arguments with the pair's traffic class
+    (:func:`class_args`); what runs and what ``params`` records come from here alone."""
+    return {k: (tool, args + class_args(pair.tos)) for k, (tool, args) in TESTS.items()}
+
+
 def _run_one(server: Host, client: Host, tool: str, args: str, s_gid: int, c_gid: int,
              pair: Pair, port: int, timeout_s: float = PAIR_TIMEOUT_S):
-    args += class_args(pair.tos)
     srv = server.start(f"{tool} -d {pair.server_nic.rdma_device} -i 1 -x {s_gid} {args} -p {port}")
     # perftest prints this banner once it listens; a client started earlier finds no server
     srv.read_until("Waiting for client to connect", timeout=min(BANNER_S, timeout_s))
@@ -175,7 +180,7 @@ def measure(pair: Pair, hosts: dict[str, Host], port: int = BASE_PORT,
     if not 1 <= port <= 65534:
         raise ValueError(f"perftest port {port}: outside 1..65534")
     out = PairResult.of(pair)
-    out.params = {k: run_params(tool, args + class_args(pair.tos)) for k, (tool, args) in TESTS.items()}
+    out.params = {k: run_params(tool, args) for k, (tool, args) in pair_tests(pair).items()}
     try:
         ends = gids if gids is not None else resolve_ends([pair], hosts, 2, timeout_s)
         s_end = end_of(ends, pair.server, pair.server_nic.rdma_device)
@@ -202,12 +207,13 @@ def _run_tests(out: PairResult, pair: Pair, hosts: dict[str, Host], gids: tuple[
     ``port + 1``; ``gids``: (server, client) GID index. A test without a value stops there
     (:func:`no_result`: ``error_kind`` and ``error`` set); TuningError (DeviceTimeout) propagates."""
     server, client = hosts[pair.server], hosts[pair.client]
-    tool, args = TESTS["bw"]
+    tests = pair_tests(pair)
+    tool, args = tests["bw"]
     bw = _run_one(server, client, tool, args, *gids, pair, port, timeout_s)
     if (why := no_result(bw, tool)) is not None:
         return _failed(out, *why)
     out.bw_gbps, out.mtu_bytes = bw.best_bw_gbps(), bw.mtu_bytes
-    tool, args = TESTS["lat"]
+    tool, args = tests["lat"]
     lat = _run_one(server, client, tool, args, *gids, pair, port + 1, timeout_s)
     if (why := no_result(lat, tool)) is not None:
         return _failed(out, *why)
