@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from tuning.errors import InputError
 from tuning.model.layout import VARS_EXTENSIONS
-from tuning.model.settings import expand_ports
 
 if TYPE_CHECKING:
     from tuning.inventory import Device
@@ -46,7 +45,7 @@ def check_cabling(devices: dict[str, Device], hosts_file: Path) -> None:
             if sw is None or not sw.kind.fabric:
                 raise InputError(src, f"nics.{i}.switch", f"{nic.switch!r} is not a switch of this inventory; "
                                                           f"allowed: {switches}")
-            if nic.switch_port not in expand_ports(sw.spec.ports):
+            if nic.switch_port not in sw.spec.port_names():
                 raise InputError(src, f"nics.{i}.switch_port", f"{nic.switch}:{nic.switch_port} is not in "
                                  f"{nic.switch}'s ports ({', '.join(sw.spec.ports)})")
             other = seen.setdefault((nic.switch, nic.switch_port), f"{dev.name}:{nic.netdev}")

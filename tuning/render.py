@@ -13,7 +13,6 @@ Rendering is pure: the same inventory gives the same bytes.
 from __future__ import annotations
 
 from tuning.inventory import Device
-from tuning.model.settings import expand_ports
 from tuning.switch import driver_class
 from tuning.node.files import NODE_FILES, node_files_from_plan  # noqa: F401 (re-exported)
 from tuning.templating import render_template, templates_dir  # noqa: F401 (re-exported)
@@ -25,7 +24,7 @@ def switch_context(dev: Device) -> dict:
     spec = dev.spec
     role = "spine" if "spines" in dev.groups else "leaf"
     ports = []
-    for name in expand_ports(spec.ports):
+    for name in spec.port_names():
         ports.append({"name": name, "mtu": spec.port_mtu_overrides.get(name, spec.port_mtu), "description": ""})
     roce = spec.roce.model_dump() if spec.roce else None
     return {"name": dev.name, "role": role, "ports": ports, "roce": roce}

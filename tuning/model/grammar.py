@@ -36,7 +36,6 @@ _SYSCTL_NAME = re.compile(r"[a-z0-9_]+(\.[A-Za-z0-9_-]+)+")
 _SYSCTL_INTS = re.compile(r"-?[0-9]{1,20}( -?[0-9]{1,20}){0,15}")
 _SYSCTL_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+-]{0,63}")
 _CPULIST = re.compile(r"[0-9]{1,9}(-[0-9]{1,9})?(,[0-9]{1,9}(-[0-9]{1,9})?)*")
-_PORT = re.compile(r"swp[0-9]{1,4}(s[0-9]{1,2})?")
 _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 _ADDRESS = re.compile(r"[A-Za-z0-9_.:-]{1,253}")
 _USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}")
@@ -100,10 +99,15 @@ def check_cpulist(value: object) -> str:
 
 
 def check_port_name(value: object) -> str:
-    """One switch port (``swp1``, ``swp1s0``)."""
-    v = _need_str(value, "a port like swp1 or swp1s0")
-    if not _PORT.fullmatch(v):
-        raise ValueError(f"{v!r} is not a port like swp1 or swp1s0")
+    """One switch port of any switch OS fabtune drives (NVUE ``swp1``, ``swp1s0``; EOS ``Ethernet1``,
+    ``Ethernet3/1/1``: :data:`tuning.model.platforms.SWITCH_PORTS`); the switch's own OS is checked
+    with the switch (:class:`tuning.model.settings.SwitchSpec`)."""
+    from tuning.model.platforms import SWITCH_PORTS
+
+    forms = list(dict.fromkeys(SWITCH_PORTS.values()))
+    v = _need_str(value, "a switch port like " + " or ".join(f.example.split(",")[0] for f in forms))
+    if not any(f.matches(v) for f in forms):
+        raise ValueError(f"{v!r} is not a port like " + "; ".join(f.example for f in forms))
     return v
 
 

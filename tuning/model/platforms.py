@@ -2,17 +2,54 @@
 registry (:func:`tuning.switch.driver_class`) and the target registry (:mod:`tuning.targets`) read.
 
 A switch platform names its OS driver class as ``module:Class`` (imported when first used, so a
-node-only run never imports a switch OS's SSH library). ``cumulus_linux`` is Ansible's
-``ansible_network_os`` name of the same NVUE OS (Cumulus Linux 5.x).
+node-only run never imports a switch OS's SSH library) and its :class:`PortForm`: how the OS names
+a port and which port MTUs it takes, checked at load before any device is contacted.
+``cumulus_linux`` is Ansible's ``ansible_network_os`` name of the same NVUE OS (Cumulus Linux 5.x).
 """
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PortForm:
+    """How one switch OS names its ports and which port MTU it takes.
+
+    Attributes:
+        pattern: one port name (full match), e.g. ``swp[0-9]{1,4}(s[0-9]{1,2})?``.
+        example: the names and ranges an error message offers (``swp1, swp1s0 or swp1-16``).
+        mtu_min / mtu_max: the port MTU range in bytes the OS accepts; ``mtu_max`` is also a
+            switch's ``port_mtu`` when the inventory names none (the largest frame the OS passes).
+        source: where the range comes from (vendor document or transcript).
+    """
+
+    pattern: str
+    example: str
+    mtu_min: int
+    mtu_max: int
+    source: str
+
+    def matches(self, name: str) -> bool:
+        """True when ``name`` is one port of this OS."""
+        return re.fullmatch(self.pattern, name) is not None
+
+
+_NVUE_PORTS = PortForm(r"swp[0-9]{1,4}(s[0-9]{1,2})?", "swp1, swp1s0 or a range like swp1-16", 552, 9216,
+                       "`nv set interface swp1 link mtu ?` prints (integer:552 - 9216), Cumulus Linux 5.x")
+_EOS_PORTS = PortForm(r"Ethernet[0-9]{1,3}(/[0-9]{1,3}){0,2}", "Ethernet1, Ethernet3/1/1 or a range like Ethernet1-16",
+                      68, 9214, "Arista EOS User Manual, Ethernet interfaces: `mtu` 68..9214 bytes (routed port); "
+                      "shared/cases/cli/eos__errors_invalid_incomplete_ambiguous.txt refuses 10000")
 
 #: switch platform -> its driver (a SwitchDriver class, or its ``module:Class`` path)
 SWITCH_DRIVERS: dict[str, object] = {
     "nvue": "tuning.switch.nvue:NvueDriver",
     "cumulus_linux": "tuning.switch.nvue:NvueDriver",
+    "eos": "tuning.switch.eos:EosDriver",
 }
+#: switch platform -> how it names ports and which MTUs it takes
+SWITCH_PORTS: dict[str, PortForm] = {"nvue": _NVUE_PORTS, "cumulus_linux": _NVUE_PORTS, "eos": _EOS_PORTS}
 #: node platforms (every node is a Linux host reached over SSH today)
 NODE_PLATFORMS: tuple[str, ...] = ("linux",)
 
@@ -26,3 +63,8 @@ def check_switch_platform(value: object) -> str:
     if not isinstance(value, str) or value not in SWITCH_DRIVERS:
         raise ValueError(f"{value!r:.40} is not a switch platform fabtune drives; allowed: {', '.join(SWITCH_DRIVERS)}")
     return value
+
+
+def port_form(platform: str) -> PortForm:
+    """The :class:`PortForm` of switch ``platform`` (NVUE's for a platform registered without one)."""
+    return SWITCH_PORTS.get(platform, _NVUE_PORTS)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 
 from tuning.model import grammar
 from tuning.model.node_tuning import CpuSpec, FirmwareSpec, KernelSpec, ModulesSpec, PauseSpec, PcieSpec
-from tuning.model.platforms import check_switch_platform
+from tuning.model.platforms import check_switch_platform, port_form
 
 #: strict types: a YAML ``true`` is not the priority 1, ``22.5`` is not the port 22
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -210,24 +210,16 @@ class SwitchRoce(BaseModel):
         return self
 
 
-class SwitchPort(BaseModel):
-    """One switch port: ``swp1`` and its MTU in bytes (NVUE range 552..9216)."""
-
-    model_config = _STRICT
-    name: PortName
-    mtu: int = Field(ge=552, le=9216)
-    description: str = ""
-
-
 class SwitchSpec(BaseModel):
     """Desired state of a switch.
 
     Attributes:
         platform: network OS driver name, one of :data:`tuning.model.platforms.SWITCH_DRIVERS`
-            (``nvue`` or ``cumulus_linux``: Cumulus Linux 5.x NVUE).
-        port_mtu: MTU of every listed port, bytes (NVUE accepts 552..9216: ``nv set interface
-            swp1 link mtu ?`` prints ``(integer:552 - 9216)``).
-        ports: port names or ranges (``swp1-16``, ``swp31``).
+            (``nvue`` or ``cumulus_linux``: Cumulus Linux 5.x NVUE; ``eos``: Arista EOS).
+        port_mtu: MTU of every listed port, bytes, within the OS's range
+            (:data:`tuning.model.platforms.SWITCH_PORTS`: NVUE 552..9216, EOS 68..9214); default the
+            OS's largest (9216 on NVUE, 9214 on EOS).
+        ports: port names or ranges in the OS's names (``swp1-16``, ``swp31``; ``Ethernet1-16``).
         port_mtu_overrides: per-port MTU where it differs from ``port_mtu``.
         roce: RoCE lossless settings, or None to leave QoS alone ("unmanaged"; refused by
             :func:`tuning.checks.check_qos` when the inventory has nodes, whose PFC needs every hop
@@ -237,35 +229,62 @@ class SwitchSpec(BaseModel):
     model_config = _STRICT
     role: Literal["switch"] = "switch"
     platform: str = "nvue"
-    port_mtu: int = Field(9216, ge=552, le=9216)
+    port_mtu: int = Field(None, ge=68, le=9216)  # type: ignore[assignment]  # None: the OS's largest (_os_defaults)
     ports: list[str] = Field(default_factory=list)
     port_mtu_overrides: dict[PortName, int] = Field(default_factory=dict)
     roce: SwitchRoce | None = SwitchRoce()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _os_defaults(cls, data: object) -> object:
+        """``port_mtu`` not given: the largest the switch's OS takes (an explicit null is refused)."""
+        if isinstance(data, dict) and "port_mtu" not in data:
+            platform = data.get("platform", "nvue")
+            if isinstance(platform, str):
+                data = {**data, "port_mtu": port_form(platform).mtu_max}
+        return data
 
     @field_validator("platform")
     @classmethod
     def _platform(cls, v: str) -> str:
         return check_switch_platform(v)
 
+    @field_validator("port_mtu")
+    @classmethod
+    def _mtu_range(cls, v: int, info: ValidationInfo) -> int:
+        return _os_mtu(v, info.data.get("platform"), "port_mtu")
+
     @field_validator("ports")
     @classmethod
-    def _ports(cls, v: list[str]) -> list[str]:
-        expand_ports(v)
+    def _ports(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        expand_ports(v, info.data.get("platform") or "nvue")
         return v
 
     @field_validator("port_mtu_overrides")
     @classmethod
     def _override_range(cls, v: dict[str, int], info: ValidationInfo) -> dict[str, int]:
+        platform = info.data.get("platform") or "nvue"
         for port, mtu in v.items():
-            if not 552 <= mtu <= 9216:
-                raise ValueError(f"{port}: MTU {mtu} is outside 552..9216 (NVUE range)")
+            _os_mtu(mtu, platform, port)
         ports = info.data.get("ports")  # validated before this field (declared above it)
-        known = set(expand_ports(ports)) if ports else None
+        known = set(expand_ports(ports, platform)) if ports else None
         unknown = [p for p in v if p not in known] if known is not None else []
         if unknown:
             raise ValueError(f"names {', '.join(unknown)}, not a port of this switch (an override of a port it "
                              f"lacks would be dropped in silence); allowed: the ports {', '.join(ports)}")
         return v
+
+    def port_names(self) -> list[str]:
+        """Every port of :attr:`ports`, ranges expanded in the OS's names (:func:`expand_ports`)."""
+        return expand_ports(self.ports, self.platform)
+
+
+def _os_mtu(mtu: int, platform: object, what: str) -> int:
+    """``mtu`` when switch OS ``platform`` takes it as a port MTU. Raises ValueError naming the range."""
+    form = port_form(platform) if isinstance(platform, str) else None
+    if form is not None and not form.mtu_min <= mtu <= form.mtu_max:
+        raise ValueError(f"{what}: MTU {mtu} is outside {form.mtu_min}..{form.mtu_max} ({platform} range: {form.source})")
+    return mtu
 
 
 DeviceSpec = Union[NodeSpec, SwitchSpec]
@@ -275,26 +294,30 @@ DeviceSpec = Union[NodeSpec, SwitchSpec]
 MAX_PORTS = 1024
 
 
-def expand_ports(specs: list[str]) -> list[str]:
-    """Expand NVUE-style port ranges: ``["swp1-3", "swp31", "swp1s0"]`` -> ``["swp1", "swp2", "swp3", "swp31", "swp1s0"]``.
+def expand_ports(specs: list[str], platform: str = "nvue") -> list[str]:
+    """Expand port ranges in the names of switch OS ``platform``: NVUE ``["swp1-3", "swp31", "swp1s0"]``
+    -> ``["swp1", "swp2", "swp3", "swp31", "swp1s0"]``; EOS ``["Ethernet1-2", "Ethernet3/1"]`` ->
+    ``["Ethernet1", "Ethernet2", "Ethernet3/1"]`` (a range counts up the last number).
 
     Raises:
-        ValueError: a name that is neither ``swpN``, ``swpNsM`` nor ``swpA-B``.
+        ValueError: a name that is not one of the OS's ports, or a range that is empty or wider
+            than :data:`MAX_PORTS`.
     """
     import re
 
+    form = port_form(platform)
     out: list[str] = []
     for spec in specs:
         for part in (p.strip() for p in str(spec).split(",")):
-            m = re.fullmatch(r"swp(\d+)(?:-(\d+))?", part)
-            if m and m.group(2) and int(m.group(2)) - int(m.group(1)) >= MAX_PORTS:
+            m = re.fullmatch(r"(.*?)(\d+)-(\d+)", part)
+            if m and int(m.group(3)) - int(m.group(2)) >= MAX_PORTS:
                 raise ValueError(f"{part!r} spans more than {MAX_PORTS} ports")
-            if re.fullmatch(r"swp\d+s\d+", part):
-                names = [part]
-            elif m and (not m.group(2) or int(m.group(2)) >= int(m.group(1))):
-                names = [f"swp{n}" for n in range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1)]
+            if m and int(m.group(3)) >= int(m.group(2)):
+                names = [f"{m.group(1)}{n}" for n in range(int(m.group(2)), int(m.group(3)) + 1)]
             else:
-                raise ValueError(f"{part!r} is not a port like swp1, swp1s0 or a range like swp1-16")
+                names = [part]
+            if not all(form.matches(n) for n in names):
+                raise ValueError(f"{part!r} is not a port like {form.example} (switch platform {platform})")
             out += [n for n in names if n not in out]
     return out
 

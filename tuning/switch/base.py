@@ -18,8 +18,12 @@ Typical use (the engine's switch transaction)::
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
+
+from tuning.errors import CommandError, ParseError, TuningError
 
 
 @dataclass(frozen=True)
@@ -220,3 +224,13 @@ class SwitchDriver(ABC):
         from tuning.templating import render_template
 
         return render_template(cls.template, switch=switch)
+
+
+@contextmanager
+def as_step_error(error: type[TuningError], name: str, phase: str) -> Iterator[None]:
+    """Reading the device inside a transaction step fails as that step: a CommandError or
+    ParseError raised inside becomes ``error`` (e.g. CommitError) naming the device's text."""
+    try:
+        yield
+    except (CommandError, ParseError) as exc:
+        raise error(f"reading the device failed: {exc}", host=name, phase=phase) from exc

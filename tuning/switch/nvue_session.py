@@ -1,6 +1,8 @@
-"""The NVUE driver's SSH session: netmiko ``cumulus_linux`` over paramiko, host keys checked.
+"""The switch drivers' SSH session: netmiko over paramiko (``cumulus_linux`` for NVUE,
+``arista_eos`` for EOS), host keys checked.
 
-Imported only when a session opens (:meth:`tuning.switch.nvue.NvueDriver.open`), so the commands
+Imported only when a session opens (:meth:`tuning.switch.nvue.NvueDriver.open`,
+:meth:`tuning.switch.eos.EosDriver.open`), so the commands
 that contact no device (``render``, ``plan --offline``) load no SSH library (about 0.3 s a run).
 """
 
@@ -39,11 +41,12 @@ class _CutAwareChannel(SSHChannel):
         return super().read_buffer()
 
 
-def connect(host: str, port: int, username: str, key_file: Path | None, known_hosts: Path):
-    """A netmiko ``cumulus_linux`` connection, public-key login, the host key checked against
+def connect(host: str, port: int, username: str, key_file: Path | None, known_hosts: Path,
+            device_type: str = "cumulus_linux"):
+    """A netmiko connection of ``device_type``, public-key login, the host key checked against
     ``known_hosts`` only. Raises one of :data:`OPEN_ERRORS`."""
     conn = ConnectHandler(
-        device_type="cumulus_linux", host=host, port=port, username=username,
+        device_type=device_type, host=host, port=port, username=username,
         use_keys=True, key_file=str(key_file) if key_file else None, ssh_strict=True,
         system_host_keys=False, alt_host_keys=True, alt_key_file=str(known_hosts), allow_agent=False)
     conn.channel = _CutAwareChannel(conn.remote_conn, conn.encoding)

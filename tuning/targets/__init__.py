@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 
 from tuning.errors import InputError
-from tuning.model.platforms import NODE_PLATFORMS, SWITCH_DRIVERS
+from tuning.model.platforms import NODE_PLATFORMS, SWITCH_DRIVERS, SWITCH_PORTS, PortForm
 from tuning.targets.base import DeviceJournal, Target, journaled_connection, pause_for_test  # noqa: F401
 
 #: (role, platform) -> Target class, or its ``module:Class`` path until first resolved; a switch
@@ -30,10 +30,13 @@ def register(role: str, platform: str, cls: type | str) -> None:
     _REGISTRY[(role, platform)] = cls
 
 
-def register_switch_os(platform: str, driver: type | str) -> None:
+def register_switch_os(platform: str, driver: type | str, ports: "PortForm | None" = None) -> None:
     """A new switch OS: its driver (a :class:`tuning.switch.base.SwitchDriver` class or its
-    ``module:Class``), served by the SwitchTarget; the inventory then accepts ``platform``."""
+    ``module:Class``), served by the SwitchTarget, and how it names ports
+    (:class:`tuning.model.platforms.PortForm`; default NVUE's); the inventory then accepts ``platform``."""
     SWITCH_DRIVERS[platform] = driver
+    if ports is not None:
+        SWITCH_PORTS[platform] = ports
 
 
 def _entries() -> dict[tuple[str, str], type | str]:

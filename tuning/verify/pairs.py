@@ -87,11 +87,10 @@ def allowed_roce_mtu(netdev_mtus: list[int], port_mtus: list[int]) -> int:
 def _port_mtu(switches: dict[str, Device], nic, listed: dict[str, set[str]]) -> list[int]:
     """The inventory's MTU of the leaf port ``nic`` is cabled to ([] when the inventory has none);
     ``listed`` caches each switch's expanded ``ports``."""
-    from tuning.model.settings import expand_ports
 
     sw = switches.get(nic.switch)
     if sw is not None and sw.name not in listed:
-        listed[sw.name] = set(expand_ports(sw.spec.ports))
+        listed[sw.name] = set(sw.spec.port_names())
     if sw is None or nic.switch_port not in listed[sw.name]:
         return []
     return [sw.spec.port_mtu_overrides.get(nic.switch_port, sw.spec.port_mtu)]

@@ -43,7 +43,6 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from tuning.inventory import Device
-from tuning.model.settings import expand_ports
 from tuning.verify.pairs import (Pair, build_rounds, flow_tos, default_per_node, pair_up, round_robin, spine_pairs_for,
                                  with_mtu_allowed)
 
@@ -153,7 +152,7 @@ def topology_of(nodes: list[Device], switches: list[Device], links=None) -> Topo
     ups = []
     for leaf in leaves:
         if leaf in by_name and spines:
-            free = [p for p in expand_ports(by_name[leaf].spec.ports) if p not in cabled[leaf]]
+            free = [p for p in by_name[leaf].spec.port_names() if p not in cabled[leaf]]
             ups += [Uplink(leaf, p, spines[j % len(spines)]) for j, p in enumerate(free)]
     return Topology(leaves, spines, ups, derived=True)
 
