@@ -22,11 +22,12 @@ from typing import Callable
 
 from tuning.lab import eos_show
 from tuning.lab.eos_config import IF, TXQ, Cursor, Match, ParseError, load_text, parse, short_ifname
-from tuning.lab.eos_show import (COPY_OK, Session, EXEC_GRAMMAR, IN_TIMER, JSON_ACTIONS, MAX_OPEN_SESSIONS, MAX_SESSIONS,
-                                 MODE_GRAMMAR, NO_FILE, NO_SESSION, PRIVILEGED, SESSION_GRAMMAR, TIMER_PENDING,
+from tuning.lab.eos_show import (COPY_OK, EXEC_GRAMMAR, IN_TIMER, JSON_ACTIONS, MAX_OPEN_SESSIONS, MAX_SESSIONS,
+                                 MODE_GRAMMAR, NO_FILE, NO_SESSION, PRIVILEGED, SESSION_GRAMMAR, TIMER_PENDING, Session,
                                  UNCONVERTED, initial_config, seconds)
 from tuning.lab.fabric import Fabric, Switch
 from tuning.lab.nvue_faults import FaultReader
+
 
 class EosSwitch:
     """An Arista EOS switch's configuration engine (no SSH).
@@ -68,10 +69,13 @@ class EosSwitch:
 
     # ----- state ---------------------------------------------------------------------
     def fabric_state(self) -> dict:
-        """The running state in the lab contract's ``switches/<name>.fabric.json`` shape."""
-        return eos_show.fabric_state(self.running, self.ports, self.faults().oper_mtu)
+        """The running state in the lab contract's ``switches/<name>.fabric.json`` shape (operational
+        MTUs: an injected ``oper-mtu`` wins)."""
+        with self.lock:
+            return eos_show.fabric_state(self.running, self.ports, self.faults().oper_mtu)
 
     def _write_fabric_json(self) -> None:
+        """As :meth:`tuning.lab.nvue.NvueSwitch._write_fabric_json`: sorted keys, indent 2, atomic."""
         if self.state_dir is None:
             return
         self._written = self.fabric_state()
