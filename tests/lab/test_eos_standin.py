@@ -237,6 +237,21 @@ def test_checkpoint_replace_write_memory_and_reboot() -> None:
     assert sw.running["interfaces"]["Ethernet1"]["lines"]["mtu"] == "mtu 9100" and not sw.sessions
 
 
+def test_ecn_thresholds_units_and_optional_probability() -> None:
+    sw = leaf(ports=1)
+    term = sw.terminal()
+    typed(term, "enable", "configure", "interface Ethernet1", "tx-queue 3")
+    assert term.run("random-detect ecn minimum-threshold 1 mbytes maximum-threshold 2 mbytes") == ""
+    assert (sw.fabric_state()["roce"]["ecn_min_bytes"], sw.fabric_state()["roce"]["ecn_max_bytes"]) == (1000000, 2000000)
+    assert term.run("random-detect ecn minimum-threshold 10 segments maximum-threshold 20 segments "
+                    "max-mark-probability 101") == "% Invalid input (at token 9: '101')\n"
+    assert term.run("random-detect ecn minimum-threshold 10 segments maximum-threshold 20 segments") == ""
+    roce = sw.fabric_state()["roce"]
+    assert (roce["ecn_tcs"], roce["ecn_min_bytes"], roce["mode"]) == ([3], None, "lossy")  # segments: no byte count
+    assert term.run("no random-detect ecn") == "" and sw.fabric_state()["roce"]["enabled"] is False
+    assert "tx-queue" not in term.run("show running-config")
+
+
 def _eos_host(tmp_path: Path, sw: EosSwitch, port: int):
     """A FakeNOS host on 127.0.0.1:``port`` serving ``sw`` with the lab's shell and SSH server."""
     from fakenos import FakeNOS

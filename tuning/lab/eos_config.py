@@ -186,7 +186,8 @@ def _c(modes: str, pattern: str, slot: str = "", line: str | None = None, action
     return Cmd(tuple(modes.split(",")), pattern, slot, line, action)
 
 
-#: ECN threshold units; EOS also has ``milliseconds`` (not modelled: refused). The threshold ranges
+#: ECN threshold units; EOS also has ``milliseconds`` (not modelled: refused). ``max-mark-probability``
+#: may be left out (avd ethernet-interface-tx-queues.j2 adds it only when set). The threshold ranges
 #: per unit were not found in a public source: the lab takes 1..4294967295 (marked: not verified).
 UNITS = "{kbytes|mbytes|bytes|segments}"
 _ECN = ("random-detect ecn minimum-threshold <1-4294967295> " + UNITS + " maximum-threshold <1-4294967295> "
@@ -233,6 +234,7 @@ CONFIG_GRAMMAR = [
     _c(IF, "no dcbx mode", "dcbx"),
     _c(IF, "tx-queue <0-7>", action="tx_queue"),
     _c(TXQ, _ECN, "ecn", "random-detect ecn minimum-threshold {0} {1} maximum-threshold {2} {3} max-mark-probability {4}"),
+    _c(TXQ, _ECN.rsplit(" max-mark", 1)[0], "ecn", "random-detect ecn minimum-threshold {0} {1} maximum-threshold {2} {3}"),
     _c(TXQ, "no random-detect ecn", "ecn"),
     _c(TXQ, "random-detect ecn count", "ecn count", "random-detect ecn count"),
     _c(TXQ, "no random-detect ecn count", "ecn count"),
