@@ -78,7 +78,7 @@ def _lab_status(sd: Path, as_json: bool = False) -> bool:
 def lab_inject(target: str = typer.Argument(..., help="node01:mlx5_0 or leaf01:swp1"),
                kind: str = typer.Argument("degrade", help="degrade | down | clear | flap | lossy | pcie-width W "
                                           "(NODE:DEV); node: irqbalance | dcbx | gpu-xid N | slow-tools SECONDS; "
-                                          "switch: apply-fails | nvued-down | slow-apply SECONDS | "
+                                          "switch: apply-fails | nvued-down | slow-apply SECONDS | reboot | "
                                           "(SWITCH:PORT) oper-mtu N; node or switch: ssh-cut"),
                value: Optional[str] = typer.Argument(None, help="SECONDS (slow-apply, slow-tools), MTU (oper-mtu), "
                                                      "W (pcie-width) or N (gpu-xid)"),

@@ -93,7 +93,7 @@ def test_confirm_yes_keeps_and_no_rolls_back(sw: NvueSwitch, tmp_path: Path) -> 
     assert fabric_json(tmp_path)["ports"]["swp1"]["mtu"] == 9000
     assert sw.run("nv config apply -y").rc == 1  # a second apply while a confirm is pending
     out(sw, "nv config apply 2 --confirm-yes")
-    assert json.loads(out(sw, "nv config revision -o json"))["2"]["state"] == "applied_and_saved"
+    assert json.loads(out(sw, "nv config revision -o json"))["2"]["state"] == "applied"  # CL 5.8: not saved
     out(sw, "nv set interface swp1 link mtu 1500")
     out(sw, "nv config apply --confirm 10m -y")
     assert out(sw, "nv config apply 3 --confirm-no") == "applied [rev_id: 2]\n"
@@ -152,3 +152,39 @@ def test_parse_duration() -> None:
     assert [parse_duration(t) for t in ("300", "300s", "10m", "1h")] == [300, 300, 600, 3600]
     with pytest.raises(ValueError):
         parse_duration("soon")
+
+
+def test_apply_does_not_save_and_a_reboot_brings_back_startup(sw: NvueSwitch, tmp_path: Path) -> None:
+    """CL 5.8 (the lab's release): apply leaves startup alone; `nv config save` makes it survive a reboot."""
+    assert out(sw, "nv show system config auto-save") == (
+        "        operational  applied\n------  -----------  -------\nenable  off          off\n")
+    out(sw, "nv set interface swp1 link mtu 9000")
+    out(sw, "nv config apply -y")
+    assert out(sw, "nv config diff startup applied") == (
+        "- set:\n    interface:\n      swp1:\n        link:\n          mtu: 9000\n        type: swp\n")
+    assert out(sw, "nv config diff 2 1") == "- unset:\n    interface: {}\n"
+    assert sw.reboot() == 1 and fabric_json(tmp_path)["ports"]["swp1"]["mtu"] == 9216
+    out(sw, "nv config apply 2 -y")
+    assert out(sw, "nv config save") == "saved [rev_id: applied]\n"
+    assert out(sw, "nv config diff startup applied") == ""
+    out(sw, "nv set interface swp1 link mtu 4000")
+    out(sw, "nv config apply --confirm 60s -y")
+    assert sw.reboot() == 2 and fabric_json(tmp_path)["ports"]["swp1"]["mtu"] == 9000
+    assert not sw.confirm and json.loads(out(sw, "nv config revision -o json"))["3"]["state"] != "confirm"
+    assert sw.run("nv config save now").stderr == "Invalid Command: config save now\n"
+
+
+def test_a_release_that_auto_saves(tmp_path: Path) -> None:
+    """CL 5.9+ (auto save on by default), or auto save set on a 5.8: apply and confirm save."""
+    fabric = default_fabric()
+    new = NvueSwitch(fabric.switch("leaf01"), fabric, tmp_path, auto_save=True)
+    assert out(new, "nv show system config auto-save").splitlines()[2] == "enable  on           on"
+    out(new, "nv set interface swp2 link mtu 9000")
+    out(new, "nv config apply --confirm 60s -y")
+    out(new, "nv config apply 2 --confirm-yes")
+    assert out(new, "nv config diff startup applied") == "" and new.reboot() == 2
+    old = NvueSwitch(fabric.switch("leaf02"), fabric, None)
+    out(old, "nv set system config auto-save enable on")
+    out(old, "nv config apply -y")
+    assert out(old, "nv config diff startup applied") == "" and old.auto_save
+    assert out(old, "nv show system config").endswith("auto-save\n  enable     on           on\n")

@@ -14,7 +14,7 @@ from tuning.lab.fabric import fabric_for_inventory
 from tuning.lab.scale import write_inventory
 from tuning.lab.switches import start_switches
 from tuning.targets import switch as switch_ops
-from tuning.switch.nvue import _residue
+from tuning.switch.nvue_text import residue as _residue
 
 pytestmark = pytest.mark.lab
 

@@ -142,6 +142,36 @@ def test_oper_mtu_drift_shows_in_plan_and_fails_the_read_back(sw) -> None:
     assert json.loads(fabric_json.read_text())["ports"]["swp1"]["mtu"] == 9216
 
 
+def _startup_mtu(drv: NvueDriver, inv_dir: Path) -> str:
+    """swp5's MTU after a switch reboot (``fabtune lab inject leaf01 reboot``), read over SSH."""
+    lab_inject(inv_dir, "leaf01", "reboot")
+    return drv.config_settings(drv.running_config()).get("port/swp5/mtu", "")
+
+
+def test_a_confirmed_change_survives_a_switch_reboot(sw) -> None:
+    """Issue 21: CL <= 5.8 does not save on apply; the driver saves on confirm and reads it back."""
+    inv_dir, drv = sw
+    assert drv.auto_saves() is False  # the lab is CL 5.8
+    before = drv.current_revision()
+    _stage(drv, 4200)
+    rev = drv.commit(confirm_within_s=60)
+    assert drv.startup_diff() != ""  # applied, not saved
+    drv.confirm(rev)
+    assert drv.startup_diff() == "" and drv.startup_saved_by == "nv config save"
+    assert _startup_mtu(drv, inv_dir) == "4200" and drv.current_revision() == rev
+    drv.rollback_to(before)  # a restore leaves startup == the restored revision
+    assert drv.startup_diff() == "" and _startup_mtu(drv, inv_dir) != "4200"
+
+
+def test_a_rejected_change_does_not_come_back_after_a_reboot(sw) -> None:
+    inv_dir, drv = sw
+    _stage(drv, 4300)
+    rev = drv.commit(confirm_within_s=60)
+    drv.rollback()
+    assert drv.startup_diff() == "" and drv.current_revision() != rev
+    assert _startup_mtu(drv, inv_dir) != "4300" and drv.current_revision() != rev
+
+
 def test_inject_refuses_bad_switch_faults(module_lab: Path) -> None:
     state = module_lab / ".state"
     for target, kind, value, why in [("leaf01", "slow-apply", None, "needs SECONDS"),

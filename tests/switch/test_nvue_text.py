@@ -107,3 +107,25 @@ def test_candidate_lines_pass_a_grammar_before_any_send(line: str) -> None:
 
     with pytest.raises(CandidateError, match="not an `nv set`/`nv unset` line"):
         NvueDriver("192.0.2.1", username="fabtune").load_candidate(line + "\n")  # never opened: nothing sent
+
+
+@pytest.mark.parametrize("out, on", [
+    ("enable: off\n", False),  # CL 5.4-5.6 (System-Config.md, YAML)
+    ("        operational  applied\n------  -----------  -------\nenable  on           on\n", True),  # CL 5.7+
+    ("state: disabled\n", False),  # the page's latest version
+    ("       operational  applied\n-----  -----------  -------\nstate  enabled      enabled\n", True),
+])
+def test_auto_save_in_each_documented_layout(out: str, on: bool) -> None:
+    from tuning.switch.nvue_text import auto_save
+
+    assert auto_save(out) is on
+
+
+def test_auto_save_refuses_text_without_its_row_and_save_reads_both_forms() -> None:
+    from tuning.errors import ParseError
+    from tuning.switch.nvue_text import SAVED, auto_save
+
+    with pytest.raises(ParseError, match="auto-save"):
+        auto_save("Error: Could not connect to nvued.\n")
+    assert SAVED.search("saved [rev_id: applied]\n") and SAVED.search("saved\n")  # CL 5.x; CL 5.0
+    assert not SAVED.search("Warning: nothing saved\n")

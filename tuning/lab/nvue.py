@@ -10,7 +10,8 @@ Revisions: revision 1 (empty config: every swp at the default MTU 9216, RoCE not
 configured) is applied and saved at start. ``nv config apply`` turns the pending
 tree into revision N+1; ``--confirm TIME`` keeps the previous revision and rolls
 back to it when not confirmed in time (a timer); ``nv config apply <rev>`` re-applies
-an older revision. After every apply, rollback and confirm expiry the applied state
+an older revision. Saving, auto save and reboot (CL 5.8: apply does not save):
+:mod:`tuning.lab.nvue_startup`. After every apply, rollback and confirm expiry the applied state
 is written to ``<state_dir>/switches/<name>.fabric.json`` (atomically).
 """
 
@@ -29,6 +30,7 @@ from typing import Callable
 from tuning.lab.fabric import Fabric, Switch
 from tuning.lab.nvue_faults import FAILED_TO_PREPARE, NVUED_DOWN, PROGRESS_WORD, FaultReader
 from tuning.lab.nvue_config import InvalidCommand, Tree, config_commands, config_diff, parse_path, set_path, unset_path
+from tuning.lab.nvue_startup import LabStartup, Reply, invalid as _invalid
 from tuning.lab.nvue_show import effective_roce, port_table, revision_table, show_interface, show_qos_roce
 
 #: Asks the operator a question (prompt text without newline) and returns the typed answer.
@@ -38,15 +40,6 @@ DEFAULT_CONFIRM_S = 600  # NVUE reference: --confirm defaults to 10 minutes
 _MGMT_WARNING = ("Warning: management interface config is changed. If you are connected with it, "
                  "your conection may be temporary interrupted.\n\n")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What one command printed: stdout, stderr (both with line ends) and exit status."""
-
-    stdout: str = ""
-    stderr: str = ""
-    rc: int = 0
 
 
 @dataclass
@@ -81,18 +74,20 @@ def parse_duration(text: str) -> int:
     return int(m.group(1)) * _UNITS[m.group(2) or "s"]
 
 
-class NvueSwitch:
+class NvueSwitch(LabStartup):
     """A Cumulus Linux 5.x switch's NVUE configuration engine (no SSH).
 
     Args:
         switch: the lab switch (name, ports).  fabric: for LLDP neighbours in ``nv show interface``.
         state_dir: where ``switches/<name>.fabric.json`` is written (None: nowhere).
         clock: seconds since the epoch (tests may inject one).
+        auto_save: the release saves on apply (CL 5.9+); default False, CL 5.8 (:mod:`tuning.lab.nvue_startup`).
     """
 
     def __init__(self, switch: Switch, fabric: Fabric | None = None, state_dir: Path | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, *, auto_save: bool = False) -> None:
         self.name = switch.name
+        self.auto_save_default = auto_save
         self.ports = port_table(switch, fabric)
         self.state_dir = state_dir
         self.clock = clock
@@ -104,6 +99,7 @@ class NvueSwitch:
         self.pending: Tree | None = None
         self.confirm: _Confirm | None = None
         self.faults = FaultReader(state_dir, self.name)  # `fabtune lab inject SWITCH ...`
+        self._booted_at = self.faults().reboot_at  # a `reboot` injected before this power-on is past
         self._written: dict | None = None
         self._write_fabric_json()
 
@@ -148,6 +144,9 @@ class NvueSwitch:
             return Reply(stderr=f"-bash: {words[0] if words else ''}: command not found\n", rc=127)
         with self._lock:
             faults = self.faults()
+            if faults.reboot_at > self._booted_at:  # `fabtune lab inject SWITCH reboot`
+                self._booted_at = faults.reboot_at
+                self.reboot()
             if faults.nvued_down:
                 progress = PROGRESS_WORD if words[1:3] == ["config", "apply"] else ""
                 return Reply(progress + NVUED_DOWN, rc=1)
@@ -161,10 +160,11 @@ class NvueSwitch:
         if head[:1] in (["set"], ["unset"]):
             return self._set(words)
         table: dict[str, Callable[[list[str], Ask], Reply]] = {
-            "config apply": self._faulty_apply, "config diff": lambda w, a: Reply(self._diff()),
+            "config apply": self._faulty_apply,
+            "config diff": lambda w, a: self._diff_revisions(w) if w[2:] else Reply(self._diff()),
             "config detach": self._detach, "config save": self._save,
             "config show": self._show_config, "config revision": self._revision,
-            "show interface": self._show_interface, "show qos": self._show_qos,
+            "show interface": self._show_interface, "show qos": self._show_qos, "show system": self._show_system,
         }
         handler = table.get(" ".join(head))
         if handler is None:
@@ -204,12 +204,6 @@ class NvueSwitch:
     def _detach(self, words: list[str], ask: Ask) -> Reply:
         self.pending = None
         return Reply()
-
-    def _save(self, words: list[str], ask: Ask) -> Reply:
-        self.saved_id = self.applied_id
-        rev = self.revisions[self.applied_id]
-        rev.state = "applied_and_saved" if rev.state == "applied" else rev.state
-        return Reply("saved [rev_id: applied]\n")
 
     def _show_config(self, words: list[str], ask: Ask) -> Reply:
         if words[2:] != ["-o", "commands"]:
@@ -308,8 +302,7 @@ class NvueSwitch:
         rev.date = self._now()
         self.applied_id = rev_id
         if confirm_s is None:
-            rev.state = "applied_and_saved"  # CL >= 5.9 saves on apply
-            self.saved_id = rev_id
+            self.mark_applied(rev)  # saved only when auto save is on (tuning.lab.nvue_startup)
         else:
             rev.state = "confirm"
             self.confirm = _Confirm(rev_id, previous, self.clock() + confirm_s)
@@ -338,8 +331,7 @@ class NvueSwitch:
         if keep:
             self._finish_confirm()
             rev = self.revisions[self.applied_id]
-            rev.state = "applied_and_saved"
-            self.saved_id = rev.rev_id
+            self.mark_applied(rev)
             self._write_fabric_json()
             return Reply(f"applied [rev_id: {rev.rev_id}]\n")
         previous = self._revert_confirm()
@@ -378,6 +370,3 @@ class NvueSwitch:
             if self.confirm is not None and self.confirm.timer is not None:
                 self.confirm.timer.cancel()
 
-
-def _invalid(words: list[str]) -> Reply:
-    return Reply(stderr=f"Invalid Command: {' '.join(words)}\n", rc=1)

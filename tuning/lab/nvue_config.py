@@ -97,7 +97,8 @@ Node = Union[dict, Each, Leaf]
 _ENABLE = Enum(("enable", "disable", "enabled", "disabled"))
 _TC = (0, 7)
 
-#: The part of NVUE the simulator knows (interface link/description, QoS for RoCE, hostname).
+#: The part of NVUE the simulator knows (interface link/description, QoS for RoCE, hostname, auto save:
+#: ``nv set system config auto-save enable on|off``, CL 5.4-5.9 syntax, Set-and-Unset System-Configuration.md).
 GRAMMAR: dict = {
     "interface": Each("interface", {
         "link": {"mtu": Int(552, 9216), "state": Enum(("up", "down"))},
@@ -129,7 +130,7 @@ GRAMMAR: dict = {
             "traffic-class": Each("ids", {"mode": Enum(("dwrr", "strict")), "bw-percent": Int(1, 100)}, *_TC),
         }),
     },
-    "system": {"hostname": Text()},
+    "system": {"hostname": Text(), "config": {"auto-save": {"enable": Enum(("on", "off"))}}},
 }
 
 

@@ -13,6 +13,11 @@ Kinds, persisted like the link faults in ``<state_dir>/fabric.json`` under ``inj
   ``reloading`` run into ``Error: Could not connect to nvued.``; other commands without it).
 - ``SWITCH slow-apply SECONDS``: every ``nv config apply`` waits SECONDS (holding the switch,
   as nvued does) before it acts and answers.
+- ``SWITCH reboot``: one-off; the switch reboots before it answers its next command: a pending
+  commit-confirm and the pending candidate are lost and the startup configuration is applied
+  again (:meth:`tuning.lab.nvue_startup.LabStartup.reboot`). Recorded with the time of the
+  injection (``value``, ns) beside the switch's other fault; SSH sessions stay open (``ssh-cut``
+  cuts them).
 - ``SWITCH:PORT oper-mtu N``: the port's operational MTU is N whatever the applied one is
   (``nv show interface`` and ``switches/<name>.fabric.json`` show N), as in
   nvue_show_interface_link__op_applied_pending_mtu_mismatch.txt.
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +35,7 @@ from tuning.errors import InputError
 from tuning.lab.fabric import Fabric
 
 #: the switch fault kinds (``clear`` is shared with the link faults)
-SWITCH_KINDS = ("apply-fails", "nvued-down", "slow-apply", "oper-mtu")
+SWITCH_KINDS = ("apply-fails", "nvued-down", "slow-apply", "oper-mtu", "reboot")
 
 #: ``nv config apply`` failing in nvued (networkop/cx#6, CL 5.0): reason indented 2 spaces
 FAILED_TO_PREPARE = "Failed to prepare to apply\n  Unrecoverable internal error\n"
@@ -49,12 +55,14 @@ class Faults:
     Attributes:
         apply_fails / nvued_down: the kinds above.  slow_apply_s: seconds every apply waits.
         oper_mtu: port -> operational MTU (bytes) that differs from the applied one.
+        reboot_at: time of the latest ``reboot`` injection (ns since the epoch; 0: none).
     """
 
     apply_fails: bool = False
     nvued_down: bool = False
     slow_apply_s: float = 0.0
     oper_mtu: dict[str, int] = field(default_factory=dict)
+    reboot_at: int = 0
 
 
 def faults_of(injections: list[dict], switch: str) -> Faults:
@@ -63,7 +71,8 @@ def faults_of(injections: list[dict], switch: str) -> Faults:
     oper = {i["target"].split(":", 1)[1]: int(i["value"]) for i in injections
             if i.get("kind") == "oper-mtu" and str(i.get("target", "")).startswith(f"{switch}:")}
     slow = kinds.get("slow-apply", {}).get("value", 0)
-    return Faults("apply-fails" in kinds, "nvued-down" in kinds, float(slow or 0), oper)
+    return Faults("apply-fails" in kinds, "nvued-down" in kinds, float(slow or 0), oper,
+                  int(kinds.get("reboot", {}).get("value", 0)))
 
 
 class FaultReader:
@@ -136,7 +145,11 @@ def inject_switch(path: Path, fabric: Fabric, target: str, kind: str, value: str
         was = _port_mtu(path.parent, target, entry["value"] if kind == "oper-mtu" else old.get("applied"))
         if kind == "oper-mtu":
             entry["applied"] = old.get("applied") if old.get("kind") == "oper-mtu" else was
-    fabric.injections = [i for i in fabric.injections if i.get("target") != target]
+    if kind == "reboot" and value is None:
+        entry["value"] = time.time_ns()  # one-off: beside the target's other fault, replacing an older reboot
+        fabric.injections = [i for i in fabric.injections if (i.get("target"), i.get("kind")) != (target, kind)]
+    else:
+        fabric.injections = [i for i in fabric.injections if i.get("target") != target]
     if kind != "clear":
         fabric.injections.append(entry)
     fabric.save(path)

@@ -5,7 +5,9 @@ shared/cases/cli/nvue_*.txt): ``nv set`` per candidate line, ``nv config diff``,
 ``nv config apply [--confirm Ns] -y``, ``nv config apply <rev> --confirm-yes``,
 ``nv config revision -o json`` (a pending confirm has ``state: confirm``),
 ``nv config revision --applied -o json``, ``nv config detach``, ``nv config apply <rev> -y``
-(rollback), ``nv config show -o commands``, ``nv show interface``, ``nv show qos roce``.
+(rollback), ``nv config show -o commands``, ``nv show interface``, ``nv show qos roce``; after a
+confirm and a restore, ``nv config diff startup applied`` and ``nv config save`` where the startup
+differs (:mod:`tuning.switch.nvue_startup`: CL up to 5.8 does not save on apply).
 
 netmiko rules (shared/NOTES.md): ``send_command`` per command, the candidate written in one
 ``write_channel``; never ``send_config_set`` or ``save_config`` (no config mode on NVUE;
@@ -28,11 +30,12 @@ from tuning.errors import (CandidateError, CommandError, CommitConfirmError, Com
 from tuning.parsers import parse
 from tuning.switch import nvue_keys, nvue_text as text
 from tuning.switch.base import Capabilities, RoceState, SwitchDriver, SwitchState
+from tuning.switch.nvue_startup import NvueStartup
 
 _PROMPT_END = r"[$#]\s*$"
 
 
-class NvueDriver(SwitchDriver):
+class NvueDriver(NvueStartup, SwitchDriver):
     """One NVUE switch session.
 
     Every command is checked for its own success text and for the failure texts of
@@ -201,7 +204,8 @@ class NvueDriver(SwitchDriver):
     def load_candidate(self, config: str, *, replace: bool = False) -> None:
         """Stage every ``nv set``/``nv unset`` line, all written at once and read back until one
         prompt per line (shared/NOTES.md: ~0.06 s instead of ~3.4 s for 51 lines). Their echo may
-        come back cut and repeated (:func:`_residue`); only text of the switch's own is an error.
+        come back cut and repeated (:func:`tuning.switch.nvue_text.residue`); only text of the
+        switch's own is an error.
 
         Raises:
             CandidateError: a line that is not ``nv set``/``nv unset``, a failure text (naming the
@@ -217,8 +221,8 @@ class NvueDriver(SwitchDriver):
             out = self._batch(lines)
             why = text.failure(out)
             if why:
-                raise CandidateError(f"rejected `{_culprit(lines, why)}`: {why}", host=self.name, phase="apply")
-            extra = _residue(out, lines, self._conn.base_prompt)
+                raise CandidateError(f"rejected `{text.culprit(lines, why)}`: {why}", host=self.name, phase="apply")
+            extra = text.residue(out, lines, self._conn.base_prompt)
             if extra:
                 raise CandidateError(f"`nv set` printed {extra[:120]!r} (it prints nothing on success)",
                                      host=self.name, phase="apply")
@@ -316,7 +320,8 @@ class NvueDriver(SwitchDriver):
 
     def confirm(self, revision: str | None = None) -> None:
         """Keep ``revision`` (default: this session's commit, else the pending one) and prove it:
-        afterwards it must be the applied revision and no longer wait for a confirm.
+        afterwards it must be the applied revision, no longer wait for a confirm, and be the startup
+        configuration (:meth:`save_startup`: saved where the switch did not save it on apply).
 
         Raises:
             CommitConfirmError: nothing to confirm, the device's failure text, or the revision is
@@ -342,10 +347,12 @@ class NvueDriver(SwitchDriver):
                 f"revision {rev} is not kept: the applied revision is {applied} and {rev} is "
                 f"{states.get(rev, 'unknown')!r} (the confirm window ran out or the switch went back)",
                 host=self.name, phase="confirm")
+        self.save_startup(rev, phase="confirm", error=CommitConfirmError)
 
     def rollback(self) -> None:
         """Reject a pending commit-confirm (``--confirm-no``), else re-apply the revision from before
-        this session's commit; read back either way. Raises RollbackError."""
+        this session's commit; read back either way, and the restored revision made the startup
+        configuration (:meth:`save_startup`). Raises RollbackError."""
         try:
             pending = self._pending_confirms()
         except (CommandError, ConnectError, ParseError) as exc:
@@ -360,6 +367,7 @@ class NvueDriver(SwitchDriver):
             if rev in left or applied == rev:
                 raise RollbackError(f"rejecting revision {rev} left it applied ({applied}, pending: {left})",
                                     host=self.name, phase="restore")
+            self.save_startup(applied, phase="restore", error=RollbackError)
             return
         before = self._tx["before"]
         if before is None:
@@ -379,6 +387,7 @@ class NvueDriver(SwitchDriver):
         if now != str(revision):
             raise RollbackError(f"re-applying revision {revision}: the applied revision is {now}",
                                 host=self.name, phase="restore")
+        self.save_startup(str(revision), phase="restore", error=RollbackError)
 
 
 @contextmanager
@@ -392,32 +401,6 @@ def _as(error: type[TuningError], name: str, phase: str) -> Iterator[None]:
 
 class _Timeout(ConnectError):
     """A command printed no prompt within its read timeout (the device may still be working)."""
-
-
-def _culprit(lines: list[str], why: str) -> str:
-    """The staged line an error names (``Invalid Command: set ...`` quotes it without ``nv``)."""
-    return next((line for line in lines if line[3:] and line[3:] in why), why)
-
-
-def _residue(out: str, lines: list[str], base_prompt: str) -> str:
-    """What a batch printed besides the echo of its lines and the prompts (``nv set`` prints nothing).
-
-    Lines written at once are not echoed one whole line per prompt: a terminal echoes type-ahead as
-    the pty takes it in (in pieces, cut anywhere, between the prompts of earlier commands), and
-    readline may echo a line again when it reads it (duplicate echo, as netmiko PRs #2944 and #3742
-    handle for Arista and Check Point). So the output is cut at prompts and line ends, and a piece
-    counts as echo when, without whitespace, it is part of the staged lines written back to back.
-
-    Args:
-        out: what the batch read (netmiko has stripped ANSI codes).  lines: the staged ``nv`` lines.
-        base_prompt: netmiko's base prompt (``cumulus@leaf01:mgmt:~``).
-
-    Returns:
-        The other pieces, joined by ``" | "`` ("" when the device printed nothing of its own).
-    """
-    typed = "".join("".join(line.split()) for line in lines)
-    pieces = re.split(re.escape(base_prompt) + r"[$#]|[\r\n]", out)
-    return " | ".join(p.strip() for p in pieces if "".join(p.split()) and "".join(p.split()) not in typed)
 
 
 def _roce_state(qos) -> RoceState:  # type: ignore[no-untyped-def]

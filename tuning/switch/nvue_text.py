@@ -18,6 +18,13 @@ Sources (shared/cases/cli/, INDEX.md sections A and C):
   --applied -o json`` is in no source (only ``parent-revision-id`` under
   ``applied.additional-data`` is), so the applied revision is read from that JSON when it has
   the key and from the table otherwise.
+- ``nv config save`` prints ``saved [rev_id: applied]`` (nvue_config_apply__assume_yes_then_save.txt),
+  plain ``saved`` on CL 5.0 (nvue_prompt__root_shell_in_mgmt_vrf.txt).
+- ``nv show system config auto-save`` (CumulusNetworks/docs
+  ``content/nvue-reference/Show-Commands/System-Config.md``, introduced in CL 5.4): ``enable: off``
+  (CL 5.4-5.6, YAML), a table ``enable  off  off`` under ``operational  applied`` (CL 5.7+, the same
+  page's ``nv show system config`` example), ``state: disabled`` / ``state  enabled  enabled`` (the
+  page's latest version; auto save is on by default from CL 5.9, off up to 5.8).
 """
 
 from __future__ import annotations
@@ -29,7 +36,9 @@ from tuning.errors import ParseError
 FAILURE = re.compile(r"^[a-z]*(Error: .*|Failed to prepare to apply.*|Invalid Command: .*|Ambiguous Command:.*)$",
                      re.M)
 APPLIED = re.compile(r"^applied(?: \[rev_id: (\S+)\])?[ \t]*$", re.M)
+SAVED = re.compile(r"^saved(?: \[rev_id: \S+\])?[ \t]*$", re.M)
 _DIFF_HEAD = re.compile(r"- (set|unset):$")
+_AUTO_SAVE = re.compile(r"^\s*(?:enable|state)(?::[ \t]*|[ \t]{2,})(on|off|enabled|disabled)\b", re.M)
 
 
 def failure(out: str) -> str | None:
@@ -104,3 +113,47 @@ def applied_from_table(rows: list[dict[str, str]]) -> str:
         return pending[0]["Rev ID"]
     key = lambda r: (r.get("Apply Date", ""), int(r["Rev ID"]) if r["Rev ID"].isdigit() else -1)  # noqa: E731
     return max(rows, key=key)["Rev ID"]
+
+
+def auto_save(out: str) -> bool:
+    """Whether ``nv show system config auto-save`` says the switch saves on apply: the first value
+    of its ``enable`` / ``state`` row (the operational column of a table).
+
+    >>> auto_save("        operational  applied\\n------  -----------  -------\\nenable  off          off\\n")
+    False
+    >>> auto_save("state: enabled\\n")
+    True
+
+    Raises:
+        ParseError: no ``enable`` / ``state`` row with on, off, enabled or disabled.
+    """
+    m = _AUTO_SAVE.search(out)
+    if not m:
+        raise ParseError("nv show system config auto-save", 0, "an 'enable' or 'state' row", out.strip()[:120])
+    return m.group(1) in ("on", "enabled")
+
+
+def culprit(lines: list[str], why: str) -> str:
+    """The staged line an error names (``Invalid Command: set ...`` quotes it without ``nv``)."""
+    return next((line for line in lines if line[3:] and line[3:] in why), why)
+
+
+def residue(out: str, lines: list[str], base_prompt: str) -> str:
+    """What a batch printed besides the echo of its lines and the prompts (``nv set`` prints nothing).
+
+    Lines written at once are not echoed one whole line per prompt: a terminal echoes type-ahead as
+    the pty takes it in (in pieces, cut anywhere, between the prompts of earlier commands), and
+    readline may echo a line again when it reads it (duplicate echo, as netmiko PRs #2944 and #3742
+    handle for Arista and Check Point). So the output is cut at prompts and line ends, and a piece
+    counts as echo when, without whitespace, it is part of the staged lines written back to back.
+
+    Args:
+        out: what the batch read (netmiko has stripped ANSI codes).  lines: the staged ``nv`` lines.
+        base_prompt: netmiko's base prompt (``cumulus@leaf01:mgmt:~``).
+
+    Returns:
+        The other pieces, joined by ``" | "`` ("" when the device printed nothing of its own).
+    """
+    typed = "".join("".join(line.split()) for line in lines)
+    pieces = re.split(re.escape(base_prompt) + r"[$#]|[\r\n]", out)
+    return " | ".join(p.strip() for p in pieces if "".join(p.split()) and "".join(p.split()) not in typed)
