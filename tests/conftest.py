@@ -116,11 +116,13 @@ def running_lab(parent: Path) -> Iterator[Path]:
 
 @contextmanager
 def lab_up(inv: Path) -> Iterator[Path]:
-    """A power-on lab of the pool with the fabric ``inv`` names (its node count), serving ``inv``
-    (its ``hosts.yaml`` ports are rewritten to the lab's); yields ``inv``."""
+    """A power-on lab of the pool with the fabric ``inv`` names (its node count, its switches' OSes),
+    serving ``inv`` (its ``hosts.yaml`` ports are rewritten to the lab's); yields ``inv``."""
     from tuning.lab.fabric import fabric_for_inventory
 
-    with lab_pool().lease(inv, len(fabric_for_inventory(inv).nodes)) as leased:
+    fabric = fabric_for_inventory(inv)
+    oses = {s.name: s.os for s in fabric.switches if s.os != "nvue"}
+    with lab_pool().lease(inv, len(fabric.nodes), oses) as leased:
         yield leased
 
 

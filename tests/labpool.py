@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -34,6 +34,8 @@ class PooledLab:
     n_nodes: int
     base_port: int
     busy: bool = False
+    #: switch -> its OS where not NVUE (``{"leaf02": "eos"}``): a lab of another shape
+    switch_os: dict = field(default_factory=dict)
 
 
 class LabPool:
@@ -48,14 +50,14 @@ class LabPool:
         from tuning.lab import controller
         from tuning.lab.fabric import default_fabric
 
-        controller.up(lab.state, default_fabric(base_port=lab.base_port, n_nodes=lab.n_nodes))
+        controller.up(lab.state, default_fabric(base_port=lab.base_port, n_nodes=lab.n_nodes, switch_os=lab.switch_os))
         self.starts += 1
 
-    def _take(self, n_nodes: int) -> PooledLab:
+    def _take(self, n_nodes: int, switch_os: dict) -> PooledLab:
         from tuning.lab import controller, power_on
 
         for lab in self.labs:
-            if not lab.busy and lab.n_nodes == n_nodes:
+            if not lab.busy and lab.n_nodes == n_nodes and lab.switch_os == switch_os:
                 if controller.running_pid(lab.state) is None:
                     self._start(lab)  # a test stopped it: start it again (fresh, untuned)
                 else:
@@ -70,21 +72,22 @@ class LabPool:
             controller.down(idle.state)
             self.labs.remove(idle)
             free = [(idle.base_port - self.base_port) // SLOT]
-        lab = PooledLab(self.root / f"lab{len(self.labs)}-{n_nodes}n" / ".state", n_nodes,
-                        self.base_port + free[0] * SLOT)
+        shape = "".join(f"-{name}{os_}" for name, os_ in sorted(switch_os.items()))
+        lab = PooledLab(self.root / f"lab{len(self.labs)}-{n_nodes}n{shape}" / ".state", n_nodes,
+                        self.base_port + free[0] * SLOT, switch_os=dict(switch_os))
         self._start(lab)
         self.labs.append(lab)
         lab.busy = True
         return lab
 
     @contextmanager
-    def lease(self, inv: Path, n_nodes: int = 4) -> Iterator[Path]:
-        """A power-on lab of ``n_nodes`` nodes serving the inventory folder ``inv`` (its
-        ``hosts.yaml`` is retargeted at the lab's ports; ``inv/.state`` links to the lab's state);
-        yields ``inv`` and gives the lab back after."""
+    def lease(self, inv: Path, n_nodes: int = 4, switch_os: dict | None = None) -> Iterator[Path]:
+        """A power-on lab of ``n_nodes`` nodes (and ``switch_os``: switch -> OS where not NVUE)
+        serving the inventory folder ``inv`` (its ``hosts.yaml`` is retargeted at the lab's ports;
+        ``inv/.state`` links to the lab's state); yields ``inv`` and gives the lab back after."""
         from tuning.lab.fabric import default_fabric, retarget_inventory
 
-        lab = self._take(n_nodes)
+        lab = self._take(n_nodes, switch_os or {})
         try:
             retarget_inventory(inv / "hosts.yaml", default_fabric(base_port=lab.base_port, n_nodes=n_nodes))
             link = inv / ".state"

@@ -26,14 +26,21 @@ def lab_init(directory: Path = typer.Argument(..., metavar="DIR", help="A new (o
              nodes: int = typer.Option(4, "--nodes", "-n", min=1, max=MAX_NODES,
                                        help=f"GPU nodes, 1..{MAX_NODES} (8 rails each, 2 leaves, 1 spine)."),
              base_port: int = typer.Option(DEFAULT_BASE_PORT, "--base-port", min=1024, max=32664,
-                                           help="Node k listens on BASE+k, the switches on BASE+101..103.")) -> None:
+                                           help="Node k listens on BASE+k, the switches on BASE+101..103."),
+             switch_os: list[str] = typer.Option([], "--switch-os", metavar="SWITCH=OS",
+                                                 help="A switch's OS where not NVUE: nvue or eos (repeat per switch).")) -> None:
     """Write the inventory of an N-node lab (4 nodes on the default ports = inventory/lab).
 
-    Example: fabtune lab init /tmp/lab8 --nodes 8 --base-port 28000 && fabtune lab up -i /tmp/lab8
+    Example: fabtune lab init /tmp/lab8 --nodes 8 --base-port 28000 --switch-os leaf02=eos && fabtune lab up -i /tmp/lab8
     """
+    from tuning.errors import InputError
     from tuning.lab.scale import write_inventory
 
-    dest = write_inventory(directory, nodes, base_port)
+    pairs = [item.partition("=") for item in switch_os]
+    bad = next((f"{a}{eq}{b}" for a, eq, b in pairs if not eq), None)
+    if bad is not None:
+        raise InputError("--switch-os", bad[:60], "SWITCH=OS, e.g. leaf02=eos")
+    dest = write_inventory(directory, nodes, base_port, switch_os={a: b for a, _, b in pairs})
     print(f"lab inventory of {nodes} node(s) in {dest}; start it with `fabtune lab up -i {dest}`")
 
 

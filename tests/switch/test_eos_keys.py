@@ -128,3 +128,12 @@ def test_an_eos_switch_takes_only_eos_ports_and_mtus(spec, message):
 def test_the_lab_inventory_of_nvue_is_unchanged():
     dev = inventory.load(Path(REPO / "inventory" / "lab")).devices["leaf01"]
     assert (dev.spec.platform, dev.spec.port_mtu) == ("nvue", 9216)
+
+
+def test_a_hunk_numbered_without_the_comment_header_is_placed_where_its_lines_are():
+    after = RUNNING.replace("   mtu 9214\n", "   mtu 9000\n")
+    body = [ln for ln in RUNNING.splitlines() if not ln.startswith("! ")]  # the switch's file: no header
+    diff = "\n".join(difflib.unified_diff(body, [ln for ln in after.splitlines() if not ln.startswith("! ")],
+                                          "system:/running-config", "session:/s-session-config", lineterm="")) + "\n"
+    assert eos_keys.patched(diff, RUNNING) == after
+    assert eos_keys.changes_of_diff(diff, RUNNING) == {"port/Ethernet1/mtu": ("9214", "9000")}

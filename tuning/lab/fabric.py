@@ -85,12 +85,37 @@ class Node:
 
 @dataclass
 class Switch:
-    """An NVUE switch (FakeNOS). ``role`` is ``leaf`` or ``spine``; ``ports`` lists every swp in use."""
+    """A lab switch (FakeNOS). ``role`` is ``leaf`` or ``spine``; ``ports`` lists every port in use,
+    in the names of its ``os``: :data:`SWITCH_OSES` (``nvue``: ``swp1``; ``eos``: ``Ethernet1``)."""
 
     name: str
     port: int
     role: str
     ports: list[str]
+    os: str = "nvue"
+
+
+#: the lab's switch OSes -> how port k is named (NVUE ``swpK``, Arista EOS ``EthernetK``), and the
+#: inventory platforms each stands for (tuning.model.platforms)
+SWITCH_OSES: dict[str, str] = {"nvue": "swp{}", "eos": "Ethernet{}"}
+LAB_OS_OF_PLATFORM: dict[str, str] = {"nvue": "nvue", "cumulus_linux": "nvue", "eos": "eos"}
+
+
+def with_switch_os(fabric: "Fabric", oses: dict[str, str]) -> "Fabric":
+    """``fabric`` with switch ``name`` running ``oses[name]`` (one of :data:`SWITCH_OSES`): its port
+    k renamed in that OS's names on the switch, on the NICs cabled to it and on its links, in place.
+    Returns ``fabric``. Raises KeyError for an OS the lab has no stand-in for."""
+    def rename(switch: str, port: str) -> str:
+        return SWITCH_OSES[oses[switch]].format(port[3:]) if switch in oses and port.startswith("swp") else port
+
+    for sw in fabric.switches:
+        if sw.name in oses:
+            sw.ports, sw.os = [rename(sw.name, p) for p in sw.ports], oses[sw.name]
+    for nic in (c for n in fabric.nodes for c in n.nics):
+        nic.switch_port = rename(nic.switch, nic.switch_port)
+    for link in fabric.links:
+        link.a_port, link.b_port = rename(link.a, link.a_port), rename(link.b, link.b_port)
+    return fabric
 
 
 @dataclass
@@ -171,8 +196,9 @@ def uplink_port(n_nodes: int) -> str:
     return f"swp{max(31, 4 * n_nodes + 1)}"
 
 
-def default_fabric(base_port: int = DEFAULT_BASE_PORT, n_nodes: int = 4) -> Fabric:
-    """The embedded default lab: ``n_nodes`` nodes, leaf01/leaf02, spine01.
+def default_fabric(base_port: int = DEFAULT_BASE_PORT, n_nodes: int = 4, switch_os: dict[str, str] | None = None) -> Fabric:
+    """The embedded default lab: ``n_nodes`` nodes, leaf01/leaf02, spine01, each switch on NVUE
+    unless ``switch_os`` names another OS for it (:func:`with_switch_os`: ``{"leaf02": "eos"}``).
 
     Ports: node k (1-based) listens on ``base_port + k``; leaf01, leaf02 and spine01
     on ``base_port + 101..103``. NIC i of node k: ``mlx5_i``, rail i, IPv4
@@ -203,7 +229,7 @@ def default_fabric(base_port: int = DEFAULT_BASE_PORT, n_nodes: int = 4) -> Fabr
         Switch("spine01", base_port + 103, "spine", ["swp1", "swp2"]),
     ]
     links = [Link("leaf01", up, "spine01", "swp1"), Link("leaf02", up, "spine01", "swp2")]
-    return Fabric(nodes=nodes, switches=switches, links=links)
+    return with_switch_os(Fabric(nodes=nodes, switches=switches, links=links), switch_os or {})
 
 
 def fabric_for_inventory(inv_dir: Path) -> Fabric:
@@ -217,7 +243,15 @@ def fabric_for_inventory(inv_dir: Path) -> Fabric:
     from tuning.errors import InputError
 
     inv = inventory.load(inv_dir)
-    fabric = default_fabric(n_nodes=_node_count(inv_dir, inv.devices))
+    oses = {}
+    for name, dev in inv.devices.items():
+        platform = getattr(dev.spec, "platform", None) if dev.role == "switch" else None
+        if platform is not None and platform not in LAB_OS_OF_PLATFORM:
+            raise InputError(dev.sources.get("platform", str(inv_dir / "hosts.yaml")), "platform",
+                             f"{platform!r}: the lab has no stand-in for it; allowed: {', '.join(LAB_OS_OF_PLATFORM)}")
+        if platform is not None:
+            oses[name] = LAB_OS_OF_PLATFORM[platform]
+    fabric = default_fabric(n_nodes=_node_count(inv_dir, inv.devices), switch_os=oses)
     lab = {n.name: n for n in fabric.nodes} | {s.name: s for s in fabric.switches}
     for name, dev in inv.devices.items():
         if name not in lab:

@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from tuning.errors import InputError
-from tuning.lab.fabric import DEFAULT_BASE_PORT, MAX_NODES, Fabric, Node, Switch, default_fabric
+from tuning.lab.fabric import DEFAULT_BASE_PORT, MAX_NODES, SWITCH_OSES, Fabric, Node, Switch, default_fabric
 
 #: where ``group_vars`` come from: the repository's embedded lab inventory
 LAB_INVENTORY = Path(__file__).resolve().parents[2] / "inventory" / "lab"
@@ -52,39 +52,55 @@ def _node_vars(node: Node) -> str:
 
 
 def _ranges(ports: list[str]) -> list[str]:
-    """``swp1..swp16, swp31`` -> ``["swp1-16", "swp31"]`` (NVUE range form, as host_vars write it)."""
-    nums = sorted(int(p[3:]) for p in ports)
+    """``swp1..swp16, swp31`` -> ``["swp1-16", "swp31"]`` (the range form host_vars write; EOS
+    ``Ethernet1..Ethernet16`` -> ``["Ethernet1-16"]``)."""
+    prefix = ports[0].rstrip("0123456789")
+    nums = sorted(int(p[len(prefix):]) for p in ports)
     out: list[str] = []
     start = prev = nums[0]
     for n in nums[1:] + [None]:
         if n is not None and n == prev + 1:
             prev = n
             continue
-        out.append(f"swp{start}" if start == prev else f"swp{start}-{prev}")
+        out.append(f"{prefix}{start}" if start == prev else f"{prefix}{start}-{prev}")
         if n is not None:
             start = prev = n
     return out
 
 
+#: the inventory ``platform`` of each lab switch OS (NVUE is group_vars/switches.yml's: no key written)
+_PLATFORM = {"eos": "eos"}
+
+
 def _switch_vars(sw: Switch) -> str:
-    """``host_vars/<switch>.yml``: ``ports`` as NVUE ranges."""
-    return f"# {sw.name} ({sw.role})\nports:\n" + "".join(f"- {r}\n" for r in _ranges(sw.ports))
+    """``host_vars/<switch>.yml``: its ``platform`` and ``port_mtu`` (the OS's largest, over the
+    group's NVUE 9216) when not NVUE, ``ports`` as ranges."""
+    from tuning.model.platforms import port_form
+
+    head = f"# {sw.name} ({sw.role})\n"
+    if sw.os in _PLATFORM:
+        head += f"platform: {_PLATFORM[sw.os]}\nport_mtu: {port_form(_PLATFORM[sw.os]).mtu_max}\n"
+    return head + "ports:\n" + "".join(f"- {r}\n" for r in _ranges(sw.ports))
 
 
-def write_inventory(dest: Path, n_nodes: int, base_port: int = DEFAULT_BASE_PORT) -> Path:
+def write_inventory(dest: Path, n_nodes: int, base_port: int = DEFAULT_BASE_PORT,
+                    switch_os: dict[str, str] | None = None) -> Path:
     """Write the inventory of an ``n_nodes`` lab into ``dest`` (created; must be empty or absent).
 
     Args:
         dest: the inventory folder to create.
         n_nodes: 1..100 GPU nodes (``node01..nodeNN``), each with 8 rails, on 2 leaves and 1 spine.
         base_port: node k listens on ``base_port + k``, the switches on ``base_port + 101..103``.
+        switch_os: switch name -> its OS where not NVUE (``{"leaf02": "eos"}``,
+            :data:`tuning.lab.fabric.SWITCH_OSES`).
 
     Returns:
         ``dest``.
 
     Raises:
         InputError: ``n_nodes`` outside 1..100, a base port whose ports would reach the kernel's
-            ephemeral range (32768) or fall below 1024, or ``dest`` not empty.
+            ephemeral range (32768) or fall below 1024, a switch or OS the lab lacks, or ``dest``
+            not empty.
     """
     if not isinstance(n_nodes, int) or not 1 <= n_nodes <= MAX_NODES:
         raise InputError("--nodes", str(n_nodes), f"a lab has 1..{MAX_NODES} nodes")
@@ -95,7 +111,12 @@ def write_inventory(dest: Path, n_nodes: int, base_port: int = DEFAULT_BASE_PORT
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise InputError(str(dest), "DIR", "exists and is not an empty folder; a lab inventory is written "
                          "into a new folder")
-    fabric = default_fabric(base_port=base_port, n_nodes=n_nodes)
+    switch_os = switch_os or {}
+    for name, os_ in switch_os.items():
+        if name not in ("leaf01", "leaf02", "spine01") or os_ not in SWITCH_OSES:
+            raise InputError("--switch-os", f"{name}={os_}"[:60], "SWITCH=OS with SWITCH one of leaf01, leaf02, "
+                             f"spine01 and OS one of {', '.join(SWITCH_OSES)}")
+    fabric = default_fabric(base_port=base_port, n_nodes=n_nodes, switch_os=switch_os)
     (dest / "host_vars").mkdir(parents=True, exist_ok=True)
     shutil.copytree(LAB_INVENTORY / "group_vars", dest / "group_vars")
     (dest / "hosts.yaml").write_text(_hosts_yaml(fabric))

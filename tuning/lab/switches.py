@@ -1,4 +1,6 @@
-"""The lab's NVUE switches: one FakeNOS host per switch, speaking the NVUE CLI over SSH.
+"""The lab's switches: one FakeNOS host per switch, speaking its OS's CLI over SSH (NVUE, or
+Arista EOS for a switch whose ``os`` is ``eos``: :class:`tuning.lab.eos.EosSwitch` behind
+:class:`tuning.lab.eos_shell.EosShell`, prompt ``<name>>``).
 
 FakeNOS matches commands exactly and its paramiko server only knows passwords
 (shared/NOTES.md), so this module registers on the FakeNOS instance:
@@ -30,7 +32,7 @@ from fakenos.core.nos import Nos
 from fakenos.plugins.servers.ssh_server_paramiko import ParamikoSshServer
 from fakenos.plugins.shell.cmd_shell import CMDShell
 
-from tuning.lab.fabric import Fabric
+from tuning.lab.fabric import Fabric, Switch
 from tuning.lab.keys import client_public_line, ensure_host_key, host_key_path, write_known_hosts
 from tuning.lab.nvue import NvueSwitch
 
@@ -156,8 +158,11 @@ class NvueSshServer(ParamikoSshServer):
             if channel is None:
                 return
             io = ChannelIO(channel)
-            shell = self.shell(stdin=io, stdout=io, nos=self.nos, nos_inventory_config=self.nos_inventory_config,
-                               is_running=is_running, **self.shell_configuration)
+            # the shell of the switch's OS (start_switches sets it on the Nos; FakeNOS's inventory
+            # names only its own CMDShell)
+            shell_class = getattr(self.nos, "shell_class", self.shell)
+            shell = shell_class(stdin=io, stdout=io, nos=self.nos, nos_inventory_config=self.nos_inventory_config,
+                                is_running=is_running, **self.shell_configuration)
             shell.start()
         except (paramiko.SSHException, OSError, EOFError) as exc:
             log.info("switch ssh session ended: %s", exc)
@@ -169,10 +174,10 @@ class NvueSshServer(ParamikoSshServer):
 
 @dataclass
 class SwitchLab:
-    """Running lab switches. ``devices`` maps switch name -> its NVUE state machine."""
+    """Running lab switches. ``devices`` maps switch name -> its OS's state machine."""
 
     net: FakeNOS
-    devices: dict[str, NvueSwitch]
+    devices: dict[str, Any]
     fabric: Fabric
     state_dir: Path
     nos: dict[str, Nos]
@@ -180,11 +185,12 @@ class SwitchLab:
     def reset(self) -> dict[str, int]:
         """Power-cycle every switch: a fresh NVUE state machine (revision 1, nothing pending, no
         confirm timer) behind the same SSH endpoint; open sessions see it at their next command.
-        Returns ``{switch: applied revision}``."""
+        Returns ``{switch: applied revision}`` (1, power-on, for an OS that numbers no revisions)."""
         for sw in self.fabric.switches:
             self.devices[sw.name].close()
-            self.devices[sw.name] = self.nos[sw.name].device = NvueSwitch(sw, self.fabric, self.state_dir)
-        return {name: device.applied_id for name, device in self.devices.items()}
+            self.devices[sw.name] = self.nos[sw.name].device = _device(sw, self.fabric, self.state_dir)
+        # EOS numbers no revisions: a fresh EOS state machine is at power-on, as NVUE's revision 1
+        return {name: getattr(device, "applied_id", 1) for name, device in self.devices.items()}
 
     def cut(self, name: str) -> int:
         """Cut every SSH session of switch ``name`` open now, as a network cut does: the TCP
@@ -211,8 +217,27 @@ class SwitchLab:
             device.close()
 
 
+def _device(sw: Switch, fabric: Fabric, state_dir: Path):
+    """A fresh state machine of switch ``sw``'s OS (NVUE, or EOS: imported only when a lab has one)."""
+    if sw.os == "eos":
+        from tuning.lab.eos import EosSwitch
+
+        return EosSwitch(sw, fabric, state_dir)
+    return NvueSwitch(sw, fabric, state_dir)
+
+
+def _shell(os_: str) -> tuple[type, str]:
+    """The FakeNOS shell class and first prompt of lab switch OS ``os_`` (EOS imported only when used)."""
+    if os_ == "eos":
+        from tuning.lab.eos_shell import EosShell
+
+        return EosShell, "{base_prompt}>"
+    return NvueShell, PROMPT
+
+
 def start_switches(state_dir: Path, fabric: Fabric) -> SwitchLab:
-    """Start one FakeNOS NVUE switch per ``fabric.switches`` on ``127.0.0.1:<port>``.
+    """Start one FakeNOS switch per ``fabric.switches`` on ``127.0.0.1:<port>``, each speaking its
+    ``os``'s CLI.
 
     Makes the client key and host keys if missing, writes their ``known_hosts`` lines
     and each switch's ``switches/<name>.fabric.json``.
@@ -225,9 +250,10 @@ def start_switches(state_dir: Path, fabric: Fabric) -> SwitchLab:
     hosts, plugins, devices, known, by_name = {}, [], {}, {}, {}
     for sw in fabric.switches:
         known[sw.port] = ensure_host_key(state_dir, sw.name)
-        device = NvueSwitch(sw, fabric, state_dir)
-        nos = Nos(name=f"nvue_{sw.name}", initial_prompt=PROMPT)
-        nos.device = device
+        device = _device(sw, fabric, state_dir)
+        shell, prompt = _shell(sw.os)
+        nos = Nos(name=f"nvue_{sw.name}", initial_prompt=prompt)
+        nos.device, nos.shell_class = device, shell
         plugins.append(nos)
         by_name[sw.name] = nos
         devices[sw.name] = device

@@ -184,10 +184,10 @@ class EosDriver(CliDriver):
         out = self._batch([*lines, "end"])
         why = _FAILURE.search(out)
         if why:
-            culprit = out[:why.start()].rstrip().splitlines()[-1:] or ["?"]
+            # line k answers between the prompts k-1 and k (the echo of typed-ahead lines comes anywhere)
+            culprit = lines[min(len(re.findall(self._prompt(), out[:why.start()])), len(lines) - 1)]
             self.discard()
-            raise CandidateError(f"rejected `{re.sub(self._prompt(), '', culprit[0]).strip()}`: {why.group(0)}",
-                                 host=self.name, phase="apply")
+            raise CandidateError(f"rejected `{culprit}`: {why.group(0)}", host=self.name, phase="apply")
 
     def compare(self) -> str:
         if self._session is None:

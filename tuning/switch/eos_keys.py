@@ -103,36 +103,59 @@ def _line_settings(head: Section, line: str) -> dict[str, str]:
 
 def patched(diff: str, running: str) -> str:
     """``running`` with the unified diff ``diff`` applied (the session's configuration as the switch
-    computed it). Every context and removed line must match ``running``.
+    computed it). Each hunk is placed where its context and removed lines match ``running``: at
+    its stated line, else at the nearest line where they do (as ``patch`` places a hunk at an
+    offset), since the line numbers count the switch's own file, which may lack the comment
+    header that ``show running-config`` prints.
 
     Raises:
-        ParseError: a hunk that does not fit ``running`` (the switch changed since the diff) or a
-            line that is not part of a unified diff.
+        ParseError: a hunk whose lines are nowhere in ``running`` after the previous hunk (the
+            switch changed since the diff), or a line that is not part of a unified diff.
     """
     old, out, pos = running.splitlines(), [], 0
+    for no, start, body in _hunks(diff):
+        want = [ln[1:].rstrip() for ln in body if ln[:1] in (" ", "-")]
+        at = _place(old, want, start, pos)
+        if at is None:
+            raise ParseError("show session-config diffs", no, "a hunk whose lines are in the running config",
+                             "\n".join(body[:4]))
+        out += old[pos:at]
+        pos = at
+        for ln in body:
+            if ln[:1] == "+":
+                out.append(ln[1:])
+            elif ln[:1] in (" ", "-"):
+                if ln[:1] == " ":
+                    out.append(old[pos])
+                pos += 1
+    return "\n".join(out + old[pos:]) + "\n"
+
+
+def _hunks(diff: str) -> list[tuple[int, int, list[str]]]:
+    """The hunks of a unified diff: ``(line number of the @@ line, old start (0-based), body lines)``.
+    Raises ParseError on a line that is not part of a unified diff."""
+    hunks: list[tuple[int, int, list[str]]] = []
     for no, line in enumerate(diff.splitlines(), 1):
-        hunk = re.fullmatch(r"@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@.*", line)
-        if hunk:
-            start = int(hunk.group(1)) - (0 if hunk.group(2) == "0" else 1)
-            if start < pos:
-                raise ParseError("show session-config diffs", no, "hunks in order", line)
-            out += old[pos:start]
-            pos = start
-        elif line.startswith(("--- ", "+++ ")) and not out and pos == 0:
+        head = re.fullmatch(r"@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@.*", line)
+        if head:
+            hunks.append((no, int(head.group(1)) - (0 if head.group(2) == "0" else 1), []))
+        elif line.startswith(("--- ", "+++ ")) and not hunks:
             continue
-        elif line[:1] in (" ", "-") or line == "":
-            text = line[1:]
-            if pos >= len(old) or old[pos].rstrip() != text.rstrip():
-                raise ParseError("show session-config diffs", no, f"line {pos + 1} of the running config",
-                                 f"{line!r} vs {old[pos] if pos < len(old) else 'end'!r}")
-            if line[:1] != "-":
-                out.append(old[pos])
-            pos += 1
-        elif line.startswith("+"):
-            out.append(line[1:])
+        elif hunks and (line[:1] in (" ", "-", "+") or line == ""):
+            hunks[-1][2].append(line if line else " ")
         elif not line.startswith("\\"):
             raise ParseError("show session-config diffs", no, "a unified diff line", line)
-    return "\n".join(out + old[pos:]) + "\n"
+    return hunks
+
+
+def _place(old: list[str], want: list[str], start: int, floor: int) -> int | None:
+    """The line of ``old`` at or after ``floor`` where the lines ``want`` begin, nearest ``start``."""
+    fits = lambda at: [ln.rstrip() for ln in old[at:at + len(want)]] == want  # noqa: E731
+    for offset in range(len(old) + 1):
+        for at in (start - offset, start + offset):
+            if floor <= at <= len(old) - len(want) and fits(at):
+                return at
+    return None
 
 
 def changes_of_diff(diff: str, running: str) -> dict[str, tuple[str | None, str | None]]:

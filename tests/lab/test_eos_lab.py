@@ -1,0 +1,103 @@
+"""Arista EOS in the lab: leaf02 speaks EOS over SSH (tuning.lab.eos behind FakeNOS) beside the
+NVUE leaf01 and spine01, driven by tuning.switch.eos through the engine and the switch Target."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import lab_up, snapshot_fabric
+from tuning import inventory
+from tuning.errors import CandidateError, CommitError
+from tuning.lab.scale import write_inventory
+from tuning.rollout import engine
+from tuning.rollout.engine import Options
+from tuning.rollout.rollback import rollback_run
+from tuning.targets.switch import open_driver
+from tuning.verify.runner import Thresholds
+
+pytestmark = pytest.mark.lab
+
+#: the untuned nodes pass these marks: the gate judges the switch's change, not the nodes' tuning
+MARKS = Thresholds(min_bw_gbps=1.0, max_lat_us=1000.0, bw_drop_pct=50.0, lat_rise_pct=500.0)
+
+
+@pytest.fixture()
+def eos_lab(tmp_path: Path):
+    """A power-on 4-node lab whose leaf02 runs EOS (``fabtune lab init --switch-os leaf02=eos``)."""
+    inv = write_inventory(tmp_path / "inv", 4, switch_os={"leaf02": "eos"})
+    # the nodes keep their power-on MTU: the gate's RoCE MTU verdict then expects what they run
+    nodes = inv / "group_vars" / "gpu_nodes.yml"
+    nodes.write_text(nodes.read_text().replace("mtu: 9000 ", "mtu: 1500 ", 1))
+    with lab_up(inv) as leased:
+        yield leased
+
+
+def _leaf02(inv: Path):
+    return inventory.load(inv).devices["leaf02"]
+
+
+def test_an_eos_leaf_is_planned_from_its_own_diff_kept_behind_the_gate_and_rolled_back_byte_for_byte(
+        eos_lab: Path, tmp_path: Path):
+    before = snapshot_fabric(eos_lab)
+    inv = inventory.load(eos_lab)
+    journal = tmp_path / "j"
+    opts = Options(mode="rollout", journal_dir=journal, limit=["leaf02"], thresholds=MARKS, rails=(1,))
+
+    plan = engine.run(inv, replace(opts, mode="plan"))
+    got = {c["key"]: (c["before"], c["after"], c["tags"]) for c in plan.changes["leaf02"]}
+    assert got["port/Ethernet1/mtu"] == (None, "9214", ["mtu_up"])  # no mtu line: EOS's 1500
+    assert got["port/Ethernet1/pfc_priority/3"] == (None, "no-drop", ["lossless_on"])
+    assert got["port/Ethernet31/txq/3/ecn_min"] == (None, "150 kbytes", ["lossless_on"])
+    assert got["qos/dscp/26/tc"] == (None, "3", [])
+    assert snapshot_fabric(eos_lab) == before  # a plan stages and aborts a session: nothing changes
+
+    good = engine.run(inv, opts)
+    assert good.outcome == "kept", (good.outcome, good.errors, [(r["pair"], r["reasons"]) for r in good.verify_after])
+    assert good.verify_after and all(r["verdict"] == "pass" for r in good.verify_after)
+    drv = open_driver(_leaf02(eos_lab))
+    try:
+        running = drv.running_config()
+        assert "interface Ethernet5\n   description" in running and "   mtu 9214\n" in running
+        assert "   priority-flow-control priority 3 no-drop\n" in running
+        assert "qos map dscp 26 to traffic-class 3\n" in running
+        assert not drv.has_pending_commit()  # confirmed: the timer stopped
+        startup = drv._send("show startup-config", phase="collect")
+        assert drv.config_settings(startup) == drv.config_settings(running)  # saved for boot
+    finally:
+        drv.close()
+
+    again = engine.run(inventory.load(eos_lab), replace(opts, mode="plan"))
+    assert not again.changes.get("leaf02"), again.changes.get("leaf02")
+
+    back = rollback_run(journal, good.run_id)
+    assert back.outcome == "rolled-back" and back.restored == ["leaf02"], (back.outcome, back.errors)
+    assert snapshot_fabric(eos_lab) == before
+
+
+def test_an_eos_commit_timer_reverts_a_commit_never_confirmed_and_a_refused_line_commits_nothing(eos_lab: Path):
+    dev = _leaf02(eos_lab)
+    drv = open_driver(dev)
+    try:
+        start = drv.current_revision()
+        with pytest.raises(CandidateError, match=r"mtu 10000.*% Invalid input \(at token 1: '10000'\)"):
+            drv.load_candidate("interface Ethernet1\n   mtu 10000\n")
+        assert drv.current_revision() == start and drv.compare() == ""
+
+        drv.load_candidate("interface Ethernet1\n   mtu 9000\n")
+        assert "+   mtu 9000" in drv.compare()
+        rev = drv.commit(confirm_within_s=2)
+        assert rev != start and drv.has_pending_commit()
+        drv.load_candidate("interface Ethernet2\n   mtu 9000\n")
+        with pytest.raises(CommitError, match="already running"):
+            drv.commit(confirm_within_s=2)
+        drv.discard()
+        deadline = time.monotonic() + 10
+        while drv.has_pending_commit() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not drv.has_pending_commit() and drv.current_revision() == start  # the switch went back
+    finally:
+        drv.close()
