@@ -2,7 +2,11 @@
 ``nv show interface IF qos roce status``), ``nv show interface`` and
 ``nv show interface IF qos roce counters``. SONiC is in :mod:`.sonic`.
 
-Formats: CumulusNetworks/docs (RoCE and interface pages, Cumulus Linux 5.x); samples in ``shared/cases/``.
+Formats: CumulusNetworks/docs (RoCE and interface pages, Cumulus Linux 5.x); samples in ``shared/cases/``
+and tests/parsers/nvue/ (``nv show qos roce`` of CL 5.0 (a description column, an ``Exception List`` of a
+header and a ruler only) and CL 5.15 (``lossy-multi-tc``: a DSCP column 89 characters wide, ``-`` cells,
+blank lines between the tables, an ``Extended Features`` table with no index column), copied from
+``content/cumulus-linux-50|515/.../RDMA-over-Converged-Ethernet-RoCE.md``).
 NVUE tables are column-positional (a blank operational cell is None), so their columns are
 taken from the ``----`` ruler line under each header.
 """
@@ -115,19 +119,21 @@ def _nv_tables(lines: list[tuple[int, str]]) -> dict[str, list[dict[str, str | N
         rows: list[dict[str, str | None]] = tables.setdefault(title.strip(), [])
         i += 2
         if i + 1 < len(lines) and _is_ruler(lines[i + 1][1]):
+            if len(lines[i + 1][1].rstrip()) < len(lines[i][1].rstrip()):  # NVUE rules the whole header
+                raise ParseError("nv-show-qos-roce", lines[i + 1][0], "a ruler as wide as its header", lines[i + 1][1])
             starts = _spans(lines[i + 1][1])
-            names = ["#"] + _cells(lines[i][1], starts)[1:]
+            names = [c or "#" for c in _cells(lines[i][1], starts)]  # a blank first heading: the row index
             i += 2
         else:
             starts, names = [], []
-        body = i
+        body = i - (2 if starts else 0)  # a header over its ruler is a table, rows or none (CL 5.0)
         while i < len(lines) and not (i + 1 < len(lines) and _is_ruler(lines[i + 1][1], "=")):
             if starts and len(lines[i][1]) <= starts[-1]:  # NVUE fills every table cell ('-' when empty)
                 raise ParseError("nv-show-qos-roce", lines[i][0], f"a full row of {title.strip()!r}", lines[i][1])
             if starts:
                 rows.append(dict(zip(names, (placeholder(c) for c in _cells(lines[i][1], starts)))))
             i += 1
-        if i == body:  # an empty table still prints 'No Data'
+        if i == body:  # an empty table still prints 'No Data' (CL 5.0: its header and ruler only)
             raise ParseError("nv-show-qos-roce", no, f"rows (or 'No Data') under {title.strip()!r}", title)
     return tables
 
