@@ -197,17 +197,17 @@ SWITCH = "leaf01"
 SLOW_APPLY_S, CUT_AFTER_S = 4, 1.5
 
 
-def _cut_mid_apply(state: Path, journal: Path, out: dict, stop: threading.Event) -> None:
-    """Cut leaf01's SSH sessions from the lab side ``CUT_AFTER_S`` s after the journal says it is pushing."""
+def cut_mid_apply(state: Path, journal: Path, out: dict, stop: threading.Event, switch: str = SWITCH) -> None:
+    """Cut ``switch``'s SSH sessions from the lab side ``CUT_AFTER_S`` s after the journal says it is pushing."""
     while not stop.is_set():
         for f in journal.glob("*.json"):
             try:
-                rec = json.loads(f.read_text())["devices"].get(SWITCH, {})
+                rec = json.loads(f.read_text())["devices"].get(switch, {})
             except (OSError, ValueError, KeyError):
                 continue
             if rec.get("state") == "pushing":
                 time.sleep(CUT_AFTER_S)
-                out["cut"] = inject(state, SWITCH, "ssh-cut")
+                out["cut"] = inject(state, switch, "ssh-cut")
                 return
         time.sleep(0.02)
 
@@ -228,7 +228,7 @@ def test_ssh_cut_mid_apply_on_a_switch_is_restored_by_the_run(lab: Path, tmp_pat
     journal.mkdir(mode=0o700)
     out: dict = {}
     stop = threading.Event()
-    cutter = threading.Thread(target=_cut_mid_apply, args=(state, journal, out, stop), daemon=True)
+    cutter = threading.Thread(target=cut_mid_apply, args=(state, journal, out, stop), daemon=True)
     cutter.start()
     t0 = time.monotonic()
     try:

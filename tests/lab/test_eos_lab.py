@@ -3,15 +3,20 @@ NVUE leaf01 and spine01, driven by tuning.switch.eos through the engine and the 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import lab_up, snapshot_fabric
+from tests.conftest import REPO, lab_up, snapshot_fabric
+from tests.engine.test_apply_killed_at_progress import SLOW_APPLY_S, cut_mid_apply
 from tuning import inventory
 from tuning.errors import CandidateError, CommitError
+from tuning.lab.inject import inject
 from tuning.lab.scale import write_inventory
 from tuning.rollout import engine
 from tuning.rollout.engine import Options
@@ -101,3 +106,35 @@ def test_an_eos_commit_timer_reverts_a_commit_never_confirmed_and_a_refused_line
         assert not drv.has_pending_commit() and drv.current_revision() == start  # the switch went back
     finally:
         drv.close()
+
+
+def test_an_ssh_session_cut_inside_an_eos_commit_leaves_the_switch_fully_old(eos_lab: Path, tmp_path: Path):
+    """leaf02's session cut while its ``configure session ... commit timer`` runs (the lab holds the
+    commit 4 s, then makes it: EOS finishes what its client left): the journal keeps ``pushing``, the
+    run restores leaf02 over a new session: the pending session is named after the snapshot it was
+    staged on, so it is this run's and is aborted; EOS puts the old configuration back. Every device
+    is as before; `fabtune rollback RUN` has nothing left."""
+    state = eos_lab / ".state"
+    before = snapshot_fabric(eos_lab)
+    inject(state, "leaf02", "slow-apply", str(SLOW_APPLY_S))
+    journal = tmp_path / "j"
+    journal.mkdir(mode=0o700)
+    out: dict = {}
+    stop = threading.Event()
+    cutter = threading.Thread(target=cut_mid_apply, args=(state, journal, out, stop, "leaf02"), daemon=True)
+    cutter.start()
+    try:
+        rep = engine.run(inventory.load(eos_lab), Options(mode="apply", journal_dir=journal, limit=["leaf02"],
+                                                          verify=False))
+    finally:
+        stop.set()
+        cutter.join(timeout=30)
+        inject(state, "leaf02", "clear")
+    assert any(i["kind"] == "ssh-cut" and i["target"] == "leaf02" for i in out.get("cut", [])), out
+    assert (rep.outcome, rep.restored) == ("rolled-back", ["leaf02"]), (rep.outcome, rep.errors)
+    assert "lost the session" in rep.errors["leaf02"] and "whether the switch acted on it is unknown" in rep.errors["leaf02"]
+    now = snapshot_fabric(eos_lab)
+    assert [k for k in sorted(set(before) | set(now)) if before.get(k) != now.get(k)] == []
+    res = subprocess.run([sys.executable, "-m", "tuning", "rollback", rep.run_id, "--journal-dir", str(journal)],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert res.returncode == 0 and "nothing to roll back" in res.stdout, res.stdout + res.stderr

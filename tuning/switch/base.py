@@ -161,11 +161,12 @@ class SwitchDriver(ABC):
         return None
 
     def next_revision(self) -> str | None:
-        """Id the next commit will get (``"8"`` when the newest revision is ``"7"``), read before a
-        commit and journaled, so that a commit the run made and never journaled (its controller
-        killed, its session cut inside the commit) is recognised as the run's even on a device
-        that does not say a revision's parent. None where the device does not number revisions in
-        sequence (this default)."""
+        """Id the commit of the staged candidate will get (NVUE ``"8"`` when the newest revision is
+        ``"7"``; EOS the digest of the staged configuration), read once the candidate is staged and
+        journaled before the commit, so that a commit the run made and never journaled (its
+        controller killed, its session cut inside the commit) is recognised as the run's even on a
+        device that does not say a revision's parent. None where the driver cannot know it (this
+        default)."""
         return None
 
     @abstractmethod

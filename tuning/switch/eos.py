@@ -7,8 +7,9 @@ driver sends through eAPI (``napalm/eos/eos.py``).
 
 The transaction (NAPALM's EOS driver; shared/cases/cli/INDEX-switch.md):
 
-- stage: ``configure session fabtune-XXXXXXXX``, the candidate's lines, ``end`` (a session's
-  configuration is a copy of running plus the lines: a merge);
+- stage: ``configure session fabtune-<revision>``, the candidate's lines, ``end`` (a session's
+  configuration is a copy of running plus the lines: a merge; the name says which revision it was
+  staged on, so a commit nobody journaled is recognised as the run's: :meth:`EosDriver.applied_parent`);
 - diff: ``show session-config named NAME diffs`` (a unified diff against running);
 - before a commit: ``copy running-config flash:fabtune-<revision>.cfg``, the configuration a
   rollback returns to (NAPALM: ``flash:rollback-0``);
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 
 from tuning.errors import (CandidateError, CommandError, CommitConfirmError, CommitError, ConnectError,
                            InputError, NotSupportedError, ParseError, RollbackError, TuningError)
@@ -161,8 +161,28 @@ class EosDriver(CliDriver):
         return next((n for n, s in (data.get("sessions") or {}).items()
                      if isinstance(s, dict) and s.get("state") == "pendingCommitTimer"), None)
 
+    def _pending_sessions(self) -> list[str]:
+        """Sessions staged and not committed (state ``pending``)."""
+        return [n for n, s in (self._sessions().get("sessions") or {}).items()
+                if isinstance(s, dict) and s.get("state") == "pending"]
+
     def has_pending_commit(self) -> bool:
         return self._timer_session() is not None
+
+    def next_revision(self) -> str | None:
+        """The revision the staged session will make: the digest of running patched with the
+        session's diff (:func:`tuning.switch.eos_keys.patched`); None when nothing is staged."""
+        if self._session is None:
+            return None
+        diff = self.compare()
+        return eos_keys.digest(eos_keys.patched(diff, self.running_config())) if diff else None
+
+    def applied_parent(self) -> str | None:
+        """The revision a commit under a running timer was made on: fabtune names its sessions
+        ``fabtune-<revision staged on>`` (:meth:`load_candidate`); None for any other session, or
+        when no timer runs (EOS keeps no history of revisions)."""
+        m = re.fullmatch(r"fabtune-(cfg-[0-9a-f]{12})", self._timer_session() or "")
+        return m.group(1) if m else None
 
     # ----- candidate -------------------------------------------------------------------------
     def load_candidate(self, config: str, *, replace: bool = False) -> None:
@@ -179,7 +199,12 @@ class EosDriver(CliDriver):
         bad = [ln for ln in lines if re.search(r"[;|`$<>\\]", ln)]
         if bad:
             raise CandidateError(f"not an EOS configuration line: {bad[0]!r}", host=self.name, phase="apply")
-        self._session = self._session or f"fabtune-{secrets.token_hex(4)}"
+        if self._session is None:
+            # named after the revision it was staged on: a commit of it that a cut session or a
+            # killed run never journaled still says which snapshot it sits on (applied_parent)
+            self._session = f"fabtune-{self.current_revision()}"
+            if self._session in self._pending_sessions():
+                self._send(f"configure session {self._session} abort", phase="apply")  # stale lines
         self._send(f"configure session {self._session}", phase="apply")
         out = self._batch([*lines, "end"])
         why = _FAILURE.search(out)
@@ -201,13 +226,11 @@ class EosDriver(CliDriver):
     def discard(self) -> None:
         """Abort this driver's session and every other ``fabtune-`` session left pending by a push
         cut short (the run holds the inventory's lock); read back: none is left."""
-        stale = [n for n, s in (self._sessions().get("sessions") or {}).items()
-                 if n.startswith("fabtune-") and isinstance(s, dict) and s.get("state") == "pending"]
+        stale = [n for n in self._pending_sessions() if n.startswith("fabtune-")]
         for name in stale:
             self._send(f"configure session {name} abort", phase="apply")
         self._session = None
-        left = [n for n, s in (self._sessions().get("sessions") or {}).items()
-                if n in stale and isinstance(s, dict) and s.get("state") == "pending"]
+        left = [n for n in self._pending_sessions() if n in stale]
         if left:
             raise CommandError("configure session abort", 1, f"sessions still pending: {', '.join(left)}",
                                host=self.name, phase="apply")

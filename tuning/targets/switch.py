@@ -24,7 +24,7 @@ from typing import ClassVar
 from tuning.errors import CandidateError, CommitError, PendingCommitError, RollbackError, TuningError
 from tuning.inventory import Device
 from tuning.transport.connection import Connection
-from tuning.node.base import Change
+from tuning.node.base import Change, Finding
 from tuning.render import render_switch
 from tuning.switch import driver_class
 from tuning.switch.base import SwitchDriver, SwitchState
@@ -108,16 +108,29 @@ def _port_of(key: str) -> str | None:
     return parts[1] if len(parts) == 3 and parts[0] == "port" and parts[2] == "mtu" else None
 
 
+def port_findings(dev: Device, down: dict[str, str]) -> list[Finding]:
+    """``switch-port-down``: a port the switch's configuration carries (a ``port/<swp>/mtu`` of the
+    rendered candidate) that the switch reads down (``down``: ``"admin down"`` or ``"oper down"``, the
+    driver's ``down_ports`` from ``nv show interface``): its link carries nothing, whatever the plan sets."""
+    wanted = {p for p in map(_port_of, desired(dev)) if p}
+    return [Finding(dev.name, "switch", "switch-port-down", f"{port} is {why} on the switch: its link carries no traffic",
+                    evidence=f"nv show interface: {port} {why}") for port, why in sorted(down.items()) if port in wanted]
+
+
 def revision(state: SwitchState) -> str:
     """The applied revision id, recorded as the snapshot before any commit."""
     return state.revision
 
 
 def apply(drv: SwitchDriver, dev: Device, changes: list[Change], confirm_s: int | None,
-          revision_before: str, run_id: str | None = None) -> str | None:
+          revision_before: str, run_id: str | None = None, on_next=None) -> str | None:
     """Stage the rendered candidate, check it is still the planned diff, commit (with a confirm
     window when ``confirm_s`` and the driver's :class:`~tuning.switch.base.Capabilities` has
     ``commit_confirm``) and read back.
+
+    ``on_next(revision)`` is called with :meth:`~tuning.switch.base.SwitchDriver.next_revision`
+    once the candidate is staged and checked, before the commit (the push journals it), where the
+    driver knows it.
 
     Returns:
         The committed revision id, or None when the switch found nothing to commit.
@@ -142,6 +155,9 @@ def apply(drv: SwitchDriver, dev: Device, changes: list[Change], confirm_s: int 
     # an OS without commit-confirm (Capabilities.commit_confirm False) commits plainly: the journal's
     # revision_before is then the only way back, and a rollback or the run's restore takes it
     window = confirm_s if drv.capabilities().commit_confirm else None
+    nxt = drv.next_revision()
+    if nxt is not None and on_next is not None:
+        on_next(nxt)
     rev = drv.commit(confirm_within_s=window, message="fabtune")
     pause_for_test("apply-switch-committed", run_id)  # committed, not yet read back nor journaled
     if rev == revision_before:
@@ -278,6 +294,7 @@ class SwitchTarget:
     def __init__(self, name: str, connection: Connection, platform: str, device: Device | None = None):
         self.name, self.connection, self.platform, self.device = name, connection, platform, device
         self.driver: SwitchDriver | None = None
+        self._findings: list[Finding] = []  # of the last collect
 
     def open(self) -> None:
         """Open the driver's session (host keys checked). Raises ConnectError."""
@@ -298,16 +315,20 @@ class SwitchTarget:
         self.open()
 
     def collect(self, domains: set[str] | None = None) -> SwitchState:
-        """:func:`collect` (the switch's own diff of the rendered candidate)."""
-        return collect(self.driver, self.device)
+        """:func:`collect` (the switch's own diff of the rendered candidate); its down ports kept for
+        :meth:`findings` (:func:`port_findings`)."""
+        state = collect(self.driver, self.device)
+        self._findings = port_findings(self.device, getattr(self.driver, "down_ports", {}))
+        return state
 
     def plan(self, state: SwitchState, domains: set[str] | None = None) -> list[Change]:
         """:func:`plan`, only ``domains`` when given."""
         return [c for c in plan(self.device, state) if domains is None or c.domain in domains]
 
-    def findings(self, state: SwitchState, domains: set[str] | None = None) -> list:
-        """A switch reports no findings yet."""
-        return []
+    def findings(self, state: SwitchState, domains: set[str] | None = None) -> list[Finding]:
+        """The findings of the last :meth:`collect` (a configured port down on the switch side), only
+        ``domains`` when given."""
+        return [f for f in self._findings if domains is None or f.domain in domains]
 
     @classmethod
     def fleet_findings(cls, states: dict[str, SwitchState], domains: set[str] | None = None) -> list:
@@ -341,10 +362,11 @@ class SwitchTarget:
             return []
         rec = journal.get()
         before = list(rec.get("applied") or [])
-        nxt = self.driver.next_revision()  # the id the commit will get, where the OS numbers them
-        journal.update(state=DeviceState.PUSHING, **({"revision_next": nxt} if nxt is not None else {}))
+        journal.update(state=DeviceState.PUSHING)
         try:
-            rev = apply(self.driver, self.device, changes, confirm_s, str(rec.get("revision_before")), journal.run_id)
+            # the id the commit will get, where the driver knows it, journaled before the commit
+            rev = apply(self.driver, self.device, changes, confirm_s, str(rec.get("revision_before")), journal.run_id,
+                        on_next=lambda nxt: journal.update(revision_next=nxt))
         except TuningError as e:
             if getattr(e, "extent_unknown", False):
                 raise  # the session was cut inside the commit: the journal keeps `pushing` (extent unknown)
