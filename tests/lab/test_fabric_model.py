@@ -240,3 +240,15 @@ def test_the_stand_ins_path_is_the_one_networkx_gives_for_every_nic_pair(n_nodes
         "node01:mlx5_0", "leaf01:swp1", "leaf01", "leaf01:swp2", "node02:mlx5_0"]
     with pytest.raises(ValueError, match="no path"):
         shortest_path(fabric, "node01:mlx5_0", "node99:mlx5_0")
+
+
+def test_admin_down_switch_port_fails_the_path_as_a_down_link(tuned: Path) -> None:
+    """Issue 21: a leaf port set `link state down` (its fabric.json says so) carries nothing."""
+    set_switch(tuned, "leaf01", roce=TUNED_ROCE)
+    data = json.loads((tuned / "switches" / "leaf01.fabric.json").read_text())
+    data["ports"]["swp2"]["state"] = "down"
+    _put(tuned / "switches" / "leaf01.fabric.json", json.dumps(data))
+    o = compute(tuned, "node01", "mlx5_0", "node02", "mlx5_0", 3, "write_bw")
+    assert (o.error, o.reasons) == ("connect_failed", ["leaf01:swp2 link down (injected or admin down)"])
+    set_switch(tuned, "leaf01", roce=TUNED_ROCE)  # back up
+    assert compute(tuned, "node01", "mlx5_0", "node02", "mlx5_0", 3, "write_bw").error is None

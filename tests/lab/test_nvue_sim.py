@@ -188,3 +188,20 @@ def test_a_release_that_auto_saves(tmp_path: Path) -> None:
     out(old, "nv config apply -y")
     assert out(old, "nv config diff startup applied") == "" and old.auto_save
     assert out(old, "nv show system config").endswith("auto-save\n  enable     on           on\n")
+
+
+def test_a_port_down_shows_in_show_interface_and_the_fabric_state(sw: NvueSwitch, tmp_path: Path) -> None:
+    """Admin down (`link state down` applied) and a `down` link injected on SWITCH:PORT both show
+    State down in `nv show interface`; the admin one is also in fabric.json for the fabric model."""
+    from tuning.lab.inject import inject
+
+    fabric = default_fabric()
+    fabric.save(tmp_path / "fabric.json")
+    out(sw, "nv set interface swp3 link state down")
+    out(sw, "nv config apply -y")
+    inject(tmp_path, "leaf01:swp4", "down")
+    ifs = parse("nv-show-interface", out(sw, "nv show interface"))
+    assert [(i.name, i.state) for i in ifs.interfaces if i.state == "down"] == [("swp3", "down"), ("swp4", "down")]
+    assert ifs.get("swp5").state == "up"
+    assert fabric_json(tmp_path)["ports"]["swp3"] == {"mtu": 9216, "state": "down"}
+    assert fabric_json(tmp_path)["ports"]["swp4"] == {"mtu": 9216}  # the injection itself is the model's

@@ -172,6 +172,24 @@ def test_a_rejected_change_does_not_come_back_after_a_reboot(sw) -> None:
     assert _startup_mtu(drv, inv_dir) != "4300" and drv.current_revision() != rev
 
 
+def test_a_configured_port_down_on_the_switch_is_a_finding_at_collect(sw) -> None:
+    """Issue 21: a port the switch's configuration carries, down on the switch side (a `down` link
+    injected on SWITCH:PORT), is reported at collect; a port nothing configures is not."""
+    from tuning.targets.switch import SwitchTarget
+
+    inv_dir, _ = sw
+    dev = leaf(inv_dir)
+    lab_inject(inv_dir, "leaf01:swp5", "down")
+    target = SwitchTarget("leaf01", dev.connection, dev.spec.platform, dev)
+    target.open()
+    try:
+        found = [(f.code, f.domain, f.message) for f in target.findings(target.collect())]
+    finally:
+        target.close()
+        inject(inv_dir / ".state", "leaf01:swp5", "clear")
+    assert found == [("switch-port-down", "switch", "swp5 is oper down on the switch: its link carries no traffic")]
+
+
 def test_inject_refuses_bad_switch_faults(module_lab: Path) -> None:
     state = module_lab / ".state"
     for target, kind, value, why in [("leaf01", "slow-apply", None, "needs SECONDS"),

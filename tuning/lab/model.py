@@ -21,7 +21,8 @@ Inputs (paths relative to ``<state_dir>/nodes/<node>/sysroot``):
                       an RDMA-CM QP's ToS; a verbs QP without ``--tclass`` sends traffic class 0,
                       DSCP 0, which the mlx5 default map puts on priority 0: lossy when PFC is on 3)
     GID table         ``sys/class/infiniband/<dev>/ports/1/gids/<N>``, ``gid_attrs/types/<N>``
-Switches: ``{"ports": {"swp1": {"mtu": 9216}}, "roce": {...}}`` (lab contract); a missing
+Switches: ``{"ports": {"swp1": {"mtu": 9216}}, "roce": {...}}`` (lab contract; an admin-down port adds
+``"state": "down"`` and fails a path through it as a ``down`` injection does); a missing
 file or port means the Cumulus defaults: port MTU 9216, RoCE off.
 
 Rules:
@@ -317,6 +318,15 @@ def switch_state(state_dir: Path, name: str) -> dict:
     return {"ports": state.get("ports") or {}, "roce": state.get("roce") or {"enabled": False}}
 
 
+def _admin_down(state_dir: Path, hop: str) -> bool:
+    """A switch port of the path set ``link state down`` (``"state": "down"`` in its switch's
+    ``switches/<name>.fabric.json``, written by :mod:`tuning.lab.nvue`); a NIC hop is never."""
+    switch, _, port = hop.partition(":")
+    if not port or not (state_dir / "switches" / f"{switch}.fabric.json").is_file():
+        return False
+    return switch_state(state_dir, switch)["ports"].get(port, {}).get("state") == "down"
+
+
 def active_mtu(netdev_mtu: int) -> int:
     """RoCE active MTU for a netdev MTU: 1500 -> 1024, 9000 -> 4096 (``iboe_get_mtu``)."""
     return next((m for m in ROCE_MTUS if m <= netdev_mtu - IBOE_OVERHEAD_BYTES), 256)
@@ -493,8 +503,9 @@ def compute_sizes(state_dir: Path | str, client_node: str, client_dev: str, serv
     out.client_gid_index, out.client_gid, bad_c = pick_gid(cli, gid_index)
     out.server_gid_index, out.server_gid, bad_s = pick_gid(srv, server_gid_index)
     down = [i["target"] for i in fabric.injections if i.get("kind") == "down" and i.get("target") in path]
+    down += [h for h in path if _admin_down(state_dir, h)]
     if down:
-        out.error, out.reasons = "connect_failed", [f"{t} link down (injected)" for t in down]
+        out.error, out.reasons = "connect_failed", [f"{t} link down (injected or admin down)" for t in down]
     elif bad_c or bad_s:
         out.error, out.reasons = "qp_rtr_failed", [p for p in (bad_c, bad_s) if p]
     if out.error:

@@ -117,7 +117,12 @@ class NvueSwitch(LabStartup):
         oper = self.faults().oper_mtu
         mtus = {p: oper.get(p, self.applied.get("interface", {}).get(p, {}).get("link", {}).get("mtu", 9216))
                 for p, info in self.ports.items() if info["type"] == "swp"}
-        return {"ports": {p: {"mtu": m} for p, m in mtus.items()}, "roce": effective_roce(self.applied).as_json()}
+        ports = {p: {"mtu": m, **({"state": "down"} if self._admin_down(p) else {})} for p, m in mtus.items()}
+        return {"ports": ports, "roce": effective_roce(self.applied).as_json()}
+
+    def _admin_down(self, port: str) -> bool:
+        """``nv set interface PORT link state down`` is applied."""
+        return self.applied.get("interface", {}).get(port, {}).get("link", {}).get("state") == "down"
 
     def _write_fabric_json(self) -> None:
         if self.state_dir is None:
@@ -217,7 +222,8 @@ class NvueSwitch(LabStartup):
         for name, info in self.ports.items():
             mtu = self.applied.get("interface", {}).get(name, {}).get("link", {}).get("mtu", info["mtu"])
             mtu = self.faults().oper_mtu.get(name, mtu)  # operational, as the summary shows it
-            ports[name] = {**info, "mtu": mtu}
+            down = self._admin_down(name) or name in self.faults().down_ports  # State: the oper state
+            ports[name] = {**info, "mtu": mtu, **({"state": "down"} if down else {})}
         return Reply(show_interface(ports))
 
     def _show_qos(self, words: list[str], ask: Ask) -> Reply:

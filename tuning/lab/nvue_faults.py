@@ -18,6 +18,8 @@ Kinds, persisted like the link faults in ``<state_dir>/fabric.json`` under ``inj
   again (:meth:`tuning.lab.nvue_startup.LabStartup.reboot`). Recorded with the time of the
   injection (``value``, ns) beside the switch's other fault; SSH sessions stay open (``ssh-cut``
   cuts them).
+- ``SWITCH:PORT down`` (a link fault of :mod:`tuning.lab.inject`, read here too): ``nv show interface``
+  shows the port's State ``down``.
 - ``SWITCH:PORT oper-mtu N``: the port's operational MTU is N whatever the applied one is
   (``nv show interface`` and ``switches/<name>.fabric.json`` show N), as in
   nvue_show_interface_link__op_applied_pending_mtu_mismatch.txt.
@@ -56,6 +58,8 @@ class Faults:
         apply_fails / nvued_down: the kinds above.  slow_apply_s: seconds every apply waits.
         oper_mtu: port -> operational MTU (bytes) that differs from the applied one.
         reboot_at: time of the latest ``reboot`` injection (ns since the epoch; 0: none).
+        down_ports: ports with a link ``down`` injected (``fabtune lab inject SWITCH:PORT down``,
+            :mod:`tuning.lab.inject`): ``nv show interface`` shows them down.
     """
 
     apply_fails: bool = False
@@ -63,6 +67,7 @@ class Faults:
     slow_apply_s: float = 0.0
     oper_mtu: dict[str, int] = field(default_factory=dict)
     reboot_at: int = 0
+    down_ports: frozenset[str] = frozenset()
 
 
 def faults_of(injections: list[dict], switch: str) -> Faults:
@@ -71,8 +76,10 @@ def faults_of(injections: list[dict], switch: str) -> Faults:
     oper = {i["target"].split(":", 1)[1]: int(i["value"]) for i in injections
             if i.get("kind") == "oper-mtu" and str(i.get("target", "")).startswith(f"{switch}:")}
     slow = kinds.get("slow-apply", {}).get("value", 0)
+    down = frozenset(str(i["target"]).split(":", 1)[1] for i in injections
+                     if i.get("kind") == "down" and str(i.get("target", "")).startswith(f"{switch}:"))
     return Faults("apply-fails" in kinds, "nvued-down" in kinds, float(slow or 0), oper,
-                  int(kinds.get("reboot", {}).get("value", 0)))
+                  int(kinds.get("reboot", {}).get("value", 0)), down)
 
 
 class FaultReader:

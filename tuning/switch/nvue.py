@@ -77,6 +77,7 @@ class NvueDriver(NvueStartup, SwitchDriver):
         self._conn = None
         self._ses = None  # tuning.switch.nvue_session once a session opened (netmiko imported then)
         self._tx: dict[str, str | None] = {"before": None, "committed": None}
+        self.down_ports: dict[str, str] = {}  # swp -> "admin down" / "oper down", as get_state read it
 
     # ----- session -------------------------------------------------------------------------
     def open(self) -> None:
@@ -166,6 +167,8 @@ class NvueDriver(NvueStartup, SwitchDriver):
         ifs = parse("nv-show-interface", self._send("nv show interface", phase="collect"))
         qos = parse("nv-show-qos-roce", self._send("nv show qos roce", phase="collect"))
         ports = {i.name: i.mtu for i in ifs.interfaces if i.type == "swp" and i.mtu is not None}
+        self.down_ports = {i.name: "admin down" if i.admin_status == "down" else "oper down"
+                           for i in ifs.interfaces if i.type == "swp" and "down" in (i.state, i.admin_status)}
         return SwitchState(revision=self.current_revision(), ports=ports, roce=_roce_state(qos))
 
     def current_revision(self) -> str:

@@ -29,6 +29,7 @@ from tuning.render import render_switch
 from tuning.switch import driver_class
 from tuning.switch.base import SwitchDriver, SwitchState
 from tuning.targets.base import DeviceJournal, connection_facts, pause_for_test
+from tuning.targets.switch_findings import port_findings
 from tuning.model.outcomes import DeviceState
 
 OPER_MTU = "oper_mtu"
@@ -106,15 +107,6 @@ def plan(dev: Device, state: SwitchState) -> list[Change]:
 def _port_of(key: str) -> str | None:
     parts = key.split("/")
     return parts[1] if len(parts) == 3 and parts[0] == "port" and parts[2] == "mtu" else None
-
-
-def port_findings(dev: Device, down: dict[str, str]) -> list[Finding]:
-    """``switch-port-down``: a port the switch's configuration carries (a ``port/<swp>/mtu`` of the
-    rendered candidate) that the switch reads down (``down``: ``"admin down"`` or ``"oper down"``, the
-    driver's ``down_ports`` from ``nv show interface``): its link carries nothing, whatever the plan sets."""
-    wanted = {p for p in map(_port_of, desired(dev)) if p}
-    return [Finding(dev.name, "switch", "switch-port-down", f"{port} is {why} on the switch: its link carries no traffic",
-                    evidence=f"nv show interface: {port} {why}") for port, why in sorted(down.items()) if port in wanted]
 
 
 def revision(state: SwitchState) -> str:
@@ -315,10 +307,11 @@ class SwitchTarget:
         self.open()
 
     def collect(self, domains: set[str] | None = None) -> SwitchState:
-        """:func:`collect` (the switch's own diff of the rendered candidate); its down ports kept for
-        :meth:`findings` (:func:`port_findings`)."""
+        """:func:`collect` (the switch's own diff of the rendered candidate); the configured ports the
+        switch reads down kept for :meth:`findings` (:mod:`tuning.targets.switch_findings`)."""
         state = collect(self.driver, self.device)
-        self._findings = port_findings(self.device, getattr(self.driver, "down_ports", {}))
+        wanted = {p for p in map(_port_of, desired(self.device)) if p}
+        self._findings = port_findings(self.name, wanted, getattr(self.driver, "down_ports", {}))
         return state
 
     def plan(self, state: SwitchState, domains: set[str] | None = None) -> list[Change]:
