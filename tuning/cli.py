@@ -4,7 +4,7 @@
 
 The commands live in rooms of their own and are registered here, in the order ``fabtune --help``
 lists them: :mod:`tuning.cli_run` (render, plan, apply, rollout, verify), :mod:`tuning.cli_journal`
-(rollback, runs, report), :mod:`tuning.cli_parse`, :mod:`tuning.cli_topology`, :mod:`tuning.cli_lab`
+(rollback, runs, report), :mod:`tuning.cli_lint`, :mod:`tuning.cli_parse`, :mod:`tuning.cli_topology`, :mod:`tuning.cli_lab`
 and :mod:`tuning.cli_burnin` (lab init, burnin, health); their shared options are in
 :mod:`tuning.cli_options`, the printing of a run report in :mod:`tuning.cli_emit`.
 """
@@ -18,6 +18,7 @@ import typer
 from tuning.cli_args import click, usage_line
 from tuning.cli_burnin import register as _register_burnin
 from tuning.cli_journal import report_cmd, rollback, runs
+from tuning.cli_lint import lint_cmd
 from tuning.cli_lab import lab_down, lab_inject, lab_reboot, lab_reset, lab_status, lab_up
 from tuning.cli_parse import parse_cmd
 from tuning.cli_run import apply, plan, render, rollout, verify
@@ -47,6 +48,7 @@ app.add_typer(lab_app, name="lab")
 for _command in (render, plan, apply, rollout, verify, rollback, runs):
     app.command()(_command)
 app.command("report")(report_cmd)
+app.command("lint")(lint_cmd)
 app.command("parse")(parse_cmd)
 app.command("topology")(topology_cmd)
 for _name, _command in (("up", lab_up), ("status", lab_status), ("inject", lab_inject), ("reboot", lab_reboot),

@@ -120,16 +120,17 @@ def existing_inventory(path: Path) -> Path:
     return path
 
 
-def load_inventory(path: Path):
-    """The inventory ``-i`` names (:func:`tuning.inventory.load` of :func:`existing_inventory`);
-    called inside a command's report Recorder, so a refusal is reported too.
+def load_inventory(path: Path, *, lint: bool = True):
+    """The inventory ``-i`` names (:func:`tuning.inventory.load` of :func:`existing_inventory`;
+    ``lint``: refuse the first fabric lint error); called inside a command's report Recorder, so a
+    refusal is reported too.
 
     Raises:
         InputError: nothing at ``path`` (names ``--inventory``), or what the loader refuses.
     """
     from tuning import inventory
 
-    return inventory.load(existing_inventory(path))
+    return inventory.load(existing_inventory(path), lint=lint)
 
 
 #: ``--state-dir``: a usable path, not an existing file

@@ -263,8 +263,10 @@ def _build(inv: Path, host: str, groups: list[str], role_group: str, layered: tu
     return Device(host, groups, _connection(inv, host, vars_, sources), spec, sources)
 
 
-def load(path: str | Path) -> Inventory:
-    """Load and validate an inventory directory (or its ``hosts.yaml``), as Ansible reads it.
+def load(path: str | Path, *, lint: bool = True) -> Inventory:
+    """Load and validate an inventory directory (or its ``hosts.yaml``), as Ansible reads it;
+    with ``lint`` (default) the fabric lint's inventory rules refuse the first error
+    (:func:`tuning.checks.check_qos`); ``fabtune lint`` loads without them to report them all.
 
     Returns:
         Inventory with one validated :class:`Device` per host.
@@ -287,7 +289,8 @@ def load(path: str | Path) -> Inventory:
         devices[h] = _build(inv, h, groups[h], role_of[h], layered[h], mixed)
     check_cabling(devices, hosts_file)
     check_addresses(devices, hosts_file)
-    check_qos(devices)
+    if lint:
+        check_qos(devices)
     return Inventory(inv, devices, _policy(layered))
 
 

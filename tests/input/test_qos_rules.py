@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tuning import inventory
-from tuning.checks import MTU_HEADER_BYTES
+from tuning.lint import MTU_HEADER_BYTES
 from tuning.errors import InputError
 
 REPO = Path(__file__).resolve().parents[2]

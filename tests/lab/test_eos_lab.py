@@ -3,6 +3,7 @@ NVUE leaf01 and spine01, driven by tuning.switch.eos through the engine and the 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -18,6 +19,7 @@ from tuning import inventory
 from tuning.errors import CandidateError, CommitError
 from tuning.lab.inject import inject
 from tuning.lab.scale import write_inventory
+from tuning.lint import live_findings
 from tuning.rollout import engine
 from tuning.rollout.engine import Options
 from tuning.rollout.rollback import rollback_run
@@ -45,12 +47,24 @@ def _leaf02(inv: Path):
     return inventory.load(inv).devices["leaf02"]
 
 
+def _state(inv: Path):
+    drv = open_driver(_leaf02(inv))
+    try:
+        return drv.get_state()
+    finally:
+        drv.close()
+
+
 def test_an_eos_leaf_is_planned_from_its_own_diff_kept_behind_the_gate_and_rolled_back_byte_for_byte(
         eos_lab: Path, tmp_path: Path):
     before = snapshot_fabric(eos_lab)
     inv = inventory.load(eos_lab)
     journal = tmp_path / "j"
     opts = Options(mode="rollout", journal_dir=journal, limit=["leaf02"], thresholds=MARKS, rails=(1,))
+
+    # the live lint reads leaf02's effective QoS as EOS reports it: at power-on nothing is lossless
+    live = {f.rule for f in live_findings(inv.devices, {"leaf02": _state(eos_lab)})}
+    assert {"live-pfc", "ecn-off"} <= live, live
 
     plan = engine.run(inv, replace(opts, mode="plan"))
     got = {c["key"]: (c["before"], c["after"], c["tags"]) for c in plan.changes["leaf02"]}
@@ -75,6 +89,7 @@ def test_an_eos_leaf_is_planned_from_its_own_diff_kept_behind_the_gate_and_rolle
     finally:
         drv.close()
 
+    assert list(live_findings(inv.devices, {"leaf02": _state(eos_lab)})) == []  # lossless end to end now
     again = engine.run(inventory.load(eos_lab), replace(opts, mode="plan"))
     assert not again.changes.get("leaf02"), again.changes.get("leaf02")
 
@@ -138,3 +153,16 @@ def test_an_ssh_session_cut_inside_an_eos_commit_leaves_the_switch_fully_old(eos
     res = subprocess.run([sys.executable, "-m", "tuning", "rollback", rep.run_id, "--journal-dir", str(journal)],
                          capture_output=True, text=True, timeout=120, cwd=REPO)
     assert res.returncode == 0 and "nothing to roll back" in res.stdout, res.stdout + res.stderr
+
+
+def test_lint_reads_every_switch_of_the_mixed_lab_as_it_reports(eos_lab: Path):
+    """``fabtune lint`` (live) on the power-on mixed lab: the inventory breaks no rule, and every
+    switch, NVUE and EOS, reports QoS that is not lossless for the nodes: exit 2, named per switch."""
+    res = subprocess.run([sys.executable, "-m", "tuning", "lint", "-i", str(eos_lab), "--json"],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert res.returncode == 2, res.stderr
+    found = json.loads(res.stdout)["findings"]
+    assert not [f for f in found if not f["rule"].startswith("live-") and f["rule"] != "ecn-off"], found
+    pfc = {f["devices"][1] for f in found if f["rule"] == "live-pfc"}
+    assert pfc == {"leaf01", "leaf02", "spine01"}, found
+    assert all("read from the switch" in f["message"] for f in found)

@@ -135,15 +135,7 @@ def apply(drv: SwitchDriver, dev: Device, changes: list[Change], confirm_s: int 
     """
     if not changes:
         return None
-    candidate = render_switch(dev)
-    drv.load_candidate(candidate)
-    now = drv.diff_changes(drv.compare(), drv.running_config())
-    planned = {c.key: (c.before, c.after) for c in changes if not c.key.endswith(f"/{OPER_MTU}")}
-    if now != planned:
-        drv.discard()
-        moved = sorted(k for k in set(now) | set(planned) if now.get(k) != planned.get(k))
-        raise CandidateError(f"the switch's diff is no longer the planned one ({', '.join(moved[:8])}); "
-                             "plan again", host=dev.name, phase="apply")
+    candidate = _stage_as_planned(drv, dev, changes)
     # an OS without commit-confirm (Capabilities.commit_confirm False) commits plainly: the journal's
     # revision_before is then the only way back, and a rollback or the run's restore takes it
     window = confirm_s if drv.capabilities().commit_confirm else None
@@ -161,6 +153,21 @@ def apply(drv: SwitchDriver, dev: Device, changes: list[Change], confirm_s: int 
         _undo_commit(drv, err, rev, revision_before)
         raise
     return rev
+
+
+def _stage_as_planned(drv: SwitchDriver, dev: Device, changes: list[Change]) -> str:
+    """Stage the rendered candidate and return it. Raises CandidateError (the candidate discarded)
+    when the switch's diff of it is no longer the planned ``changes``."""
+    candidate = render_switch(dev)
+    drv.load_candidate(candidate)
+    now = drv.diff_changes(drv.compare(), drv.running_config())
+    planned = {c.key: (c.before, c.after) for c in changes if not c.key.endswith(f"/{OPER_MTU}")}
+    if now != planned:
+        drv.discard()
+        moved = sorted(k for k in set(now) | set(planned) if now.get(k) != planned.get(k))
+        raise CandidateError(f"the switch's diff is no longer the planned one ({', '.join(moved[:8])}); "
+                             "plan again", host=dev.name, phase="apply")
+    return candidate
 
 
 def _undo_commit(drv: SwitchDriver, err: CommitError, rev: str | None, revision_before: str) -> None:
