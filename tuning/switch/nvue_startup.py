@@ -43,6 +43,13 @@ class NvueStartup:
             raise
         return text.auto_save(out)
 
+    def _auto_save_word(self) -> str:
+        """``on`` / ``off`` / ``unreadable``: said in an error only, so reading it never fails a save."""
+        try:
+            return "on" if self.auto_saves() else "off"
+        except (CommandError, ParseError):
+            return "unreadable"
+
     def startup_diff(self, phase: str = "confirm") -> str:
         """``nv config diff startup applied``: "" when the switch boots with its applied configuration.
 
@@ -69,7 +76,7 @@ class NvueStartup:
             if not self.startup_diff(phase):
                 self.startup_saved_by = "switch"
                 return
-            auto = self.auto_saves()
+            auto = self._auto_save_word()
             out = self._send("nv config save", phase=phase)  # type: ignore[attr-defined]
             left, now = self.startup_diff(phase), self.current_revision()  # type: ignore[attr-defined]
         except (CommandError, ConnectError, ParseError) as exc:
@@ -78,7 +85,7 @@ class NvueStartup:
         if not text.SAVED.search(out):
             raise error(f"`nv config save` printed no 'saved': {out.strip()[:200]!r}", host=name, phase=phase)
         if left or now != str(revision):
-            raise error(f"after `nv config save` (auto save {'on' if auto else 'off'}) the applied revision "
+            raise error(f"after `nv config save` (auto save {auto}) the applied revision "
                         f"is {now} (wanted {revision}) and startup differs by {left[:200]!r}",
                         host=name, phase=phase)
         self.startup_saved_by = "nv config save"
