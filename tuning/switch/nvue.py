@@ -20,32 +20,23 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 from tuning.errors import (CandidateError, CommandError, CommitConfirmError, CommitError, ConnectError,
                            NotSupportedError, ParseError, RollbackError, TuningError)
 from tuning.parsers import parse
 from tuning.switch import nvue_keys, nvue_text as text
-from tuning.switch.base import Capabilities, RoceState, SwitchDriver, SwitchState
+from tuning.switch.base import Capabilities, RoceState, SwitchState, as_step_error
+from tuning.switch.cli import CliDriver, CliTimeout
 from tuning.switch.nvue_startup import NvueStartup
 
-_PROMPT_END = r"[$#]\s*$"
-
-
-class NvueDriver(NvueStartup, SwitchDriver):
+class NvueDriver(NvueStartup, CliDriver):
     """One NVUE switch session.
 
     Every command is checked for its own success text and for the failure texts of
     :mod:`tuning.switch.nvue_text`; every transaction step (commit, confirm, reject,
     rollback) is read back from the revision list before it counts.
 
-    Args:
-        host: address (``127.0.0.1`` in the lab).  port: SSH port.  username: login user.
-        key_file: private key for public-key login.  known_hosts: OpenSSH known_hosts to check the host key.
-        name: inventory name used in errors (defaults to ``host``).
+    Args: those of :class:`tuning.switch.cli.CliDriver`;
         apply_timeout_s: read timeout of ``nv config apply`` in all its forms (apply, confirm,
             reject, rollback), seconds; after it runs out the driver waits as long again for the
             prompt, then reopens the session, and decides only on the state read from the device.
@@ -65,63 +56,14 @@ class NvueDriver(NvueStartup, SwitchDriver):
     template = "nvue/switch.j2"  # `nv set` lines (Cumulus Linux 5.x NVUE)
     config_suffix = "nvue"
 
-    def __init__(self, host: str, *, port: int = 22, username: str, key_file: Path | str | None = None,
-                 known_hosts: Path | str | None = None, name: str | None = None,
-                 apply_timeout_s: float = 120.0) -> None:
-        self.host, self.port, self.username = host, port, username
-        # None: the user's default keys and ~/.ssh/known_hosts, still checked strictly
-        self.key_file = Path(key_file) if key_file else None
-        self.known_hosts = Path(known_hosts) if known_hosts else Path.home() / ".ssh" / "known_hosts"
-        self.name = name or host
-        self.apply_timeout_s = apply_timeout_s
-        self._conn = None
-        self._ses = None  # tuning.switch.nvue_session once a session opened (netmiko imported then)
-        self._tx: dict[str, str | None] = {"before": None, "committed": None}
-        self.down_ports: dict[str, str] = {}  # swp -> "admin down" / "oper down", as get_state read it
-
-    # ----- session -------------------------------------------------------------------------
-    def open(self) -> None:
-        from tuning.switch import nvue_session as ses  # the SSH libraries, only when a session opens
-
-        self._ses = ses
-        try:
-            self._conn = ses.connect(self.host, self.port, self.username, self.key_file, self.known_hosts)
-        except ses.OPEN_ERRORS as exc:
-            raise ConnectError(f"cannot open an NVUE session on {self.host}:{self.port}: {exc}",
-                               host=self.name, phase="connect") from exc
-
-    def close(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.disconnect()
-            except self._ses.ERRORS:
-                pass
-            self._conn = None
+    device_type, os_name = "cumulus_linux", "NVUE"
 
     def capabilities(self) -> Capabilities:
         return Capabilities(commit_confirm=True, replace=False, onbox_diff=True, rollback=True)
 
-    @property
-    def committed_revision(self) -> str | None:
-        """The revision this session committed (None before a commit)."""
-        return self._tx["committed"]
-
-    def _send(self, command: str, *, phase: str, read_timeout: float = 10.0) -> str:
-        """Run one command; a failure text (nvue_text.FAILURE) becomes CommandError (text as stderr)."""
-        if self._conn is None:
-            raise ConnectError("session is not open", host=self.name, phase=phase)
-        try:
-            out = self._conn.send_command(command, read_timeout=read_timeout, auto_find_prompt=False,
-                                          expect_string=re.escape(self._conn.base_prompt) + _PROMPT_END)
-        except self._ses.ReadTimeout as exc:
-            raise _Timeout(f"`{command}` printed no prompt within {read_timeout:g} s", host=self.name,
-                           phase=phase) from exc
-        except self._ses.ERRORS as exc:
-            raise ConnectError(f"`{command}` lost the session: {exc}", host=self.name, phase=phase) from exc
-        why = text.failure(out)
-        if why:
-            raise CommandError(command, 1, why, host=self.name, phase=phase)
-        return out
+    def _failure(self, out: str) -> str | None:
+        """A failure text of :mod:`tuning.switch.nvue_text` (``Invalid Command: ...``, ``Error: ...``)."""
+        return text.failure(out)
 
     def _apply_cmd(self, command: str, *, phase: str, error: type[TuningError]) -> str | None:
         """Run an ``nv config apply`` form with the long timeout.
@@ -139,7 +81,7 @@ class NvueDriver(NvueStartup, SwitchDriver):
             out = self._send(command, phase=phase, read_timeout=self.apply_timeout_s)
         except CommandError as exc:
             raise error(f"`{command}` failed: {exc.stderr}", host=self.name, phase=phase) from exc
-        except _Timeout:
+        except CliTimeout:
             out = self._late_output()
             if out is None:  # still silent: a new session reads what the device now holds
                 self.close()
@@ -230,25 +172,6 @@ class NvueDriver(NvueStartup, SwitchDriver):
                 raise CandidateError(f"`nv set` printed {extra[:120]!r} (it prints nothing on success)",
                                      host=self.name, phase="apply")
 
-    def _batch(self, lines: list[str]) -> str:
-        if self._conn is None:
-            raise ConnectError("session is not open", host=self.name, phase="apply")
-        prompt = re.compile(re.escape(self._conn.base_prompt) + r"[$#]")
-        deadline, out = time.monotonic() + 10.0 + 0.2 * len(lines), ""
-        try:
-            self._conn.write_channel("".join(line + "\n" for line in lines))
-            while len(prompt.findall(out)) < len(lines):
-                if time.monotonic() > deadline:
-                    raise CandidateError(f"staging {len(lines)} lines: {len(prompt.findall(out))} prompts came back",
-                                         host=self.name, phase="apply")
-                chunk = self._conn.read_channel()
-                out += chunk
-                if not chunk:
-                    time.sleep(0.005)
-        except self._ses.ERRORS as exc:
-            raise ConnectError(f"staging the candidate lost the session: {exc}", host=self.name, phase="apply") from exc
-        return out
-
     def compare(self) -> str:
         out = self._send("nv config diff", phase="plan")
         if not text.is_diff(out):
@@ -267,7 +190,7 @@ class NvueDriver(NvueStartup, SwitchDriver):
     def commit(self, *, confirm_within_s: int | None = None, message: str = "") -> str:
         """Apply the staged candidate; read back that the applied revision moved (and waits for a
         confirm when ``confirm_within_s``). Raises CommitError naming the device's text."""
-        with _as(CommitError, self.name, "apply"):
+        with as_step_error(CommitError, self.name, "apply"):
             return self._commit(confirm_within_s)
 
     def _commit(self, confirm_within_s: int | None) -> str:
@@ -330,7 +253,7 @@ class NvueDriver(NvueStartup, SwitchDriver):
             CommitConfirmError: nothing to confirm, the device's failure text, or the revision is
                 not the applied one (the confirm window ran out: the switch went back).
         """
-        with _as(CommitConfirmError, self.name, "confirm"):
+        with as_step_error(CommitConfirmError, self.name, "confirm"):
             self._confirm(revision or self._tx["committed"])
 
     def _confirm(self, rev: str | None) -> None:
@@ -391,19 +314,6 @@ class NvueDriver(NvueStartup, SwitchDriver):
             raise RollbackError(f"re-applying revision {revision}: the applied revision is {now}",
                                 host=self.name, phase="restore")
         self.save_startup(str(revision), phase="restore", error=RollbackError)
-
-
-@contextmanager
-def _as(error: type[TuningError], name: str, phase: str) -> Iterator[None]:
-    """Reading the device inside a transaction step fails as that step (``error``), naming the text."""
-    try:
-        yield
-    except (CommandError, ParseError) as exc:
-        raise error(f"reading the device failed: {exc}", host=name, phase=phase) from exc
-
-
-class _Timeout(ConnectError):
-    """A command printed no prompt within its read timeout (the device may still be working)."""
 
 
 def _roce_state(qos) -> RoceState:  # type: ignore[no-untyped-def]
