@@ -13,7 +13,6 @@ The EOS texts it prints, and their sources, are listed in :mod:`tuning.lab.eos_s
 from __future__ import annotations
 
 import copy
-import json
 import os
 import threading
 import time
@@ -25,6 +24,7 @@ from tuning.lab.eos_config import IF, TXQ, Cursor, Match, ParseError, load_text,
 from tuning.lab.eos_show import (COPY_OK, EXEC_GRAMMAR, IN_TIMER, JSON_ACTIONS, MAX_OPEN_SESSIONS, MAX_SESSIONS,
                                  MODE_GRAMMAR, NO_FILE, NO_SESSION, PRIVILEGED, SESSION_GRAMMAR, TIMER_PENDING, Session,
                                  UNCONVERTED, initial_config, seconds)
+from tuning.lab.model import write_switch_state
 from tuning.lab.fabric import Fabric, Switch
 from tuning.lab.nvue_faults import FaultReader
 
@@ -75,15 +75,11 @@ class EosSwitch:
             return eos_show.fabric_state(self.running, self.ports, self.faults().oper_mtu)
 
     def _write_fabric_json(self) -> None:
-        """As :meth:`tuning.lab.nvue.NvueSwitch._write_fabric_json`: sorted keys, indent 2, atomic."""
+        """The running state as ``switches/<name>.fabric.json`` (:func:`tuning.lab.model.write_switch_state`)."""
         if self.state_dir is None:
             return
         self._written = self.fabric_state()
-        path = Path(self.state_dir) / "switches" / f"{self.name}.fabric.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}")
-        tmp.write_text(json.dumps(self._written, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        write_switch_state(self.state_dir, self.name, self._written)
 
     def sync_faults(self) -> None:
         """Rewrite the fabric file when an injected fault changed the operational state."""

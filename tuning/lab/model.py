@@ -311,6 +311,19 @@ def shortest_path(fabric: Fabric, source: str, target: str) -> list[str]:
     return path[::-1]
 
 
+def write_switch_state(state_dir: Path, name: str, state: dict) -> None:
+    """Write a lab switch's applied state as ``switches/<name>.fabric.json`` (the lab contract that
+    :func:`switch_state` reads): sorted keys, indent 2, replaced atomically, so the fabric model in
+    another process never reads half a file. Every switch OS's stand-in writes through it."""
+    import threading
+
+    path = Path(state_dir) / "switches" / f"{name}.fabric.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}")
+    tmp.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
 def switch_state(state_dir: Path, name: str) -> dict:
     """A switch's applied state (``switches/<name>.fabric.json``); missing = defaults."""
     raw = _read(state_dir / "switches" / f"{name}.fabric.json")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import threading
 import time
@@ -27,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from tuning.lab.model import write_switch_state
 from tuning.lab.fabric import Fabric, Switch
 from tuning.lab.nvue_faults import FAILED_TO_PREPARE, NVUED_DOWN, PROGRESS_WORD, FaultReader
 from tuning.lab.nvue_config import InvalidCommand, Tree, config_commands, config_diff, parse_path, set_path, unset_path
@@ -128,11 +128,7 @@ class NvueSwitch(LabStartup):
         if self.state_dir is None:
             return
         self._written = self.fabric_state()
-        path = Path(self.state_dir) / "switches" / f"{self.name}.fabric.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}")
-        tmp.write_text(json.dumps(self._written, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        write_switch_state(self.state_dir, self.name, self._written)
 
     # ----- dispatch ----------------------------------------------------------------------
     def run(self, line: str, ask: Ask | None = None) -> Reply:
