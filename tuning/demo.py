@@ -1,7 +1,9 @@
-"""``make demo``: the main job end to end on the embedded lab.
+"""``make demo``: the main job end to end on the embedded lab, with its switches on two OSes.
 
-1. start the lab (untuned: MTU 1500, no PFC/ECN, IRQs remote, switches lossy);
-2. roll out ``inventory/lab``: performance improves, the change is kept;
+1. start the lab with leaf02 on Arista EOS beside the NVUE leaf01 and spine01 (the inventory of
+   ``fabtune lab init --switch-os leaf02=eos`` on the default ports; untuned: MTU 1500, no PFC/ECN,
+   IRQs remote, switches lossy);
+2. roll it out: performance improves, the change is kept;
 3. roll out a deliberately wrong variant (leaf01's uplink to the spine at MTU 1500: consistent
    enough to pass the inventory checks, but the spine paths drop RoCE frames): verification fails
    and every touched device is restored;
@@ -20,11 +22,15 @@ import yaml
 
 from tuning import inventory
 from tuning.lab import controller
+from tuning.lab.fabric import fabric_for_inventory
+from tuning.lab.scale import write_inventory
 from tuning.report import console, verify_table
 from tuning.rollout import engine
 from tuning.model.outcomes import RunOutcome
 
 LAB = Path("inventory/lab")
+#: the demo lab's switch OSes where not NVUE
+SWITCH_OS = {"leaf02": "eos"}
 
 
 def wrong_variant(src: Path, dst: Path) -> Path:
@@ -44,27 +50,29 @@ def main() -> int:
     """Run the demo; returns the exit status."""
     out, err = console(), console(stderr=True)
     progress = lambda m: err.print(f"[dim]... {m}[/dim]")  # noqa: E731
-    state = LAB / ".state"
-    if controller.running_pid(state):
-        controller.down(state)
-    controller.up(state)
+    if controller.running_pid(LAB / ".state"):
+        controller.down(LAB / ".state")  # the embedded lab's ports
+    root = Path(tempfile.mkdtemp(prefix="fabtune-demo-"))
+    lab = write_inventory(root / "lab", 4, switch_os=SWITCH_OS)
+    state = lab / ".state"
+    controller.up(state, fabric_for_inventory(lab))
     ok = True
     try:
-        journal = Path(tempfile.mkdtemp(prefix="fabtune-demo-journal-"))
-        out.rule("1. roll out inventory/lab (untuned lab -> tuned)")
-        good = engine.run(inventory.load(LAB), engine.Options(mode="rollout", journal_dir=journal), progress)
+        journal = root / "journal"
+        out.rule("1. roll out the lab: leaf02 on Arista EOS, leaf01 and spine01 on NVUE (untuned -> tuned)")
+        good = engine.run(inventory.load(lab), engine.Options(mode="rollout", journal_dir=journal), progress)
         out.print(verify_table(good.verify_after, "per pair, before -> after", good.verify_before))
         out.print(f"outcome: [bold]{good.outcome}[/bold], {good.n_changes} changes, run {good.run_id}, {good.seconds} s")
         ok &= good.outcome == RunOutcome.KEPT
         with tempfile.TemporaryDirectory() as tmp:
-            bad_inv = wrong_variant(LAB, Path(tmp) / "lab-wrong")
+            bad_inv = wrong_variant(lab, Path(tmp) / "lab-wrong")
             out.rule("2. roll out a wrong variant (leaf01's spine uplink at MTU 1500: RoCE frames dropped)")
             bad = engine.run(inventory.load(bad_inv), engine.Options(mode="rollout", journal_dir=journal), progress)
             out.print(verify_table(bad.verify_after, "per pair, before -> after", bad.verify_before))
             out.print(f"outcome: [bold]{bad.outcome}[/bold], restored: {', '.join(bad.restored)}, run {bad.run_id}")
             ok &= bad.outcome == RunOutcome.ROLLED_BACK
-        again = engine.run(inventory.load(LAB), engine.Options(mode="plan"), progress)
-        out.print(f"3. after the rollback, plan of inventory/lab: {again.n_changes} change(s) (expected 0)")
+        again = engine.run(inventory.load(lab), engine.Options(mode="plan"), progress)
+        out.print(f"3. after the rollback, plan of the lab: {again.n_changes} change(s) (expected 0)")
         ok &= again.n_changes == 0
         out.print(f"journals of these runs: {journal} (`fabtune runs --journal-dir {journal}`; the lab "
                   "they ran on is stopped now)", markup=False)
