@@ -164,8 +164,8 @@ def test_switch_platform_is_any_registered_os_and_nothing_else(lab_copy: Path):
     leaf02 = inventory.load(lab_copy).devices["leaf02"]
     assert leaf02.spec.platform == "cumulus_linux" and driver_class(leaf02.spec.platform) is NvueDriver
     (lab_copy / "host_vars" / "leaf02.yml").write_text(
-        (lab_copy / "host_vars" / "leaf02.yml").read_text().replace("cumulus_linux", "sonic"))
-    assert ("leaf02.yml: platform: 'sonic' is not a switch platform fabtune drives; allowed: nvue, cumulus_linux"
+        (lab_copy / "host_vars" / "leaf02.yml").read_text().replace("cumulus_linux", "junos"))
+    assert ("leaf02.yml: platform: 'junos' is not a switch platform fabtune drives; allowed: nvue, cumulus_linux"
             in _error(lab_copy))
 
 

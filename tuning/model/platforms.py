@@ -41,15 +41,20 @@ _NVUE_PORTS = PortForm(r"swp[0-9]{1,4}(s[0-9]{1,2})?", "swp1, swp1s0 or a range 
 _EOS_PORTS = PortForm(r"Ethernet[0-9]{1,3}(/[0-9]{1,3}){0,2}", "Ethernet1, Ethernet3/1/1 or a range like Ethernet1-16",
                       68, 9214, "Arista EOS User Manual, Ethernet interfaces: `mtu` 68..9214 bytes (routed port); "
                       "shared/cases/cli/eos__errors_invalid_incomplete_ambiguous.txt refuses 10000")
+_SONIC_PORTS = PortForm(r"Ethernet[0-9]{1,4}", "Ethernet0 or Ethernet8 (SONiC numbers a port by its first lane)", 68, 9216,
+                        "sonic-net/sonic-buildimage src/sonic-yang-models/yang-models/sonic-port.yang: PORT `mtu` "
+                        "uint16 range 68..9216 (older images 1..9216: shared/cases/cli/sonic__apply_patch_failure_yang_invalid_value.txt)")
 
 #: switch platform -> its driver (a SwitchDriver class, or its ``module:Class`` path)
 SWITCH_DRIVERS: dict[str, object] = {
     "nvue": "tuning.switch.nvue:NvueDriver",
     "cumulus_linux": "tuning.switch.nvue:NvueDriver",
     "eos": "tuning.switch.eos:EosDriver",
+    "sonic": "tuning.switch.sonic:SonicDriver",
 }
 #: switch platform -> how it names ports and which MTUs it takes
-SWITCH_PORTS: dict[str, PortForm] = {"nvue": _NVUE_PORTS, "cumulus_linux": _NVUE_PORTS, "eos": _EOS_PORTS}
+SWITCH_PORTS: dict[str, PortForm] = {"nvue": _NVUE_PORTS, "cumulus_linux": _NVUE_PORTS, "eos": _EOS_PORTS,
+                                     "sonic": _SONIC_PORTS}
 #: node platforms (every node is a Linux host reached over SSH today)
 NODE_PLATFORMS: tuple[str, ...] = ("linux",)
 
