@@ -92,6 +92,14 @@ def test_an_eos_leaf_is_planned_from_its_own_diff_kept_behind_the_gate_and_rolle
     assert list(live_findings(inv.devices, {"leaf02": _state(eos_lab)})) == []  # lossless end to end now
     again = engine.run(inventory.load(eos_lab), replace(opts, mode="plan"))
     assert not again.changes.get("leaf02"), again.changes.get("leaf02")
+    # operational differs from applied (a port that runs 9000 under `mtu 9214`): the plan says so
+    inject(eos_lab / ".state", "leaf02:Ethernet1", "oper-mtu", "9000")
+    try:
+        drift = engine.run(inventory.load(eos_lab), replace(opts, mode="plan"))
+    finally:
+        inject(eos_lab / ".state", "leaf02:Ethernet1", "clear")
+    assert [(c["key"], c["before"], c["after"]) for c in drift.changes["leaf02"]] == \
+        [("port/Ethernet1/oper_mtu", "9000", "9214")]
 
     back = rollback_run(journal, good.run_id)
     assert back.outcome == "rolled-back" and back.restored == ["leaf02"], (back.outcome, back.errors)
