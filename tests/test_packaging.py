@@ -44,7 +44,7 @@ def test_the_wheel_carries_the_templates_and_only_core_dependencies(wheel: Path)
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         meta = next(z.read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))
-    assert {"tuning/templates/nvue/switch.j2", "tuning/templates/node/sysctl.conf.j2",
+    assert {"tuning/templates/nvue/switch.j2", "tuning/templates/eos/switch.j2", "tuning/templates/node/sysctl.conf.j2",
             "tuning/templates/node/fabtune-nic-setup.sh.j2", "tuning/templates/node/fabtune-nic.service.j2"} <= names
     core = [line.split(":", 1)[1].strip() for line in meta.splitlines()
             if line.startswith("Requires-Dist:") and "extra ==" not in line]
