@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 #: PCI BDF of NIC i on a DGX-class node (rail order), and its netdev name.
 NIC_BDFS = ["0000:0c:00.0", "0000:12:00.0", "0000:4c:00.0", "0000:5d:00.0",
@@ -95,10 +96,12 @@ class Switch:
     os: str = "nvue"
 
 
-#: the lab's switch OSes -> how port k is named (NVUE ``swpK``, Arista EOS ``EthernetK``), and the
-#: inventory platforms each stands for (tuning.model.platforms)
-SWITCH_OSES: dict[str, str] = {"nvue": "swp{}", "eos": "Ethernet{}"}
-LAB_OS_OF_PLATFORM: dict[str, str] = {"nvue": "nvue", "cumulus_linux": "nvue", "eos": "eos"}
+#: the lab's switch OSes -> how port k is named (NVUE ``swpK``, Arista EOS ``EthernetK``, SONiC by its
+#: first lane, 8 lanes a 400G port as in shared/cases/cli/sonic__show_interfaces_status.txt:
+#: ``Ethernet{8(k-1)}``), and the inventory platforms each stands for (tuning.model.platforms)
+SWITCH_OSES: dict[str, str | Callable[[int], str]] = {"nvue": "swp{}", "eos": "Ethernet{}",
+                                                      "sonic": lambda k: f"Ethernet{8 * (k - 1)}"}
+LAB_OS_OF_PLATFORM: dict[str, str] = {"nvue": "nvue", "cumulus_linux": "nvue", "eos": "eos", "sonic": "sonic"}
 
 
 def with_switch_os(fabric: "Fabric", oses: dict[str, str]) -> "Fabric":
@@ -106,7 +109,10 @@ def with_switch_os(fabric: "Fabric", oses: dict[str, str]) -> "Fabric":
     k renamed in that OS's names on the switch, on the NICs cabled to it and on its links, in place.
     Returns ``fabric``. Raises KeyError for an OS the lab has no stand-in for."""
     def rename(switch: str, port: str) -> str:
-        return SWITCH_OSES[oses[switch]].format(port[3:]) if switch in oses and port.startswith("swp") else port
+        if switch not in oses or not port.startswith("swp"):
+            return port
+        form = SWITCH_OSES[oses[switch]]
+        return form(int(port[3:])) if callable(form) else form.format(port[3:])
 
     for sw in fabric.switches:
         if sw.name in oses:

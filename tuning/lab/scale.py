@@ -69,7 +69,7 @@ def _ranges(ports: list[str]) -> list[str]:
 
 
 #: the inventory ``platform`` of each lab switch OS (NVUE is group_vars/switches.yml's: no key written)
-_PLATFORM = {"eos": "eos"}
+_PLATFORM = {"eos": "eos", "sonic": "sonic"}
 
 
 def _switch_vars(sw: Switch) -> str:

@@ -223,6 +223,10 @@ def _device(sw: Switch, fabric: Fabric, state_dir: Path):
         from tuning.lab.eos import EosSwitch
 
         return EosSwitch(sw, fabric, state_dir)
+    if sw.os == "sonic":
+        from tuning.lab.sonic import SonicSwitch
+
+        return SonicSwitch(sw, fabric, state_dir)
     return NvueSwitch(sw, fabric, state_dir)
 
 
@@ -232,6 +236,10 @@ def _shell(os_: str) -> tuple[type, str]:
         from tuning.lab.eos_shell import EosShell
 
         return EosShell, "{base_prompt}>"
+    if os_ == "sonic":
+        from tuning.lab.sonic_shell import PROMPT as SONIC_PROMPT, SonicShell
+
+        return SonicShell, SONIC_PROMPT
     return NvueShell, PROMPT
 
 

@@ -112,8 +112,10 @@ class SonicDriver(CliDriver):
         return re.escape(self._conn.base_prompt) + r"\$"
 
     def _failure(self, out: str) -> str | None:
-        m = _FAILURE.search(out)
-        return m.group(0) if m else None
+        """click's ``Error: ...`` block to the end (GCU's reason, which spans lines: the libyang
+        message follows it), else the first ``Failed to ...`` line."""
+        m = re.search(r"^Error: .*", out, re.M | re.S) or _FAILURE.search(out)
+        return m.group(0).strip() if m else None
 
     def _rc(self, phase: str) -> int:
         """``echo $?``: the exit status of the previous command."""
