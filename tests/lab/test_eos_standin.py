@@ -237,6 +237,22 @@ def test_checkpoint_replace_write_memory_and_reboot() -> None:
     assert sw.running["interfaces"]["Ethernet1"]["lines"]["mtu"] == "mtu 9100" and not sw.sessions
 
 
+def test_an_injected_reboot_happens_before_the_next_command(tmp_path: Path) -> None:
+    """``fabtune lab inject leaf1 reboot`` (a fabric.json injection, as tuning.lab.nvue_faults writes
+    it): the switch reloads once, from its startup configuration, before it answers its next line."""
+    (tmp_path / "fabric.json").write_text(json.dumps({"injections": []}))
+    sw = leaf(state_dir=tmp_path)
+    term = sw.terminal()
+    typed(term, "enable", "configure", "interface Ethernet1", "mtu 9100", "end", "write memory",
+          "configure", "interface Ethernet1", "mtu 9200", "end")
+    inject = {"target": "leaf1", "kind": "reboot", "value": time.time_ns()}
+    (tmp_path / "fabric.json").write_text(json.dumps({"injections": [inject]}))
+    assert "   mtu 9100" in term.run("show running-config").splitlines()  # the unsaved 9200 is gone
+    typed(term, "configure", "interface Ethernet1", "mtu 9000", "end")
+    assert "   mtu 9000" in term.run("show running-config").splitlines()  # once, not at every command
+    assert json.loads((tmp_path / "switches" / "leaf1.fabric.json").read_text())["ports"]["Ethernet1"]["mtu"] == 9000
+
+
 def test_ecn_thresholds_units_and_optional_probability() -> None:
     sw = leaf(ports=1)
     term = sw.terminal()

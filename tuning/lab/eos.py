@@ -54,6 +54,7 @@ class EosSwitch:
         self._ttys = 0
         self.unnamed = 0  # sessions named by the switch
         self._written: dict | None = None
+        self._booted_at = self.faults().reboot_at  # a `reboot` injected before this power-on is past
         self._write_fabric_json()
 
     def terminal(self, user: str = "fabtune", address: str = "127.0.0.1") -> "EosTerminal":
@@ -82,7 +83,12 @@ class EosSwitch:
         write_switch_state(self.state_dir, self.name, self._written)
 
     def sync_faults(self) -> None:
-        """Rewrite the fabric file when an injected fault changed the operational state."""
+        """Reboot once for a ``reboot`` injected since the last boot (``fabtune lab inject SWITCH
+        reboot``, as the NVUE switch does); rewrite the fabric file when an injected fault changed
+        the operational state."""
+        if self.faults().reboot_at > self._booted_at:
+            self._booted_at = self.faults().reboot_at
+            self.reboot_from_startup()
         if self.state_dir is not None and self.fabric_state() != self._written:
             self._write_fabric_json()
 
@@ -263,6 +269,7 @@ class EosTerminal(eos_show.ShowCommands):
         if not text or text.startswith("!"):
             return ""
         with self.sw.lock:
+            self.sw.sync_faults()  # a reboot injected since the last command happens first
             if self.session is not None and getattr(self.sw.sessions.get(self.session), "state", "") != "pending":
                 self.cursor = self.session = None  # committed or aborted from another login
             out = self._run(text)
