@@ -21,9 +21,22 @@ PREFIX_TOOL = {
     "sonic_show_queue_counters": "sonic-queue-counters",
     "nvue_show_interface_qos_roce_status": "nv-show-qos-roce",
 }
+#: cli/ switch transcripts whose prefix (``sonic``, ``eos``) names no one tool -> the tool that reads them
+#: (INDEX-switch.md; the others are logins, prompts, session flows and the EOS running-config, which
+#: tuning.switch.eos_keys reads)
+FILE_TOOL = {
+    "sonic__show_interfaces_status.txt": "sonic-show-interfaces-status", "sonic__show_pfc_counters.txt": "sonic-show-pfc-counters",
+    "sonic__show_queue_counters_namespace_header_raw.txt": "sonic-show-queue-counters",
+    "sonic__ecnconfig_l_show_ecn_q.txt": "sonic-ecnconfig", "sonic__config_db_json_roce_qos_tables.txt": "sonic-config-db",
+    "sonic__apply_patch_roce_success.txt": "sonic-apply-patch",
+    "sonic__apply_patch_failure_yang_invalid_value.txt": "sonic-apply-patch",
+    "sonic__checkpoint_list_rollback_delete.txt": "sonic-checkpoints",
+    "eos__show_interfaces_json_mtu.txt": "eos-show-interfaces-json",
+    "eos__show_configuration_sessions_detail_json_pre_4_32.txt": "eos-show-sessions-json",
+}
 #: cli/ transcripts read by a registered parser (the others are sysfs files and NVUE sessions, see SYSFS.md)
 CLI_PARSEABLE = ("mlnx_qos__set_trust_dscp_pfc3_prints_full_status.txt", "show_gids__four_entries_v1_v2_tabs.txt",
-                 "nvue_show_interface_qos_roce_status__lossless.txt")
+                 "nvue_show_interface_qos_roce_status__lossless.txt", *FILE_TOOL)
 #: file -> (dotted path into the JSON result, value from INDEX.md), or the finding code INDEX.md names
 HEADLINE = {
     "ethtool_S__mlx5_grep_prio3_pause_discards_roce_congested.txt": ("counters.rx_discards_phy", 18233),
@@ -51,6 +64,16 @@ HEADLINE = {
     "show_gids__ipv4_v2_at_index5_extra_linklocal.txt": ("findings.0.message", "GID index 5"),
     "sonic_show_pfc_counters__cached_time_commas_pfc3_tx.txt": ("tx.Ethernet6.3", 15437),
     "sonic_show_queue_counters__lossless_uc3_drops.txt": ("queues.3.counters.Drop/pkts", 1203),
+    "cli/sonic__show_interfaces_status.txt": ("findings.0.subject", "Ethernet16"),
+    "cli/sonic__show_pfc_counters.txt": ("rx.Ethernet0.3", 1284551),
+    "cli/sonic__show_queue_counters_namespace_header_raw.txt": ("queues.3.counters.Counter/bytes", 8060183452116),
+    "cli/sonic__ecnconfig_l_show_ecn_q.txt": ("profiles.AZURE_LOSSLESS.green_min_threshold", 1048576),
+    "cli/sonic__config_db_json_roce_qos_tables.txt": ("ports.0.dscp_to_tc.26", 3),
+    "cli/sonic__apply_patch_roce_success.txt": ("success", True),
+    "cli/sonic__apply_patch_failure_yang_invalid_value.txt": ("failure.kind", "invalid_config"),
+    "cli/sonic__checkpoint_list_rollback_delete.txt": ("findings.0.code", "checkpoint_missing"),
+    "cli/eos__show_interfaces_json_mtu.txt": ("interfaces.0.mtu", 9214),
+    "cli/eos__show_configuration_sessions_detail_json_pre_4_32.txt": ("pending_commit", "fabtune-roce"),
 }
 
 
@@ -70,11 +93,12 @@ def test_every_case_file_has_a_tool_and_a_headline(cases_dir):
     assert names <= set(HEADLINE), sorted(names - set(HEADLINE))
 
 
-@pytest.mark.parametrize("name", sorted(HEADLINE) + [f"cli/{n}" for n in CLI_PARSEABLE])
+@pytest.mark.parametrize("name", sorted(set(HEADLINE) | {f"cli/{n}" for n in CLI_PARSEABLE}))
 def test_case_file_parses_with_its_index_value(cases_dir, name):
     path = cases_dir / name
     assert path.is_file(), f"{name} missing from shared/cases"
-    doc = parse(PREFIX_TOOL[path.name.split("__")[0]], path.read_text()).model_dump(mode="json")
+    tool = FILE_TOOL.get(path.name) or PREFIX_TOOL[path.name.split("__")[0]]
+    doc = parse(tool, path.read_text()).model_dump(mode="json")
     if name in HEADLINE:
         key, want = HEADLINE[name]
         got = _get(doc, key)
