@@ -41,7 +41,9 @@ def parse_cmd(tool: str = typer.Argument(..., help="Tool name, e.g. ib_write_bw,
     nccl-tests mlnx_qos mlxconfig mlxfwmanager ibdev2netdev ibv_devinfo show-gids
     nvidia-smi-topo nvidia-smi-L nvidia-gpu-information interrupts lscpu numactl-H ethtool-S
     ethtool-a lspci-vvv cpupower-idle-info hw-counters rdma-statistic nv-show-qos-roce
-    nv-show-interface sonic-pfc-counters sonic-queue-counters.
+    nv-show-interface sonic-show-interfaces-status sonic-show-pfc-counters sonic-show-queue-counters
+    sonic-ecnconfig sonic-config-db sonic-apply-patch sonic-checkpoints eos-show-interfaces-json
+    eos-show-sessions-json.
 
     Exit 0 parsed (a classified tool error included), 2 unreadable or a bad option.
     Example: fabtune parse interrupts saved/interrupts.txt --bdf 0000:c1:00.0 --local-cpus 16-31
