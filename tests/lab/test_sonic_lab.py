@@ -98,6 +98,11 @@ def test_the_dead_man_timer_reverts_a_commit_never_confirmed_and_a_refused_patch
 
         drv.load_candidate(_patch("/PORT/Ethernet0/mtu", "9000"))
         assert '"path": "/PORT/Ethernet0/mtu", "value": "9000"' in drv.compare()
+        drv._send("sudo mkdir /run/lock/fabtune", phase="apply")  # another controller's commit
+        with pytest.raises(CommitError, match="lock is held .*File exists"):
+            drv.commit(confirm_within_s=2)
+        drv._send("sudo rmdir /run/lock/fabtune", phase="apply")
+        assert drv.current_revision() == start and not drv.has_pending_commit()
         rev = drv.commit(confirm_within_s=2)
         assert rev != start and drv.has_pending_commit() and drv.applied_parent() == start
         drv.load_candidate(_patch("/PORT/Ethernet8/mtu", "9000"))

@@ -181,3 +181,11 @@ def test_an_untuned_leaf_maps_dscp_26_to_lossy_tc1_in_its_fabric_state() -> None
     roce = SonicSwitch(leaf, fabric).fabric_state()["roce"]
     assert roce["dscp_to_switch_priority"]["26"] == 1 and roce["dscp_to_switch_priority"]["3"] == 3
     assert roce["pfc_priority"] == 3 and roce["trust"] == "dscp" and roce["ecn_tcs"] == [3, 4]
+
+
+def test_mkdir_is_the_switchs_lock() -> None:
+    term = rdma_leaf03().terminal()
+    assert term.run("sudo mkdir /run/lock/fabtune") == "" and term.run("echo $?") == "0\n"
+    assert term.run("sudo mkdir /run/lock/fabtune") == "mkdir: cannot create directory '/run/lock/fabtune': File exists\n"
+    assert term.run("echo $?") == "1\n" and term.run("sudo rmdir /run/lock/fabtune") == ""
+    assert term.run("sudo rmdir /run/lock/fabtune").startswith("rmdir: failed to remove '/run/lock/fabtune': No such file")

@@ -8,7 +8,8 @@ with GCU's texts (:mod:`tuning.lab.sonic_db`, :mod:`tuning.lab.sonic_show`); the
 is rewritten atomically. Faults (``fabtune lab inject``, :mod:`tuning.lab.nvue_faults`):
 ``slow-apply`` holds every apply-patch (not a dry run) that long; ``apply-fails`` fails it with the
 YANG failure layout of sonic__apply_patch_failure_yang_invalid_value.txt naming the first change's
-value (the lab's choice of reason); ``oper-mtu`` and a port ``down`` show in ``show interfaces status``.
+value (the lab's choice of reason); ``oper-mtu`` and a port ``down`` show in ``show interfaces status``;
+``reboot`` reloads /etc/sonic/config_db.json (timers and the lock gone).
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ class SonicSwitch:
         self.startup = copy.deepcopy(self.config)
         self.files: dict[str, str] = {STARTUP_FILE: db.dump(self.startup) + "\n"}
         self.checkpoints: dict[str, tuple[float, dict]] = {}
+        self.dirs: set[str] = set()  # made with mkdir (the lock fabtune takes)
         self.timers: dict[str, tuple[threading.Timer, str]] = {}  # unit -> (timer, checkpoint)
         self.faults = FaultReader(state_dir, self.name)
+        self._booted_at = self.faults().reboot_at  # a `reboot` injected before this power-on is past
         self.last_login: float | None = None
         self._written: dict | None = None
         self._write_fabric_json()
@@ -74,8 +77,9 @@ class SonicSwitch:
         with self.lock:
             return db.fabric_state(self.config, self.ports, self.faults().oper_mtu)
 
-    #: ``switches/<name>.fabric.json`` written as the EOS stand-in writes it (sorted keys, indent 2,
-    #: atomic), and rewritten when an injected fault changed the operational state
+    #: ``switches/<name>.fabric.json`` written as the EOS stand-in writes it, and rewritten when an
+    #: injected fault changed the operational state; an injected ``reboot`` reloads the startup
+    #: configuration once before the next command (:meth:`reboot_from_startup`)
     _write_fabric_json = EosSwitch._write_fabric_json
     sync_faults = EosSwitch.sync_faults
 
@@ -171,6 +175,7 @@ class SonicSwitch:
         """A reboot: timers gone, CONFIG_DB := /etc/sonic/config_db.json (the last ``config save``)."""
         with self.lock:
             self.close()
+            self.dirs.clear()  # /run is a tmpfs
             self.set_config(copy.deepcopy(self.startup))
 
     def close(self) -> None:
@@ -234,6 +239,19 @@ class SonicTerminal:
             return f"cat: {args[0] if args else ''}: No such file or directory\n", 1
         return self.sw.files[args[0]], 0
 
+    def _mkdir(self, args: list[str], root: bool) -> tuple[str, int]:
+        """coreutils mkdir of one folder (atomic: a second one fails)."""
+        if len(args) != 1 or args[0] in self.sw.dirs:
+            return f"mkdir: cannot create directory '{args[0] if args else ''}': File exists\n", 1
+        self.sw.dirs.add(args[0])
+        return "", 0
+
+    def _rmdir(self, args: list[str], root: bool) -> tuple[str, int]:
+        if len(args) != 1 or args[0] not in self.sw.dirs:
+            return f"rmdir: failed to remove '{args[0] if args else ''}': No such file or directory\n", 1
+        self.sw.dirs.discard(args[0])
+        return "", 0
+
     def _exit(self, args: list[str], root: bool) -> tuple[str, int]:
         self.closed = True
         return "logout\n", 0
@@ -296,5 +314,6 @@ class SonicTerminal:
 
 
 _COMMANDS = {"echo": SonicTerminal._echo, "cat": SonicTerminal._cat, "exit": SonicTerminal._exit,
-             "logout": SonicTerminal._exit, "show": SonicTerminal._show, "config": SonicTerminal._config,
+             "logout": SonicTerminal._exit, "mkdir": SonicTerminal._mkdir, "rmdir": SonicTerminal._rmdir,
+             "show": SonicTerminal._show, "config": SonicTerminal._config,
              "systemd-run": SonicTerminal._systemd_run, "systemctl": SonicTerminal._systemctl}

@@ -17,6 +17,7 @@ generic_config_updater/generic_updater.py; shared/cases/cli/INDEX-switch.md):
 - SONiC has no commit-confirm: with a window fabtune arms a dead-man timer on the switch,
   ``sudo systemd-run --on-active=<s> --unit=fabtune-confirm-<revision> config rollback fabtune-<revision>``,
   which rolls back to the checkpoint unless disarmed (``sudo systemctl stop <unit>.timer``);
+- the switch's own lock (beside the inventory's): ``sudo mkdir /run/lock/fabtune`` around a commit;
 - commit: ``sudo config apply-patch FILE``: success only with ``Patch applied successfully.`` and
   ``echo $?`` 0 (a failure prints its reason twice and exits 2, the running config unchanged:
   sonic__apply_patch_failure_yang_invalid_value.txt);
@@ -46,6 +47,8 @@ ROLLED_BACK = "Config rolled back successfully."
 #: what ``config save -y`` prints (utilities_common/cli.py run_command(display_cmd=True))
 SAVED = "Running command: /usr/local/bin/sonic-cfggen -d --print-data > /etc/sonic/config_db.json"
 _UNIT = "fabtune-confirm-"
+#: the switch's fabtune lock, held while a commit runs (/run/lock: a tmpfs, gone at a reboot)
+LOCK = "/run/lock/fabtune"
 _REV = re.compile(r"cfg-[0-9a-f]{12}")
 #: GCU's failure line (config/main.py: ``Failed to apply patch due to: ...``; click's ``Error: ...``)
 _FAILURE = re.compile(r"^(Failed to .*|Error: .*)$", re.M)
@@ -239,7 +242,31 @@ class SonicDriver(CliDriver):
         """Checkpoint, arm the dead-man timer (with ``confirm_within_s``), apply the patch, read back
         that CONFIG_DB moved. Raises CommitError naming the switch's text (the timer disarmed)."""
         with as_step_error(CommitError, self.name, "apply"):
-            return self._commit(confirm_within_s)
+            self._lock()
+            try:
+                rev = self._commit(confirm_within_s)
+            except TuningError as exc:
+                if not getattr(exc, "extent_unknown", False) and not isinstance(exc, ConnectError):
+                    self._unlock("apply")  # a cut session leaves it: the run's restore removes it
+                raise
+            self._unlock("apply")
+            return rev
+
+    def _lock(self) -> None:
+        """The switch's own lock (issue 21: beside the inventory's): ``mkdir`` of :data:`LOCK`, atomic
+        on the switch; two controllers of different inventories never commit to it at once.
+        Raises CommitError naming mkdir's text when it is held."""
+        out = self._send(f"sudo mkdir {LOCK}", phase="apply")
+        if self._rc("apply") != 0:
+            raise CommitError(f"the switch's fabtune lock is held ({out.strip()[:120]}): another fabtune run is "
+                              "committing to it, or a run cut inside its commit left it (its restore removes it)",
+                              host=self.name, phase="apply")
+
+    def _unlock(self, phase: str, *, left: bool = False) -> None:
+        """``rmdir`` of :data:`LOCK`; ``left``: a lock a cut commit may have left (absent is fine)."""
+        out = self._send(f"sudo rmdir {LOCK}", phase=phase)
+        if self._rc(phase) != 0 and not left:
+            raise CommandError(f"rmdir {LOCK}", 1, out.strip()[:120], host=self.name, phase=phase)
 
     def _commit(self, confirm_within_s: int | None) -> str:
         if self.has_pending_commit():
@@ -322,6 +349,7 @@ class SonicDriver(CliDriver):
                 raise RollbackError(f"rolling back to {_checkpoint(revision)}: CONFIG_DB is {now}, not {revision}",
                                     host=self.name, phase="restore")
             self._save("restore")
+            self._unlock("restore", left=True)  # the run's commit, cut inside, may have left its lock
 
 
 def _checkpoint(revision: str) -> str:
