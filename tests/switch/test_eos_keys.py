@@ -137,3 +137,10 @@ def test_a_hunk_numbered_without_the_comment_header_is_placed_where_its_lines_ar
                                           "system:/running-config", "session:/s-session-config", lineterm="")) + "\n"
     assert eos_keys.patched(diff, RUNNING) == after
     assert eos_keys.changes_of_diff(diff, RUNNING) == {"port/Ethernet1/mtu": ("9214", "9000")}
+
+
+def test_fabtune_parse_reads_a_saved_running_config_with_the_same_reader():
+    from tuning.parsers import parse
+
+    saved = (shared_cases() / "cli" / "eos__running_config_roce_lines.txt").read_text()  # prompts included
+    assert parse("eos-running-config", saved).settings == eos_keys.settings(RUNNING)
