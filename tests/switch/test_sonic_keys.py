@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tuning.errors import CandidateError, InputError, ParseError
+from tuning.errors import CandidateError, CommitError, ConnectError, InputError, ParseError
 from tuning.model.settings import SwitchSpec
 from tuning.switch import sonic_keys
 from tuning.switch.sonic import SonicDriver, interfaces_status, roce_state
@@ -127,3 +127,65 @@ def test_change_tags() -> None:
     assert SonicDriver.change_tags("port/Ethernet0/mtu", None, "9216") == ("mtu_up",)
     assert SonicDriver.change_tags("port/Ethernet0/pfc_enable", None, "3") == ("lossless_on",)
     assert SonicDriver.change_tags("qos/dscp_to_tc/AZURE/26", "1", "3") == ()
+
+
+class _Conn:
+    """netmiko's side of a session, served by the lab's SONiC terminal without SSH (each line of a
+    command typed in turn, as bash reads a heredoc)."""
+
+    def __init__(self, term, prompt: str = "fabtune@leaf01:~$") -> None:
+        self.term, self.base_prompt, self._prompt = term, prompt[:-1], prompt
+
+    def find_prompt(self) -> str:
+        return self._prompt
+
+    def send_command(self, command: str, **kw) -> str:
+        return "".join(self.term.run(line) for line in command.split("\n")).rstrip("\n")
+
+    def disconnect(self) -> None:
+        pass
+
+
+def _driver(sw, prompt: str = "fabtune@leaf01:~$") -> SonicDriver:
+    from tuning.switch import nvue_session
+
+    drv = SonicDriver("127.0.0.1", username="fabtune", name="leaf01")
+    drv._ses, drv._conn = nvue_session, _Conn(sw.terminal(), prompt)
+    return drv
+
+
+def test_an_apply_patch_failure_is_no_commit_and_leaves_no_timer_nor_lock() -> None:
+    from tuning.lab.fabric import Switch
+    from tuning.lab.nvue_faults import Faults
+    from tuning.lab.sonic import SonicSwitch
+
+    sw = SonicSwitch(Switch("leaf01", 1, "leaf", ["Ethernet0", "Ethernet8"]))
+    sw.faults = lambda: Faults(apply_fails=True)
+    drv = _driver(sw)
+    start = drv.current_revision()
+    drv.load_candidate(json.dumps([{"op": "add", "path": "/PORT/Ethernet0/mtu", "value": "9000"}]))
+    assert drv.compare() and drv.next_revision() != start  # the dry run is not refused
+    with pytest.raises(CommitError, match=r'Error: Failed to apply patch on the following scopes:\n- localhost: Given '
+                                          r'patch will produce invalid config\. Error: Data Loading Failed\nValue "9000"'):
+        drv.commit(confirm_within_s=60)
+    assert drv.current_revision() == start and not sw.timers and not sw.dirs  # disarmed, unlocked
+    assert "fabtune-" + start in sw.checkpoints
+
+
+def test_a_commit_is_read_back_and_confirmed_and_enterprise_sonic_is_refused() -> None:
+    from tuning.lab.fabric import Switch
+    from tuning.lab.sonic import STARTUP_FILE, SonicSwitch
+
+    sw = SonicSwitch(Switch("leaf01", 1, "leaf", ["Ethernet0", "Ethernet8"]))
+    drv = _driver(sw)
+    drv.load_candidate(SonicDriver.render_config(switch()))
+    rev = drv.commit(confirm_within_s=60)
+    assert drv.has_pending_commit() and drv.pending_commit() == (rev, drv._tx["before"])
+    drv.confirm(rev)
+    assert not sw.timers and not sw.dirs and json.loads(sw.files[STARTUP_FILE]) == sw.config
+    drv.rollback_to(drv._tx["before"])
+    assert drv.current_revision() == drv._tx["before"]
+    klish = _driver(sw, "sonic#")
+    with pytest.raises(ConnectError, match="Enterprise SONiC's klish CLI is not driven") as err:
+        klish._after_open()
+    assert "\n" not in str(err.value)
