@@ -43,7 +43,7 @@ def parse_cmd(tool: str = typer.Argument(..., help="Tool name, e.g. ib_write_bw,
     ethtool-a lspci-vvv cpupower-idle-info hw-counters rdma-statistic nv-show-qos-roce
     nv-show-interface sonic-show-interfaces-status sonic-show-pfc-counters sonic-show-queue-counters
     sonic-ecnconfig sonic-config-db sonic-apply-patch sonic-checkpoints eos-show-interfaces-json
-    eos-show-sessions-json.
+    eos-show-sessions-json eos-running-config.
 
     Exit 0 parsed (a classified tool error included), 2 unreadable or a bad option.
     Example: fabtune parse interrupts saved/interrupts.txt --bdf 0000:c1:00.0 --local-cpus 16-31
