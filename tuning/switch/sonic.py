@@ -165,10 +165,13 @@ class SonicDriver(CliDriver):
         return SwitchState(revision=sonic_keys.digest(config), ports=ports, roce=roce_state(config))
 
     def _timers(self) -> list[str]:
-        """The dead-man timers armed on the switch (``fabtune-confirm-<revision>.timer``)."""
+        """The dead-man timers armed on the switch: rows ``UNIT LOAD ACTIVE SUB DESCRIPTION`` of
+        ``fabtune-confirm-<revision>.timer`` still ``waiting`` (one that fired is ``elapsed`` while its
+        rollback runs: it no longer guards a commit)."""
         out = self._send(f"systemctl list-units --type=timer --state=active --plain --no-legend --no-pager '{_UNIT}*'",
                          phase="collect")
-        return [ln.split()[0] for ln in out.splitlines() if ln.split() and ln.split()[0].startswith(_UNIT)]
+        rows = [ln.split() for ln in out.splitlines()]
+        return [r[0] for r in rows if len(r) >= 4 and r[0].startswith(_UNIT) and r[3] == "waiting"]
 
     def has_pending_commit(self) -> bool:
         return bool(self._timers())
