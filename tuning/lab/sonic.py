@@ -6,9 +6,10 @@ It reproduces shared/cases/cli/sonic__*.txt (cli/INDEX-switch.md) and refuses wh
 with GCU's texts (:mod:`tuning.lab.sonic_db`, :mod:`tuning.lab.sonic_show`); the SSH side is
 :mod:`tuning.lab.sonic_shell`. After every change of CONFIG_DB ``<state_dir>/switches/<name>.fabric.json``
 is rewritten atomically. Faults (``fabtune lab inject``, :mod:`tuning.lab.nvue_faults`):
-``slow-apply`` holds every apply-patch (not a dry run) that long; ``apply-fails`` fails it with the
-YANG failure layout of sonic__apply_patch_failure_yang_invalid_value.txt naming the first change's
-value (the lab's choice of reason); ``oper-mtu`` and a port ``down`` show in ``show interfaces status``;
+``slow-apply`` holds every apply-patch and rollback (not a dry run) that long; ``apply-fails`` fails
+each of them that would change CONFIG_DB (as NVUE's fault fails an apply and a rollback) with the YANG
+failure layout of sonic__apply_patch_failure_yang_invalid_value.txt naming the first change's value
+(the lab's choice of reason), CONFIG_DB unchanged; ``oper-mtu`` and a port ``down`` show in ``show interfaces status``;
 ``reboot`` reloads /etc/sonic/config_db.json (timers and the lock gone).
 """
 
