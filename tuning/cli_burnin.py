@@ -28,10 +28,10 @@ def lab_init(directory: Path = typer.Argument(..., metavar="DIR", help="A new (o
              base_port: int = typer.Option(DEFAULT_BASE_PORT, "--base-port", min=1024, max=32664,
                                            help="Node k listens on BASE+k, the switches on BASE+101..103."),
              switch_os: list[str] = typer.Option([], "--switch-os", metavar="SWITCH=OS",
-                                                 help="A switch's OS where not NVUE: nvue or eos (repeat per switch).")) -> None:
+                                                 help="A switch's OS where not NVUE: nvue, eos or sonic (repeat per switch).")) -> None:
     """Write the inventory of an N-node lab (4 nodes on the default ports = inventory/lab).
 
-    Example: fabtune lab init /tmp/lab8 --nodes 8 --base-port 28000 --switch-os leaf02=eos && fabtune lab up -i /tmp/lab8
+    Example: fabtune lab init /tmp/lab8 --nodes 8 --base-port 28000 --switch-os leaf02=eos --switch-os leaf01=sonic && fabtune lab up -i /tmp/lab8
     """
     from tuning.errors import InputError
     from tuning.lab.scale import write_inventory
