@@ -75,10 +75,10 @@ def test_every_inventory_rule_has_a_fixture():
     assert set(FIXTURES) == set(RULES) - live
 
 
-@pytest.mark.parametrize("make", ["lab", "example-su", "eos-leaf"])
+@pytest.mark.parametrize("make", ["lab", "example-su", "mixed-os"])
 def test_the_good_inventories_break_no_rule(tmp_path: Path, make: str):
     inv = {"lab": REPO / "inventory" / "lab", "example-su": REPO / "inventory" / "example-su"}.get(make) or \
-        write_inventory(tmp_path / "eos", 4, switch_os={"leaf02": "eos"})
+        write_inventory(tmp_path / "mixed", 4, switch_os={"leaf01": "sonic", "leaf02": "eos"})
     assert list(inventory_findings(inventory.load(inv, lint=False).devices)) == []
 
 
