@@ -40,6 +40,9 @@ def lab_init(directory: Path = typer.Argument(..., metavar="DIR", help="A new (o
     bad = next((f"{a}{eq}{b}" for a, eq, b in pairs if not eq), None)
     if bad is not None:
         raise InputError("--switch-os", bad[:60], "SWITCH=OS, e.g. leaf02=eos")
+    twice = next((a for i, (a, _, _) in enumerate(pairs) if a in [p[0] for p in pairs[:i]]), None)
+    if twice is not None:
+        raise InputError("--switch-os", twice[:60], "a switch given twice; allowed: one OS per switch")
     dest = write_inventory(directory, nodes, base_port, switch_os={a: b for a, _, b in pairs})
     print(f"lab inventory of {nodes} node(s) in {dest}; start it with `fabtune lab up -i {dest}`")
 

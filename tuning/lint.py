@@ -23,6 +23,8 @@ Rules (id, severity: what it checks):
 - ``lossy-hop`` error: every switch between nodes that run PFC is in lossless mode.
 - ``rail-cabling`` warning: a NIC of rail k sits alone on a leaf while rail k's other NICs share
   another leaf (two cables swapped).
+- ``uplink-mtu`` warning: a leaf port no NIC is cabled to (an uplink, as far as the inventory
+  says: it names no uplinks) carries the largest node frame.
 - ``ecn-off`` error (live): a switch marks ECN on the lossless queue wherever nodes run DCQCN.
 - ``live-pfc`` / ``live-dscp-map`` / ``live-trust`` error (live): the switch's effective PFC
   priority, DSCP map and trust agree with the nodes' (a switch's defaults count: SONiC maps DSCP 26
@@ -52,7 +54,7 @@ MTU_HEADER_BYTES = 22
 RULES: dict[str, str] = {
     "mtu-headroom": "error", "spine-mtu": "error", "cnp-dscp": "error", "cnp-lossless": "error",
     "pfc-priority": "error", "trust": "error", "dscp-map": "error", "cnp-priority": "error",
-    "qos-unmanaged": "error", "lossy-hop": "error", "rail-cabling": "warning",
+    "qos-unmanaged": "error", "lossy-hop": "error", "rail-cabling": "warning", "uplink-mtu": "warning",
     "ecn-off": "error", "live-pfc": "error", "live-dscp-map": "error", "live-trust": "error", "live-mtu": "error",
 }
 
@@ -65,7 +67,8 @@ class LintFinding:
         rule: the rule id (:data:`RULES`).  severity: ``error`` or ``warning``.
         devices: the devices it is about, e.g. ``("node01", "leaf01")``.
         message: one line for people, naming the values.  fix: what to change.
-        source / key: the inventory file and key to change (``inventory``/``-`` for a live finding).
+        source / key: the inventory file and key to change; for a live finding the switch it was read
+            from (``leaf01 (read from the switch)``) and the setting.
     """
 
     rule: str
@@ -163,7 +166,7 @@ def _fabric_rules(node: Device, sw: Device) -> Iterator[LintFinding]:
     for dscp, want, what in ((q.roce_dscp, r.pfc_priority, "RoCE DSCP"), (q.cnp_dscp, r.cnp_priority, "CNP DSCP")):
         got = r.dscp_to_switch_priority.get(dscp)
         if got != want and not (what == "CNP DSCP" and q.cnp_dscp == q.roce_dscp):  # cnp-dscp says it
-            have = f"{dscp} -> {got}" if got is not None else f"leaves {dscp} unmapped,"
+            have = f"{dscp} -> {got}" if got is not None else f"leaves {dscp} unmapped"
             prio = "pfc_priority" if what == "RoCE DSCP" else "cnp_priority"
             yield LintFinding("dscp-map", devs, f"{pair}: {sw.name} roce.dscp_to_switch_priority {have}, "
                               f"{node.name}'s {what} needs {dscp} -> {want}", f"the {what} maps to the switch's "
@@ -186,6 +189,22 @@ def _spine_mtu(big: Device | None, sw: Device, cabled: set[str]) -> Iterator[Lin
                               f"nodes' largest frame (allowed: >= {need})", sw.sources.get(key, "inventory"), key)
 
 
+def _uplink_mtu(big: Device | None, sw: Device, cabled: set[str]) -> Iterator[LintFinding]:
+    """A port a leaf lists that no NIC is cabled to may be its uplink to a spine (the inventory does
+    not say which ports are uplinks): a warning when it could not carry the largest node frame."""
+    if not cabled or big is None:
+        return
+    need = big.spec.mtu + MTU_HEADER_BYTES
+    for port in sw.spec.port_names():
+        mtu = sw.spec.port_mtu_overrides.get(port, sw.spec.port_mtu)
+        if port not in cabled and mtu < need:
+            key = "port_mtu_overrides" if port in sw.spec.port_mtu_overrides else "port_mtu"
+            yield LintFinding("uplink-mtu", (big.name, sw.name), f"{sw.name}:{port} (no NIC cabled: an uplink?) MTU "
+                              f"{mtu} < node MTU {big.spec.mtu} + {MTU_HEADER_BYTES} header bytes", "a port on the "
+                              f"nodes' paths carries their largest frame (allowed: >= {need}); leave a port that "
+                              "carries no RoCE out of the switch's ports", sw.sources.get(key, "inventory"), key)
+
+
 def _rail_cabling(nodes: list[Device]) -> Iterator[LintFinding]:
     """A NIC of rail k alone on its leaf while rail k's other NICs share another leaf."""
     leaves: dict[int, Counter] = {}
@@ -204,6 +223,16 @@ def _rail_cabling(nodes: list[Device]) -> Iterator[LintFinding]:
 
 
 def inventory_findings(devices: dict[str, Device]) -> Iterator[LintFinding]:
+    """Every inventory rule's findings, each once (:func:`_inventory_findings`; a rule a node breaks
+    with each of its NICs on one switch is one finding)."""
+    seen: set[tuple] = set()
+    for f in _inventory_findings(devices):
+        if (f.rule, f.devices, f.message) not in seen:
+            seen.add((f.rule, f.devices, f.message))
+            yield f
+
+
+def _inventory_findings(devices: dict[str, Device]) -> Iterator[LintFinding]:
     """Every inventory rule's findings, node by node, then every switch against the nodes (linear
     in the fleet: the switch-wide rules depend on a node's ``nic_qos`` only, so the first node of
     each distinct ``nic_qos`` stands for the others). A node that leaves a setting alone
@@ -229,6 +258,7 @@ def inventory_findings(devices: dict[str, Device]) -> Iterator[LintFinding]:
         for dev in by_qos.values():
             yield from _fabric_rules(dev, sw)
         yield from _spine_mtu(big, sw, cabled.get(sw.name, set()))
+        yield from _uplink_mtu(big, sw, cabled.get(sw.name, set()))
     yield from _rail_cabling(nodes)
 
 
@@ -251,21 +281,27 @@ def live_findings(devices: dict[str, Device], states: dict) -> Iterator[LintFind
             if oper is not None and oper < dev.spec.mtu + MTU_HEADER_BYTES:
                 yield LintFinding("live-mtu", (dev.name, nic.switch), f"{nic.switch}:{nic.switch_port} runs MTU {oper} "
                                   f"(read from the switch) < {dev.name} MTU {dev.spec.mtu} + {MTU_HEADER_BYTES}",
-                                  "apply the inventory (fabtune apply) or fix the port's operational MTU")
+                                  "apply the inventory (fabtune apply) or fix the port's operational MTU",
+                                  f"{nic.switch} (read from the switch)", f"port {nic.switch_port}")
 
 
 def _live_qos(node: Device, name: str, state, lossless_tc: int) -> Iterable[LintFinding]:
     q, r, devs = node.spec.nic_qos, state.roce, (node.name, name)
     fix = "apply the inventory's roce to the switch (fabtune apply), then lint again"
+    src = f"{name} (read from the switch)"
     if r.pfc_priority != q.pfc_priority:
-        yield LintFinding("live-pfc", devs, f"{name} runs PFC on priority {r.pfc_priority} (read from the switch), "
-                          f"{node.name} on {q.pfc_priority}", fix)
+        runs = f"runs PFC on priority {r.pfc_priority}" if r.pfc_priority is not None else "runs no PFC"
+        yield LintFinding("live-pfc", devs, f"{name} {runs} (read from the switch), {node.name} on {q.pfc_priority}",
+                          fix, src, "roce.pfc_priority")
     if r.trust is not None and q.trust not in r.trust.split(","):
-        yield LintFinding("live-trust", devs, f"{name} trusts {r.trust} (read from the switch), {node.name} {q.trust}", fix)
+        yield LintFinding("live-trust", devs, f"{name} trusts {r.trust} (read from the switch), {node.name} {q.trust}",
+                          fix, src, "roce.trust")
     got = r.dscp_to_switch_priority.get(q.roce_dscp)
     if got != q.pfc_priority:
-        yield LintFinding("live-dscp-map", devs, f"{name} puts {node.name}'s RoCE DSCP {q.roce_dscp} on priority "
-                          f"{got} (read from the switch, defaults included), not the lossless {q.pfc_priority}", fix)
+        on = f"on priority {got}" if got is not None else "in no mapped class"
+        yield LintFinding("live-dscp-map", devs, f"{name} puts {node.name}'s RoCE DSCP {q.roce_dscp} {on} (read from "
+                          f"the switch, defaults included), not the lossless {q.pfc_priority}", fix, src,
+                          "roce.dscp_to_switch_priority")
     if q.ecn and lossless_tc not in r.ecn_tcs:
         yield LintFinding("ecn-off", devs, f"{name} marks ECN on traffic classes {list(r.ecn_tcs) or 'none'} (read from "
-                          f"the switch), not on the lossless class of {node.name}, which runs DCQCN", fix)
+                          f"the switch), not on the lossless class of {node.name}, which runs DCQCN", fix, src, "roce")

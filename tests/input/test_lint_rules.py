@@ -52,6 +52,7 @@ FIXTURES = {
     "lossy-hop": lambda inv: _edit(inv, "host_vars/spine01.yml", roce={**yaml.safe_load((inv / S).read_text())["roce"],
                                                                       "mode": "lossy"}),
     "rail-cabling": _swap_rails,
+    "uplink-mtu": lambda inv: _edit(inv, "host_vars/leaf01.yml", port_mtu_overrides={"swp31": 9000}),
 }
 
 

@@ -322,3 +322,21 @@ def test_netmiko_arista_eos_over_ssh(tmp_path: Path) -> None:
     finally:
         net.stop()
         sw.close()
+
+
+def test_a_fault_the_eos_switch_cannot_play_is_refused_not_ignored(tmp_path: Path) -> None:
+    """`fabtune lab inject leaf02 apply-fails` on an EOS leaf: no real EOS commit-failure text exists
+    to print, so the lab refuses the injection (naming what the switch plays) instead of taking it in
+    silence and letting a rollout pass a test of a failure that never happened."""
+    from tuning.errors import InputError
+    from tuning.lab.nvue_faults import inject_switch
+
+    fabric = default_fabric(base_port=47000, switch_os={"leaf02": "eos"})
+    path = tmp_path / "fabric.json"
+    fabric.save(path)
+    for kind in ("apply-fails", "nvued-down"):
+        with pytest.raises(InputError, match=rf"leaf02's OS \(eos\) has no {kind} fault.*allowed on leaf02: "
+                                             "slow-apply, oper-mtu, reboot, clear"):
+            inject_switch(path, fabric, "leaf02", kind, None)
+    assert inject_switch(path, fabric, "leaf02", "slow-apply", "2") == [{"target": "leaf02", "kind": "slow-apply", "value": 2}]
+    assert inject_switch(path, fabric, "leaf01", "apply-fails", None)[-1]["kind"] == "apply-fails"  # NVUE plays it

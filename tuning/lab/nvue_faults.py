@@ -38,6 +38,10 @@ from tuning.lab.fabric import Fabric
 
 #: the switch fault kinds (``clear`` is shared with the link faults)
 SWITCH_KINDS = ("apply-fails", "nvued-down", "slow-apply", "oper-mtu", "reboot")
+#: the kinds each lab switch OS plays (NVUE all; EOS has no commit-failure text of its own to print
+#: and no nvued; SONiC prints GCU's YANG failure for apply-fails)
+OS_KINDS: dict[str, tuple[str, ...]] = {"nvue": SWITCH_KINDS, "eos": ("slow-apply", "oper-mtu", "reboot"),
+                                        "sonic": ("apply-fails", "slow-apply", "oper-mtu", "reboot")}
 
 #: ``nv config apply`` failing in nvued (networkop/cx#6, CL 5.0): reason indented 2 spaces
 FAILED_TO_PREPARE = "Failed to prepare to apply\n  Unrecoverable internal error\n"
@@ -131,6 +135,10 @@ def inject_switch(path: Path, fabric: Fabric, target: str, kind: str, value: str
     """
     entry: dict = {"target": target, "kind": kind}
     switches = {s.name: s for s in fabric.switches}
+    os_ = getattr(switches.get(target.partition(":")[0]), "os", "nvue")
+    if kind not in (*OS_KINDS.get(os_, SWITCH_KINDS), "clear"):
+        raise InputError("KIND", kind, f"{target}'s OS ({os_}) has no {kind} fault in the lab (no real text of it "
+                         f"to print); allowed on {target.partition(':')[0]}: {', '.join(OS_KINDS[os_])}, clear")
     if kind == "oper-mtu" or ":" in target:
         sw, _, port = target.partition(":")
         if sw not in switches or port not in switches[sw].ports:

@@ -105,9 +105,10 @@ def check_port_name(value: object) -> str:
     from tuning.model.platforms import SWITCH_PORTS
 
     forms = list(dict.fromkeys(SWITCH_PORTS.values()))
-    v = _need_str(value, "a switch port like " + " or ".join(f.example.split(",")[0] for f in forms))
+    names = ", ".join(f.example.split(" or a range")[0] for f in forms)  # one port: no range here
+    v = _need_str(value, f"a switch port like {names}")
     if not any(f.matches(v) for f in forms):
-        raise ValueError(f"{v!r} is not a port like " + "; ".join(f.example for f in forms))
+        raise ValueError(f"{v!r} is not a port like {names} (one port, no range)")
     return v
 
 

@@ -252,7 +252,7 @@ class SwitchSpec(BaseModel):
     @field_validator("port_mtu")
     @classmethod
     def _mtu_range(cls, v: int, info: ValidationInfo) -> int:
-        return _os_mtu(v, info.data.get("platform"), "port_mtu")
+        return _os_mtu(v, info.data.get("platform"))
 
     @field_validator("ports")
     @classmethod
@@ -279,11 +279,13 @@ class SwitchSpec(BaseModel):
         return expand_ports(self.ports, self.platform)
 
 
-def _os_mtu(mtu: int, platform: object, what: str) -> int:
-    """``mtu`` when switch OS ``platform`` takes it as a port MTU. Raises ValueError naming the range."""
+def _os_mtu(mtu: int, platform: object, port: str | None = None) -> int:
+    """``mtu`` when switch OS ``platform`` takes it as a port MTU (of ``port``, for an override).
+    Raises ValueError naming the OS's range (:class:`tuning.model.platforms.PortForm`)."""
     form = port_form(platform) if isinstance(platform, str) else None
     if form is not None and not form.mtu_min <= mtu <= form.mtu_max:
-        raise ValueError(f"{what}: MTU {mtu} is outside {form.mtu_min}..{form.mtu_max} ({platform} range: {form.source})")
+        raise ValueError(f"{f'{port}: ' if port else ''}MTU {mtu} is outside {form.mtu_min}..{form.mtu_max}, the "
+                         f"port MTUs platform {platform} takes")
     return mtu
 
 
