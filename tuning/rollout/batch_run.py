@@ -224,8 +224,9 @@ def _account(s: "Session", j: Journal, report: RunReport, progress: Progress, b:
     p = r.policy
     share = len(failed) / max(1, len(b.nodes) or len(b.devices)) * 100
     if share > p.max_fail_percentage:
-        return (f"batch {b.index}: {len(failed)} of {len(b.nodes) or len(b.devices)} failed or unreachable "
-                f"({share:.0f} % > max_fail_percentage {p.max_fail_percentage:g})")
+        of = f"its {len(b.nodes)} node(s)" if b.nodes else f"its {len(b.devices)} device(s)"
+        return (f"batch {b.index}: {len(failed)} failed or unreachable ({', '.join(sorted(failed))}) against "
+                f"{of}: {share:.0f} % > max_fail_percentage {p.max_fail_percentage:g}")
     if p.max_failed_devices is not None and total > p.max_failed_devices:
         return f"{total} device(s) failed or unreachable in the run (> max_failed_devices {p.max_failed_devices})"
     progress(f"batch {b.index}: {len(failed)} device(s) failed ({share:.0f} %, within the policy's caps): going on")
