@@ -229,7 +229,7 @@ class SwitchSpec(BaseModel):
     model_config = _STRICT
     role: Literal["switch"] = "switch"
     platform: str = "nvue"
-    port_mtu: int = Field(None, ge=68, le=9216)  # type: ignore[assignment]  # None: the OS's largest (_os_defaults)
+    port_mtu: int = Field(None)  # type: ignore[assignment]  # not given: the OS's largest (_os_defaults); range: _mtu_range
     ports: list[str] = Field(default_factory=list)
     port_mtu_overrides: dict[PortName, int] = Field(default_factory=dict)
     roce: SwitchRoce | None = SwitchRoce()
