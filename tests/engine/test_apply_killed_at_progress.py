@@ -211,6 +211,26 @@ def cut_mid_apply(state: Path, journal: Path, out: dict, stop: threading.Event, 
                 return
         time.sleep(0.02)
 
+def cut_during_apply(inv: Path, journal: Path, switch: str):
+    """``fabtune apply`` of ``switch`` alone (no verification) while the lab holds its commit
+    ``SLOW_APPLY_S`` s and cuts its SSH sessions ``CUT_AFTER_S`` s after the journal says pushing.
+    Returns ``(report, injections in force at the cut)``; the slow-apply is cleared after."""
+    state = inv / ".state"
+    inject(state, switch, "slow-apply", str(SLOW_APPLY_S))
+    journal.mkdir(mode=0o700)
+    out: dict = {}
+    stop = threading.Event()
+    cutter = threading.Thread(target=cut_mid_apply, args=(state, journal, out, stop, switch), daemon=True)
+    cutter.start()
+    try:
+        rep = engine.run(inventory.load(inv), Options(mode="apply", journal_dir=journal, limit=[switch], verify=False))
+    finally:
+        stop.set()
+        cutter.join(timeout=30)
+        inject(state, switch, "clear")
+    return rep, out.get("cut", [])
+
+
 
 def test_ssh_cut_mid_apply_on_a_switch_is_restored_by_the_run(lab: Path, tmp_path: Path):
     """leaf01's session cut by the lab while its ``nv config apply -y`` runs (the lab holds the apply

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, lab_up, snapshot_fabric
-from tests.engine.test_apply_killed_at_progress import SLOW_APPLY_S, cut_mid_apply
+from tests.engine.test_apply_killed_at_progress import cut_during_apply
 from tuning import inventory
 from tuning.errors import CandidateError, CommitError
 from tuning.lab.inject import inject
@@ -137,23 +136,10 @@ def test_an_ssh_session_cut_inside_an_eos_commit_leaves_the_switch_fully_old(eos
     run restores leaf02 over a new session: the pending session is named after the snapshot it was
     staged on, so it is this run's and is aborted; EOS puts the old configuration back. Every device
     is as before; `fabtune rollback RUN` has nothing left."""
-    state = eos_lab / ".state"
     before = snapshot_fabric(eos_lab)
-    inject(state, "leaf02", "slow-apply", str(SLOW_APPLY_S))
     journal = tmp_path / "j"
-    journal.mkdir(mode=0o700)
-    out: dict = {}
-    stop = threading.Event()
-    cutter = threading.Thread(target=cut_mid_apply, args=(state, journal, out, stop, "leaf02"), daemon=True)
-    cutter.start()
-    try:
-        rep = engine.run(inventory.load(eos_lab), Options(mode="apply", journal_dir=journal, limit=["leaf02"],
-                                                          verify=False))
-    finally:
-        stop.set()
-        cutter.join(timeout=30)
-        inject(state, "leaf02", "clear")
-    assert any(i["kind"] == "ssh-cut" and i["target"] == "leaf02" for i in out.get("cut", [])), out
+    rep, cut = cut_during_apply(eos_lab, journal, "leaf02")
+    assert any(i["kind"] == "ssh-cut" and i["target"] == "leaf02" for i in cut), cut
     assert (rep.outcome, rep.restored) == ("rolled-back", ["leaf02"]), (rep.outcome, rep.errors)
     assert "lost the session" in rep.errors["leaf02"] and "whether the switch acted on it is unknown" in rep.errors["leaf02"]
     now = snapshot_fabric(eos_lab)

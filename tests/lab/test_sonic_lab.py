@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -15,10 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, lab_up, snapshot_fabric
-from tests.engine.test_apply_killed_at_progress import SLOW_APPLY_S, cut_mid_apply
+from tests.engine.test_apply_killed_at_progress import cut_during_apply
 from tuning import inventory
 from tuning.errors import CandidateError, CommitError
-from tuning.lab.inject import inject
 from tuning.lab.scale import write_inventory
 from tuning.rollout import engine
 from tuning.rollout.engine import Options
@@ -123,23 +121,10 @@ def test_an_ssh_session_cut_inside_a_sonic_commit_leaves_the_switch_fully_old(so
     leaf01 over a new session: the applied revision is the one journaled as next (or the dead-man
     timer names the checkpoint it sits on), so it is this run's, and the checkpoint is rolled back
     to. Every device is as before; `fabtune rollback RUN` has nothing left."""
-    state = sonic_lab / ".state"
     before = snapshot_fabric(sonic_lab)
-    inject(state, "leaf01", "slow-apply", str(SLOW_APPLY_S))
     journal = tmp_path / "j"
-    journal.mkdir(mode=0o700)
-    out: dict = {}
-    stop = threading.Event()
-    cutter = threading.Thread(target=cut_mid_apply, args=(state, journal, out, stop, "leaf01"), daemon=True)
-    cutter.start()
-    try:
-        rep = engine.run(inventory.load(sonic_lab), Options(mode="apply", journal_dir=journal, limit=["leaf01"],
-                                                            verify=False))
-    finally:
-        stop.set()
-        cutter.join(timeout=30)
-        inject(state, "leaf01", "clear")
-    assert any(i["kind"] == "ssh-cut" and i["target"] == "leaf01" for i in out.get("cut", [])), out
+    rep, cut = cut_during_apply(sonic_lab, journal, "leaf01")
+    assert any(i["kind"] == "ssh-cut" and i["target"] == "leaf01" for i in cut), cut
     assert (rep.outcome, rep.restored) == ("rolled-back", ["leaf01"]), (rep.outcome, rep.errors)
     assert "lost the session" in rep.errors["leaf01"] and "whether the switch acted on it is unknown" in rep.errors["leaf01"]
     now = snapshot_fabric(sonic_lab)
