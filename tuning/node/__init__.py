@@ -10,6 +10,7 @@ but the journaled change dicts and a :class:`~tuning.transport.base.Host`.
 from __future__ import annotations
 
 import base64
+import shlex
 
 from tuning.errors import CommandError, InputError, ParseError, TuningError, VerifyError
 from tuning.inventory import Device
@@ -145,30 +146,55 @@ def _script(cmds: list[str]) -> str:
     return "\n".join(body) + "\n"
 
 
-def _readback_script(cmds: list[str]) -> str:
-    """Run each distinct read command once; print ``@@rb\\t<i>\\t<rc>\\t<base64 of stdout>``.
+def _cat_file(cmd: str) -> str | None:
+    """The file of a read command that is exactly ``cat FILE`` as :func:`tuning.node.base.cat_cmd`
+    writes it (one quoted word), else None."""
+    rest = cmd[4:] if cmd.startswith("cat ") else ""
+    try:
+        words = shlex.split(rest)
+    except ValueError:
+        return None
+    return words[0] if len(words) == 1 and q(words[0]) == rest else None
 
-    ``cat`` reads run in line; slower tools (mlnx_qos, cma_roce_tos: Python scripts) run in
-    the background, all NICs at once, as the collect script does.
+
+def _readback_script(cmds: list[str]) -> str:
+    """Run each distinct read command once; print ``@@rb\t<i>\t<rc>\t<base64 of stdout>``.
+
+    A ``cat FILE`` read (:func:`_cat_file`) is read by the shell's ``read`` builtin, no fork per
+    file (hundreds of IRQ files per node, as the collect script's ``r``): each line printed as
+    ``@@rl\t<i>\t<line>``, then ``@@rb\t<i>\t<rc>\t`` (rc 1: the file could not be opened, as
+    cat's). Other reads (``test``, ``base64``) run in line; slower tools (mlnx_qos, cma_roce_tos:
+    Python scripts) run in the background, all NICs at once, as the collect script does.
     """
     lines = ['T=$(mktemp -d)', "rb_() { o=$(eval \"$2\" 2>/dev/null); printf '@@rb\\t%s\\t%s\\t%s\\n' \"$1\" $? "
-             "\"$(printf '%s' \"$o\" | base64 -w0)\"; }"]
+             "\"$(printf '%s' \"$o\" | base64 -w0)\"; }",
+             "rf_() { if [ ! -d \"$2\" ] && { while IFS= read -r l || [ -n \"$l\" ]; do printf '@@rl\\t%s\\t%s\\n' \"$1\" \"$l\"; l=; done; } "
+             "2>/dev/null < \"$2\"; then printf '@@rb\\t%s\\t0\\t\\n' \"$1\"; else printf '@@rb\\t%s\\t1\\t\\n' \"$1\"; fi; }"]
     for i, c in enumerate(cmds):
         quoted = "'" + c.replace("'", "'\\''") + "'"
-        lines.append(f"rb_ {i} {quoted}" if c.startswith(("cat ", "test ", "base64 "))
-                     else f"rb_ {i} {quoted} > \"$T/{i}\" &")
+        if _cat_file(c) is not None:
+            lines.append(f"rf_ {i} {c[4:]}")
+        else:
+            lines.append(f"rb_ {i} {quoted}" if c.startswith(("test ", "base64 "))
+                         else f"rb_ {i} {quoted} > \"$T/{i}\" &")
     lines.append('wait; cat "$T"/* 2>/dev/null; rm -rf "$T"')
     return "\n".join(lines) + "\n"
 
 
 def _read_back(out: str, reads: list[str]) -> dict[str, str]:
-    """``read command -> its stdout`` (ABSENT where it failed) from :func:`_readback_script` output."""
-    got = {}
-    for line in out.splitlines():
+    """``read command -> its stdout`` (ABSENT where it failed) from :func:`_readback_script` output:
+    a ``cat`` read's ``@@rl`` lines joined, trailing newlines dropped as ``$(cat FILE)`` drops them."""
+    got, raw = {}, {}
+    for line in out.split("\n"):  # not splitlines(): a value may hold \r or \f, only \n ends a line
+        parts = line.split("\t", 2)
+        if len(parts) == 3 and parts[0] == "@@rl" and parts[1].isdigit():
+            raw.setdefault(int(parts[1]), []).append(parts[2])
         parts = line.split("\t")
         if len(parts) == 4 and parts[0] == "@@rb":
-            text = base64.b64decode(parts[3]).decode(errors="replace")
-            got[reads[int(parts[1])]] = text if parts[2] == "0" else ABSENT
+            i = int(parts[1])
+            text = "\n".join(raw.get(i, [])).rstrip("\n") if _cat_file(reads[i]) is not None \
+                else base64.b64decode(parts[3]).decode(errors="replace")
+            got[reads[i]] = text if parts[2] == "0" else ABSENT
     return got
 
 
