@@ -19,26 +19,11 @@ from __future__ import annotations
 import os
 import sys
 
-CAP_NET_ADMIN = 12
+from tuning.lab.toolclient import CAP_NET_ADMIN, is_privileged  # noqa: F401  (the stand-ins import both from here)
 USAGE = "usage: sudo [-nS] [-p prompt] [-u user] [--] command [arg ...]"
 TRIES = 3
 TERMINAL = ("sudo: a terminal is required to read the password; either use the -S option to read "
             "from standard input or configure an askpass helper")
-
-
-def is_privileged() -> bool:
-    """Whether this process holds CAP_NET_ADMIN (root, or root of the lab's user namespace).
-
-    The stand-ins use it where the real tool needs root (netlink DCB sets, configfs, ``ip link set``).
-    """
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("CapEff:"):
-                    return bool(int(line.split()[1], 16) >> CAP_NET_ADMIN & 1)
-    except OSError:
-        pass
-    return os.geteuid() == 0
 
 
 def _err(text: str) -> None:
