@@ -159,6 +159,34 @@ def lab(lab_inventory: Path) -> Path:
 COUNTER_FILES = re.compile(r"sys/class/infiniband/[^/]+/ports/\d+/hw_counters/|run/lab/ethtool/")
 
 
+def tree_files(root: Path | str, links: bool = False) -> dict[str, bytes]:
+    """Every regular file under ``root`` (relative path -> bytes) in path order; with ``links`` every
+    symlink too (-> ``b"-> TARGET"``). Symlinked folders are not entered, as ``Path.rglob``.
+
+    ``os.scandir``: an entry's type comes with the folder read, no stat per file (a third of
+    ``rglob`` + ``is_file`` + ``read_bytes`` on a lab sysroot's 8,000 files; tests take these
+    snapshots before and after every lab case).
+    """
+    out: dict[str, bytes] = {}
+
+    def walk(folder: str, prefix: str) -> None:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for e in entries:
+            rel = prefix + e.name
+            if e.is_symlink():
+                if links:
+                    out[rel] = b"-> " + os.fsencode(os.readlink(e.path))
+            elif e.is_dir():
+                walk(e.path, rel + "/")
+            elif e.is_file():
+                with open(e.path, "rb") as f:
+                    out[rel] = f.read()
+
+    walk(str(root), "")
+    return out
+
+
 def snapshot_fabric(inv_dir: Path) -> dict[str, bytes | str]:
     """Every node sysroot file (bytes) but the traffic counters (:data:`COUNTER_FILES`), and every
     switch's running config (``nv config show -o commands``).
@@ -181,15 +209,8 @@ def snapshot_fabric(inv_dir: Path) -> dict[str, bytes | str]:
         switches = pool.map(switch, inventory.load(inv_dir).switches)
         out: dict[str, bytes | str] = {}
         for node_dir in sorted((inv_dir / ".state" / "nodes").iterdir()):
-            root = str(node_dir / "sysroot")
-            for folder, _dirs, files in os.walk(root):  # symlinked folders are not entered, as rglob
-                base = os.path.relpath(folder, root)
-                for name in files:
-                    rel = name if base == "." else f"{base}/{name}"
-                    path = os.path.join(folder, name)
-                    if not os.path.islink(path) and os.path.isfile(path) and not COUNTER_FILES.match(rel):
-                        with open(path, "rb") as f:
-                            out[f"{node_dir.name}:{rel}"] = f.read()
+            out.update({f"{node_dir.name}:{rel}": data for rel, data in tree_files(node_dir / "sysroot").items()
+                        if not COUNTER_FILES.match(rel)})
         for part in switches:
             out.update(part)
     return out

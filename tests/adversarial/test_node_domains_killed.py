@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from tests.adversarial._cli import copy_lab_inventory, lab_up
-from tests.conftest import REPO
+from tests.conftest import REPO, tree_files
 
 pytestmark = pytest.mark.lab
 
@@ -102,9 +102,7 @@ def _sysroot(inv: Path) -> Path:
 
 def _snap(inv: Path, switch: bool = False) -> dict[str, bytes | str]:
     """node01's sysroot, file by file (bytes); with ``switch`` also leaf01's running config."""
-    root = _sysroot(inv)
-    out: dict[str, bytes | str] = {str(f.relative_to(root)): f.read_bytes()
-                                   for f in sorted(root.rglob("*")) if f.is_file() and not f.is_symlink()}
+    out: dict[str, bytes | str] = dict(tree_files(_sysroot(inv)))
     if switch:
         from tuning import inventory
         from tuning.targets.switch import open_driver

@@ -62,10 +62,6 @@ def with_spec(dev, update: dict):
 
 def node_files(sysroot: Path) -> dict[str, bytes]:
     """Every regular file of a node sysroot (relative path -> bytes), and every symlink (-> its target)."""
-    out: dict[str, bytes] = {}
-    for f in sorted(sysroot.rglob("*")):
-        if f.is_symlink():
-            out[str(f.relative_to(sysroot))] = ("-> " + str(f.readlink())).encode()
-        elif f.is_file():
-            out[str(f.relative_to(sysroot))] = f.read_bytes()
-    return out
+    from tests.conftest import tree_files
+
+    return tree_files(sysroot, links=True)
