@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import TEST_BASE_PORT
+from tuning.lab.controller import port_open
 from tuning.lab.eos import EosSwitch, EosTerminal
 from tuning.lab.fabric import Switch, default_fabric
 
@@ -289,6 +291,9 @@ def _eos_host(tmp_path: Path, sw: EosSwitch, port: int):
     net.shell_plugins["CMDShell"] = EosShell
     net.servers_plugins["ParamikoSshServer"] = NvueSshServer
     net.start()
+    deadline = time.monotonic() + 10  # FakeNOS binds in start() but listens in its thread: wait for it, as `lab up` does
+    while not port_open(port) and time.monotonic() < deadline:
+        time.sleep(0.02)
     return net
 
 
@@ -296,7 +301,8 @@ def _eos_host(tmp_path: Path, sw: EosSwitch, port: int):
 def test_netmiko_arista_eos_over_ssh(tmp_path: Path) -> None:
     from netmiko import ConnectHandler
 
-    port = 47001
+    port = TEST_BASE_PORT + 280  # this process's own range: a fixed port in the kernel's ephemeral range
+    # (47001 was) can be any client connection's source port under load, and the server cannot bind it
     sw = leaf(state_dir=tmp_path)
     net = _eos_host(tmp_path, sw, port)
     try:
