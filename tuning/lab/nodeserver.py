@@ -132,8 +132,9 @@ async def _run(process: asyncssh.SSHServerProcess, state_dir: Path, node: str) -
     env = node_env(state_dir, node)
     env["PS1"] = f"{LAB_USER}@{node}:~$ "
     argv, creds = privileges.unprivileged(_argv(process))
-    if "user" in creds:  # pytest may have reset a 0700 ancestor since the last command
-        privileges.grant_search(state_dir, creds["user"], creds["group"])
+    user = privileges.lab_user()
+    if user is not None:  # pytest may have reset a 0700 ancestor since the last command
+        privileges.grant_search(state_dir, *user)
     proc = await asyncio.create_subprocess_exec(
         *argv, cwd=state_dir / "nodes" / node, env=env, start_new_session=True,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, **creds)
