@@ -35,3 +35,15 @@ def test_offline_commands_load_no_session_library(args: tuple[str, ...], tmp_pat
     else:
         # 44 devices: over DETAIL_DEVICES, so one row per domain (tests/reports has the summary's own test)
         assert "summary of 2752 change(s) on 44 device(s), one row per domain" in res.stdout, res.stdout[-2000:]
+
+
+def test_the_cli_does_not_import_every_parser_at_start():
+    """``tuning.parsers`` imports its twenty-odd parser modules only for :func:`tuning.parsers.parse`
+    (0.2 s of CPU of every ``fabtune`` command went to them); the registry is still complete."""
+    probe = ("import sys; import tuning.cli; print(sorted(m for m in sys.modules if m.startswith('tuning.parsers.')));"
+             "from tuning.parsers import REGISTRY; print(len(REGISTRY), 'ib_write_bw' in REGISTRY, 'nv-show-qos-roce' in REGISTRY)")
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=REPO)
+    loaded, registry = res.stdout.splitlines()
+    assert "'tuning.parsers.rdma'" not in loaded and "'tuning.parsers.sonic'" not in loaded, loaded
+    count, *present = registry.split()
+    assert int(count) >= 50 and present == ["True", "True"], registry
