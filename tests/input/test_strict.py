@@ -94,6 +94,9 @@ def test_cpu_list_is_bounded_before_it_is_built(inv: Path):
 def test_bool_is_not_an_int_and_float_is_not_a_port(inv: Path):
     edit(inv / "group_vars/gpu_nodes.yml", "nic_qos", "pfc_priority", value=True)
     assert "group_vars/gpu_nodes.yml: nic_qos.pfc_priority: True is a bool; allowed: an integer in 0..7" in error(inv)
+    edit(inv / "group_vars/gpu_nodes.yml", "nic_qos", "pfc_priority", value=None)  # `pfc_priority:` and nothing after
+    assert ("group_vars/gpu_nodes.yml: nic_qos.pfc_priority: no value (an empty YAML key); allowed: an integer "
+            "in 0..7") in error(inv)
     shutil.copy(REPO / "inventory/lab/group_vars/gpu_nodes.yml", inv / "group_vars/gpu_nodes.yml")
     hosts_entry(inv, "node01", ansible_port=22.5)
     assert "hosts.yaml: ansible_port: 22.5 is not a TCP port; allowed: 1..65535 (host node01)" in error(inv)

@@ -43,6 +43,13 @@ def _range(info: Any) -> str | None:
     return None if lo is None and hi is None else f"{lo}..{hi}"
 
 
+def described(value: Any) -> str:
+    """A value as a load message names it: ``'4200' is a str``, ``True is a bool``; a YAML null (a key
+    with nothing after it, ``pfc_priority:``) is ``no value (an empty YAML key)``, not ``None is a
+    NoneType``."""
+    return "no value (an empty YAML key)" if value is None else f"{value!r} is a {type(value).__name__}"
+
+
 def _message(first: dict, model: type[BaseModel], loc: list[str], host: str) -> str:
     kind, got = first["type"], first.get("input")
     holder, info = field_at(model, loc)
@@ -57,7 +64,7 @@ def _message(first: dict, model: type[BaseModel], loc: list[str], host: str) -> 
         return "an Ansible !vault or !unsafe value; fabtune reads its own settings as plain values"
     if kind in _TYPES:
         rng = f" in {_range(info)}" if info is not None and _range(info) else ""
-        return f"{got!r} is a {type(got).__name__}; allowed: {_TYPES[kind]}{rng}"
+        return f"{described(got)}; allowed: {_TYPES[kind]}{rng}"
     if kind == "too_short":
         return f"needs at least {first.get('ctx', {}).get('min_length', 1)} entry (got none)"
     msg = first["msg"].removeprefix("Value error, ")
