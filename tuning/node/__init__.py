@@ -158,11 +158,11 @@ def _cat_file(cmd: str) -> str | None:
 
 
 def _readback_script(cmds: list[str]) -> str:
-    """Run each distinct read command once; print ``@@rb\t<i>\t<rc>\t<base64 of stdout>``.
+    """Run each distinct read command once; print ``@@rb\\t<i>\\t<rc>\\t<base64 of stdout>``.
 
     A ``cat FILE`` read (:func:`_cat_file`) is read by the shell's ``read`` builtin, no fork per
     file (hundreds of IRQ files per node, as the collect script's ``r``): each line printed as
-    ``@@rl\t<i>\t<line>``, then ``@@rb\t<i>\t<rc>\t`` (rc 1: the file could not be opened, as
+    ``@@rl\\t<i>\\t<line>``, then ``@@rb\\t<i>\\t<rc>\\t`` (rc 1: the file could not be opened, as
     cat's). Other reads (``test``, ``base64``) run in line; slower tools (mlnx_qos, cma_roce_tos:
     Python scripts) run in the background, all NICs at once, as the collect script does.
     """
