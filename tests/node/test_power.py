@@ -16,6 +16,7 @@ from tests.node.conftest import Node, node_files, with_spec
 from tuning import node
 from tuning.errors import InputError
 from tuning.lab.boot import reboot
+from tuning.lab.power_on import reset
 from tuning.node.power import fleet_idle_drift
 from tuning.parsers import parse
 
@@ -41,7 +42,21 @@ def _idle(root, cpu: int, state: int, name: str = "disable") -> str:
     return (root / f"sys/devices/system/cpu/cpu{cpu}/cpuidle/state{state}/{name}").read_text()
 
 
+def _profile_held(node_lab) -> None:
+    """The lab at power-on, then node01 tuned to ``CPU`` and rebooted: it holds the profile live and
+    persisted. Each test sets up its own start: pytest-xdist (``--dist worksteal``) may run the tests of
+    this module on different workers, each with its own lab, in any grouping."""
+    reset(node_lab / ".state")
+    n = Node(node_lab, "node01", {"cpu": CPU})
+    try:
+        node.apply(n.host, n.dev, _mine(n.plan()))
+        reboot(node_lab / ".state", "node01", n.dev.connection)
+    finally:
+        n.close()
+
+
 def test_plan_apply_read_back_idempotent_restore_and_reboot(node_lab):
+    reset(node_lab / ".state")  # power-on, whatever ran before in this lab
     n = Node(node_lab, "node01", {"cpu": CPU})
     try:
         before = node_files(n.sysroot)
@@ -81,8 +96,9 @@ def test_plan_apply_read_back_idempotent_restore_and_reboot(node_lab):
 
 
 def test_changed_by_hand_plan_shows_live_and_persisted_apart(node_lab):
-    """After the first test's reboot node01 holds the profile; cpupower changes the live form only,
-    an edit of the boot loader config the persisted form only."""
+    """node01 holds the profile (applied and rebooted); cpupower changes the live form only, an edit of
+    the boot loader config the persisted form only."""
+    _profile_held(node_lab)
     n = Node(node_lab, "node01", {"cpu": CPU})
     try:
         res = n.host.run("cpupower -c 4-111 idle-set -e 3")
@@ -128,7 +144,8 @@ def test_bad_governor_refused_before_push_and_the_lab_kernel_refuses_it_too(node
 
 def test_idle_info_stand_in_reads_as_collect_and_fleet_drift(node_lab):
     """cpupower idle-info of a lab node parses (the parser of the real samples) to what collect read;
-    node01 (C6 disabled by the first test) differs from node02..node04 (C6 enabled): fleet drift."""
+    node01 (C6 disabled: it holds the profile) differs from node02..node04 (C6 enabled): fleet drift."""
+    _profile_held(node_lab)
     states = {}
     for name in ("node01", "node02", "node03", "node04"):
         n = Node(node_lab, name, {"cpu": {"max_idle_latency_us": 10}})
