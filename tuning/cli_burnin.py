@@ -2,7 +2,8 @@
 
 Registered at the end of :mod:`tuning.cli`'s command registrations (``register(app, lab_app)``).
 Exit codes (``fabtune burnin`` / ``fabtune health``): 0 healthy, 1 findings, 2 bad input, 4 a node
-unreachable (or no node at all: a round that tested nothing stops the run, one line naming the nodes).
+unreachable (or no node at all: a round that tested nothing stops the run, one line naming the nodes),
+or the verification harness failed (a ``harness-error`` finding).
 """
 
 from __future__ import annotations
@@ -83,13 +84,16 @@ def parse_iterations(text: str | None) -> int | None:
 
 
 #: exit codes of burnin / health: 0 healthy, 1 findings (or the drain cap held), 2 bad input, 4 a node
-#: unreachable (or a round that tested nothing)
+#: unreachable (or a round that tested nothing, or the verification harness failed)
 EXIT_HEALTHY, EXIT_FINDINGS, EXIT_UNREACHABLE = 0, 1, 4
 
 
 def _exit_code(doc: dict) -> int:
-    """0 healthy, 1 findings (or the drain cap held), 4 a node unreachable or a round that tested nothing."""
+    """0 healthy, 1 findings (or the drain cap held), 4 a node unreachable, a round that tested
+    nothing, or the verification harness failed (a ``harness-error`` finding: not a fabric fault)."""
     if doc.get("stopped") or doc.get("unreachable") or any(r.get("errors") for r in doc.get("rounds", [])):
+        return EXIT_UNREACHABLE
+    if any(f.get("kind") == "harness" for f in doc.get("findings") or []):
         return EXIT_UNREACHABLE
     if doc.get("findings") or (doc.get("drain") or {}).get("capped"):
         return EXIT_FINDINGS
@@ -171,7 +175,8 @@ def burnin(inventory: Path = INV,
     """Burn in a fabric: repeated all-pairs RDMA rounds (bandwidth, latency; nccl-tests when present),
     NIC counter deltas, link and PCIe state against capability, GPU health; then name the bad nodes
     and links, drain (dry run by default) and write the reports. Exit 0 healthy, 1 findings, 2 bad
-    input, 4 a node unreachable (a round that reached no node stops the run: one line naming them).
+    input, 4 a node unreachable (a round that reached no node stops the run: one line naming them) or
+    the verification harness failed (harness-error: not a fabric fault, nothing drained).
 
     Example: fabtune burnin -i inventory/lab --iterations 3 --html burnin.html --drain-adapter slurm
     """
@@ -203,7 +208,8 @@ def health(inventory: Path = INV,
            undrain: bool = typer.Option(False, "--undrain", help=UNDRAIN_HELP), as_json: bool = JSON) -> None:
     """One quick health round (for cron, a Slurm HealthCheckProgram, a node-problem-detector plugin):
     over SSH, one rail's pairs between two reads of every node; with --local, this machine only.
-    Exit 0 healthy, 1 findings, 2 bad input, 4 a node unreachable (none reached: one line naming them).
+    Exit 0 healthy, 1 findings, 2 bad input, 4 a node unreachable (none reached: one line naming them)
+    or the verification harness failed (harness-error: not a fabric fault, nothing drained).
 
     Example: fabtune health --local --prom-file /var/lib/node_exporter/fabtune.prom
     """

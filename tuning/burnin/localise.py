@@ -29,6 +29,12 @@ Explanation (:func:`explain_slow`), on the networkx graph NIC - leaf port - leaf
    uplink, a leaf or a spine (``switch-congested``). Ties: fewer pairs through it first (the
    more specific), then NIC before uplink before switch.
 3. links named only by their counters (flap, speed below capability, loss) are added.
+
+A pair whose test failed in the verification harness itself (``error_class == "harness"``: a port
+another process held, a tool that could not start; :data:`tuning.verify.pair_result.HARNESS_KINDS`)
+tested nothing of the fabric: it is left out of the pair matrix, and each node where the harness
+failed is one ``harness-error`` finding of kind ``harness``, which never drains
+(:func:`tuning.burnin.drain.node_of` drains nodes and links only).
 """
 
 from __future__ import annotations
@@ -159,6 +165,8 @@ def pair_stats(doc: dict, g: nx.Graph) -> dict[tuple[str, str], dict]:
                 by_rail.setdefault(_rail_key(p, g), []).append(float(p["bw_gbps"]))
         ref = {k: (statistics.median(v), _quantile(v, 0.75)) for k, v in by_rail.items()}
         for p in rnd.get("pairs", []):
+            if p.get("error_class") == "harness":
+                continue  # the harness failed: nothing of the fabric was measured
             key = _ends(p)
             if key not in out:
                 out[key] = {"rounds": [], "slow_rounds": [], "ratio_median": [], "share_line": [], "bw_gbps": [],
@@ -324,8 +332,31 @@ def localise(doc: dict) -> list[dict]:
         if nic.split(":")[0] in nodes:
             continue  # absorbed by the node's finding
         out.append(_link_finding(nic, entry["pairs"], nic_sig.get(nic, {}), stats, g))
-    order = {"node": 0, "link": 1, "switch": 2}
-    return sorted(out + switches, key=lambda f: (order[f["kind"]], f["target"]))
+    order = {"node": 0, "link": 1, "switch": 2, "harness": 3}
+    return sorted(out + switches + harness_findings(doc), key=lambda f: (order[f["kind"]], f["target"]))
+
+
+def harness_findings(doc: dict) -> list[dict]:
+    """One ``harness-error`` finding (kind ``harness``) per node where the verification harness
+    failed: the node is the first word of the pair's ``error`` (the runner's
+    :func:`tuning.verify.runner.harness_fault` cause, ``node02 (server): ...``), else the client's."""
+    by_node: dict[str, dict] = {}
+    for rnd in doc.get("rounds", []):
+        for p in rnd.get("pairs", []):
+            if p.get("error_class") != "harness":
+                continue
+            first = str(p.get("error") or "").split(" ", 1)[0]
+            ends = [e.split(":")[0] for e in _ends(p)]
+            node = first if first in ends else ends[0]
+            e = by_node.setdefault(node, {"kinds": set(), "pairs": [], "rounds": set(), "first": p.get("error")})
+            e["kinds"].add(p.get("error_kind"))
+            e["pairs"].append(_ends(p))
+            e["rounds"].add(rnd.get("index", 0))
+    return [_finding("harness-error", "harness", node,
+                     f"{node}: the verification harness failed on {len(e['pairs'])} test(s) "
+                     f"({', '.join(sorted(map(str, e['kinds'])))}): the fabric was not tested there, no fault "
+                     f"is read from it; first: {e['first']}", sorted(set(e["pairs"])), rounds=sorted(e["rounds"]))
+            for node, e in sorted(by_node.items())]
 
 
 def _link_finding(nic: str, pairs: list, sig: dict, stats: dict, g: nx.Graph) -> dict:

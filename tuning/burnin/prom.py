@@ -8,7 +8,7 @@ units, no ``_total``; the run id only on the info metric). Metrics (gauges)::
     fabtune_burnin_rounds{kind,inventory}                               rounds run
     fabtune_burnin_duration_seconds{kind,inventory}                     wall time of the run
     fabtune_burnin_end_timestamp_seconds{kind,inventory}                started + seconds (Unix time)
-    fabtune_burnin_findings{kind,inventory,finding_kind}                findings per kind (node, link, switch)
+    fabtune_burnin_findings{kind,inventory,finding_kind}                findings per kind (node, link, switch, harness)
     fabtune_burnin_finding{inventory,code,finding_kind,target}          1 per finding
     fabtune_burnin_node_healthy{inventory,node}                         1 no finding names the node, else 0
     fabtune_burnin_pair_bandwidth_bytes_per_second{inventory,client_nic,server_nic}  median over rounds
@@ -27,7 +27,7 @@ from tuning.burnin.localise import fabric_graph, pair_stats
 from tuning.outfile import write_atomic
 
 PAIR_LABELS = ("inventory", "client_nic", "server_nic")
-FINDING_KINDS = ("node", "link", "switch")
+FINDING_KINDS = ("node", "link", "switch", "harness")
 
 
 def registry(doc: dict, findings: list[dict]):

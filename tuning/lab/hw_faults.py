@@ -40,6 +40,12 @@ Kinds, their targets and what hardware shows (every one kept in ``fabric.json`` 
     known point of its progress. Only latency: nothing is refused or changed that a real node would
     not. Kept in the node's ``hw/lab-faults/slow-tools`` (:data:`tuning.lab.tools.SLOW_TOOLS`, read by
     each stand-in), so a reboot keeps it; ``clear`` on the node removes it.
+``NODE port-held PORT`` (issue 19)
+    Another process of the node holds TCP PORT (1..65535; a leftover server, a site service): a
+    perftest server started there cannot listen (perftest's ``Couldn't listen to port PORT``, exit
+    1), as on a real node, where perftest binds every address. A failure of the verification
+    harness, not of the fabric. Kept in the node's ``hw/lab-faults/port-held`` (:data:`tuning.lab.tools.PORT_HELD`,
+    read by the perftest stand-in); ``clear`` on the node removes it.
 """
 
 from __future__ import annotations
@@ -51,13 +57,13 @@ import re
 import time
 from pathlib import Path
 
-from tuning.lab.tools import MAX_SLOW_TOOLS_S, SLOW_TOOLS
+from tuning.lab.tools import MAX_SLOW_TOOLS_S, PORT_HELD, SLOW_TOOLS
 
-KINDS = ("flap", "pcie-width", "gpu-xid", "lossy", "slow-tools")
+KINDS = ("flap", "pcie-width", "gpu-xid", "lossy", "slow-tools", "port-held")
 #: kind -> what its VALUE is (the kinds here that take one)
-VALUE_KINDS = {"pcie-width": "WIDTH", "gpu-xid": "XID", "slow-tools": "SECONDS"}
+VALUE_KINDS = {"pcie-width": "WIDTH", "gpu-xid": "XID", "slow-tools": "SECONDS", "port-held": "PORT"}
 #: the kinds that target a whole node (``NODE``), not a NIC or a switch port
-NODE_KINDS = ("slow-tools",)
+NODE_KINDS = ("slow-tools", "port-held")
 PCIE_WIDTHS = (1, 2, 4, 8, 16)
 #: NVIDIA XID catalog texts of the codes a burn-in meets most (docs.nvidia.com/deploy/xid-errors)
 XID_TEXT = {13: "Graphics Engine Exception", 31: "MMU Fault", 48: "DBE (Double Bit Error) ECC Error",
@@ -98,6 +104,12 @@ def check(kind: str, target: str, value: str | None, nics: set[str], ports: set[
         ValueError: one line naming the target or value and what is allowed.
     """
     node, _, dev = target.partition(":")
+    if kind == "port-held":
+        if target not in nodes:
+            raise ValueError(f"port-held targets a node ({', '.join(sorted(nodes))}), not {target!r}")
+        if value is None or not re.fullmatch(r"[0-9]{1,5}", value) or not 1 <= int(value) <= 65535:
+            raise ValueError(f"port-held takes a TCP PORT 1..65535, not {value!r}")
+        return str(int(value))
     if kind == "slow-tools":
         if target not in nodes:
             raise ValueError(f"slow-tools targets a node ({', '.join(sorted(nodes))}), not {target!r}")
@@ -125,14 +137,15 @@ def check(kind: str, target: str, value: str | None, nics: set[str], ports: set[
 
 
 def apply(sysroot: Path, nic_bdf: str | None, kind: str, target: str, value: str, gpu_bdfs: list[str]) -> None:
-    """Make a node's files show an injection now (``pcie-width``, ``gpu-xid``, ``slow-tools``); the
+    """Make a node's files show an injection now (``pcie-width``, ``gpu-xid``, ``slow-tools``,
+    ``port-held``); the
     others act at test time (:func:`traffic_counters`) and in the model."""
     from tuning.lab import hw_pci
 
     if kind == "pcie-width" and nic_bdf:
         hw_pci.inject(sysroot, "pcie-link", nic_bdf, hw_pci.SYSFS_SPEEDS[hw_pci.LINK_SPEED], int(value))
-    elif kind == "slow-tools":
-        path = sysroot / SLOW_TOOLS
+    elif kind in ("slow-tools", "port-held"):
+        path = sysroot / (SLOW_TOOLS if kind == "slow-tools" else PORT_HELD)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
         tmp.write_text(value + "\n")
@@ -160,6 +173,8 @@ def clear(sysroot: Path, nic_bdf: str | None, kinds: set[str]) -> None:
         (sysroot / GPU_FAULTS).unlink(missing_ok=True)
     if "slow-tools" in kinds:
         (sysroot / SLOW_TOOLS).unlink(missing_ok=True)
+    if "port-held" in kinds:
+        (sysroot / PORT_HELD).unlink(missing_ok=True)
 
 
 def _xid(sysroot: Path, gpu_bdf: str, code: int) -> None:

@@ -164,7 +164,7 @@ def run_batches(s: "Session", opts: "Options", plans: dict, report: RunReport, p
         if verifying:
             rec["verify_ok"] = _settle_and_verify(s, opts, report, progress, j, baseline, r, plans, pairs)
             if not rec["verify_ok"]:
-                halt(s, opts, report, progress, j, baseline, r, f"batch {b.index}: verification failed or regressed")
+                halt(s, opts, report, progress, j, baseline, r, gate.gate_failed_why(b.index, rec.get("results") or []))
                 return
         confirm_batch(s, j, b)
         rec["outcome"] = BatchOutcome.KEPT

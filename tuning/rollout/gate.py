@@ -123,3 +123,20 @@ def baseline_pairs(r: Run) -> list[Pair] | None:
     extra = [p for b in r.batches for p in r.batch_pairs.get(b.index) or []
              if p.name not in seen and not seen.add(p.name)]
     return [*r.pairs, *extra]
+
+
+def gate_failed_why(index: int, results: list[dict]) -> str:
+    """Why batch ``index``'s gate failed (the console, the journal's ``halt`` and the report say it),
+    from its pair results (the journal's batch record ``results``): ``batch 2: verification failed
+    or regressed``, with the pairs the harness kept from testing (``error_class == "harness"``); when
+    the harness alone failed, it says so: the fabric was not tested, the change is unproven and
+    restored as such, not as a fabric regression."""
+    bad = [x for x in results if x.get("status") != "pass"]
+    harness = [x for x in bad if x.get("error_class") == "harness"]
+    if bad and len(harness) == len(bad):
+        kinds = ", ".join(sorted({str(x.get("error_kind")) for x in harness}))
+        nodes = ", ".join(sorted({str(x.get("error") or "?").split(" ", 1)[0] for x in harness}))
+        return (f"batch {index}: the verification harness failed on {len(harness)} pair(s) ({kinds} on {nodes}): "
+                f"the fabric was not tested, the change is unproven (not a fabric regression)")
+    tail = f" ({len(harness)} pair(s) not tested: the verification harness failed)" if harness else ""
+    return f"batch {index}: verification failed or regressed{tail}"

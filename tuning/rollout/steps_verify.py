@@ -161,7 +161,8 @@ def _gate_and_keep(s: session.Session, eopts: Options, report: RunReport, progre
         _sync(report, j)
     else:
         baseline = as_baseline([PairResult(**x) for x in j.data["verify"].get("before") or []]) or None
-        halt(s, eopts, report, progress, j, baseline, r, f"batch {b.index}: verification failed or regressed")
+        results = j.data["batches"][b.index - 1].get("results") or []
+        halt(s, eopts, report, progress, j, baseline, r, gate.gate_failed_why(b.index, results))
     j.data["ansible"]["measured"] = [asdict(m) for m in r.measured]
     j.data["ansible"]["incast_pending"] = sorted(r.incast_pending)
     j.save()

@@ -1,5 +1,6 @@
-"""The record of one pair's measurement: :class:`PairResult` and why a test gave no value
-(:data:`ERROR_KINDS`).
+"""The record of one pair's measurement: :class:`PairResult`, why a test gave no value
+(:data:`ERROR_KINDS`) and whether that was the verification harness's own failure
+(:data:`HARNESS_KINDS`, :func:`error_class`), never the fabric's.
 
 :func:`tuning.verify.runner.measure` fills the measured fields, :func:`tuning.verify.pair_verdict.judge`
 the verdict; reports read it as a dict (:func:`tuning.verify.pair_verdict.as_baseline`).
@@ -13,7 +14,20 @@ from tuning.verify.pairs import Pair
 
 #: ``PairResult.error_kind`` values: why a test produced no value (``status == "error"``)
 ERROR_KINDS = ("connect_failed", "qp_rtr_failed", "qp_rts_failed", "completion_error", "gid_type_mismatch",
-               "no_rdma_device", "timeout", "no_value", "gid_unresolved", "unknown")
+               "no_rdma_device", "timeout", "no_value", "gid_unresolved", "port_in_use", "tool_missing", "unknown")
+#: the kinds that are a local failure of the verification harness on one node, not of the fabric:
+#: a perftest server that could not listen on its TCP port (another process holds it: perftest's
+#: ``Couldn't listen to port N``), a tool that could not start (shell exit 126 or 127). The pair's
+#: fabric was not tested: no link, NIC or node fault may be read from it, and a drain never follows.
+HARNESS_KINDS = ("port_in_use", "tool_missing")
+
+
+def error_class(kind: str | None) -> str | None:
+    """``harness`` for a :data:`HARNESS_KINDS` kind, ``fabric`` for any other kind (the test reached
+    the NIC, the link or the far end and failed there, or gave no value), None for no error."""
+    if not kind:
+        return None
+    return "harness" if kind in HARNESS_KINDS else "fabric"
 
 
 @dataclass
@@ -26,9 +40,9 @@ class PairResult:
     Set by :func:`tuning.verify.pair_verdict.judge`: ``status`` ``pass`` | ``fail`` | ``error``
     (the test produced no value: it did not run, never a regression), ``verdict`` ``pass`` |
     ``fail`` (``fail`` for an error too, for older readers), ``reasons``, ``baseline`` ``compared`` |
-    ``none`` | ``mismatch: <what>`` (then no regression is judged) and ``drift`` (``["client GID
+    ``none`` | ``mismatch: <what>`` (then no regression is judged), ``drift`` (``["client GID
     index 3 -> 5"]``: an end's GID index or type changed since the baseline; reported, not a failure
-    by itself).
+    by itself) and ``error_class`` (:func:`error_class`: ``harness`` | ``fabric`` for an error, else None).
 
     Set by :func:`tuning.verify.runner.measure`: ``error_kind`` (one of :data:`ERROR_KINDS` when the
     test did not produce a value), ``gid_index`` (the client's, kept for older readers),
@@ -65,6 +79,7 @@ class PairResult:
     params: dict[str, dict] = field(default_factory=dict)
     baseline: str = "none"
     drift: list[str] = field(default_factory=list)
+    error_class: str | None = None
 
     @classmethod
     def of(cls, pair: Pair) -> "PairResult":

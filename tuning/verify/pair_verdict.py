@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from tuning.verify.pair_result import PairResult
+from tuning.verify.pair_result import PairResult, error_class
 
 
 @dataclass
@@ -96,8 +96,8 @@ def judge(results: list[PairResult], th: Thresholds, baseline: dict[str, dict] |
             middle of a rollout: a half-tuned fabric fails the absolute marks).
 
     A pair whose test did not run (``error_kind`` / ``error`` set) is ``status = "error"`` with the
-    reason ``did not run: <kind>: <cause>``, never a regression. Drift (:func:`gid_drift`) is
-    listed in ``drift`` and as ``drift: ...`` reasons that do not fail the pair by themselves.
+    reason ``did not run: <kind>: <cause>``, never a regression, and its ``error_class`` (harness or
+    fabric). Drift (:func:`gid_drift`): ``drift`` and ``drift: ...`` reasons, not failures alone.
 
     Returns:
         True when every pair passes.
@@ -118,6 +118,7 @@ def judge(results: list[PairResult], th: Thresholds, baseline: dict[str, dict] |
                 failing += _regression(r, th, base)
         r.reasons = failing + [f"drift: {d}" for d in r.drift]
         r.status = "error" if (r.error or r.error_kind) else ("fail" if failing else "pass")
+        r.error_class = error_class(r.error_kind) if r.status == "error" else None
         r.verdict = "pass" if r.status == "pass" else "fail"
         ok = ok and r.verdict == "pass"
     return ok

@@ -19,13 +19,14 @@ marks, regression against a like-with-like baseline, the one-line summary) is
 from __future__ import annotations
 
 import math
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from tuning.errors import DeviceTimeout, TuningError
 from tuning.parsers.perftest import PerftestResult, parse_perftest
-from tuning.transport.base import Host
+from tuning.transport.base import CommandResult, Host
 from tuning.verify.ends import End, GidKey, end_of, resolve_ends, resolve_gids
 from tuning.verify.pair_result import ERROR_KINDS, PairResult
 from tuning.verify.pair_verdict import Thresholds, as_baseline, compare_params, judge, summarise
@@ -37,7 +38,7 @@ from tuning.verify.timeouts import PAIR_TIMEOUT_S, finish
 #: resolve_gids live in pair_result, pair_verdict and ends and stay importable from here
 __all__ = ["BANNER_S", "BASE_PORT", "BW_ARGS", "ERROR_KINDS", "GID_S", "LAT_ARGS", "PAIR_S", "PAIR_TIMEOUT_S",
            "PairResult", "TESTS", "Thresholds", "as_baseline", "compare_params", "expected_seconds", "judge",
-           "measure", "no_result", "resolve_ends", "resolve_gids", "run_params", "summarise", "verify"]
+           "harness_fault", "measure", "no_result", "resolve_ends", "resolve_gids", "run_params", "summarise", "verify"]
 
 BW_ARGS = "-F --report_gbits -D 2 -s 65536 -q 1"
 LAT_ARGS = "-F -s 2 -n 1000"
@@ -96,17 +97,46 @@ def pair_tests(pair: Pair) -> dict[str, tuple[str, str]]:
 
 
 def _run_one(server: Host, client: Host, tool: str, args: str, s_gid: int, c_gid: int,
-             pair: Pair, port: int, timeout_s: float = PAIR_TIMEOUT_S):
+             pair: Pair, port: int, timeout_s: float = PAIR_TIMEOUT_S) -> tuple[PerftestResult, tuple[str, str] | None]:
+    """One perftest run: the server on ``port``, then the client. Returns the client's parsed output
+    and, when the harness itself failed on either end (:func:`harness_fault`), ``(kind, cause)``."""
     srv = server.start(f"{tool} -d {pair.server_nic.rdma_device} -i 1 -x {s_gid} {args} -p {port}")
     # perftest prints this banner once it listens; a client started earlier finds no server
     srv.read_until("Waiting for client to connect", timeout=min(BANNER_S, timeout_s))
     cli = finish(client.start(f"{tool} -d {pair.client_nic.rdma_device} -i 1 -x {c_gid} {args} -p {port} "
                               f"{pair.server_nic.ipv4.ip}", privileged=False), client, timeout_s)  # no root needed
     try:
-        srv.wait(timeout=15)
+        srv_res = srv.wait(timeout=15)
     except TuningError:
-        pass  # a server left waiting after a failed client is not the result; the client is
-    return parse_perftest(cli.stdout + cli.stderr, tool)
+        srv_res = None  # a server left waiting after a failed client is not the result; the client is
+    fault = (harness_fault(srv_res, tool, f"{server.name} (server)") if srv_res is not None else None) \
+        or harness_fault(cli, tool, f"{client.name} (client)")
+    return parse_perftest(cli.stdout + cli.stderr, tool), fault
+
+
+#: perftest's line when its server cannot bind its TCP port (src/perftest_communication.c,
+#: ethernet_server_connect; it prints its "Waiting for client" banner before trying)
+_NO_LISTEN = re.compile(r"Couldn't listen to port (\d+)")
+
+
+def harness_fault(res: CommandResult, tool: str, end: str) -> tuple[str, str] | None:
+    """Why the verification harness, not the fabric, kept one end of a test from running, or None.
+
+    ``port_in_use``: the perftest server printed ``Couldn't listen to port N`` (another process on
+    that node holds the TCP port: perftest binds every address). ``tool_missing``: the shell could
+    not start the tool (exit 127: not found; 126: not executable). ``end``: ``node02 (server)``.
+
+    Returns:
+        ``(error_kind, cause)``, the cause naming the end and saying the fabric was not tested.
+    """
+    text = res.stdout + res.stderr
+    if res.rc in (126, 127):
+        last = (res.stderr.strip().splitlines() or ["no output"])[-1][:160]
+        return "tool_missing", f"{end}: {tool} could not start (exit {res.rc}: {last}); the fabric was not tested"
+    if (m := _NO_LISTEN.search(text)) is not None:
+        return "port_in_use", (f"{end}: {tool} could not listen on TCP port {m.group(1)} (another process on the "
+                               f"node holds it); the fabric was not tested")
+    return None
 
 
 def no_result(res: PerftestResult, tool: str) -> tuple[str, str] | None:
@@ -205,17 +235,17 @@ def _run_tests(out: PairResult, pair: Pair, hosts: dict[str, Host], gids: tuple[
                timeout_s: float) -> PairResult:
     """The pair's :data:`TESTS` into ``out``: bandwidth (and RoCE MTU) on ``port``, then latency on
     ``port + 1``; ``gids``: (server, client) GID index. A test without a value stops there
-    (:func:`no_result`: ``error_kind`` and ``error`` set); TuningError (DeviceTimeout) propagates."""
+    (:func:`harness_fault`, else :func:`no_result`: ``error_kind`` and ``error`` set); TuningError (DeviceTimeout) propagates."""
     server, client = hosts[pair.server], hosts[pair.client]
     tests = pair_tests(pair)
     tool, args = tests["bw"]
-    bw = _run_one(server, client, tool, args, *gids, pair, port, timeout_s)
-    if (why := no_result(bw, tool)) is not None:
+    bw, fault = _run_one(server, client, tool, args, *gids, pair, port, timeout_s)
+    if (why := fault or no_result(bw, tool)) is not None:
         return _failed(out, *why)
     out.bw_gbps, out.mtu_bytes = bw.best_bw_gbps(), bw.mtu_bytes
     tool, args = tests["lat"]
-    lat = _run_one(server, client, tool, args, *gids, pair, port + 1, timeout_s)
-    if (why := no_result(lat, tool)) is not None:
+    lat, fault = _run_one(server, client, tool, args, *gids, pair, port + 1, timeout_s)
+    if (why := fault or no_result(lat, tool)) is not None:
         return _failed(out, *why)
     row = lat.lat_rows[0]
     out.lat_us, out.lat_p99_us = row.t_typical, row.p99

@@ -66,6 +66,9 @@ SHELL_TOOLS: dict[str, Path] = {"tee": Path(__file__).with_name("tee.sh")}
 SLOW_TOOLS = "hw/lab-faults/slow-tools"
 #: the longest such wait (s)
 MAX_SLOW_TOOLS_S = 600
+#: the ``port-held`` fault of a node (``fabtune lab inject NODE port-held PORT``), relative to its
+#: sysroot: the TCP port another process of the node holds (the perftest stand-in's server refuses it)
+PORT_HELD = "hw/lab-faults/port-held"
 
 
 def slow_tools_s(sysroot: str | None) -> float:

@@ -51,6 +51,7 @@ import time
 from pathlib import Path
 
 from tuning.lab.fabric import Fabric, Nic
+from tuning.lab.tools import PORT_HELD
 from tuning.lab.model import Outcome, compute_sizes, incast, incast_counters
 
 DEFAULT_PORT = 18515
@@ -105,6 +106,11 @@ LAT_ROW = (" {:<7d} {:d}          {:<7.2f}        {:<7.2f}      {:<7.2f}        
 CONNECT_ERR = ("Couldn't connect to {addr}:{port}\n"
                "Unable to open file descriptor for socket connection Unable to init the socket connection\n")
 RTR_ERR = "Failed to modify QP {qpn} to RTR\n Unable to Connect the HCA's through the link\n"
+#: a server whose TCP port another process of the node holds (perftest binds every address of the
+#: node: src/perftest_communication.c ethernet_server_connect, establish_connection, write_bw.c main);
+#: printed after the "Waiting for client" banner, exit 1
+LISTEN_ERR = ("Couldn't listen to port {port}\nUnable to open file descriptor for socket connection\n"
+              " Unable to init the socket connection\n")
 ALL_SIZES = [2**k for k in range(1, 24)]
 
 
@@ -303,6 +309,10 @@ def serve(tool: str, args: argparse.Namespace, lab: Path, node: str, nic: Nic, t
     """Server side: announce, wait for a client's result, print it. Returns the exit status."""
     ip = nic.ipv4.split("/")[0]
     f = _files(lab, ip, args.port)
+    if _port_held(lab, node, args.port):
+        _say(BANNER)
+        _say([LISTEN_ERR.format(port=args.port).rstrip("\n")], sys.stderr)
+        return 1
     local = [_qp_addr(f"{node}:{nic.rdma_device}:{args.port}", q) for q in range(args.qps)]
     _remove([f["claimed"], f["result"]])  # a stale result is not this run's
     _write_json(f["listen"], {"tool": tool, "node": node, "dev": nic.rdma_device, "gid": args.gid, "qps": local,
@@ -331,6 +341,31 @@ def serve(tool: str, args: argparse.Namespace, lab: Path, node: str, nic: Nic, t
         return 1
     _say([LINE] + (format_bw(res["rows"], rows) if rows else []))
     return 0
+
+
+def _port_held(lab: Path, node: str, port: int) -> bool:
+    """Whether another process of ``node`` holds TCP ``port``: the node's ``port-held`` fault names it
+    (:data:`PORT_HELD`), or a live perftest server of the node (any tool, any of its addresses) has
+    it: its rendezvous record names the node and its ``pid`` is alive (a killed server's does not)."""
+    from tuning.procs import pid_alive  # stdlib only, as this module
+
+    try:
+        held = (lab / "nodes" / node / "sysroot" / PORT_HELD).read_text().split()
+    except OSError:
+        held = []
+    if str(port) in held:
+        return True
+    for path in (lab / "run" / "perftest").glob(f"*_{port}.*.json"):
+        if not path.name.endswith((f"_{port}.listen.json", f"_{port}.claimed.json")):
+            continue
+        try:
+            rec = _read_record(path)[0]
+        except (OSError, ValueError):
+            continue
+        pid = rec.get("pid")
+        if rec.get("node") == node and isinstance(pid, int) and pid != os.getpid() and pid_alive(pid):
+            return True
+    return False
 
 
 def _servers(lab: Path, ip: str, tool: str, stages: tuple[str, ...] = ("listen", "claimed")) -> set[int]:
