@@ -127,14 +127,18 @@ def lab_up(inv: Path) -> Iterator[Path]:
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """Stop the pool's labs (each xdist worker stops its own)."""
+    """Stop the pool's labs (each xdist worker stops its own); the controlling process removes
+    the folder of its lab-module list."""
+    import shutil
+
     global _POOL
     if _POOL is not None:
-        import shutil
-
         _POOL.close()
         shutil.rmtree(_POOL.root, ignore_errors=True)
         _POOL = None
+    folder = getattr(session.config, "_fabtune_xdist_folder", None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture()
@@ -243,8 +247,16 @@ def _starts_a_lab(item) -> bool:
 
 
 def pytest_configure(config):
-    """Every process of the run appends its lab start-ups to one log (``tuning.lab.controller``)."""
+    """Every process of the run appends its lab start-ups to one log (``tuning.lab.controller``);
+    the controlling process names the file its workers list the lab modules in."""
+    from tests.xdist_modules import LAB_MODULES_ENV
     from tuning.lab.controller import STARTS_LOG_ENV
+
+    if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
+        import tempfile
+
+        folder = config._fabtune_xdist_folder = tempfile.mkdtemp(prefix="fabtune-xdist-")
+        os.environ[LAB_MODULES_ENV] = str(Path(folder) / "lab-modules.txt")  # the workers inherit it
 
     if STARTS_LOG_ENV not in os.environ:
         import tempfile
@@ -256,11 +268,27 @@ def pytest_configure(config):
         config._fabtune_starts_log = path  # the controlling process owns (and removes) it
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist worksteal`` (pyproject's addopts) keeps each lab test module whole on one worker
+    (:mod:`tests.xdist_modules`); other ``--dist`` modes are xdist's own."""
+    if config.getoption("dist") != "worksteal":
+        return None
+    from tests.xdist_modules import ModuleWorkSteal
+
+    return ModuleWorkSteal(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Mark ``lab`` every test whose own source or fixtures start or lease a lab."""
+    """Mark ``lab`` every test whose own source or fixtures start or lease a lab; the first xdist
+    worker lists the modules holding such tests for the scheduler (:mod:`tests.xdist_modules`)."""
     for item in items:
         if _starts_a_lab(item) and item.get_closest_marker("lab") is None:
             item.add_marker(pytest.mark.lab)
+    from tests.xdist_modules import LAB_MODULES_ENV, write_lab_modules
+
+    if os.environ.get("PYTEST_XDIST_WORKER") == "gw0" and os.environ.get(LAB_MODULES_ENV):
+        write_lab_modules(Path(os.environ[LAB_MODULES_ENV]), items)
 
 
 def _starts_of(nodeid: str) -> list[str]:
