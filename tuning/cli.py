@@ -25,7 +25,7 @@ from tuning.cli_run import apply, plan, render, rollout, verify
 from tuning.cli_topology import topology as topology_cmd
 from tuning.errors import ConnectError, InputError, TuningError
 
-app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=True,
                   help="Tune a GPU/RDMA fabric's nodes and switches, and prove every change.\n\n"
                        "Example: fabtune lab up && fabtune rollout -i inventory/lab")
 lab_app = typer.Typer(no_args_is_help=True, help="The embedded lab: a digital twin of a GPU fabric on this machine.")

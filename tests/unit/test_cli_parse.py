@@ -4,6 +4,7 @@ exit 2 with ONE line naming the problem for empty, binary, truncated or wrong-to
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -106,3 +107,20 @@ def test_version_prints_the_package_version_and_exits_0():
 
     res = subprocess.run([sys.executable, "-m", "tuning", "--version"], capture_output=True, text=True, timeout=60)
     assert (res.returncode, res.stdout, res.stderr) == (0, f"fabtune {__version__}\n", "")
+
+
+def test_shell_completion_completes_commands_subcommands_and_flags():
+    """typer's completion (issue 19): ``fabtune --show-completion bash`` prints the script, which
+    asks fabtune itself (``_FABTUNE_COMPLETE=complete_bash``) for the words."""
+    exe = str(Path(sys.executable).with_name("fabtune"))
+    res = subprocess.run([exe, "--show-completion", "bash"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "complete -o default -F _fabtune_completion fabtune" in res.stdout, res
+
+    def complete(words: str) -> list[str]:
+        env = {**os.environ, "_FABTUNE_COMPLETE": "complete_bash", "COMP_WORDS": words,
+               "COMP_CWORD": str(len(words.split(" ")) - 1)}
+        return subprocess.run([exe], capture_output=True, text=True, timeout=60, env=env).stdout.split()
+
+    assert complete("fabtune rol") == ["rollout", "rollback"]
+    assert complete("fabtune lab re") == ["reboot", "reset"]
+    assert complete("fabtune rollout --on") == ["--on-regression"]
