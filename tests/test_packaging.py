@@ -45,7 +45,8 @@ def test_the_wheel_carries_the_templates_and_only_core_dependencies(wheel: Path)
         names = set(z.namelist())
         meta = next(z.read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))
     assert {"tuning/templates/nvue/switch.j2", "tuning/templates/eos/switch.j2", "tuning/templates/node/sysctl.conf.j2",
-            "tuning/templates/node/fabtune-nic-setup.sh.j2", "tuning/templates/node/fabtune-nic.service.j2"} <= names
+            "tuning/templates/node/fabtune-nic-setup.sh.j2", "tuning/templates/node/fabtune-nic.service.j2",
+            "tuning/dashboards/fabtune-grafana.json", "tuning/reports/report.schema.json"} <= names
     core = [line.split(":", 1)[1].strip() for line in meta.splitlines()
             if line.startswith("Requires-Dist:") and "extra ==" not in line]
     assert core and not [d for d in core if d.lower().startswith(EXTRAS_ONLY)], core

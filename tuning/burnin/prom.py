@@ -11,6 +11,8 @@ units, no ``_total``; the run id only on the info metric). Metrics (gauges)::
     fabtune_burnin_findings{kind,inventory,finding_kind}                findings per kind (node, link, switch, harness)
     fabtune_burnin_finding{inventory,code,finding_kind,target}          1 per finding
     fabtune_burnin_node_healthy{inventory,node}                         1 no finding names the node, else 0
+    fabtune_burnin_drain{inventory,node,adapter,result}                 1 per node the drain named: result
+                                                                        drained | dry-run | over-cap | failed
     fabtune_burnin_pair_bandwidth_bytes_per_second{inventory,client_nic,server_nic}  median over rounds
     fabtune_burnin_pair_line_share_ratio{inventory,client_nic,server_nic}            median bandwidth / line rate
     fabtune_burnin_pair_slow{inventory,client_nic,server_nic}           1 slow in half the rounds or more
@@ -62,8 +64,22 @@ def registry(doc: dict, findings: list[dict]):
                     ("inventory", "node"))
     for node in sorted(doc["topology"].get("nodes", {})):
         healthy.labels(inventory=inv, node=node).set(0 if node in named else 1)
+    _drain(doc.get("drain"), gauge, inv)
     _pairs(doc, gauge, inv)
     return reg
+
+
+def _drain(d: dict | None, gauge, inv: str) -> None:
+    """One sample per node the drain named (``tuning.burnin.drain.drain``'s dict; none without
+    ``--drain-adapter``): ``drained`` (or ``dry-run``: it would have been), ``over-cap``, ``failed``."""
+    g = gauge("fabtune_burnin_drain", "1 per node the last burn-in's drain named, by result",
+              ("inventory", "node", "adapter", "result"))
+    if not d:
+        return
+    rows = [(n, "dry-run" if d.get("dry_run") else "drained") for n in d.get("drained") or []]
+    rows += [(n, "over-cap") for n in d.get("over_cap") or []] + [(n, "failed") for n in d.get("failed") or {}]
+    for node, result in rows:
+        g.labels(inventory=inv, node=node, adapter=d.get("adapter") or "", result=result).set(1)
 
 
 def _pairs(doc: dict, gauge, inv: str) -> None:
