@@ -89,13 +89,13 @@ EXIT_HEALTHY, EXIT_FINDINGS, EXIT_UNREACHABLE = 0, 1, 4
 
 
 def _exit_code(doc: dict) -> int:
-    """0 healthy, 1 findings (or the drain cap held), 4 a node unreachable, a round that tested
+    """0 healthy, 1 findings (or the drain cap held, or a drain failed), 4 a node unreachable, a round that tested
     nothing, or the verification harness failed (a ``harness-error`` finding: not a fabric fault)."""
     if doc.get("stopped") or doc.get("unreachable") or any(r.get("errors") for r in doc.get("rounds", [])):
         return EXIT_UNREACHABLE
     if any(f.get("kind") == "harness" for f in doc.get("findings") or []):
         return EXIT_UNREACHABLE
-    if doc.get("findings") or (doc.get("drain") or {}).get("capped"):
+    if doc.get("findings") or (doc.get("drain") or {}).get("capped") or (doc.get("drain") or {}).get("failed"):
         return EXIT_FINDINGS
     return EXIT_HEALTHY
 
@@ -128,7 +128,11 @@ def _show(doc: dict, as_json: bool) -> None:
     d = doc.get("drain")
     if d:
         print(f"drain ({d['adapter']}, {'dry run' if d['dry_run'] else 'acted'}): {', '.join(d['drained']) or 'none'}"
-              + (f"; over the cap, not drained: {', '.join(d['over_cap'])}" if d.get("capped") else ""))
+              + (f"; over the cap, not drained: {', '.join(d['over_cap'])}" if d.get("capped") else "")
+              + (f"; FAILED, not drained: {', '.join(d['failed'])}" if d.get("failed") else ""))
+        for node, why in (d.get("failed") or {}).items():  # a drain that did not happen is a failure
+            said = why if why.startswith(f"{node}: ") else f"{node}: {why}"
+            print(f"fabtune: error: drain failed: {said}", file=sys.stderr)
     u = doc.get("undrain")
     if u:
         whys: dict[str, list[str]] = {}  # one reason (scontrol missing...) said once for its nodes

@@ -251,3 +251,20 @@ def test_finish_undrains_clean_fabtune_drains_only(scontrol, tmp_path):
     assert [now[n]["state"] for n in ("node02", "node04", "node05")] == ["IDLE+DRAIN"] * 3
     with pytest.raises(InputError, match="--undrain"):
         BurninOptions(undrain=True).check()
+
+
+def test_a_drain_that_did_not_happen_is_a_failure_on_the_console(scontrol, capsys):
+    """issue 19: a failed drain printed only 'acted: none'; now each node's reason is an error line
+    on stderr, the drain line names it, and the run exits 1 even when nothing else would."""
+    from tuning.cli_burnin import EXIT_FINDINGS, _exit_code, _show
+
+    f = {"code": "gpu-xid", "kind": "node", "target": "node99", "message": "node99: GPU 3: XID 79"}
+    doc = {"run_id": RUN, "kind": "burnin", "rounds": [], "seconds": 3.0, "findings": [f],
+           "drain": dr.drain([f], RUN, "slurm", act=True)}
+    _show(doc, as_json=False)
+    out, err = capsys.readouterr()
+    assert "drain (slurm, acted): none; FAILED, not drained: node99\n" in out
+    assert err.startswith("fabtune: error: drain failed: node99: scontrol update NodeName=node99 State=DRAIN ")
+    assert "Invalid node name specified" in err and len(err.splitlines()) == 1
+    doc["findings"] = []  # the failure alone fails the run
+    assert _exit_code(doc) == EXIT_FINDINGS
