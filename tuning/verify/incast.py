@@ -54,7 +54,8 @@ class Incast:
         receiver: node name; ``receiver_nic`` its NicSpec.
         senders: ``((node, NicSpec), ...)``, k of the receiver's rail on other nodes (fewer when
             the rail has fewer).
-        ports: the receiver's TCP port per sender (perftest ``-p``), distinct, in 18515..32767.
+        ports: the receiver's TCP port per sender (perftest ``-p``), distinct on the receiver node
+            across incasts (:func:`plan_incasts`), in 18515..32767.
         tos: the ToS byte every flow sets (perftest ``--tclass``; the receiver node's RoCE ToS,
             :func:`tuning.verify.pairs.flow_tos`): the incast proves the lossless class only if its
             traffic rides it. None: traffic class 0 (the node leaves its QoS alone).
@@ -94,9 +95,11 @@ def plan_incasts(inv: Inventory, leaves: set[str], k: int = DEFAULT_K) -> list[I
     """One incast per leaf of ``leaves`` that has a NIC cabled to it, in leaf-name order.
 
     Receiver: the first NIC (by node name, then rail) cabled to the leaf; senders: up to ``k``
-    NICs of the receiver's rail on other nodes (any leaf), by node name; ports: the receiver's
-    ``PORT_BASE + 2 i`` for sender i (every incast's server ports are its receiver's own). A leaf
-    whose receiver has no same-rail NIC on another node gets no incast.
+    NICs of the receiver's rail on other nodes (any leaf), by node name; ports: the receiver node's
+    own, ``PORT_BASE + 2 i`` counted over every incast into that node (sender i of its first
+    incast gets ``PORT_BASE + 2 i``, its next incast goes on from there): incasts into two NICs of
+    one node run at once (they share no NIC) and perftest binds every address of the node, so they
+    need distinct ports. A leaf whose receiver has no same-rail NIC on another node gets no incast.
 
     Raises:
         ValueError: ``k`` outside 1..16.
@@ -105,6 +108,7 @@ def plan_incasts(inv: Inventory, leaves: set[str], k: int = DEFAULT_K) -> list[I
         raise ValueError(f"incast k {k}: outside 1..16 senders")
     nodes = sorted(inv.nodes, key=lambda d: d.name)
     out = []
+    first_port: dict[str, int] = {}  # receiver node -> its next free server port
     for leaf in sorted(leaves):
         on = [(d, n) for d in nodes for n in sorted(d.spec.nics, key=lambda n: n.rail) if n.switch == leaf]
         if not on:
@@ -112,7 +116,9 @@ def plan_incasts(inv: Inventory, leaves: set[str], k: int = DEFAULT_K) -> list[I
         recv, rnic = on[0]
         senders = [(d.name, n) for d in nodes if d.name != recv.name for n in d.spec.nics if n.rail == rnic.rail][:k]
         if senders:
-            ports = tuple(PORT_BASE + 2 * i for i in range(len(senders)))
+            start = first_port.get(recv.name, PORT_BASE)
+            ports = tuple(start + 2 * i for i in range(len(senders)))
+            first_port[recv.name] = start + 2 * len(senders)
             out.append(Incast(leaf, recv.name, rnic, tuple(senders), ports, tos=flow_tos(recv)))
     return out
 
