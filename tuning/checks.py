@@ -35,17 +35,21 @@ def check_vars_files(inv: Path, groups: set[str], hosts: set[str]) -> None:
 
 
 def check_cabling(devices: dict[str, Device], hosts_file: Path) -> None:
-    """Every NIC names a switch of the inventory and a port that switch lists, once."""
+    """Every NIC names a switch of the inventory and a port that switch lists, once. A node-only
+    inventory (no switch at all: the network team owns them) names its switches by the NICs alone:
+    fabtune never connects to them, and the fabric lint says which cross-device rules it could not
+    check there (``switch-unmanaged``). With switches in the inventory, a name it lacks is a typo."""
     seen: dict[tuple[str, str], str] = {}
     switches = ", ".join(d.name for d in devices.values() if d.kind.fabric)
     for dev in (d for d in devices.values() if d.kind.endpoint):
         src = dev.sources.get("nics", str(hosts_file))
         for i, nic in enumerate(dev.spec.nics):
             sw = devices.get(nic.switch)
-            if sw is None or not sw.kind.fabric:
+            if (sw is None and switches) or (sw is not None and not sw.kind.fabric):
                 raise InputError(src, f"nics.{i}.switch", f"{nic.switch!r} is not a switch of this inventory; "
-                                                          f"allowed: {switches}")
-            if nic.switch_port not in sw.spec.port_names():
+                                                          f"allowed: {switches} (or no switch at all: a node-only "
+                                                          "inventory)")
+            if sw is not None and nic.switch_port not in sw.spec.port_names():
                 raise InputError(src, f"nics.{i}.switch_port", f"{nic.switch}:{nic.switch_port} is not in "
                                  f"{nic.switch}'s ports ({', '.join(sw.spec.ports)})")
             other = seen.setdefault((nic.switch, nic.switch_port), f"{dev.name}:{nic.netdev}")

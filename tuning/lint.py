@@ -25,6 +25,9 @@ Rules (id, severity: what it checks):
   another leaf (two cables swapped).
 - ``uplink-mtu`` warning: a leaf port no NIC is cabled to (an uplink, as far as the inventory
   says: it names no uplinks) carries the largest node frame.
+- ``switch-unmanaged`` warning: a switch NICs are cabled to is not in the inventory (a node-only
+  site: another team owns the switches), so the rules between the nodes and it (port MTU headroom,
+  PFC priority, trust, DSCP map, lossless mode) were not checked; fabtune never connects to it.
 - ``ecn-off`` error (live): a switch marks ECN on the lossless queue wherever nodes run DCQCN.
 - ``live-pfc`` / ``live-dscp-map`` / ``live-trust`` error (live): the switch's effective PFC
   priority, DSCP map and trust agree with the nodes' (a switch's defaults count: SONiC maps DSCP 26
@@ -55,6 +58,7 @@ RULES: dict[str, str] = {
     "mtu-headroom": "error", "spine-mtu": "error", "cnp-dscp": "error", "cnp-lossless": "error",
     "pfc-priority": "error", "trust": "error", "dscp-map": "error", "cnp-priority": "error",
     "qos-unmanaged": "error", "lossy-hop": "error", "rail-cabling": "warning", "uplink-mtu": "warning",
+    "switch-unmanaged": "warning",
     "ecn-off": "error", "live-pfc": "error", "live-dscp-map": "error", "live-trust": "error", "live-mtu": "error",
 }
 
@@ -259,7 +263,23 @@ def _inventory_findings(devices: dict[str, Device]) -> Iterator[LintFinding]:
             yield from _fabric_rules(dev, sw)
         yield from _spine_mtu(big, sw, cabled.get(sw.name, set()))
         yield from _uplink_mtu(big, sw, cabled.get(sw.name, set()))
+    yield from _unmanaged(nodes, devices)
     yield from _rail_cabling(nodes)
+
+
+def _unmanaged(nodes: list[Device], devices: dict[str, Device]) -> Iterator[LintFinding]:
+    """One warning per switch the NICs name that the inventory leaves out: what was not checked."""
+    left: dict[str, list[Device]] = {}
+    for dev in nodes:
+        for nic in dev.spec.nics:
+            if nic.switch not in devices and dev not in left.setdefault(nic.switch, []):
+                left[nic.switch].append(dev)
+    for sw, devs in sorted(left.items()):
+        names = ", ".join(d.name for d in devs[:3]) + (f" (+{len(devs) - 3} more)" if len(devs) > 3 else "")
+        yield LintFinding("switch-unmanaged", (sw, *(d.name for d in devs[:3])), f"{sw}: not in the inventory "
+                          f"(cabled to {names}): its port MTU headroom, PFC priority, trust, DSCP map and lossless "
+                          f"mode were not checked against the nodes", f"add {sw} to the inventory (fabtune then checks "
+                          "and tunes it), or have its owners check these against the nodes' nic_qos and mtu", devs[0].sources.get("nics", "inventory"), "nics.switch")
 
 
 def live_findings(devices: dict[str, Device], states: dict) -> Iterator[LintFinding]:

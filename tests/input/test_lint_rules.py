@@ -38,6 +38,15 @@ def _swap_rails(inv: Path) -> None:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
+def _leave_out_switches(inv: Path) -> None:
+    """A node-only site: no switch in the inventory (the NICs still name leaf01 and leaf02)."""
+    hosts = yaml.safe_load((inv / "hosts.yaml").read_text())
+    del hosts["all"]["children"]["switches"]
+    (inv / "hosts.yaml").write_text(yaml.safe_dump(hosts, sort_keys=False))
+    for name in ("host_vars/leaf01.yml", "host_vars/leaf02.yml", "host_vars/spine01.yml", S):
+        (inv / name).unlink()
+
+
 #: rule id -> the one change to inventory/lab that breaks it
 FIXTURES = {
     "mtu-headroom": lambda inv: _edit(inv, "host_vars/leaf01.yml", port_mtu_overrides={"swp1": 9010}),
@@ -53,6 +62,7 @@ FIXTURES = {
                                                                       "mode": "lossy"}),
     "rail-cabling": _swap_rails,
     "uplink-mtu": lambda inv: _edit(inv, "host_vars/leaf01.yml", port_mtu_overrides={"swp31": 9000}),
+    "switch-unmanaged": _leave_out_switches,
 }
 
 

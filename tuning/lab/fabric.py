@@ -240,7 +240,9 @@ def default_fabric(base_port: int = DEFAULT_BASE_PORT, n_nodes: int = 4, switch_
 
 def fabric_for_inventory(inv_dir: Path) -> Fabric:
     """The default fabric listening on the ports an inventory names (``fabtune lab up -i INV``),
-    so two labs run side by side, each on its own inventory's ports.
+    so two labs run side by side, each on its own inventory's ports. The switches a node-only
+    inventory leaves out still run (the nodes' traffic crosses them), on ``base + 101..`` where
+    node01 listens on ``base + 1`` (as ``fabtune lab init --base-port`` places them), untuned.
 
     Raises:
         InputError: the inventory is invalid, or names a host the default fabric does not have.
@@ -264,6 +266,12 @@ def fabric_for_inventory(inv_dir: Path) -> Fabric:
             raise InputError(str(inv_dir / "hosts.yaml"), name,
                              f"not a lab device; the lab has {', '.join(sorted(lab))}")
         lab[name].port = dev.connection.port
+    first = inv.devices.get("node01")
+    if first is not None:  # switches a node-only inventory leaves out: beside its nodes (base + 101..)
+        base = first.connection.port - 1
+        for i, sw in enumerate(fabric.switches):
+            if sw.name not in inv.devices:
+                sw.port = base + 101 + i
     return fabric
 
 
