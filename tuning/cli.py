@@ -59,30 +59,48 @@ _register_burnin(app, lab_app)
 
 def main() -> None:
     """Console entry point: usage errors (click) and fabtune errors print ONE line on stderr and exit
-    with their code (2 for bad input, see :mod:`tuning.errors`), never a Rich box or a traceback."""
+    with their code (2 for bad input, see :mod:`tuning.errors`), never a Rich box or a traceback.
+    With ``--json`` the error is also a JSON document on stdout (:func:`_error_document`), so a
+    machine reading stdout never gets nothing."""
     try:
         code = app(prog_name="fabtune", standalone_mode=False)
     except click.NoArgsIsHelpError as e:
         print(e.ctx.get_help() if e.ctx else "", file=sys.stderr)
         sys.exit(e.exit_code)
     except click.UsageError as e:
-        print(usage_line(e), file=sys.stderr)
-        sys.exit(_error_code(2))
+        _fail(usage_line(e), "UsageError", _error_code(2))
     except click.ClickException as e:
-        print(f"fabtune: error: {' '.join(e.format_message().split())}", file=sys.stderr)
-        sys.exit(_error_code(e.exit_code))
+        _fail(f"fabtune: error: {' '.join(e.format_message().split())}", type(e).__name__, _error_code(e.exit_code))
     except typer.Abort:
-        print("fabtune: aborted", file=sys.stderr)
-        sys.exit(1)
+        _fail("fabtune: aborted", "Abort", 1)
     except TuningError as e:
         hint = ""
         if isinstance(e, ConnectError) and "127.0.0.1" in str(e):
             hint = " (is the lab up? `fabtune lab up`)"
         elif isinstance(e, InputError) and e.file.startswith("--"):  # a flag's value: as click's usage errors
             hint = f" (see `fabtune {_command_words()}--help`)"
-        print(f"fabtune: error: {e}{hint}", file=sys.stderr)  # one line, never wrapped
-        sys.exit(_error_code(e.exit_code))
+        _fail(f"fabtune: error: {e}{hint}", type(e).__name__, _error_code(e.exit_code))  # one line, never wrapped
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(line: str, kind: str, code: int) -> None:
+    """Print ``line`` on stderr (and, with ``--json``, :func:`_error_document` on stdout); exit ``code``."""
+    print(line, file=sys.stderr)
+    if "--json" in sys.argv[1:]:
+        import json
+
+        print(json.dumps(_error_document(line, kind, code), indent=2))
+    sys.exit(code)
+
+
+def _error_document(line: str, kind: str, code: int) -> dict:
+    """What ``--json`` prints when a command fails before it has a document of its own (bad input, a
+    lock held, an unreachable device at the start): ``{"command": "lint", "outcome": "error",
+    "exit_code": 2, "error": {"type": "InputError", "message": "<the stderr line without its
+    'fabtune: error: ' prefix>"}}`` (docs/reports.md, "Errors as JSON")."""
+    message = line.removeprefix("fabtune: error: ")
+    return {"command": _command_words().strip() or None, "outcome": "error", "exit_code": code,
+            "error": {"type": kind, "message": message}}
 
 
 def _command_words() -> str:

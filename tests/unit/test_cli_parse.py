@@ -124,3 +124,25 @@ def test_shell_completion_completes_commands_subcommands_and_flags():
     assert complete("fabtune rol") == ["rollout", "rollback"]
     assert complete("fabtune lab re") == ["reboot", "reset"]
     assert complete("fabtune rollout --on") == ["--on-regression"]
+
+
+def test_json_commands_print_an_error_document_when_they_fail_before_their_own(tmp_path):
+    """issue 21's tryout: ``lint --json`` printed nothing on stdout when the load failed. Every
+    ``--json`` command that fails before it has a document prints the error as one (stderr keeps
+    its one line)."""
+    inv = tmp_path / "inv"
+    inv.mkdir()
+    (inv / "hosts.yaml").write_text("all:\n  children:\n    gpu_nodes:\n      hosts:\n        node01:\n"
+                                    "          ansible_port: 70000\n")
+    for argv, kind, needle in ((["lint", "-i", str(inv), "--offline", "--json"], "InputError", "node01"),
+                               (["plan", "-i", str(inv), "--offline", "--bogus", "--json"], "UsageError", "--bogus"),
+                               (["verify", "-i", str(inv), "--json"], "InputError", "node01")):
+        res = subprocess.run([sys.executable, "-m", "tuning", *argv], capture_output=True, text=True, timeout=60)
+        doc = json.loads(res.stdout)
+        assert (res.returncode, doc["exit_code"], doc["outcome"], doc["error"]["type"]) == (2, 2, "error", kind), res
+        assert doc["command"] == argv[0]
+        assert needle in doc["error"]["message"] and res.stderr.count("\n") == 1
+        assert res.stderr == f"fabtune: error: {doc['error']['message']}\n"
+    res = subprocess.run([sys.executable, "-m", "tuning", "lint", "-i", str(inv), "--offline"], capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 2 and res.stdout == ""  # without --json: the one stderr line only
