@@ -231,7 +231,7 @@ def test_incast_client_with_unreadable_output_is_a_failed_incast_not_bad_input()
     started = [(Proc(""), "node02", "node02:mlx5_0", "c"), (Proc(""), "node03", "node03:mlx5_0", "c")]
     running = [("node02:mlx5_0", Proc("Traceback (most recent call last):\nSegmentation fault\n")),
                ("node03:mlx5_0", Proc("Segmentation fault (core dumped)\n"))]
-    _collect(started, running, r)  # must not raise
+    _collect(started, running, r, None, (18515, 18517))  # must not raise
     assert r.error and r.sender_gbps.get("node02:mlx5_0") is None
 
 

@@ -32,11 +32,14 @@ class CommandResult:
 
 
 class Running(Protocol):
-    """A command started in the background (a perftest server). ``wait`` collects it."""
+    """A command started in the background (a perftest server). ``wait`` collects it; ``output``
+    is its stdout so far (after a ``wait`` that timed out too: what it printed until then)."""
 
     def read_until(self, marker: str, timeout: float = 10.0) -> bool: ...
 
     def wait(self, timeout: float = 30.0) -> CommandResult: ...
+
+    def output(self) -> str: ...
 
 
 class Host(Protocol):

@@ -29,7 +29,8 @@ class LocalRunning:
 
     def __init__(self, host: str, command: str, proc: subprocess.Popen):
         self._host, self._command, self._proc = host, command, proc
-        self._buf = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+        self._out_fd = proc.stdout.fileno()
+        self._buf = {self._out_fd: bytearray(), proc.stderr.fileno(): bytearray()}
         self._open = set(self._buf)
 
     def _pump(self, deadline: float) -> None:
@@ -52,6 +53,12 @@ class LocalRunning:
             if not self._open or time.monotonic() >= deadline:
                 return False
             self._pump(deadline)
+
+    def output(self) -> str:
+        """Stdout so far (what the pipe holds now is read first)."""
+        if self._open:
+            self._pump(time.monotonic())
+        return bytes(self._buf[self._out_fd]).decode(errors="replace")
 
     def wait(self, timeout: float = 30.0) -> CommandResult:
         """Wait for exit and collect output. Raises ConnectError on timeout (the command is killed)."""

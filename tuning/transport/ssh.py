@@ -66,8 +66,16 @@ class SshRunning:
             self._await(deadline)
         return False
 
+    def output(self) -> str:
+        """Stdout so far (the channel is read first while it is open)."""
+        if not self._chan.closed:
+            self._drain()
+        return self._out.decode(errors="replace")
+
     def wait(self, timeout: float = 30.0) -> CommandResult:
-        """Wait for exit and collect output. Raises ConnectError on timeout."""
+        """Wait for exit and collect output. Raises ConnectError on timeout (the channel is closed;
+        without a pty the remote command runs on: :func:`tuning.verify.servers.end_server` ends a
+        perftest server)."""
         deadline = time.monotonic() + timeout
         chan = self._chan
         while True:

@@ -31,6 +31,7 @@ from tuning.verify.incast_verdict import Expectation, IncastResult, judge_incast
 from tuning.verify.pairs import Pair, flow_tos
 from tuning.verify.runner import class_args, no_result
 from tuning.verify.schedule import PORT_BASE
+from tuning.verify.servers import end_server, start_server
 
 #: this module's API; Expectation, IncastResult and judge_incast live in incast_verdict and stay
 #: importable from here
@@ -183,7 +184,7 @@ def _launch(inc: Incast, hosts: dict[str, Host], gids: dict) -> list:
             if isinstance(c_gid, TuningError):
                 raise c_gid
             args = INCAST_ARGS + class_args(inc.tos)  # the tuned class: the incast proves its queue
-            srv = hosts[inc.receiver].start(f"ib_write_bw -d {q(rdev)} -i 1 -x {s_gid} {args} -p {port}")
+            srv = start_server(hosts[inc.receiver], f"ib_write_bw -d {q(rdev)} -i 1 -x {s_gid} {args} -p {port}")
             started.append((srv, node, f"{node}:{nic.rdma_device}",
                             f"ib_write_bw -d {q(nic.rdma_device)} -i 1 -x {c_gid} {args} -p {port} {q(rip)}"))
         for (srv, *_), port in zip(started, inc.ports):
@@ -192,19 +193,17 @@ def _launch(inc: Incast, hosts: dict[str, Host], gids: dict) -> list:
                 raise TuningError(f"ib_write_bw server on {inc.receiver_name} port {port} did not listen "
                                   f"within {BANNER_S:g} s", host=inc.receiver, phase="verify")
     except TuningError:
-        for srv, *_ in started:  # no client will come: close their sessions
-            try:
-                srv.wait(timeout=0)
-            except TuningError:
-                pass
+        for (srv, *_), port in zip(started, inc.ports):  # no client will come: end the servers
+            end_server(hosts[inc.receiver], srv, "ib_write_bw", port, grace_s=0)
         raise
     return started
 
 
-def _collect(started: list, running: list, r: IncastResult) -> None:
-    """Wait for every client (then its server) and record each sender's Gb/s; a client without a
+def _collect(started: list, running: list, r: IncastResult, receiver: Host, ports: tuple[int, ...]) -> None:
+    """Wait for every client (then its server on ``receiver``, ended when it waits on:
+    :func:`tuning.verify.servers.end_server`) and record each sender's Gb/s; a client without a
     value sets ``r.error`` with its cause (:func:`tuning.verify.runner.no_result`)."""
-    for (srv, *_), (name, cli) in zip(started, running):
+    for (srv, *_), (name, cli), port in zip(started, running, ports):
         try:
             res = cli.wait(timeout=60) if cli is not None else None
         except TuningError as e:
@@ -218,10 +217,7 @@ def _collect(started: list, running: list, r: IncastResult) -> None:
             r.sender_gbps[name] = None if why else parsed.best_bw_gbps()
             if why and not r.error:
                 r.error = f"{name}: {why[0]}: {why[1]}"
-        try:
-            srv.wait(timeout=15)
-        except TuningError:
-            pass  # a server left waiting after a failed client is not the result; the client is
+        end_server(receiver, srv, "ib_write_bw", port)  # not the result (the client is); never left waiting
 
 
 
@@ -252,7 +248,7 @@ def _run_round(group: list[Incast], results: list[IncastResult], hosts: dict[str
     # every server of the round listens: the clients start at once
     running = {i: _start_clients(started, hosts, results[i]) for i, started in launched.items()}
     for i, started in launched.items():
-        _collect(started, running[i], results[i])
+        _collect(started, running[i], results[i], hosts[group[i].receiver], group[i].ports)
     after = snapshot(by_node, hosts)
     for inc, r in zip(group, results):
         for end in [inc.receiver_name, *inc.sender_names]:

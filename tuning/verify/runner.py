@@ -31,6 +31,7 @@ from tuning.verify.ends import End, GidKey, end_of, resolve_ends, resolve_gids
 from tuning.verify.pair_result import ERROR_KINDS, PairResult
 from tuning.verify.pair_verdict import Thresholds, as_baseline, compare_params, judge, summarise
 from tuning.verify.pairs import Pair, build_rounds, default_per_node
+from tuning.verify.servers import end_server, start_server
 from tuning.verify.schedule import PORT_BASE, WORKER_CAP, allocate_ports, expected_round_seconds, round_workers
 from tuning.verify.timeouts import PAIR_TIMEOUT_S, finish
 
@@ -100,15 +101,16 @@ def _run_one(server: Host, client: Host, tool: str, args: str, s_gid: int, c_gid
              pair: Pair, port: int, timeout_s: float = PAIR_TIMEOUT_S) -> tuple[PerftestResult, tuple[str, str] | None]:
     """One perftest run: the server on ``port``, then the client. Returns the client's parsed output
     and, when the harness itself failed on either end (:func:`harness_fault`), ``(kind, cause)``."""
-    srv = server.start(f"{tool} -d {pair.server_nic.rdma_device} -i 1 -x {s_gid} {args} -p {port}")
+    srv = start_server(server, f"{tool} -d {pair.server_nic.rdma_device} -i 1 -x {s_gid} {args} -p {port}")
     # perftest prints this banner once it listens; a client started earlier finds no server
     srv.read_until("Waiting for client to connect", timeout=min(BANNER_S, timeout_s))
-    cli = finish(client.start(f"{tool} -d {pair.client_nic.rdma_device} -i 1 -x {c_gid} {args} -p {port} "
-                              f"{pair.server_nic.ipv4.ip}", privileged=False), client, timeout_s)  # no root needed
     try:
-        srv_res = srv.wait(timeout=15)
+        cli = finish(client.start(f"{tool} -d {pair.client_nic.rdma_device} -i 1 -x {c_gid} {args} -p {port} "
+                                  f"{pair.server_nic.ipv4.ip}", privileged=False), client, timeout_s)  # no root
     except TuningError:
-        srv_res = None  # a server left waiting after a failed client is not the result; the client is
+        end_server(server, srv, tool, port, grace_s=0)  # no client: the server would wait for ever
+        raise
+    srv_res = end_server(server, srv, tool, port)  # a server left waiting after a failed client is ended
     fault = (harness_fault(srv_res, tool, f"{server.name} (server)") if srv_res is not None else None) \
         or harness_fault(cli, tool, f"{client.name} (client)")
     return parse_perftest(cli.stdout + cli.stderr, tool), fault
