@@ -59,6 +59,10 @@ def test_a_node_only_inventory_plans_rolls_out_verifies_and_burns_in(lab_invento
     assert doc["pairs"] and all(p["outcome"] == "pass" for p in doc["pairs"])
     assert {p["path"] for p in doc["pairs"]} == {"leaf", "spine"}  # across the leaves it never touched
     assert [i["verdict"] for i in doc["incast"]] == ["pass", "pass"]
+    # fabtune runs counts the run from where the rollout's own summary does (issue 21's tryout: they differed)
+    (row,) = json.loads(_fab("runs", "--journal-dir", str(tmp_path / "j"), "--json").stdout)
+    assert row["run_id"] == doc["run_id"] and abs(row["seconds"] - doc["seconds"]) < 1.0, (row, doc["seconds"])
+    assert f"in {doc['seconds']:.1f} s" in res.stdout
 
     res = _fab("burnin", "-i", str(inv), "--iterations", "1", "--rail", "0", "--json")
     assert res.returncode == 0, res.stderr[-800:]

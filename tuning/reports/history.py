@@ -13,9 +13,10 @@ nothing to change, writes no journal and so is not listed.
 What a journal does not keep is said, not invented: the error text of a device whose apply
 failed (the report says the device failed and that the text was not journaled), the findings,
 and the pass marks the run was judged by (``thresholds`` is null; each pair's reasons carry the
-values it failed by; ``policy`` holds the rollout's own ``thresholds``). Durations run from the
-journal's creation (the snapshot, after connect and collect) to its last event, so they are a
-little shorter than the run's own ``seconds``.
+values it failed by; ``policy`` holds the rollout's own ``thresholds``). Durations are the run's own
+``seconds`` as it printed them (the engine writes them into the journal at its end, from the run's
+start); a journal without them (the Ansible front end's, an older one) runs from its ``started``
+to its last event.
 """
 
 from __future__ import annotations
@@ -40,6 +41,17 @@ def _finished(doc: dict) -> float | None:
     return _last_event(doc) if doc.get("outcome") is not None else None
 
 
+def _seconds(doc: dict, end: float | None) -> float | None:
+    """The run's duration: its own ``seconds`` (written at its end), else ``end - started``; None
+    without an ``end`` (an unfinished run)."""
+    if end is None:
+        return None
+    own = doc.get("seconds")
+    if isinstance(own, (int, float)) and not isinstance(own, bool):
+        return own
+    return round(end - doc["started"], 2) if doc.get("started") else None
+
+
 def _n_changes(doc: dict) -> int:
     """Setting changes the run pushed: those of devices with a journaled state (a device whose
     batch never ran has none)."""
@@ -52,8 +64,9 @@ def rows(journal_dir: Path, last: int = 20) -> list[dict]:
 
     Returns:
         :func:`tuning.rollout.journal.list_runs` rows (``run_id``, ``mode``, ``stage``, ``outcome``,
-        ``touched``, ``inventory``) plus ``started`` (ISO 8601 UTC), ``seconds`` (from the
-        snapshot to the last event; None while unfinished) and ``n_changes`` (setting changes
+        ``touched``, ``inventory``) plus ``started`` (ISO 8601 UTC), ``seconds`` (the run's own
+        duration, the journal's ``seconds`` as the run printed it; else from its ``started`` to its
+        last event; None while unfinished) and ``n_changes`` (setting changes
         pushed to the run's devices); all three None for an unreadable journal.
 
     Raises:
@@ -69,8 +82,7 @@ def rows(journal_dir: Path, last: int = 20) -> list[dict]:
         if doc is not None:
             start, end = doc.get("started"), _finished(doc)
             extra = {"started": iso_utc(start) if isinstance(start, (int, float)) and start else None,
-                     "seconds": round(end - start, 2) if end is not None and start else None,
-                     "n_changes": _n_changes(doc)}
+                     "seconds": _seconds(doc, end), "n_changes": _n_changes(doc)}
         out.append({**r, **extra})
     return out
 
@@ -123,7 +135,8 @@ def report_of(doc: dict, kept: dict[str, list[dict]]):
     elif rep.outcome == RunOutcome.NO_CHANGE and rep.verify_before:
         rep.verify_ok = _verdict(rep.verify_before)
     end = _last_event(doc)  # an unfinished run: how long it ran until its last journaled event
-    rep.seconds = round(end - doc["started"], 2) if end is not None and doc.get("started") else 0.0
+    rep.seconds = (_seconds(doc, end) if doc.get("outcome") is not None else None) or \
+        (round(end - doc["started"], 2) if end is not None and doc.get("started") else 0.0)
     why = next((e[1] for e in reversed(doc.get("events") or []) if isinstance(e, list) and len(e) == 3
                 and e[0] == "restore" and e[1]), None)
     engine_restored = doc.get("outcome") in (RunOutcome.ROLLED_BACK, RunOutcome.HALTED)  # not `fabtune rollback` afterwards

@@ -45,7 +45,7 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
         ConnectError: a device is unreachable (nothing pushed).
         RollbackError: restoring after a failure failed (a human must look).
     """
-    t0 = time.monotonic()
+    t0, started = time.monotonic(), time.time()
     opts = replace(opts, policy=opts.policy or inv.policy)
     devices = inv.select(opts.limit)
     verified = opts.mode == "rollout" and opts.verify
@@ -66,7 +66,7 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
         refuse_firmware(plans, opts.allow_firmware)
         r = Run(run_id, pairs, window, opts.policy, batches, batch_pairs={
             b.index: (pairs if len(batches) == 1 else verify_pairs(inv, opts.rails, b.devices))
-            for b in batches} if verified else {})
+            for b in batches} if verified else {}, started=started)
         _execute(s, inv, opts, s.states, plans, report, progress, r)
         if report.outcome in (RunOutcome.APPLIED, RunOutcome.KEPT):  # the verification's own findings stay
             own = [f for f in report.findings if f.get("domain") == "verify"]
@@ -75,8 +75,23 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
         return report
     finally:
         s.close()
-        lock.release()
         report.seconds = round(time.monotonic() - t0, 2)
+        _journal_seconds(opts.journal_dir, report)
+        lock.release()
+
+
+def _journal_seconds(journal_dir, report: RunReport) -> None:
+    """Keep the run's own duration (the console's) in its journal as ``seconds``, so ``fabtune
+    runs`` and ``fabtune report`` say what the run said; a run without a journal (a plan, nothing
+    to change) has none. Never raises: the run's own outcome or error comes first."""
+    if not report.run_id:
+        return
+    try:
+        j = Journal.load(journal_dir, report.run_id)
+        j.data["seconds"] = report.seconds
+        j.save()
+    except (TuningError, OSError, ValueError):
+        pass
 
 
 def _read_and_plan(s: Session, opts: Options, report: RunReport, progress: Progress,

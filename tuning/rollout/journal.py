@@ -86,9 +86,10 @@ class Journal:
 
     @classmethod
     def create(cls, journal_dir: Path, inventory: str, mode: str, run_id: str | None = None,
-               shared: bool = False) -> "Journal":
+               shared: bool = False, started: float | None = None) -> "Journal":
         """Start a new journal (written at once). ``inventory`` is stored as an absolute path;
-        ``shared``: see the attribute.
+        ``shared``: see the attribute; ``started``: when the run began (epoch s; default now), so
+        ``fabtune runs`` counts the same seconds as the run's own summary.
 
         Raises:
             InputError: ``run_id`` is not a run id.  JournalWriteError: the folder cannot be written.
@@ -97,7 +98,8 @@ class Journal:
         inventory = str(Path(inventory).resolve())
         j = cls(journal_dir / f"{run_id}.json", {
             "run_id": run_id, "inventory": inventory, "mode": mode, "stage": "validate",
-            "outcome": None, "started": time.time(), "devices": {}, "verify": {}, "events": []}, shared=shared)
+            "outcome": None, "started": started if started is not None else time.time(), "devices": {}, "verify": {},
+            "events": []}, shared=shared)
         j.save()
         return j
 

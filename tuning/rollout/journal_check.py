@@ -39,7 +39,7 @@ _VAULT_HEADER = re.compile(r"\$ANSIBLE_VAULT;1\.[12];AES256(;[\w.-]{1,64})?\n[0-
 _TOP_TYPES = {"run_id": str, "inventory": str, "mode": str, "stage": str, "outcome": (str, type(None)),
               "started": (int, float), "devices": dict, "verify": dict, "events": list, "batches": list,
               "incast": list, "policy": (dict, type(None)), "verify_ok": (bool, type(None)),
-              "restored_verified": (bool, type(None))}
+              "restored_verified": (bool, type(None)), "seconds": (int, float)}
 
 
 def _tname(t) -> str:
@@ -133,6 +133,8 @@ def _times(doc: dict, fail) -> None:
     them into dates; ``Infinity`` or 1e300 would overflow there)."""
     if "started" in doc and not 0 <= doc["started"] <= MAX_TIME:
         fail("started", f"{doc['started']!r:.40} is outside 0..{MAX_TIME:.0f} (epoch seconds)")
+    if "seconds" in doc and not 0 <= doc["seconds"] <= MAX_TIME:
+        fail("seconds", f"{doc['seconds']!r:.40} is outside 0..{MAX_TIME:.0f} (the run's duration, s)")
     for i, event in enumerate(doc.get("events") or []):
         t = event[2] if isinstance(event, list) and len(event) == 3 else None
         if isinstance(t, (int, float)) and not isinstance(t, bool) and not 0 <= t <= MAX_TIME:

@@ -36,7 +36,8 @@ class Options:
 class Run:
     """What a run fixed before its first push: its id, its verification pairs (whole inventory),
     the confirm window (s) checked against them, its policy and batches, each batch's pairs
-    (index -> pairs of its scope) and the batch being run (``current``)."""
+    (index -> pairs of its scope), the batch being run (``current``) and when it began
+    (``started``: the console's duration and ``fabtune runs`` count from it)."""
 
     run_id: str
     pairs: list[Pair] | None
@@ -49,3 +50,4 @@ class Run:
     changed: set[str] = field(default_factory=set)  # devices with planned changes
     measured: list = field(default_factory=list)  # batch_run.Measured, in measurement order
     pair_devs: dict[str, set[str]] = field(default_factory=dict)  # pair name -> devices its result depends on
+    started: float | None = None  # wall clock (epoch s) when the run began; the journal's ``started``

@@ -146,7 +146,8 @@ def snapshot(s: Session, opts, plans: dict, r, shared: bool = False, **extra: ob
     RUN_ID`` prints it again) and ``extra`` top-level keys (a front end's own state); stage
     ``snapshot``. ``opts``: the run's Options; ``r``: its Run; ``shared``: see
     :attr:`Journal.shared`. Raises JournalWriteError (nothing pushed)."""
-    j = Journal.create(opts.journal_dir, str(s.inv.path), opts.mode, r.run_id, shared=shared)
+    j = Journal.create(opts.journal_dir, str(s.inv.path), opts.mode, r.run_id, shared=shared,
+                       started=getattr(r, "started", None))
     for dev in s.devices:
         j.device(dev.name).update({**s.targets[dev.name].record(s.states[dev.name]),
                                    "changes": [c.as_dict() for c in plans[dev.name]]})
