@@ -154,3 +154,16 @@ def test_new_journals_are_private(tmp_path: Path):
     (b,) = (tmp_path / "j" / "deep" / "baselines").iterdir()
     assert b.stat().st_mode & 0o777 == 0o600
     assert Journal.load(j.path.parent, j.run_id).run_id == j.run_id
+
+
+def test_a_run_not_in_the_journal_folder_names_the_recent_runs_and_the_flag(tmp_path: Path):
+    """issue 21's tryout: a run id typed against the default folder said only 'no journal'."""
+    from tuning.errors import InputError
+    from tuning.rollout.journal import Journal
+
+    j = Journal.create(tmp_path, str(tmp_path), "apply", "20261130T000000-aaaaaa", started=1764460800.0)
+    assert j.data["started"] == 1764460800.0
+    with pytest.raises(InputError) as e:
+        Journal.load(tmp_path, "20261130T000000-bbbbbb")
+    assert str(e.value).endswith("recent runs: 20261130T000000-aaaaaa (a run that wrote its journal elsewhere: "
+                                 "pass its --journal-dir)")

@@ -110,7 +110,8 @@ class Journal:
         path = journal_dir / f"{run_id}.json"
         if not path.exists():
             runs = sorted(p.stem for p in journal_dir.glob("*.json") if p.stem != "baseline")[-5:]
-            raise InputError("RUN_ID", run_id, f"no journal {path}; recent runs: {', '.join(runs) or 'none'}")
+            raise InputError("RUN_ID", run_id, f"no journal {path}; recent runs: {', '.join(runs) or 'none'} "
+                             f"(a run that wrote its journal elsewhere: pass its --journal-dir)")
         journal_check.check_trust(path)
         doc, why = read_doc(path)
         if doc is None:
