@@ -283,7 +283,7 @@ def pytest_collection_modifyitems(config, items):
     """Mark ``lab`` every test whose own source or fixtures start or lease a lab; the first xdist
     worker lists the modules holding such tests for the scheduler (:mod:`tests.xdist_modules`)."""
     for item in items:
-        if _starts_a_lab(item) and item.get_closest_marker("lab") is None:
+        if item.get_closest_marker("lab") is None and _starts_a_lab(item):
             item.add_marker(pytest.mark.lab)
     from tests.xdist_modules import LAB_MODULES_ENV, write_lab_modules
 

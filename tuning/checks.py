@@ -40,6 +40,7 @@ def check_cabling(devices: dict[str, Device], hosts_file: Path) -> None:
     fabtune never connects to them, and the fabric lint says which cross-device rules it could not
     check there (``switch-unmanaged``). With switches in the inventory, a name it lacks is a typo."""
     seen: dict[tuple[str, str], str] = {}
+    names: dict[str, set[str]] = {}  # switch -> its ports, expanded once
     switches = ", ".join(d.name for d in devices.values() if d.kind.fabric)
     for dev in (d for d in devices.values() if d.kind.endpoint):
         src = dev.sources.get("nics", str(hosts_file))
@@ -49,7 +50,8 @@ def check_cabling(devices: dict[str, Device], hosts_file: Path) -> None:
                 raise InputError(src, f"nics.{i}.switch", f"{nic.switch!r} is not a switch of this inventory; "
                                                           f"allowed: {switches} (or no switch at all: a node-only "
                                                           "inventory)")
-            if sw is not None and nic.switch_port not in sw.spec.port_names():
+            if sw is not None and nic.switch_port not in (names.get(sw.name) or
+                                                           names.setdefault(sw.name, set(sw.spec.port_names()))):
                 raise InputError(src, f"nics.{i}.switch_port", f"{nic.switch}:{nic.switch_port} is not in "
                                  f"{nic.switch}'s ports ({', '.join(sw.spec.ports)})")
             other = seen.setdefault((nic.switch, nic.switch_port), f"{dev.name}:{nic.netdev}")

@@ -308,7 +308,7 @@ def expand_ports(specs: list[str], platform: str = "nvue") -> list[str]:
     import re
 
     form = port_form(platform)
-    out: list[str] = []
+    out: dict[str, None] = {}  # ordered, each name once (a list's "in" made 256 ports quadratic)
     for spec in specs:
         for part in (p.strip() for p in str(spec).split(",")):
             m = re.fullmatch(r"(.*?)(\d+)-(\d+)", part)
@@ -320,8 +320,8 @@ def expand_ports(specs: list[str], platform: str = "nvue") -> list[str]:
                 names = [part]
             if not all(form.matches(n) for n in names):
                 raise ValueError(f"{part!r} is not a port like {form.example} (switch platform {platform})")
-            out += [n for n in names if n not in out]
-    return out
+            out.update(dict.fromkeys(names))
+    return list(out)
 
 
 def _port(value: object) -> int:
