@@ -38,6 +38,7 @@ other one (a perftest server left waiting by a failed client keeps its port).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -65,9 +66,9 @@ class Uplink:
     port: str
     spine: str
 
-    @property
+    @functools.cached_property
     def name(self) -> str:
-        """``leaf01:swp31``."""
+        """``leaf01:swp31`` (made once: a schedule counts pairs by it hundreds of thousands of times)."""
         return f"{self.leaf}:{self.port}"
 
 
@@ -94,7 +95,9 @@ class Topology:
             self.graph.add_edge(u.leaf, u.spine, key=u.port, uplink=u)
             for k in ((u.leaf, None), (u.leaf, u.spine), (u.spine, None)):
                 self._of.setdefault(k, []).append(u)
+        self._spines = {v: list(self.graph.adj[v]) for v in self.graph}  # fixed once built: read often
         self._spine_sets = {leaf: set(self.spines_of(leaf)) for leaf in leaves}
+        self._common: dict[tuple[str, str], list[str]] = {}
 
     def uplinks(self) -> list[Uplink]:
         """Every uplink, leaf by leaf in port order."""
@@ -106,16 +109,20 @@ class Topology:
 
     def spines_of(self, leaf: str) -> list[str]:
         """The spines ``leaf`` has an uplink to, in the order of its uplinks."""
-        return list(self.graph.adj[leaf]) if leaf in self.graph else []
+        return list(self._spines.get(leaf, ()))
 
     def leaves_of(self, spine: str) -> list[str]:
         """The leaves with an uplink to ``spine``."""
-        return list(self.graph.adj[spine]) if spine in self.graph else []
+        return list(self._spines.get(spine, ()))
 
     def common_spines(self, a: str, b: str) -> list[str]:
-        """Spines both leaves have an uplink to (a route ``a -> spine -> b``), in ``a``'s order."""
-        other = self._spine_sets.get(b, set())
-        return [s for s in self.spines_of(a) if s in other]
+        """Spines both leaves have an uplink to (a route ``a -> spine -> b``), in ``a``'s order
+        (computed once per pair of leaves: a schedule asks for the same pairs thousands of times)."""
+        key = (a, b)
+        if key not in self._common:
+            other = self._spine_sets.get(b, set())
+            self._common[key] = [s for s in self._spines.get(a, ()) if s in other]
+        return list(self._common[key])
 
     def connected(self, a: str, b: str) -> bool:
         """Whether NICs on leaves ``a`` and ``b`` can reach each other: the same leaf, a common
@@ -260,7 +267,13 @@ class _Router:
         if not common:
             return pair
         a, b = self.low.get(la, _NONE), self.low.get(lb, _NONE)
-        spine = min(common, key=lambda s: a.get(s, 0) + b.get(s, 0))  # ties: the first, so leaves stay in step
+        spine, best = common[0], None
+        for s in common:  # the least used; ties: the first, so leaves stay in step
+            n = a.get(s, 0) + b.get(s, 0)
+            if best is None or n < best:
+                spine, best = s, n
+                if n == 0:
+                    break  # nothing is below 0: the first unused spine wins, as min() would pick it
         return replace(pair, route=self.take(self.least(la, spine), spine, self.least(lb, spine)))
 
 
