@@ -135,8 +135,7 @@ def report_of(doc: dict, kept: dict[str, list[dict]]):
     elif rep.outcome == RunOutcome.NO_CHANGE and rep.verify_before:
         rep.verify_ok = _verdict(rep.verify_before)
     end = _last_event(doc)  # an unfinished run: how long it ran until its last journaled event
-    rep.seconds = (_seconds(doc, end) if doc.get("outcome") is not None else None) or \
-        (round(end - doc["started"], 2) if end is not None and doc.get("started") else 0.0)
+    rep.seconds = _seconds(doc, end) or 0.0  # its own seconds exist once it ended
     why = next((e[1] for e in reversed(doc.get("events") or []) if isinstance(e, list) and len(e) == 3
                 and e[0] == "restore" and e[1]), None)
     engine_restored = doc.get("outcome") in (RunOutcome.ROLLED_BACK, RunOutcome.HALTED)  # not `fabtune rollback` afterwards
