@@ -88,7 +88,8 @@ def test_the_same_pairs_failing_in_the_fabric_name_the_node():
 def test_a_gate_failed_by_the_harness_alone_says_the_change_is_unproven():
     from tuning.rollout.gate import gate_failed_why
 
-    held = {"pair": "node01:mlx5_0->node02:mlx5_0", "status": "error", "error_kind": "port_in_use",
+    held = {"pair": "node01:mlx5_0->node02:mlx5_0", "client_nic": "node01:mlx5_0", "server_nic": "node02:mlx5_0",
+            "status": "error", "error_kind": "port_in_use",
             "error_class": "harness", "error": "node02 (server): ib_write_bw could not listen on TCP port 18515"}
     regressed = {"pair": "node01:mlx5_1->node02:mlx5_1", "status": "fail", "error_class": None}
     passed = {"pair": "node01:mlx5_2->node02:mlx5_2", "status": "pass", "error_class": None}

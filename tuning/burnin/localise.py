@@ -43,6 +43,7 @@ import statistics
 import networkx as nx
 
 from tuning.burnin import signals
+from tuning.verify.pair_result import harness_node
 
 #: a pair is slow below this share of its rail's reference rate (75th percentile of the round)
 SLOW_RATIO = 0.8
@@ -345,9 +346,7 @@ def harness_findings(doc: dict) -> list[dict]:
         for p in rnd.get("pairs", []):
             if p.get("error_class") != "harness":
                 continue
-            first = str(p.get("error") or "").split(" ", 1)[0]
-            ends = [e.split(":")[0] for e in _ends(p)]
-            node = first if first in ends else ends[0]
+            node = harness_node({**p, "client_nic": _ends(p)[0], "server_nic": _ends(p)[1]})
             e = by_node.setdefault(node, {"kinds": set(), "pairs": [], "rounds": set(), "first": p.get("error")})
             e["kinds"].add(p.get("error_kind"))
             e["pairs"].append(_ends(p))

@@ -12,6 +12,7 @@ from tuning.inventory import Inventory
 from tuning.rollout.options import Options, Run
 from tuning.rollout.session import Session
 from tuning.verify.pairs import Pair, build_rounds, default_per_node, node_rails
+from tuning.verify.pair_result import harness_node
 from tuning.verify.runner import expected_seconds, verify
 from tuning.verify.schedule import WORKER_CAP, plan_schedule
 
@@ -135,7 +136,7 @@ def gate_failed_why(index: int, results: list[dict]) -> str:
     harness = [x for x in bad if x.get("error_class") == "harness"]
     if bad and len(harness) == len(bad):
         kinds = ", ".join(sorted({str(x.get("error_kind")) for x in harness}))
-        nodes = ", ".join(sorted({str(x.get("error") or "?").split(" ", 1)[0] for x in harness}))
+        nodes = ", ".join(sorted({harness_node(x) for x in harness}))
         return (f"batch {index}: the verification harness failed on {len(harness)} pair(s) ({kinds} on {nodes}): "
                 f"the fabric was not tested, the change is unproven (not a fabric regression)")
     tail = f" ({len(harness)} pair(s) not tested: the verification harness failed)" if harness else ""

@@ -30,6 +30,15 @@ def error_class(kind: str | None) -> str | None:
     return "harness" if kind in HARNESS_KINDS else "fabric"
 
 
+def harness_node(result: dict) -> str:
+    """The node where the harness failed for a pair result dict: the first word of its ``error``
+    (:func:`tuning.verify.runner.harness_fault` writes ``node02 (server): ...``) when that is one of
+    the pair's ends, else the client's node."""
+    ends = [str(result.get(k) or "").split(":")[0] for k in ("client_nic", "server_nic")]
+    first = str(result.get("error") or "").split(" ", 1)[0]
+    return first if first in ends else ends[0]
+
+
 @dataclass
 class PairResult:
     """One pair's measurement: bandwidth (Gb/s), typical and p99 latency (us), or an error.
