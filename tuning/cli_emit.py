@@ -11,7 +11,7 @@ from typing import Iterator
 
 import typer
 
-from tuning.report import (DETAIL_DEVICES, batches_text, changes_summary, changes_table, console, file_diffs,
+from tuning.report import (batches_text, changes_summary, changes_table, console, file_diffs, per_setting,
                            findings_table, verify_table)
 from tuning.model.outcomes import BatchOutcome, RunOutcome
 
@@ -24,16 +24,16 @@ def progress(msg: str) -> None:
     err.print(f"[dim]... {msg}[/dim]")
 
 
-def emit(report, as_json: bool, title: str, diff: bool = False, detail: bool = False) -> None:
+def emit(report, as_json: bool, title: str, diff: bool = False, detail: bool = False, limited: bool = False) -> None:
     """Print ``report`` (a RunReport): as JSON, or its batches, tables and notes, then the outcome line.
-    ``title`` heads the changes table; ``diff`` adds the file changes as unified diffs; ``detail``
-    prints a row per setting even when more than :data:`~tuning.report.DETAIL_DEVICES` devices change
-    (else one summary row per domain)."""
+    ``title`` heads the changes table; ``diff`` adds the file changes as unified diffs; the changes are a
+    row per setting or one summary row per domain (:func:`tuning.report.per_setting` of ``detail``,
+    ``--detail``, and ``limited``, a ``--limit`` was given)."""
     if as_json:
         json.dump(report.as_dict(), sys.stdout, indent=2, default=str)  # streamed: never one huge string
         sys.stdout.write("\n")
         return
-    _tables(report, title, diff, detail)
+    _tables(report, title, diff, detail, limited)
     for dev, e in report.errors.items():
         if report.mode != "rollback":
             out.print(f"{dev}: {e}", style="red", markup=False, highlight=False)
@@ -67,7 +67,7 @@ def interrupted_summary(as_json: bool, title: str) -> Iterator[None]:
         raise typer.Exit(130) from None
 
 
-def _tables(report, title: str, diff: bool, detail: bool = False) -> None:
+def _tables(report, title: str, diff: bool, detail: bool = False, limited: bool = False) -> None:
     """The batches, the verification before, the changes (and their diffs), the findings and the
     verification after, each when the report has them."""
     if report.batches and (report.mode == "plan" or len(report.batches) > 1):
@@ -78,7 +78,7 @@ def _tables(report, title: str, diff: bool, detail: bool = False) -> None:
         out.print(verify_table(report.verify_before, "verification before", judged=judged))
     if report.changes:
         heads = ("now", "restored to") if report.mode == "rollback" else ("before", "after")
-        if detail or sum(1 for items in report.changes.values() if items) <= DETAIL_DEVICES:
+        if per_setting(report.changes, detail, limited):
             out.print(changes_table(report.changes, title, offline=report.mode == "offline-plan", headings=heads))
         else:
             out.print(changes_summary(report.changes, title))

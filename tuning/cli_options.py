@@ -20,8 +20,9 @@ INV = typer.Option(Path("inventory/lab"), "-i", "--inventory", parser=inventory_
 LIMIT = typer.Option(None, "--limit", "-l", help="Only these hosts or groups (repeatable; Ansible patterns: "
                                                   "node0*, leaves:!leaf02, gpu_nodes:&rack1).")
 JSON = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
-DETAIL = typer.Option(False, "--detail", help="One row per setting however large the plan (over 32 devices "
-                      "it prints one summary row per domain; --limit narrows it).")
+DETAIL = typer.Option(False, "--detail", help="One row per setting however large the plan (a plan of more "
+                      "than 40 changes prints one summary row per domain, unless --limit selects 32 devices "
+                      "or fewer; --json always has every change).")
 JDIR = typer.Option(DEFAULT_DIR, "--journal-dir", parser=journal_dir_arg,
                     help="Where run journals and the baseline live (yours, not group/world-writable).")
 #: the same, for a command that writes reports: a refusal is raised in its body (cli_args.Refused)

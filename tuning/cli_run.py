@@ -69,7 +69,7 @@ def plan(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opti
             from tuning.rollout import engine
             report = engine.run(inv, engine.Options(mode="plan", limit=limit, domains=only, policy=policy), progress)
         code = rec.done(report, (EXIT_DRIFT if report.n_changes else EXIT_OK) if detailed_exitcode else None)
-    emit(report, as_json, "plan (offline: current state not read)" if offline else "plan", diff, detail)
+    emit(report, as_json, "plan (offline: current state not read)" if offline else "plan", diff, detail, bool(limit))
     raise typer.Exit(code)
 
 
@@ -94,7 +94,7 @@ def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opt
                                                 journal_dir=journal_dir, domains=chosen_domains(domain),
                                                 allow_firmware=allow_firmware), progress)
         code = rec.done(report)
-    emit(report, as_json, "plan (--check)" if check else "applied", detail=detail)
+    emit(report, as_json, "plan (--check)" if check else "applied", detail=detail, limited=bool(limit))
     raise typer.Exit(code)
 
 
@@ -159,7 +159,7 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
         rec.select(inv.select(limit))
         report = _drive(engine_name, inventory, inv, opts, rail, batch_by)
         code = rec.done(report)
-    emit(report, as_json, "rollout", detail=detail)
+    emit(report, as_json, "rollout", detail=detail, limited=bool(limit))
     raise typer.Exit(code)
 
 

@@ -57,9 +57,21 @@ def changes_table(changes: dict[str, list[dict]], title: str, offline: bool = Fa
     return t
 
 
-#: a plan over more devices than this prints :func:`changes_summary` instead of a row per setting
-#: (``--detail`` asks for every row; ``--limit`` narrows the plan): 10,000 nodes are 500,000 rows
+#: a ``--limit`` selection of at most this many changed devices prints a row per setting
+#: (``--detail`` asks for every row of any plan): 10,000 nodes are 500,000 rows
 DETAIL_DEVICES = 32
+#: a plan of at most this many changes prints a row per setting without being asked: it fits one screen
+DETAIL_ROWS = 40
+
+
+def per_setting(changes: dict[str, list[dict]], detail: bool = False, limited: bool = False) -> bool:
+    """Whether people get a row per setting rather than :func:`changes_summary`: on ``--detail``, for a
+    plan of at most :data:`DETAIL_ROWS` changes, or for a ``--limit`` selection of at most
+    :data:`DETAIL_DEVICES` changed devices (issue 19: the 4-node lab's 441-row plan is a summary
+    that fits one screen; every change stays in ``--detail`` and ``--json``)."""
+    if detail or sum(len(items) for items in changes.values()) <= DETAIL_ROWS:
+        return True
+    return limited and sum(1 for items in changes.values() if items) <= DETAIL_DEVICES
 
 
 def changes_summary(changes: dict[str, list[dict]], title: str) -> Table:

@@ -73,3 +73,15 @@ def test_findings_of_one_kind_are_one_row_naming_what_they_cover():
     assert ("802.3x pause RX on beside PFC (priority 3): throttles every priority (8: enp0s0np0, enp1s0np0, "
             "enp2s0np0, enp3s0np0, +4 more)") in rows[0]
     assert "nvidia_peermem is not loaded" in rows[2]
+
+
+def test_a_small_plan_or_a_small_limit_gets_a_row_per_setting_and_a_large_one_the_summary():
+    from tuning.report import DETAIL_ROWS, per_setting
+
+    def plan(devices: int, per_device: int) -> dict:
+        return {f"n{i}": [{"domain": "mtu", "key": f"mtu/eth{k}"} for k in range(per_device)] for i in range(devices)}
+
+    assert per_setting(plan(4, DETAIL_ROWS // 4)) and not per_setting(plan(4, DETAIL_ROWS // 4 + 1))
+    assert not per_setting(plan(4, 110))  # the 4-node lab: 441 rows are a summary by default
+    assert per_setting(plan(4, 110), detail=True) and per_setting(plan(4, 110), limited=True)
+    assert not per_setting(plan(DETAIL_DEVICES + 1, 2), limited=True)  # a --limit of many devices: still a summary

@@ -224,6 +224,9 @@ class SwitchSpec(BaseModel):
         roce: RoCE lossless settings, or None to leave QoS alone ("unmanaged"; refused by
             :func:`tuning.checks.check_qos` when the inventory has nodes, whose PFC needs every hop
             lossless).
+        manage: False for a switch another team owns: fabtune reads it (collect, lint, verification
+            paths; what it holds against these settings is reported as ``switch-drift`` findings)
+            and never writes it: no candidate staged, no plan, no push, no restore. Default True.
     """
 
     model_config = _STRICT
@@ -233,6 +236,7 @@ class SwitchSpec(BaseModel):
     ports: list[str] = Field(default_factory=list)
     port_mtu_overrides: dict[PortName, int] = Field(default_factory=dict)
     roce: SwitchRoce | None = SwitchRoce()
+    manage: bool = True
 
     @model_validator(mode="before")
     @classmethod

@@ -30,7 +30,7 @@ RUN_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,63}")
 MAX_TIME = 1e10
 STATES = tuple(DeviceState)
 _DEVICE_KEYS = ("role", "platform", "connection", "changes", "applied", "state", "revision_before",
-                "revision", "revision_next", "restored", "confirmed", "kept", "reset", "batch")
+                "revision", "revision_next", "restored", "confirmed", "kept", "reset", "batch", "manage")
 _CONN_TYPES = {"hostname": str, "port": int, "username": str, "key_file": (str, type(None)),
                "known_hosts": (str, type(None)), "sysroot": str, "become": bool, "become_user": str,
                "become_method": str, "become_password_vault": (str, type(None))}
@@ -155,7 +155,7 @@ def _device(name: str, rec: dict, where: str, fail) -> None:
         fail(f"{where}.platform", f"{rec['platform']!r:.60}; allowed for a {rec['role']}: {', '.join(allowed)}")
     if "state" in rec and (not isinstance(rec["state"], str) or rec["state"] not in STATES):
         fail(f"{where}.state", f"{rec['state']!r:.60}; allowed: {', '.join(STATES)}")
-    for k in ("restored", "confirmed", "reset"):
+    for k in ("restored", "confirmed", "reset", "manage"):
         if k in rec:
             _typed(rec[k], bool, f"{where}.{k}", fail)
     if "batch" in rec:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import ClassVar
 
-from tuning.errors import CandidateError, CommitError, PendingCommitError, TuningError
+from tuning.errors import CandidateError, CommitError, InputError, PendingCommitError, TuningError
 from tuning.inventory import Device
 from tuning.transport.connection import Connection
 from tuning.node.base import Change, Finding
@@ -30,7 +30,7 @@ from tuning.switch import driver_class
 from tuning.switch.base import SwitchDriver, SwitchState
 from tuning.targets.base import DeviceJournal, connection_facts, pause_for_test
 from tuning.targets.switch_restore import restore_switch, switch_restore_action  # noqa: F401 (re-exported)
-from tuning.targets.switch_findings import port_findings
+from tuning.targets.switch_findings import drift_findings, port_findings
 from tuning.model.outcomes import DeviceState
 
 OPER_MTU = "oper_mtu"
@@ -84,6 +84,13 @@ def collect(drv: SwitchDriver, dev: Device) -> SwitchState:
     finally:
         drv.discard()
     return replace(state, diff=diff, running=drv.running_config(), candidate=candidate)
+
+
+def collect_read_only(drv: SwitchDriver) -> SwitchState:
+    """Read a ``manage: false`` switch: its state and applied configuration, nothing staged,
+    discarded or refused (a pending commit-confirm or candidate is its owners')."""
+    state = drv.get_state()
+    return replace(state, diff="", running=drv.running_config(), candidate=None)
 
 
 def plan(dev: Device, state: SwitchState) -> list[Change]:
@@ -262,16 +269,34 @@ class SwitchTarget:
             pass
         self.open()
 
+    @property
+    def managed(self) -> bool:
+        """False for an inventory's ``manage: false`` switch (read, never written); a target opened from
+        a journal record reads the record's ``manage`` in :meth:`restore` and :meth:`preflight`."""
+        return self.device is None or self.device.spec.manage
+
     def collect(self, domains: set[str] | None = None) -> SwitchState:
         """:func:`collect` (the switch's own diff of the rendered candidate); the configured ports the
-        switch reads down kept for :meth:`findings` (:mod:`tuning.targets.switch_findings`)."""
-        state = collect(self.driver, self.device)
-        wanted = {p for p in map(_port_of, desired(self.device)) if p}
-        self._findings = port_findings(self.name, wanted, getattr(self.driver, "down_ports", {}))
+        switch reads down kept for :meth:`findings` (:mod:`tuning.targets.switch_findings`).
+
+        A ``manage: false`` switch is only read (:func:`collect_read_only`): no candidate is staged or
+        discarded (a person's pending edits stay) and what it holds against the inventory's settings
+        becomes ``switch-drift`` findings."""
+        desired_now = desired(self.device)
+        wanted = {p for p in map(_port_of, desired_now) if p}
+        if self.managed:
+            state, drift = collect(self.driver, self.device), []
+        else:
+            state = collect_read_only(self.driver)
+            drift = drift_findings(self.name, desired_now, self.driver.config_settings(state.running), state.ports,
+                                   _port_of)
+        self._findings = port_findings(self.name, wanted, getattr(self.driver, "down_ports", {})) + drift
         return state
 
     def plan(self, state: SwitchState, domains: set[str] | None = None) -> list[Change]:
-        """:func:`plan`, only ``domains`` when given."""
+        """:func:`plan`, only ``domains`` when given; nothing for a ``manage: false`` switch."""
+        if not self.managed:
+            return []
         return [c for c in plan(self.device, state) if domains is None or c.domain in domains]
 
     def findings(self, state: SwitchState, domains: set[str] | None = None) -> list[Finding]:
@@ -293,8 +318,8 @@ class SwitchTarget:
     @classmethod
     def offline_plan(cls, dev: Device, domains: set[str] | None = None) -> tuple[list[Change], list]:
         """The rendered candidate's lines, in the keys the online plan reads from the switch's
-        diff, ``before`` unknown (None); no device contacted."""
-        if domains is not None and "switch" not in domains:
+        diff, ``before`` unknown (None); no device contacted; nothing for a ``manage: false`` switch."""
+        if (domains is not None and "switch" not in domains) or not dev.spec.manage:
             return [], []
         return [Change(dev.name, "switch", k, None, v) for k, v in desired(dev).items()], []
 
@@ -302,13 +327,16 @@ class SwitchTarget:
         """``role``, ``platform``, the connection facts and ``revision_before`` (the applied
         revision a restore returns to)."""
         return {"role": self.role, "platform": self.platform, "connection": connection_facts(self.connection),
-                "revision_before": revision(state)}
+                "revision_before": revision(state), **({} if self.managed else {"manage": False})}
 
     def push(self, changes: list[Change], journal: DeviceJournal, confirm_s: int | None = None) -> list[Change]:
         """:func:`apply` (commit with a confirm window of ``confirm_s``, read back); see the contract.
         The revision is journaled with ``applied``; a commit that changed nothing is ``unchanged``."""
         if not changes:  # nothing to write: the journal keeps what an earlier push recorded
             return []
+        if not self.managed:  # plan() gives none: a caller that pushes anyway is refused, nothing written
+            raise InputError(f"host_vars/{self.name}.yml", "manage",
+                             f"{self.name} is manage: false: fabtune never writes it ({len(changes)} change(s) refused)")
         rec = journal.get()
         before = list(rec.get("applied") or [])
         journal.update(state=DeviceState.PUSHING)
@@ -344,12 +372,13 @@ class SwitchTarget:
     def preflight(self, record: dict) -> str | None:
         """What the restore takes (:func:`switch_restore_action`, read only); a commit that is not
         this run's raises RollbackError."""
-        if not record.get("restored"):
+        if not record.get("restored") and record.get("manage", True):
             switch_restore_action(self.driver, self.name, record)
         return None
 
     def restore(self, record: dict, irreversible: bool = False) -> list[str]:
-        """:func:`restore_switch` unless already restored; nothing is ever kept."""
-        if not record.get("restored"):
+        """:func:`restore_switch` unless already restored or the record says ``manage: false`` (never
+        written, so nothing to restore: not even a staged candidate is discarded); nothing is ever kept."""
+        if not record.get("restored") and record.get("manage", True):
             restore_switch(self.driver, self.name, record)
         return []

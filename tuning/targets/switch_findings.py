@@ -1,4 +1,4 @@
-"""What a switch shows at collect that a plan does not change but an operator must see (issue 21).
+"""What a switch shows at collect that a plan does not change but an operator must see (issues 21, 19).
 
 ``switch-port-down``: a port the switch's configuration carries (a ``port/<swp>/mtu`` key of the
 rendered candidate, :func:`tuning.targets.switch.desired`) that the switch itself reads down, admin
@@ -6,6 +6,10 @@ or oper (the NVUE driver's ``down_ports``, from the State / Admin Status / Oper 
 ``nv show interface``: CumulusNetworks/docs ``Interface-Configuration-and-Management`` pages). The link
 behind it carries no traffic whatever the plan sets, and the node at its far end may still show its
 own NIC up. Ports the configuration does not carry (unused, uncabled) are not reported.
+
+``switch-drift``: a ``manage: false`` switch (read, never written) that does not hold a setting its
+inventory entry says it has, or runs another operational MTU (:func:`drift_findings`): the lint's
+cross-device rules and the verification took the inventory's word for it.
 """
 
 from __future__ import annotations
@@ -25,3 +29,36 @@ def port_findings(switch: str, wanted: set[str], down: dict[str, str]) -> list[F
     """
     return [Finding(switch, "switch", "switch-port-down", f"{port} is {why} on the switch: its link carries no traffic",
                     evidence=f"nv show interface: {port} {why}") for port, why in sorted(down.items()) if port in wanted]
+
+
+def drift_findings(switch: str, wanted: dict[str, str], held: dict[str, str], oper_mtu: dict[str, int],
+                   port_of) -> list[Finding]:
+    """``switch-drift`` findings of a ``manage: false`` switch: each port whose operational MTU is not
+    the wanted one (an MTU the configuration leaves unset runs the OS default, so the operational one
+    decides), and each other setting of the inventory's rendered configuration the switch does not hold.
+
+    Args:
+        switch: inventory name.  wanted: the rendered configuration's flat settings (key -> value,
+            :func:`tuning.targets.switch.desired`).  held: the applied configuration's flat settings
+            (the driver's ``config_settings`` of its running configuration).  oper_mtu: port ->
+            operational MTU (bytes).  port_of: key -> its port for a port MTU key, else None.
+
+    Returns:
+        One finding per drifted key (domain ``switch``), in the rendered configuration's order; the
+        evidence names the value read ("not set" when the switch holds none).
+    """
+    out = []
+    why = "fabtune does not write this switch (manage: false)"
+    for key, want in wanted.items():
+        port, have = port_of(key), held.get(key)
+        if port is not None and port in oper_mtu:  # a port's MTU: what it runs (an unset one runs the OS default)
+            if str(oper_mtu[port]) != want:
+                out.append(Finding(switch, "switch", "switch-drift", f"{port}: the port runs another MTU than its "
+                                   f"inventory entry says; {why}",
+                                   evidence=f"{port}: operational MTU {oper_mtu[port]}, configured "
+                                            f"{have if have is not None else 'not set'}, inventory {want}"))
+        elif have != want:
+            out.append(Finding(switch, "switch", "switch-drift", f"{key}: the switch holds another value than its "
+                               f"inventory entry says; {why}",
+                               evidence=f"{key}: applied {have if have is not None else 'not set'}, inventory {want}"))
+    return out
