@@ -83,6 +83,16 @@ GAPS = [  # (id, mutate, file or None, text the one line must hold)
     ("a json source", text("more.json", "{}"), "more.json", "inventory source"),
     ("a source in a sub-folder", lambda inv: ((inv / "sub").mkdir(), (inv / "sub/x.yaml").write_text("{}")),
      "sub/x.yaml", "inventory source"),
+    # issue 19: an InfiniBand inventory gets one line saying IB is not driven yet, not "host_vars missing?"
+    ("an IPoIB netdev", setk(N1, ("nics", 0, "netdev"), "ib0"), N1, "nics.0.netdev: 'ib0' is an IPoIB interface "
+     "(an InfiniBand port): InfiniBand is not driven yet"),
+    ("an IPoIB netdev, rdma-core naming", setk(N1, ("nics", 0, "netdev"), "ibp12s0"), N1, "InfiniBand is not driven yet"),
+    ("fabric: ib", setk(G, ("fabric",), "ib"), G, "fabric: 'ib': InfiniBand is not driven yet"),
+    ("fabric: InfiniBand", setk(G, ("fabric",), "InfiniBand"), G, "InfiniBand is not driven yet"),
+    ("fabric: ethernet", setk(G, ("fabric",), "ethernet"), G, "fabric: 'ethernet' is not a fabric kind fabtune drives; "
+     "allowed: roce"),
+    ("switch platform nvos (Quantum IB)", setk(S, ("platform",), "nvos"), S, "platform: 'nvos': InfiniBand is not "
+     "driven yet"),
 ]
 
 
@@ -189,3 +199,10 @@ def test_ansible_reads_the_extra_source_fabtune_refuses(tmp_path: Path):
     assert ansible_hostvars(inv)["node01"]["ansible_port"] == 1
     with pytest.raises(InputError, match="Ansible would read it as an inventory source"):
         inventory.load(inv)
+
+
+def test_fabric_roce_loads_for_nodes_and_leaves_switches_alone(tmp_path: Path):
+    inv = fresh(tmp_path / "inv")
+    setk("group_vars/all.yml", ("fabric",), "roce")(inv)  # all: the switches' vars do not take it
+    loaded = inventory.load(inv)
+    assert {d.spec.fabric for d in loaded.nodes} == {"roce"} and len(loaded.nodes) == 4

@@ -59,12 +59,49 @@ SWITCH_PORTS: dict[str, PortForm] = {"nvue": _NVUE_PORTS, "cumulus_linux": _NVUE
 NODE_PLATFORMS: tuple[str, ...] = ("linux",)
 
 
+#: the fabric kinds fabtune drives (a node's ``fabric``): RoCE v2 on Ethernet only
+FABRICS: tuple[str, ...] = ("roce",)
+#: what names an InfiniBand fabric in an inventory: a ``fabric`` value, a switch ``platform`` (NVIDIA
+#: NVOS runs the Quantum IB switches; UFM and OpenSM are subnet managers)
+_IB_WORDS = frozenset({"ib", "infiniband", "nvos", "ufm", "opensm"})
+#: an IPoIB interface as the kernel (``ib0``) or rdma-core's udev naming (``ibp12s0``, ``ibs1``) names it
+_IPOIB = re.compile(r"ib[0-9]+|ib[ps][0-9][0-9a-z]*")
+#: the one line an InfiniBand inventory gets (issue 19; driving IB is issue 22)
+NOT_DRIVEN_IB = ("InfiniBand is not driven yet: fabtune tunes RoCE v2 on Ethernet (on IB the subnet manager owns "
+                 "MTU, partitions and SLs); nothing was pushed")
+
+
+def check_fabric(value: object) -> str:
+    """``value`` when it is a fabric kind fabtune drives (:data:`FABRICS`).
+
+    Raises:
+        ValueError: :data:`NOT_DRIVEN_IB` for an InfiniBand word, else naming the allowed kinds.
+    """
+    if isinstance(value, str) and value.lower() in _IB_WORDS:
+        raise ValueError(f"{value!r:.40}: {NOT_DRIVEN_IB}; allowed: {', '.join(FABRICS)}")
+    if value not in FABRICS:
+        raise ValueError(f"{value!r:.40} is not a fabric kind fabtune drives; allowed: {', '.join(FABRICS)}")
+    return str(value)
+
+
+def check_not_ipoib(netdev: str) -> str:
+    """``netdev`` unless it is an IPoIB interface (``ib0``, ``ibp12s0``). Raises ValueError
+    (:data:`NOT_DRIVEN_IB`)."""
+    if _IPOIB.fullmatch(netdev):
+        raise ValueError(f"{netdev!r:.40} is an IPoIB interface (an InfiniBand port): {NOT_DRIVEN_IB}; allowed: "
+                         "the Ethernet netdev of a RoCE NIC (enp12s0np0)")
+    return netdev
+
+
 def check_switch_platform(value: object) -> str:
     """``value`` when a switch driver serves it.
 
     Raises:
-        ValueError: naming the allowed platforms (the model turns it into an InputError).
+        ValueError: naming the allowed platforms (the model turns it into an InputError);
+            :data:`NOT_DRIVEN_IB` for an InfiniBand switch OS or subnet manager.
     """
+    if isinstance(value, str) and value.lower() in _IB_WORDS:
+        raise ValueError(f"{value!r:.40}: {NOT_DRIVEN_IB}; allowed: {', '.join(SWITCH_DRIVERS)}")
     if not isinstance(value, str) or value not in SWITCH_DRIVERS:
         raise ValueError(f"{value!r:.40} is not a switch platform fabtune drives; allowed: {', '.join(SWITCH_DRIVERS)}")
     return value

@@ -13,11 +13,11 @@ from __future__ import annotations
 from ipaddress import IPv4Interface
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from tuning.model import grammar
 from tuning.model.node_tuning import CpuSpec, FirmwareSpec, KernelSpec, ModulesSpec, PauseSpec, PcieSpec
-from tuning.model.platforms import check_switch_platform, port_form
+from tuning.model.platforms import check_fabric, check_not_ipoib, check_switch_platform, port_form
 
 #: strict types: a YAML ``true`` is not the priority 1, ``22.5`` is not the port 22
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -94,7 +94,7 @@ class NicSpec(BaseModel):
     """
 
     model_config = _STRICT
-    netdev: Netdev
+    netdev: Annotated[Netdev, AfterValidator(check_not_ipoib)]
     rdma_device: RdmaDevice
     rail: int = Field(ge=0, le=31)
     ipv4: Ipv4
@@ -122,6 +122,9 @@ class NodeSpec(BaseModel):
             then ``systemctl try-restart``) or ``leave`` it.
         irq_cpus: optional CPU list (``0-15,64-79``) to use instead of the NIC's local CPUs;
             checked against the node's online CPUs before anything is pushed.
+        fabric: what the NICs speak: ``roce`` (RoCE v2 on Ethernet, the default and the only kind
+            driven; ``ib`` gets one line saying InfiniBand is not driven yet:
+            :func:`tuning.model.platforms.check_fabric`).
         nics: the RDMA NICs (at least one; usually in ``host_vars/<node>.yml``).
         firmware, cpu, kernel, modules, pcie, pause: see :mod:`tuning.model.node_tuning`; each
             defaults to leaving the node as it is.
@@ -129,6 +132,7 @@ class NodeSpec(BaseModel):
 
     model_config = _STRICT
     role: Literal["node"] = "node"
+    fabric: Annotated[str, BeforeValidator(check_fabric)] = "roce"
     mtu: Optional[int] = Field(None, ge=68, le=9216)
     nic_qos: Optional[NicQos] = None
     sysctl: dict[SysctlName, SysctlValue] = Field(default_factory=dict)
