@@ -85,3 +85,4 @@ def test_a_small_plan_or_a_small_limit_gets_a_row_per_setting_and_a_large_one_th
     assert not per_setting(plan(4, 110))  # the 4-node lab: 441 rows are a summary by default
     assert per_setting(plan(4, 110), detail=True) and per_setting(plan(4, 110), limited=True)
     assert not per_setting(plan(DETAIL_DEVICES + 1, 2), limited=True)  # a --limit of many devices: still a summary
+

@@ -35,6 +35,6 @@ def test_verify_limit_proves_one_node_and_the_uplinks(lab_inventory: Path, tmp_p
         assert p["bw_gbps"] > 0 and p["lat_us"] > 0 and p["mtu_bytes"] == 1024, p
         assert p["reasons"] == ["RoCE active MTU 1024 B where every hop allows 4096 B "
                                 "(an end's netdev MTU is lower than the inventory's)"], p
-    assert "verify round 1/1: 9 pair(s) at once" in res.stderr
+    assert "verify: 9 pair(s) in 1 round(s), up to 9 at once" in res.stderr
     assert re.search(r"verify round 1/1: 9/9 measured in \d+\.\d s\n", res.stderr), res.stderr
     assert "verify 1/9" not in res.stderr  # no line per pair: at 10,000 nodes that is 40,000 lines

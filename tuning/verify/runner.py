@@ -280,20 +280,28 @@ def verify(pairs: list[Pair], hosts: dict[str, Host], th: Thresholds, baseline: 
     results: list[PairResult | None] = [None] * len(pairs)
     rounds = build_rounds(pairs, per_node or default_per_node(pairs))
     ports = allocate_ports(pairs, rounds)
+    if progress and rounds:
+        progress(f"verify: {len(pairs)} pair(s) in {len(rounds)} round(s), up to {max(map(len, rounds))} at once")
+    start = time.monotonic()
     for k, rnd in enumerate(rounds, 1):
-        if progress:
-            progress(f"verify round {k}/{len(rounds)}: {len(rnd)} pair(s) at once")
         t0 = time.monotonic()
         for i, r in zip(rnd, _measure_round(rnd, pairs, ports, hosts, workers, limit)):
             results[i] = r
         if progress:  # one line per round, in order (a line per pair, from its thread, came out of order)
-            bad = [pairs[i].name for i in rnd if results[i].error_kind]
-            progress(f"verify round {k}/{len(rounds)}: {len(rnd) - len(bad)}/{len(rnd)} measured in "
-                     f"{time.monotonic() - t0:.1f} s" + (f"; no value from {', '.join(bad[:4])}"
-                                                        f"{f' and {len(bad) - 4} more' if len(bad) > 4 else ''}"
-                                                        if bad else ""))
+            progress(_round_line(k, rounds, [pairs[i].name for i in rnd if results[i].error_kind],
+                                 time.monotonic() - t0, time.monotonic() - start))
     done = [r for r in results if r is not None]
     return judge(done, th, baseline, absolute), done
+
+
+def _round_line(k: int, rounds: list[list[int]], bad: list[str], took_s: float, elapsed_s: float) -> str:
+    """``verify round 2/5: 8/8 measured in 4.1 s; about 12 s left`` (the rounds so far' mean time
+    for each round still to run), naming up to 4 pairs that gave no value."""
+    n = len(rounds[k - 1])
+    left = len(rounds) - k
+    return (f"verify round {k}/{len(rounds)}: {n - len(bad)}/{n} measured in {took_s:.1f} s"
+            + (f"; no value from {', '.join(bad[:4])}{f' and {len(bad) - 4} more' if len(bad) > 4 else ''}" if bad else "")
+            + (f"; about {elapsed_s / k * left:.0f} s left" if left else ""))
 
 
 def _measure_round(rnd: list[int], pairs: list[Pair], ports: list[int], hosts: dict[str, Host], workers: int,
