@@ -38,7 +38,7 @@ def _interleaved() -> Topology:
 
 
 def _spec(**cpu) -> NodeSpec:
-    nic = {"netdev": "ib0", "rdma_device": "mlx5_0", "rail": 0, "ipv4": "10.0.0.1/24", "switch": "leaf01",
+    nic = {"netdev": "enp12s0np0", "rdma_device": "mlx5_0", "rail": 0, "ipv4": "10.0.0.1/24", "switch": "leaf01",
            "switch_port": "swp1"}
     return NodeSpec.model_validate({"nics": [nic], "cpu": cpu})
 
