@@ -289,6 +289,21 @@ def pytest_collection_modifyitems(config, items):
 
     if os.environ.get("PYTEST_XDIST_WORKER") == "gw0" and os.environ.get(LAB_MODULES_ENV):
         write_lab_modules(Path(os.environ[LAB_MODULES_ENV]), items)
+    if os.environ.get(REVERSE_ENV) == "1":
+        items[:] = reversed_within_modules(items)
+
+
+#: ``FABTUNE_TEST_REVERSE=1 pytest -n 0 ...`` runs each module's tests last to first: a test that
+#: leans on an earlier test's state fails (xdist's work stealing can run a module's tests in any order)
+REVERSE_ENV = "FABTUNE_TEST_REVERSE"
+
+
+def reversed_within_modules(items: list) -> list:
+    """``items`` with the modules in their order and each module's tests last to first."""
+    by_module: dict[str, list] = {}
+    for item in items:
+        by_module.setdefault(item.nodeid.split("::")[0], []).append(item)
+    return [item for group in by_module.values() for item in reversed(group)]
 
 
 def _starts_of(nodeid: str) -> list[str]:

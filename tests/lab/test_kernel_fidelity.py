@@ -73,7 +73,8 @@ KERNEL_DEFAULTS = {
 }
 
 
-def test_sysroot_holds_the_common_sysctls_at_the_kernel_defaults(node):
+def test_sysroot_holds_the_common_sysctls_at_the_kernel_defaults(tmp_path: Path):
+    node = Node(tmp_path)  # its own: the module's node is changed by the tests that set values, in any order
     assert len(SYSCTLS) >= 50
     for rel, value in KERNEL_DEFAULTS.items():
         assert node.cat(f"proc/sys/{rel}") == value, rel

@@ -92,6 +92,7 @@ def test_sysctl_write_read_and_errors(lab, cli):
     assert bad.returncode == 1
     assert bad.stderr == sample_output(sample, "sysctl -w net.core.no_such_key=1")
     assert lab.run("sysctl", "-n", "net.core.wmem_max").stdout == "268435456\n"
+    (lab.root / "proc/sys/kernel/numa_balancing").write_text("1\n")  # the module's later tests set it too
     assert lab.run("sysctl", "kernel.numa_balancing").stdout == "kernel.numa_balancing = 1\n"
 
 
