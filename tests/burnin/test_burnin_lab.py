@@ -55,6 +55,7 @@ def test_three_burnin_runs_name_exactly_the_two_injected_faults(lab8, tmp_path: 
     assert r.returncode == 1, r.stderr[-2000:]
     third = json.loads(out.read_text())
     assert _named(third["findings"]) == want and _named(localise(third)) == want
+    assert third["thresholds"] == {"slow_ratio": 0.8, "min_line_share": 0.5}  # what the HTML page states
     assert third["run_id"] in (tmp_path / "drain.log").read_text()  # the dry-run drain names the run
 
     rnd = docs[0]["rounds"][0]

@@ -395,3 +395,13 @@ def test_heatmap_labels_nodes_at_64_nodes_and_nics_at_4():
     big = html_figures.Grid([f"node{k:04d}" for k in range(300)], "node", [], [])
     labels, pos, lines = html_figures.ticks(big)
     assert len(labels) == 100 and labels[:2] == ["node0000", "node0003"] and pos[1] == 3.0 and not lines
+
+
+def test_a_document_states_the_thresholds_it_was_judged_with():
+    """The burn-in document carries its thresholds; the page states a document's own, not today's."""
+    doc, found = doc_and_findings()
+    g, _ = _stats(doc)
+    thr = html_report.thresholds({**doc, "thresholds": {"slow_ratio": 0.7, "min_line_share": 0.4}}, g)
+    assert (thr["slow_ratio"], thr["min_line_share"]) == (0.7, 0.4)
+    ref = thr["rails"]["rail 0"]["reference"]
+    assert thr["rails"]["rail 0"]["slow_below"] == round(max(0.7 * ref, 0.4), 3)

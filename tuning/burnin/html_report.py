@@ -87,11 +87,13 @@ def thresholds(doc: dict, g) -> dict:
         for rail, vals in by_rail.items():
             refs.setdefault(rail, []).append(_quantile([b for b, _ in vals], 0.75) / statistics.median(
                 [line for _, line in vals]))
+    judged = doc.get("thresholds") or {}  # what the run wrote it judged with; an older document: today's
+    ratio, floor = judged.get("slow_ratio", SLOW_RATIO), judged.get("min_line_share", MIN_LINE_SHARE)
     rails = {}
     for rail, vals in sorted(refs.items()):
         ref = statistics.median(vals)
-        rails[rail] = {"reference": round(ref, 3), "slow_below": round(max(SLOW_RATIO * ref, MIN_LINE_SHARE), 3)}
-    return {"slow_ratio": SLOW_RATIO, "min_line_share": MIN_LINE_SHARE, "rails": rails}
+        rails[rail] = {"reference": round(ref, 3), "slow_below": round(max(ratio * ref, floor), 3)}
+    return {"slow_ratio": ratio, "min_line_share": floor, "rails": rails}
 
 
 def _pair_threshold(thr: dict, g, pair: tuple[str, str]) -> float:

@@ -218,9 +218,12 @@ def run_burnin(inv: Any, opts: BurninOptions, progress: Progress | None = None) 
 
 def _run_locked(inv: Any, opts: BurninOptions, say: Progress, devices: list[Any], rid: str, topology: dict) -> dict:
     """:func:`run_burnin`'s rounds, with the inventory's lock held."""
+    from tuning.burnin.localise import MIN_LINE_SHARE, SLOW_RATIO
+
     started, t0 = time.monotonic(), time.time()
     doc: dict[str, Any] = {"run_id": rid, "inventory": str(inv.path), "started": t0, "seconds": 0.0,
-                           "kind": opts.kind, "topology": topology, "rounds": []}
+                           "kind": opts.kind, "topology": topology, "rounds": [],
+                           "thresholds": {"slow_ratio": SLOW_RATIO, "min_line_share": MIN_LINE_SHARE}}
     hosts, unreachable = open_hosts(devices)
     doc["unreachable"] = unreachable
     try:
