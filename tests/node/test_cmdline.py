@@ -13,6 +13,7 @@ from tests.node.conftest import Node, node_files, with_spec
 from tuning import node
 from tuning.errors import CommandError, InputError
 from tuning.lab.boot import reboot
+from tuning.lab.power_on import reset
 from tuning.node.cmdline import CmdlineDomain
 
 OPTS = {"iommu": "pt", "nosoftlockup": ""}
@@ -37,6 +38,7 @@ def _grub(root) -> str:
 
 
 def test_plan_apply_read_back_restore_and_reboot(node_lab):
+    reset(node_lab / ".state")  # power-on: another test of the module boots node01 with OPTS
     n = Node(node_lab, "node01", {"kernel": {"cmdline": OPTS}})
     try:
         before = {p: (n.sysroot / p).read_bytes() for p in BOOT}
@@ -68,9 +70,21 @@ def test_plan_apply_read_back_restore_and_reboot(node_lab):
         n.close()
 
 
+def _booted_with_opts(node_lab) -> None:
+    """node01 from power-on, its command line holding OPTS in the config and in the running kernel."""
+    reset(node_lab / ".state")
+    n = Node(node_lab, "node01", {"kernel": {"cmdline": OPTS}})
+    try:
+        node.apply(n.host, n.dev, _plan(n)[0])
+        reboot(node_lab / ".state", "node01", n.dev.connection)
+    finally:
+        n.close()
+
+
 def test_config_wrong_live_right_is_live_and_a_value_is_replaced_in_place(node_lab):
-    """On the rebooted node01: the option edited out of the config by hand plans as ``live`` (the
+    """On a node01 booted with OPTS: the option edited out of the config by hand plans as ``live`` (the
     running kernel has it); a new value replaces the old one where it stands, restore puts it back."""
+    _booted_with_opts(node_lab)
     n = Node(node_lab, "node01", {"kernel": {"cmdline": OPTS}})
     try:
         assert n.host.run("sed -i 's/ iommu=pt//' sysroot/etc/default/grub && update-grub").rc == 0

@@ -14,9 +14,11 @@ from tests.node.conftest import Node, node_files
 from tuning import node
 from tuning.errors import VerifyError
 from tuning.lab.inject import inject
+from tuning.lab.power_on import reset
 
 
 def test_restore_from_journaled_dicts_alone_gives_the_node_back_byte_for_byte(node_lab):
+    reset(node_lab / ".state")  # power-on: the module's other tests start and stop irqbalance agents
     n = Node(node_lab, "node02")
     try:
         before = node_files(n.sysroot)

@@ -19,6 +19,7 @@ from tuning.cli_topology import topology as topology_cmd
 from tuning.cpulist import parse_cpulist
 from tuning.errors import InputError
 from tuning.lab.fabric import GPU_BDFS, Fabric
+from tuning.lab.power_on import reset
 from tuning.node import cpuplan
 from tuning.node.topology import discover, from_facts
 
@@ -90,6 +91,7 @@ def test_completion_irqs_stay_on_their_numa_nodes_irq_cores_over_ssh(node_lab):
 
 
 def test_irq_cpus_on_a_reserved_cpu_and_a_plan_without_gpu_cores_are_refused_before_any_push(node_lab):
+    reset(node_lab / ".state")  # power-on: a later test moves node03's GPUs (its NUMA layout) and reboots
     n = Node(node_lab, "node03")
     try:
         state = node.collect(n.host, n.dev, only={"irq"})
