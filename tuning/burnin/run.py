@@ -145,9 +145,13 @@ def one_round(index: int, t0: float, pairs: list, devices: list[Any], hosts: dic
 
 
 def open_hosts(devices: list[Any]) -> tuple[dict, dict[str, str]]:
-    """SSH sessions to ``devices``: (name -> host, name -> one-line error of the unreachable)."""
+    """SSH sessions to ``devices``: (name -> host, name -> one-line error of the unreachable).
+    Raises SetupError when the file-descriptor limit cannot hold a session each
+    (:func:`tuning.rollout.fdlimit.ensure_fds`)."""
+    from tuning.rollout.fdlimit import ensure_fds
     from tuning.transport.ssh import SshHost
 
+    ensure_fds(len(devices), "node")
     hosts, errors = {}, {}
     for dev in devices:
         try:

@@ -12,6 +12,7 @@ from tuning.inventory import Device, Inventory
 from tuning.model.policy import RolloutPolicy
 from tuning.rollout.batches import Batch
 from tuning.rollout.fanout import fan_out, nornir_for, outcomes
+from tuning.rollout.fdlimit import ensure_fds
 from tuning.rollout.journal import Journal
 from tuning.rollout.run_report import RunReport
 from tuning.targets import Target, target_for
@@ -42,7 +43,10 @@ class Session:
         return {n: (self.targets.get(n) or self.readers[n]).rdma_host for n in names}
 
     def open(self) -> None:
-        """Connect to every device in parallel. Raises the first ConnectError."""
+        """Connect to every device in parallel, after making room for a session per inventory device
+        (:func:`tuning.rollout.fdlimit.ensure_fds`: the selection's and the nodes verification reads).
+        Raises the first ConnectError; SetupError when the file-descriptor limit cannot hold them."""
+        ensure_fds(len(self.inv.devices))
         ok, failed = outcomes(fan_out(self.nr, open_target, "connect", timeout_s=self.timeouts.connect_s))
         self.targets.update(ok)
         if failed:
