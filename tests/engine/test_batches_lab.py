@@ -1,6 +1,6 @@
 """Rollouts in batches over real SSH against ONE lab (4 nodes, 2 leaves, 1 spine; ``serial: [1]``
 gives 4 batches: node01 with every switch, then node02, node03, node04). The tests run in file
-order on the same lab, each starting from the untuned fabric (asserted, byte for byte):
+order on the same lab, each starting from the untuned fabric (a reset to power-on, asserted byte for byte):
 
 (a) a canary (node01 and node03, across leaves) whose change regresses (leaf01's spine uplink left
     at MTU 1500 while the nodes go to 9000) stops the rollout before batch 2, and every device
@@ -27,6 +27,7 @@ from tests.conftest import running_lab, snapshot_fabric
 from tests.engine.test_rollout_lab import _wrong_variant
 from tuning import inventory
 from tuning.lab.inject import inject
+from tuning.lab.power_on import reset
 from tuning.model.policy import RolloutPolicy
 from tuning.rollout import engine
 from tuning.rollout.engine import Options
@@ -42,6 +43,15 @@ def lab(tmp_path_factory):
         yield inv, snapshot_fabric(inv)
 
 
+def _from_power_on(lab) -> tuple[Path, dict]:
+    """(inventory dir, untuned snapshot) with the lab back at power-on, asserted byte for byte: each
+    test starts there whatever ran before it (test (b) keeps two batches tuned)."""
+    inv_dir, untuned = lab
+    reset(inv_dir / ".state")
+    assert _diff(snapshot_fabric(inv_dir), untuned) == []
+    return inv_dir, untuned
+
+
 def _diff(a: dict, b: dict, keys: set[str] | None = None) -> list[str]:
     names = (set(a) | set(b)) if keys is None else keys
     return sorted(k for k in names if a.get(k) != b.get(k) and not k.endswith(":revision"))
@@ -52,7 +62,7 @@ def test_plan_prints_the_batches_and_the_order_with_its_reason(lab):
     turned on, so switches are pushed before nodes, and the plan says why; ``--json`` carries it."""
     import json
 
-    inv_dir, untuned = lab
+    inv_dir, untuned = _from_power_on(lab)
     run = lambda *a: subprocess.run([sys.executable, "-m", "tuning", "plan", "-i", str(inv_dir), *a],  # noqa: E731
                                     capture_output=True, text=True, timeout=300)
     res = run("--serial", "1", "--json")
@@ -75,8 +85,7 @@ def test_a_canary_that_regresses_stops_before_batch_2_and_is_back_byte_for_byte(
     """The canary is node01 and node03 (``batch_by: none``, the order ``--limit`` gives) with every
     switch: its spine pairs join node01 (leaf01) and node03, whose 4096-byte RoCE frames now
     cross leaf01's uplink left at MTU 1500. Batch 2 (node02, node04) is never pushed."""
-    inv_dir, untuned = lab
-    assert _diff(snapshot_fabric(inv_dir), untuned) == []
+    inv_dir, untuned = _from_power_on(lab)
     wrong = inventory.load(_wrong_variant(inv_dir))
     order = ["node01", "node03", "node02", "node04", "leaf01", "leaf02", "spine01"]
     rep = engine.run(wrong, Options(mode="rollout", journal_dir=tmp_path / "j", limit=order,
@@ -98,7 +107,7 @@ def test_a_canary_that_regresses_stops_before_batch_2_and_is_back_byte_for_byte(
 
 
 def test_one_failure_per_batch_trips_the_global_cap(lab, tmp_path: Path):
-    inv_dir, untuned = lab
+    inv_dir, untuned = _from_power_on(lab)
     state = inv_dir / ".state"
     for sw in ("leaf01", "leaf02"):
         inject(state, sw, "apply-fails")
@@ -122,8 +131,7 @@ def test_one_failure_per_batch_trips_the_global_cap(lab, tmp_path: Path):
 
 
 def test_a_link_degraded_during_batch_3_restores_batch_3_and_keeps_1_and_2(lab, tmp_path: Path):
-    inv_dir, untuned = lab
-    assert _diff(snapshot_fabric(inv_dir), untuned) == []
+    inv_dir, untuned = _from_power_on(lab)
     junit, rj = tmp_path / "run.xml", tmp_path / "run.json"
     cmd = [sys.executable, "-m", "tuning", "rollout", "-i", str(inv_dir), "--journal-dir", str(tmp_path / "j"),
            "--serial", "1", "--no-incast", "--junit", str(junit), "--report-json", str(rj)]
