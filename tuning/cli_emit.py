@@ -85,7 +85,7 @@ def _tables(report, title: str, diff: bool, detail: bool = False, limited: bool 
         if diff:
             out.print(file_diffs(report.changes), markup=False, end="")
     if getattr(report, "findings", None):
-        out.print(findings_table(report.findings))
+        out.print(findings_table(report.findings, compact=out.width < 140))
     if report.verify_after:
         out.print(verify_table(report.verify_after, "verification after", report.verify_before))
 
@@ -125,6 +125,10 @@ def _outcome_words(report) -> str:
         words["planned"] = (f"{n} setting(s) wanted; offline: current state not read, nothing contacted; "
                             "IRQ affinity and ECN/DCQCN need each node's facts (IRQ numbers, NIC driver) "
                             "and are not listed; computed")
+    drift = sorted({f["device"] for f in getattr(report, "findings", None) or [] if f.get("code") == "switch-drift"})
+    if drift and not n:  # nothing fabtune would write, but not the desired state either
+        words["planned"] = words["no-change"] = (f"0 changes fabtune would make; {', '.join(drift)} (manage: false) "
+                                                 "does not hold what the inventory says (switch-drift above)")
     if report.mode == "rollback":
         words["rolled-back"] = f"{n} change(s) rolled back on {len(report.restored)} device(s)"
         words["no-change"] = f"nothing to roll back: {report.errors.get('run', 'the run changed nothing')}"

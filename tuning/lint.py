@@ -294,20 +294,31 @@ def live_findings(devices: dict[str, Device], states: dict) -> Iterator[LintFind
         for node in by_qos.values():
             # the lossless queue: the inventory's lossless_tc where it manages the switch, else the priority's
             tc = roce.lossless_tc if roce is not None else node.spec.nic_qos.pfc_priority
-            yield from _live_qos(node, name, state, tc)
+            yield from _live_qos(node, name, state, tc, _owned(devices.get(name)))
     for dev in (d for d in devices.values() if d.kind.endpoint and d.spec.mtu is not None):
         for nic in dev.spec.nics:
             oper = states[nic.switch].ports.get(nic.switch_port) if nic.switch in states else None
             if oper is not None and oper < dev.spec.mtu + MTU_HEADER_BYTES:
                 yield LintFinding("live-mtu", (dev.name, nic.switch), f"{nic.switch}:{nic.switch_port} runs MTU {oper} "
                                   f"(read from the switch) < {dev.name} MTU {dev.spec.mtu} + {MTU_HEADER_BYTES}",
-                                  "apply the inventory (fabtune apply) or fix the port's operational MTU",
+                                  "apply the inventory (fabtune apply) or fix the port's operational MTU"
+                                  if _owned(devices.get(nic.switch)) else _NOT_OURS,
                                   f"{nic.switch} (read from the switch)", f"port {nic.switch_port}")
 
 
-def _live_qos(node: Device, name: str, state, lossless_tc: int) -> Iterable[LintFinding]:
+#: the fix of a live finding on a ``manage: false`` switch: fabtune never writes it
+_NOT_OURS = ("the switch is manage: false (fabtune never writes it): have its owners set it, or make its host_vars "
+             "say what it runs")
+
+
+def _owned(dev: Device | None) -> bool:
+    """Whether fabtune may write ``dev`` (in the inventory, not ``manage: false``)."""
+    return dev is not None and getattr(dev.spec, "manage", True)
+
+
+def _live_qos(node: Device, name: str, state, lossless_tc: int, owned: bool = True) -> Iterable[LintFinding]:
     q, r, devs = node.spec.nic_qos, state.roce, (node.name, name)
-    fix = "apply the inventory's roce to the switch (fabtune apply), then lint again"
+    fix = "apply the inventory's roce to the switch (fabtune apply), then lint again" if owned else _NOT_OURS
     src = f"{name} (read from the switch)"
     if r.pfc_priority != q.pfc_priority:
         runs = f"runs PFC on priority {r.pfc_priority}" if r.pfc_priority is not None else "runs no PFC"

@@ -6,6 +6,7 @@ Machines get ``--json`` (the same data, see :meth:`tuning.rollout.run_report.Run
 from __future__ import annotations
 
 import difflib
+import sys
 from collections import Counter
 
 from rich.console import Console
@@ -99,7 +100,7 @@ def changes_summary(changes: dict[str, list[dict]], title: str) -> Table:
         top = d["wanted"].most_common(3)
         more = len(d["wanted"]) - len(top)
         t.add_row(domain, str(len(d["devices"])), str(d["n"]),
-                  ", ".join(f"{v} x{k}" for v, k in top) + (f", {more} other value(s)" if more > 0 else ""))
+                  ", ".join(f"{v} x{k}" for v, k in top) + (f", +{more} more" if more > 0 else ""))
     return t
 
 
@@ -117,30 +118,34 @@ def _effect(c: dict) -> str:
     return "; ".join(words)
 
 
-def findings_table(findings: list[dict], title: str = "findings (reported, not changed)") -> Table:
+def findings_table(findings: list[dict], title: str = "findings (reported, not changed)", compact: bool = False) -> Table:
     """One row per kind of finding (see tuning.node.base.Finding): findings of one domain and code
     whose messages differ only in their subject, the text before the first ``": "``
     (``enp12s0np0: 802.3x pause RX on ...``, ``0000:0b:00.0 (between GPU ...): ACS ReqRedir ...``),
     are one row naming the devices and subjects (the subject's first word) it covers: the 129
     findings of an untuned 4-node lab plan are 4 rows, and the table grows with the kinds of
-    problem, not with the fleet. ``--json`` keeps every finding."""
+    problem, not with the fleet. ``--json`` keeps every finding. ``compact`` (a narrow terminal) leaves
+    out the domain and evidence columns, so a row folds into fewer lines."""
     groups: dict[tuple[str, str, str], list[dict]] = {}
     for f in findings:
         subject, sep, rest = f["message"].partition(": ")
         groups.setdefault((f["domain"], f["code"], rest if sep else f["message"]), []).append(f)
-    t = Table(title=title, title_justify="left")
-    for col in ("device", "domain", "code", "finding", "evidence"):
+    t = Table(title=title, title_justify="left", caption="evidence: --json, or a wider terminal" if compact else None,
+              caption_justify="left")
+    cols = ("device", "code", "finding") if compact else ("device", "domain", "code", "finding", "evidence")
+    for col in cols:
         t.add_column(col, overflow="fold")
     for (domain, code, text), items in groups.items():
         first = items[0]
         if len(items) == 1:
-            t.add_row(first["device"], domain, code, first["message"], _short(first.get("evidence") or ""))
-            continue
-        subjects = sorted({f["message"].partition(": ")[0].split()[0] for f in items}) if text != first["message"] else []
-        evidence = {f.get("evidence") or "" for f in items}
-        t.add_row(_names(sorted({f["device"] for f in items})), domain, code,
-                  text + (f" ({len(subjects)}: {_names(subjects)})" if subjects else f" (x{len(items)})"),
-                  _short(first.get("evidence") or "") + (f" (+{len(evidence) - 1} other)" if len(evidence) > 1 else ""))
+            row = (first["device"], domain, code, first["message"], _short(first.get("evidence") or ""))
+        else:
+            subjects = sorted({f["message"].partition(": ")[0].split()[0] for f in items}) if text != first["message"] else []
+            evidence = {f.get("evidence") or "" for f in items}
+            row = (_names(sorted({f["device"] for f in items})), domain, code,
+                   text + (f" ({len(subjects)}: {_names(subjects)})" if subjects else f" (x{len(items)})"),
+                   _short(first.get("evidence") or "") + (f" (+{len(evidence) - 1} other)" if len(evidence) > 1 else ""))
+        t.add_row(*((row[0], row[2], row[3]) if compact else row))
     return t
 
 
@@ -244,8 +249,12 @@ def _num(v: float | None, digits: int) -> str:
 
 
 def console(stderr: bool = False) -> Console:
-    """A console; progress goes to stderr so stdout stays clean for ``--json``."""
-    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=160)
+    """A console; progress goes to stderr so stdout stays clean for ``--json``. A terminal gets its own
+    width, so a table folds to fit the screen; a pipe or a file 160 columns (logs read the same on every
+    machine, whatever ``COLUMNS`` a parent process left behind)."""
+    stream = sys.stderr if stderr else sys.stdout
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=None if tty else 160)
 
 
 def parsed_table(doc: dict) -> Table:

@@ -87,6 +87,8 @@ GAPS = [  # (id, mutate, file or None, text the one line must hold)
     ("an IPoIB netdev", setk(N1, ("nics", 0, "netdev"), "ib0"), N1, "nics.0.netdev: 'ib0' is an IPoIB interface "
      "(an InfiniBand port): InfiniBand is not driven yet"),
     ("an IPoIB netdev, rdma-core naming", setk(N1, ("nics", 0, "netdev"), "ibp12s0"), N1, "InfiniBand is not driven yet"),
+    ("an IPoIB netdev with a PCI domain", setk(N1, ("nics", 0, "netdev"), "ibP257p0s0"), N1, "InfiniBand is not driven"),
+    ("an IPoIB partition child", setk(N1, ("nics", 0, "netdev"), "ib0.8001"), N1, "InfiniBand is not driven yet"),
     ("fabric: ib", setk(G, ("fabric",), "ib"), G, "fabric: 'ib': InfiniBand is not driven yet"),
     ("fabric: InfiniBand", setk(G, ("fabric",), "InfiniBand"), G, "InfiniBand is not driven yet"),
     ("fabric: ethernet", setk(G, ("fabric",), "ethernet"), G, "fabric: 'ethernet' is not a fabric kind fabtune drives; "

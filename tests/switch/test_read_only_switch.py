@@ -26,9 +26,9 @@ pytestmark = pytest.mark.lab
 PERSONS_EDIT = "nv set interface swp5 link mtu 4000\n"
 
 
-def _fab(*args: str, timeout: float = 400, columns: int = 120) -> subprocess.CompletedProcess:
+def _fab(*args: str, timeout: float = 400) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tuning", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO, env={"COLUMNS": str(columns), "PATH": "/usr/bin:/bin"})
+                          cwd=REPO, env={"PATH": "/usr/bin:/bin"})
 
 
 def _driver(inv: Path, name: str) -> NvueDriver:
@@ -90,10 +90,16 @@ def test_a_read_only_switch_is_read_never_written(module_lab: Path):
 
 
 def test_the_4_node_lab_plan_fits_one_screen_and_counts_as_the_json(module_lab: Path):
+    # on an 80-column terminal (a real one: script(1)'s pty) the tables fold to its width, the findings
+    # into fewer columns; piped, 160 columns
+    tty = subprocess.run(["script", "-qec", f"stty cols 80 rows 50; {sys.executable} -m tuning plan -i {module_lab}",
+                          "/dev/null"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    shown = [re.sub(r"\x1b\[[0-9;]*m", "", ln) for ln in tty.stdout.replace("\r", "").splitlines()]
+    assert tty.returncode == 0 and len(shown) < 60, "\n".join(shown)
+    assert max(len(ln) for ln in shown if ln[:1] in "┏┃┡│└") <= 80 and "evidence: --json" in tty.stdout
     text = _fab("plan", "-i", str(module_lab))
-    assert text.returncode == 0, text.stderr[-800:]
     lines = (text.stdout + text.stderr).splitlines()
-    assert len(lines) < 60, "\n".join(lines)
+    assert text.returncode == 0 and len(lines) < 60 and max(len(ln) for ln in lines if ln[:1] in "┏┃┡│└") <= 160
     doc = json.loads(_fab("plan", "-i", str(module_lab), "--json").stdout)
     want: Counter = Counter()
     for items in doc["changes"].values():
@@ -101,30 +107,55 @@ def test_the_4_node_lab_plan_fits_one_screen_and_counts_as_the_json(module_lab: 
     rows = {m[1]: int(m[3]) for m in re.finditer(r"│ (\w+)\s+│ (\d+)\s+│ (\d+)\s+│", text.stdout)}
     assert rows == dict(want) and sum(want.values()) > 400, (rows, want)
     assert f"summary of {sum(want.values())} change(s)" in text.stdout
-    detail = _fab("plan", "-i", str(module_lab), "--detail", columns=250).stdout
+    detail = _fab("plan", "-i", str(module_lab), "--detail").stdout
     rows = Counter((m[1], m[2]) for m in re.finditer(r"^│ (\w+)\s+│ \w+\s+│ (\S+)\s+│", detail, re.M))
     keys = Counter((dev, c["key"]) for dev, items in doc["changes"].items() for c in items if c["domain"] != "irq")
     assert rows & keys == keys and len(keys) > 300  # every setting a row (a NIC's IRQs are one row: 8 -> 1)
 
 
-def test_a_rollout_keeps_its_hands_off_a_read_only_switch(lab_inventory: Path, tmp_path: Path):
-    _read_only(lab_inventory)
-    with _driver(lab_inventory, "leaf02") as person:
+def test_a_rollout_refuses_a_drifted_read_only_switch_and_keeps_its_hands_off_a_held_one(lab_inventory: Path,
+                                                                                         tmp_path: Path):
+    inv, journal = lab_inventory, tmp_path / "j"
+    _read_only(inv)
+    with _driver(inv, "leaf02") as person:
         person.load_candidate(PERSONS_EDIT)
         revision = person.current_revision()
-    plan = json.loads(_fab("plan", "-i", str(lab_inventory), "--json").stdout)
+    plan = json.loads(_fab("plan", "-i", str(inv), "--json").stdout)
     assert plan["changes"].get("leaf02", []) == [] and plan["changes"]["leaf01"]
     assert sum(f["code"] == "switch-drift" and f["device"] == "leaf02" for f in plan["findings"]) == 16
+    only = _fab("plan", "-i", str(inv), "--limit", "leaf02").stdout.splitlines()[-1]
+    assert only.startswith("0 changes fabtune would make; leaf02 (manage: false) does not hold what the inventory says")
+    lint = json.loads(_fab("lint", "-i", str(inv), "--json").stdout)["findings"]
+    fixes = {f["fix"] for f in lint if f["rule"] == "live-pfc" and "leaf02" in f["devices"]}
+    assert fixes == {"the switch is manage: false (fabtune never writes it): have its owners set it, or make its "
+                     "host_vars say what it runs"}, lint
 
-    # the lab fabric runs leaf02 lossy: the rollout's verification sees it, names it, restores its own
-    res = _fab("rollout", "-i", str(lab_inventory), "--journal-dir", str(tmp_path / "j"))
-    assert res.returncode == 1 and "common switch leaf02" in res.stdout, res.stdout[-1500:] + res.stderr[-800:]
-    assert "restored: leaf01, node01, node02, node03, node04, spine01 (" in res.stdout, res.stdout[-800:]
-    (run,) = [p.stem for p in (tmp_path / "j").glob("*.json") if p.stem != "baseline"]
-    journal = json.loads((tmp_path / "j" / f"{run}.json").read_text())
-    assert journal["devices"]["leaf02"]["manage"] is False and not journal["devices"]["leaf02"].get("applied")
-    rep = _fab("report", run, "--journal-dir", str(tmp_path / "j"), "--json")  # the journal check takes `manage`
-    assert rep.returncode == 0 and json.loads(rep.stdout)["outcome"] == "rolled-back", rep.stdout[-600:]
-    with _driver(lab_inventory, "leaf02") as person:
+    # the untuned leaf02 carries no lossless class: the nodes behind it would rely on what it lacks
+    res = _fab("rollout", "-i", str(inv), "--journal-dir", str(journal))
+    errors = [ln for ln in res.stderr.splitlines() if not ln.startswith("...")]
+    assert res.returncode == 2 and len(errors) == 1, res.stdout[-800:] + res.stderr[-800:]
+    assert "leaf02: 16 setting(s) (roce/mode, roce/trust, roce/dscp/26, ...)" in errors[0]
+    assert errors[0].endswith("nothing was pushed") and not list(journal.glob("2*.json"))
+
+    # its owners tune it (here: the same inventory with leaf02 managed, once); then a rollout keeps
+    # the nodes and the other switches, and neither it nor its rollback writes leaf02
+    (inv / "host_vars/leaf02.yml").write_text((inv / "host_vars/leaf02.yml").read_text().replace("manage: false\n", ""))
+    with _driver(inv, "leaf02") as person:
+        person.discard()
+    assert _fab("apply", "-i", str(inv), "--limit", "leaf02", "--journal-dir", str(tmp_path / "net")).returncode == 0
+    _read_only(inv)
+    with _driver(inv, "leaf02") as person:
+        person.load_candidate(PERSONS_EDIT)
+        revision = person.current_revision()
+    res = _fab("rollout", "-i", str(inv), "--journal-dir", str(journal), "--no-incast")
+    assert res.returncode == 0, res.stdout[-1500:] + res.stderr[-800:]
+    (run,) = [p.stem for p in journal.glob("*.json") if p.stem != "baseline"]
+    record = json.loads((journal / f"{run}.json").read_text())["devices"]["leaf02"]
+    assert record["manage"] is False and not record.get("applied")
+    rep = _fab("report", run, "--journal-dir", str(journal), "--json")  # the journal check takes `manage`
+    assert rep.returncode == 0 and json.loads(rep.stdout)["outcome"] == "kept", rep.stdout[-600:]
+    rb = _fab("rollback", run, "--journal-dir", str(journal))
+    assert rb.returncode == 0 and "leaf02" not in rb.stdout.split("restored:")[-1].split("\n")[0], rb.stdout[-800:]
+    with _driver(inv, "leaf02") as person:
         assert person.current_revision() == revision
         assert "mtu: 4000" in person.compare(), "the person's staged edit was discarded"

@@ -31,7 +31,7 @@ def test_the_summary_counts_devices_settings_and_the_most_wanted_values():
     rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:5]] for line in text.splitlines()
             if line.startswith("│")}
     assert rows["mtu"] == ["40", "320", "9000 x320"]
-    assert rows["sysctl"] == ["40", "40", "1048576 x8, 2097152 x8, 4194304 x8, 2 other value(s)"]
+    assert rows["sysctl"] == ["40", "40", "1048576 x8, 2097152 x8, 4194304 x8, +2 more"]
     assert rows["switch"] == ["1", "1", "9216 x1"]
     assert "every setting: --detail, or --limit to fewer devices" in text
 

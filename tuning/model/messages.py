@@ -47,7 +47,8 @@ def described(value: Any) -> str:
     """A value as a load message names it: ``'4200' is a str``, ``True is a bool``; a YAML null (a key
     with nothing after it, ``pfc_priority:``) is ``no value (an empty YAML key)``, not ``None is a
     NoneType``."""
-    return "no value (an empty YAML key)" if value is None else f"{value!r} is a {type(value).__name__}"
+    kind = type(value).__name__
+    return "no value (an empty YAML key)" if value is None else f"{value!r} is {'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
 
 def _message(first: dict, model: type[BaseModel], loc: list[str], host: str) -> str:

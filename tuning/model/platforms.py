@@ -64,8 +64,9 @@ FABRICS: tuple[str, ...] = ("roce",)
 #: what names an InfiniBand fabric in an inventory: a ``fabric`` value, a switch ``platform`` (NVIDIA
 #: NVOS runs the Quantum IB switches; UFM and OpenSM are subnet managers)
 _IB_WORDS = frozenset({"ib", "infiniband", "nvos", "ufm", "opensm"})
-#: an IPoIB interface as the kernel (``ib0``) or rdma-core's udev naming (``ibp12s0``, ``ibs1``) names it
-_IPOIB = re.compile(r"ib[0-9]+|ib[ps][0-9][0-9a-z]*")
+#: an IPoIB interface as the kernel (``ib0``) or rdma-core's udev naming (``ibp12s0``, ``ibs1``, with a PCI
+#: domain ``ibP257p0s0``) names it, or a partition child of one (``ib0.8001``: ``ip link add ... type ipoib pkey``)
+_IPOIB = re.compile(r"ib([0-9]+|[ps][0-9][0-9a-z]*|P[0-9]+[0-9a-z]*)(\.[0-9a-fA-F]{1,4})?")
 #: the one line an InfiniBand inventory gets (issue 19; driving IB is issue 22)
 NOT_DRIVEN_IB = ("InfiniBand is not driven yet: fabtune tunes RoCE v2 on Ethernet (on IB the subnet manager owns "
                  "MTU, partitions and SLs); nothing was pushed")

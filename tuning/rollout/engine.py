@@ -24,7 +24,8 @@ from tuning.rollout.journal import Journal, new_run_id
 from tuning.rollout.lock import RunLock, lock_path
 from tuning.rollout.options import Options, Run
 from tuning.rollout.run_report import RunReport
-from tuning.rollout.session import Session, collect, findings, findings_after, plan, refuse_firmware, snapshot
+from tuning.rollout.session import (Session, collect, findings, findings_after, plan, refuse_firmware,
+                                    refuse_read_only_drift, snapshot)
 from tuning.targets import pause_for_test
 from tuning.verify.runner import as_baseline
 from tuning.model.outcomes import BatchOutcome, RunOutcome
@@ -64,6 +65,7 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
             report.outcome = RunOutcome.PLANNED
             return report
         refuse_firmware(plans, opts.allow_firmware)
+        refuse_read_only_drift(report.findings)
         r = Run(run_id, pairs, window, opts.policy, batches, batch_pairs={
             b.index: (pairs if len(batches) == 1 else verify_pairs(inv, opts.rails, b.devices))
             for b in batches} if verified else {}, started=started)

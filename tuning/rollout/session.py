@@ -130,6 +130,29 @@ def refuse_firmware(plans: dict, allowed: bool) -> None:
                          "pass --allow-firmware to push it (nothing was pushed)")
 
 
+def refuse_read_only_drift(found: list[dict]) -> None:
+    """Refuse to push while a ``manage: false`` switch does not hold what its inventory entry says
+    (``switch-drift`` findings, :mod:`tuning.targets.switch_findings`): the cross-device rules took
+    the entry's word, so the nodes' lossless class would rest on a switch that does not carry it
+    (on the lab: every pair through it fails verification, and the rollout is undone).
+
+    Raises:
+        InputError: naming each such switch and the first settings it differs in (nothing pushed).
+    """
+    drift: dict[str, list[str]] = {}
+    for f in found:
+        if f.get("code") == "switch-drift":
+            drift.setdefault(f["device"], []).append(f["message"].partition(": ")[0])
+    if drift:
+        said = "; ".join(f"{sw}: {len(keys)} setting(s) ({', '.join(keys[:3])}{', ...' if len(keys) > 3 else ''})"
+                         for sw, keys in sorted(drift.items()))
+        first = sorted(drift)[0]
+        raise InputError(f"host_vars/{first}.yml", "manage",
+                         f"manage: false switch(es) do not hold what the inventory says ({said}); the nodes' "
+                         "settings rely on them: have their owners set them, or make their host_vars say what they "
+                         "run (`fabtune plan` lists each as switch-drift); nothing was pushed")
+
+
 def push(s: Session, plans: dict, j: Journal, confirm_s: int | None,
            only: set[str] | None = None) -> dict[str, BaseException]:
     """Push every device's plan (of ``only``, when given) in parallel, each within the policy's

@@ -94,10 +94,9 @@ class StepOptions:
         """The engine's Options for this run (mode ``rollout`` when verified, else ``apply``)."""
         policy = self.policy(inv)
         th = self.thresholds or Thresholds(**policy.thresholds.model_dump())
-        return Options(mode="rollout" if self.verify else "apply", journal_dir=self.journal_dir,
-                              confirm_s=self.confirm_s, verify=self.verify, thresholds=th, workers=self.workers,
-                              domains=self.domains, rails=self.rails, allow_firmware=self.allow_firmware,
-                              policy=policy)
+        return Options(mode="rollout" if self.verify else "apply", journal_dir=self.journal_dir, confirm_s=self.confirm_s,
+                       verify=self.verify, thresholds=th, workers=self.workers, domains=self.domains, rails=self.rails,
+                       allow_firmware=self.allow_firmware, policy=policy)
 
 
 def _selected(inv: Inventory, hosts: list[str]) -> list[Device]:
@@ -173,6 +172,7 @@ def _plan_and_journal(s: session.Session, opts: StepOptions, eopts: Options, run
                "changes": {n: [c.as_dict() for c in ch] for n, ch in plans.items() if ch}}
         if not opts.check:
             session.refuse_firmware(plans, opts.allow_firmware)
+            session.refuse_read_only_drift(session.findings(s, s.states, opts.domains))
             _journal_and_baseline(s, eopts, (plans, Run(run_id, None, None, eopts.policy, batches)), len(selected),
                                   gone, out, progress)
         return out
