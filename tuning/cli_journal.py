@@ -37,7 +37,8 @@ def rollback(run_id: str = typer.Argument(..., help="Run id printed by apply/rol
     from tuning.rollout.rollback import rollback_run
 
     report = rollback_run(journal_dir, run_id, inventory, force, progress, firmware)
-    emit(report, as_json, "rollback: now -> restored to")
+    # what a rollback did, setting by setting (now -> restored to) for a run of up to 32 devices
+    emit(report, as_json, "rollback: now -> restored to", limited=True)
 
 
 def runs(journal_dir: Path = JDIR, as_json: bool = JSON,
@@ -93,4 +94,4 @@ def report_cmd(run_id: str = typer.Argument(..., help="Run id printed by apply/r
     if as_json:
         print(json.dumps(doc, indent=2))
         return
-    emit(rep, False, f"{rep.mode} run {rep.run_id} (from its journal)")
+    emit(rep, False, f"{rep.mode} run {rep.run_id} (from its journal)", limited=True)

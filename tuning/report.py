@@ -67,9 +67,10 @@ DETAIL_ROWS = 40
 
 def per_setting(changes: dict[str, list[dict]], detail: bool = False, limited: bool = False) -> bool:
     """Whether people get a row per setting rather than :func:`changes_summary`: on ``--detail``, for a
-    plan of at most :data:`DETAIL_ROWS` changes, or for a ``--limit`` selection of at most
-    :data:`DETAIL_DEVICES` changed devices (issue 19: the 4-node lab's 441-row plan is a summary
-    that fits one screen; every change stays in ``--detail`` and ``--json``)."""
+    plan of at most :data:`DETAIL_ROWS` changes, or for a ``--limit`` selection (and a ``rollback`` or
+    ``report`` of one run: what it did, setting by setting) of at most :data:`DETAIL_DEVICES` changed
+    devices (issue 19: the 4-node lab's 441-row plan is a summary that fits one screen; every change
+    stays in ``--detail`` and ``--json``)."""
     if detail or sum(len(items) for items in changes.values()) <= DETAIL_ROWS:
         return True
     return limited and sum(1 for items in changes.values() if items) <= DETAIL_DEVICES
