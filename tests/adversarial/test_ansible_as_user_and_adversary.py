@@ -166,6 +166,22 @@ def _kill_at(inv: Path, journal: Path, pattern: str, sig: int, delay: float,
     return p.returncode, "".join(out)
 
 
+#: What CPython prints when a Ctrl-C lands inside an at-fork hook of the ansible-playbook process (its
+#: logging lock, while it forks a worker): Ansible's own SIGINT handler raises there, CPython prints
+#: "Exception ignored in" and drops the interrupt, and the play runs on (seen once in 3,300 CI runs).
+#: That is Ansible's race, not a fabtune crash; any other traceback still fails the test.
+_LOST_INTERRUPT = re.compile(
+    r"Exception ignored in: <function (?:_releaseLock|_after_at_fork_child_reinit_locks) at 0x[0-9a-f]+>\n"
+    r"Traceback \(most recent call last\):\n(?:  .*\n)+?"
+    r"  File \"[^\"]*/ansible/executor/task_queue_manager\.py\", line \d+, in _signal_handler\n"
+    r"    raise KeyboardInterrupt\(\)\nKeyboardInterrupt: ?\n")
+
+
+def _without_lost_interrupt(out: str) -> str:
+    """``out`` less the traceback CPython prints for a Ctrl-C that Ansible lost at a fork."""
+    return _LOST_INTERRUPT.sub("", out)
+
+
 #: Ctrl-C (SIGINT to the play's process group, as a terminal sends it) at 10 points of the switch push,
 #: counted from the journal's first switch ``pushing`` (before each commit, between a commit and its
 #: journaled revision, after it): a push cut between its commit and the journaled revision is
@@ -183,7 +199,7 @@ def test_killed_playbook_then_refused_then_rollback_yml_restores_every_byte(
     inv, journal = t9_lab, tmp_path / "j"
     untuned = snapshot_fabric(inv)
     rc, out = _kill_at(inv, journal, pattern, sig, delay, in_switch_push="switch" in pattern)
-    assert "Traceback" not in out, out[-2000:]
+    assert "Traceback" not in _without_lost_interrupt(out), out[-2000:]
     runs = sorted(journal.glob("*.json"))
     if not runs:  # killed before begin journaled: nothing may have moved
         assert snapshot_fabric(inv) == untuned
