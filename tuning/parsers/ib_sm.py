@@ -1,0 +1,180 @@
+"""Parsers for what the InfiniBand subnet manager programmed: ``smpquery pkeys``, ``saquery PR`` and
+``sminfo`` (infiniband-diags as Debian ships it: rdma-core 44; the SM: OpenSM 3.3.23); samples
+captured from the real tools over the IB lab's fabric in ``tests/ib/cases/``.
+
+``smpquery pkeys <lid|-G guid> [port]``: the port's P_Key table, 8 entries a line
+(``   0: 0xffff 0x8001 0x0000 ...``), then ``64 pkeys capacity for this port``. An entry's top bit
+(0x8000) is the membership: set = full member, clear = limited; 0x0000 and 0x8000 are empty slots.
+
+``saquery PR ...``: one ``PathRecord dump:`` block per record, ``\\t\\tname....value`` lines. ``mtu``,
+``rate`` and ``pkt_life`` hold a 2-bit selector (top) and a 6-bit code: mtu code 1..5 = 256..4096
+bytes; rate code -> Gb/s per IBA's rate table (3 = 10, 17 = 200, 20 = 50...).
+
+``sminfo``: ``sminfo: sm lid 1 sm guid 0x..., activity count 589 priority 0 state 3 SMINFO_MASTER``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, Field
+
+from tuning.errors import ParseError
+from tuning.parsers.base import Finding, Parsed, clean_lines, parser, require_text
+
+__all__ = ["IbPathRecord", "IbPkey", "PathRecords", "PkeyTable", "SmInfo", "parse_pkeys", "parse_saquery_pr",
+           "parse_sminfo"]
+
+_PKEY_ROW = re.compile(r"^\s*(\d+):((?: 0x[0-9a-f]{4})+)$")
+_CAPACITY = re.compile(r"^(\d+) pkeys capacity for this port$")
+_PR_FIELD = re.compile(r"^\s+([a-z_0-9]+)\.+(\S+)$")
+_SMINFO = re.compile(r"^sminfo: sm lid (\d+) sm guid (0x[0-9a-f]+), activity count (\d+) priority (\d+) "
+                     r"state (\d+) SMINFO_([A-Z_]+)$")
+#: PathRecord/PortInfo rate code -> Gb/s (IBA 1.3 Table 225; ``ib_types.h`` ``IB_PATH_RECORD_RATE_*``)
+RATES = {2: 2.5, 3: 10, 4: 30, 5: 5, 6: 20, 7: 40, 8: 60, 9: 80, 10: 120, 11: 14, 12: 56, 13: 112, 14: 168,
+         15: 25, 16: 100, 17: 200, 18: 300, 19: 28, 20: 50, 21: 400, 22: 600}
+MTUS = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
+
+
+class IbPkey(BaseModel):
+    """One used P_Key table entry: its index, the 15-bit pkey, and full (top bit set) or limited."""
+
+    index: int
+    pkey: int
+    full: bool
+    raw: str
+
+
+class PkeyTable(Parsed):
+    """A port's P_Key table (used entries only) and its capacity."""
+
+    entries: list[IbPkey] = Field(default_factory=list)
+    capacity: int | None = None
+
+    def membership(self, pkey: int) -> str | None:
+        """``full``, ``limited`` (``both`` when the table holds the two) or None for pkey's 15 bits."""
+        kinds = {"full" if e.full else "limited" for e in self.entries if e.pkey == pkey & 0x7FFF}
+        return "both" if len(kinds) == 2 else next(iter(kinds), None)
+
+
+def parse_pkeys(text: str) -> PkeyTable:
+    """Parse ``smpquery pkeys`` output.
+
+    Raises:
+        ParseError: empty input, a row out of order, or an unknown line.
+    """
+    require_text("smpquery-pkeys", text)
+    res, index = PkeyTable(tool="smpquery-pkeys"), 0
+    for no, line in enumerate(clean_lines(text), 1):
+        if m := _PKEY_ROW.match(line):
+            if int(m.group(1)) != index:
+                raise ParseError("smpquery-pkeys", no, f"the row of index {index}", line)
+            for raw in m.group(2).split():
+                value = int(raw, 16)
+                if value & 0x7FFF:
+                    res.entries.append(IbPkey(index=index, pkey=value & 0x7FFF, full=bool(value & 0x8000), raw=raw))
+                index += 1
+        elif m := _CAPACITY.match(line):
+            res.capacity = int(m.group(1))
+        elif line.strip():
+            raise ParseError("smpquery-pkeys", no, "'N: 0xPPPP ...' rows and 'N pkeys capacity for this port'", line)
+    if res.capacity is None:
+        raise ParseError("smpquery-pkeys", 0, "the 'N pkeys capacity for this port' line")
+    return res
+
+
+class IbPathRecord(BaseModel):
+    """One PathRecord: ends, pkey (as printed, 16 bits), SL, MTU and rate decoded; ``fields`` as printed."""
+
+    slid: int
+    dlid: int
+    sgid: str
+    dgid: str
+    pkey: int
+    sl: int
+    mtu_bytes: int | None
+    mtu_selector: int
+    rate_gbps: float | None
+    rate_selector: int
+    fields: dict[str, str] = Field(default_factory=dict)
+
+
+class PathRecords(Parsed):
+    """A ``saquery PR`` run: its records in order."""
+
+    records: list[IbPathRecord] = Field(default_factory=list)
+
+
+def _record(fields: dict[str, str], no: int) -> IbPathRecord:
+    try:
+        mtu, rate = int(fields["mtu"], 16), int(fields["rate"], 16)
+        return IbPathRecord(slid=int(fields["slid"]), dlid=int(fields["dlid"]), sgid=fields["sgid"], dgid=fields["dgid"],
+                            pkey=int(fields["pkey"], 16), sl=int(fields["sl"], 16), mtu_bytes=MTUS.get(mtu & 0x3F),
+                            mtu_selector=mtu >> 6, rate_gbps=RATES.get(rate & 0x3F), rate_selector=rate >> 6,
+                            fields=fields)
+    except (KeyError, ValueError) as e:
+        raise ParseError("saquery-pr", no, f"a PathRecord with slid, dlid, sgid, dgid, pkey, sl, mtu and rate ({e})") from e
+
+
+def parse_saquery_pr(text: str) -> PathRecords:
+    """Parse ``saquery PR`` output (one or more ``PathRecord dump:`` blocks).
+
+    Raises:
+        ParseError: empty input, a field before a block, a block missing a field, or an unknown line.
+    """
+    require_text("saquery-pr", text)
+    res = PathRecords(tool="saquery-pr")
+    fields: dict[str, str] | None = None
+    start = 0
+    for no, line in enumerate(clean_lines(text), 1):
+        if line == "PathRecord dump:":
+            if fields is not None:
+                res.records.append(_record(fields, start))
+            fields, start = {}, no
+        elif (m := _PR_FIELD.match(line)) and fields is not None:
+            fields[m.group(1)] = m.group(2)
+        elif line.strip():
+            raise ParseError("saquery-pr", no, "'PathRecord dump:' and '\\t\\tname....value' lines", line)
+    if fields is None:
+        raise ParseError("saquery-pr", 0, "a 'PathRecord dump:' block")
+    res.records.append(_record(fields, start))
+    return res
+
+
+class SmInfo(Parsed):
+    """``sminfo``: the master SM's LID and GUID, its activity count, priority and state."""
+
+    sm_lid: int
+    sm_guid: str
+    activity_count: int
+    priority: int
+    state: int
+    state_name: str
+
+
+def parse_sminfo(text: str) -> SmInfo:
+    """Parse ``sminfo`` output; an SM LID of 0 (no SM has programmed this port) is an error finding.
+
+    Raises:
+        ParseError: not the one ``sminfo: sm lid ...`` line.
+    """
+    require_text("sminfo", text)
+    lines = [x for x in clean_lines(text) if x.strip()]
+    m = _SMINFO.match(lines[0]) if len(lines) == 1 else None
+    if not m:
+        raise ParseError("sminfo", 1, "'sminfo: sm lid L sm guid 0x..., activity count N priority P state S SMINFO_X'",
+                         lines[0] if lines else "")
+    res = SmInfo(tool="sminfo", sm_lid=int(m.group(1)), sm_guid=m.group(2), activity_count=int(m.group(3)),
+                 priority=int(m.group(4)), state=int(m.group(5)), state_name=m.group(6))
+    if res.sm_lid == 0:
+        res.findings.append(Finding(code="ib_no_sm", severity="error", message="sm lid 0: no subnet manager "
+                                    "has programmed this port (no SM running, or it cannot reach the port)"))
+    elif res.state_name != "MASTER":
+        res.findings.append(Finding(code="ib_sm_not_master", severity="warn",
+                                    message=f"the SM answering is {res.state_name}, not MASTER"))
+    return res
+
+
+parser("smpquery-pkeys")(parse_pkeys)
+parser("saquery-pr")(parse_saquery_pr)
+parser("sminfo")(parse_sminfo)
