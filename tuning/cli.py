@@ -19,7 +19,7 @@ from tuning.cli_args import click, usage_line
 from tuning.cli_burnin import register as _register_burnin
 from tuning.cli_journal import report_cmd, rollback, runs
 from tuning.cli_lint import lint_cmd
-from tuning.cli_lab import lab_down, lab_inject, lab_reboot, lab_reset, lab_status, lab_up
+from tuning.cli_lab import lab_down, lab_inject, lab_noise, lab_reboot, lab_reset, lab_status, lab_up
 from tuning.cli_parse import parse_cmd
 from tuning.cli_run import apply, plan, render, rollout, verify
 from tuning.cli_topology import topology as topology_cmd
@@ -51,7 +51,8 @@ app.command("report")(report_cmd)
 app.command("lint")(lint_cmd)
 app.command("parse")(parse_cmd)
 app.command("topology")(topology_cmd)
-for _name, _command in (("up", lab_up), ("status", lab_status), ("inject", lab_inject), ("reboot", lab_reboot),
+for _name, _command in (("up", lab_up), ("status", lab_status), ("inject", lab_inject), ("noise", lab_noise),
+                        ("reboot", lab_reboot),
                         ("down", lab_down), ("reset", lab_reset)):
     lab_app.command(_name)(_command)
 _register_burnin(app, lab_app)

@@ -76,11 +76,11 @@ def _lab_status(sd: Path, as_json: bool = False) -> bool:
 
 
 def lab_inject(target: str = typer.Argument(..., help="node01:mlx5_0 or leaf01:swp1"),
-               kind: str = typer.Argument("degrade", help="degrade | down | clear | flap | lossy | pcie-width W "
+               kind: str = typer.Argument("degrade", help="degrade [PERCENT] | down | clear | flap | lossy | pcie-width W "
                                           "(NODE:DEV); node: irqbalance | dcbx | gpu-xid N | slow-tools SECONDS | port-held PORT; "
                                           "switch: apply-fails | nvued-down | slow-apply SECONDS | reboot | "
                                           "(SWITCH:PORT) oper-mtu N; node or switch: ssh-cut"),
-               value: Optional[str] = typer.Argument(None, help="SECONDS (slow-apply, slow-tools), MTU (oper-mtu), "
+               value: Optional[str] = typer.Argument(None, help="PERCENT (degrade: bandwidth lost, 1..99; default 50), SECONDS (slow-apply, slow-tools), MTU (oper-mtu), "
                                                      "W (pcie-width), N (gpu-xid) or PORT (port-held)"),
                inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
     """Inject a fault on a link (the fabric model applies it to every RDMA test crossing it)
@@ -93,6 +93,42 @@ def lab_inject(target: str = typer.Argument(..., help="node01:mlx5_0 or leaf01:s
     sd = _running_state_dir(inventory, state_dir)
     inject(sd, target, kind, value)
     out.print(f"{kind}{'' if value is None else ' ' + value} on {target}")
+
+
+def lab_noise(bw_pct: Optional[float] = typer.Option(None, "--bw-pct", help="spread of each bandwidth "
+                                                    "result, percent of the model's value (one standard deviation, 0..50; "
+                                                    "0: none)"),
+              lat_pct: Optional[float] = typer.Option(None, "--lat-pct", help="spread of each latency result, "
+                                                      "percent (default: as --bw-pct)"),
+              seed: Optional[int] = typer.Option(None, "--seed", help="draw from this seed (runs taken one at a "
+                                                 "time then repeat after `lab reset`); default: the OS's randomness"),
+              inventory: Path = INV, state_dir: Optional[Path] = STATE, as_json: bool = JSON) -> None:
+    """Set (or, without options, show) the run-to-run noise of the running lab's RDMA test results
+    (tuning.lab.noise): each perftest run's bandwidth and latency are the fabric model's times
+    1 + N(0, PCT/100). A real fabric spreads about 1 % (quiet) to 3 % (busy). `lab reset` clears it.
+
+    Example: fabtune lab noise --bw-pct 3 --seed 7
+    """
+    from tuning.lab.fabric import Fabric
+    from tuning.lab.noise import check
+
+    sd = _running_state_dir(inventory, state_dir)
+    fabric = Fabric.load(sd / "fabric.json")
+    if bw_pct is not None or lat_pct is not None or seed is not None:
+        bw = bw_pct if bw_pct is not None else float(fabric.noise.get("bw_pct", 0))
+        try:
+            fabric.noise = check(bw, lat_pct if lat_pct is not None else bw, seed)
+        except ValueError as e:
+            raise InputError("--bw-pct/--lat-pct/--seed", str(bw_pct if bw_pct is not None else lat_pct), str(e)) from None
+        fabric.save(sd / "fabric.json")
+    if as_json:
+        print(json.dumps(fabric.noise, sort_keys=True))
+    elif not fabric.noise:
+        out.print("lab noise: none (every run gives the fabric model's numbers)")
+    else:
+        n = fabric.noise
+        out.print(f"lab noise: bandwidth {n['bw_pct']:g} %, latency {n['lat_pct']:g} % (one standard deviation)"
+                  + (f", seed {n['seed']}" if "seed" in n else ", unseeded"))
 
 
 def lab_reboot(node: str = typer.Argument(..., help="a lab node, e.g. node01"),

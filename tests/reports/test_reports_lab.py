@@ -123,7 +123,11 @@ def test_rollout_kept_passes_every_test_case(runs):
     doc = good["doc"]
     assert doc["outcome"] == "kept" and doc["verify_ok"] is True and doc["n_changes"] == 1
     assert doc["thresholds"] == {"min_bw_gbps": 300.0, "max_lat_us": 10.0, "bw_drop_pct": 5.0, "lat_rise_pct": 15.0,
-                                 "min_bw_share": None}
+                                 "min_bw_share": None, "noise_pct": 1.0, "confidence": 0.99, "max_samples": 8}
+    judged = [p for p in doc["pairs"] if p.get("judged")]  # each comparison states its confidence
+    assert judged and all(p["judged"][0].startswith("bandwidth drop ") and "(99 %, 1 vs 1 sample)" in p["judged"][0]
+                          for p in judged), judged[:1]
+    assert all(p["bw_samples"] == [p["bw_gbps"]] for p in doc["pairs"] if p["bw_gbps"])
     assert all(p["bw_gbps"] > 300 for p in doc["pairs"]), doc["pairs"]
     assert any(p["baseline_bw_gbps"] for p in doc["pairs"]), doc["verify_before"]  # the rollout's own baseline
     assert good["cases"] and all(kind is None for kind, _, _ in good["cases"].values())

@@ -136,12 +136,14 @@ class Link:
 
 @dataclass
 class Fabric:
-    """The whole lab fabric. ``injections`` holds faults added by ``fabtune lab inject``."""
+    """The whole lab fabric. ``injections`` holds faults added by ``fabtune lab inject``, ``noise``
+    the run-to-run spread of its test results set by ``fabtune lab noise`` (:mod:`tuning.lab.noise`)."""
 
     nodes: list[Node]
     switches: list[Switch]
     links: list[Link]
     injections: list[dict] = field(default_factory=list)
+    noise: dict = field(default_factory=dict)
 
     def node(self, name: str) -> Node:
         """The node called ``name``. Raises KeyError."""
@@ -164,6 +166,7 @@ class Fabric:
             switches=[Switch(**s) for s in d["switches"]],
             links=[Link(**l) for l in d["links"]],
             injections=d.get("injections", []),
+            noise=d.get("noise", {}),
         )
 
 

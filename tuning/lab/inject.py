@@ -33,7 +33,19 @@ from tuning.lab.fabric import GPU_BDFS, Fabric
 SSH_CUT = "ssh-cut"
 KINDS = ("degrade", "down", "clear", SSH_CUT) + hw_faults.KINDS
 #: the only kinds that take a VALUE, and what it is
-VALUE_KINDS = {"slow-apply": "SECONDS", "oper-mtu": "MTU", **hw_faults.VALUE_KINDS}
+VALUE_KINDS = {"degrade": "PERCENT", "slow-apply": "SECONDS", "oper-mtu": "MTU", **hw_faults.VALUE_KINDS}
+
+
+def _degrade_pct(value: str | None) -> int | None:
+    """A ``degrade`` VALUE: the bandwidth lost, 1..99 percent (``8`` or ``8%``); None: the default
+    half. Raises InputError naming VALUE."""
+    if value is None:
+        return None
+    text = value.strip().removesuffix("%")
+    if not text.isdigit() or not 1 <= int(text) <= 99:
+        raise InputError("VALUE", value[:40], "degrade takes the bandwidth lost in percent, a whole number 1..99 "
+                         "(e.g. 8); without a value it halves the bandwidth")
+    return int(text)
 
 
 def _targets(fabric: Fabric) -> list[str]:
@@ -55,6 +67,8 @@ def inject(state_dir: Path | str, target: str, kind: str, value: str | None = No
         state_dir: the lab state directory holding ``fabric.json``.
         target: ``NODE:RDMA_DEVICE`` or ``SWITCH:PORT``, e.g. ``node01:mlx5_0`` / ``leaf01:swp1``.
         kind: ``degrade``, ``down`` or ``clear``.
+        value: ``degrade``: the bandwidth lost in percent (1..99; default 50); the other kinds of
+            :data:`VALUE_KINDS` their own value.
 
     Returns:
         The injections now in force (as :func:`list_injections`).
@@ -94,9 +108,10 @@ def inject(state_dir: Path | str, target: str, kind: str, value: str | None = No
         privileges.require_write_access(path.parent / "nodes" / target.split(":")[0] / "sysroot", "fabtune lab inject")
     if kind == "clear":
         _clear_hw(path, fabric, target)
+    pct = _degrade_pct(value) if kind == "degrade" else None
     fabric.injections = [i for i in fabric.injections if i.get("target") != target]
     if kind != "clear":
-        fabric.injections.append({"target": target, "kind": kind})
+        fabric.injections.append({"target": target, "kind": kind, **({"value": pct} if pct else {})})
     fabric.save(path)
     if nic is not None:
         _show_link(path.parent / "nodes" / target.split(":")[0] / "sysroot", nic, up=kind != "down")

@@ -49,11 +49,14 @@ Rules:
         the PFC priority). Off: bandwidth x 0.90, latency +1.0 us, p99 +1.5 us.
     Latency: 1.6 us NIC to NIC + 0.6 us per switch hop + serialisation of the message.
     Injections (``fabric.json`` ``injections``, per node NIC or switch port on the path):
-        ``degrade`` bandwidth x 0.5, latency +5 us, p99 +5 us each; ``down``: error
+        ``degrade`` bandwidth x 0.5, latency +5 us, p99 +5 us each (``degrade P``: P percent,
+        bandwidth x (1 - P/100), the latency adds x P/50, :func:`penalty`); ``down``: error
         ``connect_failed`` (no numbers); ``flap`` bandwidth x 0.6, latency +3 us each; ``lossy``
         the lossy penalty (once); ``pcie-width`` (read back from the NIC's sysfs
         ``current_link_*``): the line rate capped at :func:`tuning.lab.hw_faults.pcie_gbps`
         (:mod:`tuning.lab.hw_faults` has the counters these faults move).
+    Noise (``fabric.json`` ``noise``, :mod:`tuning.lab.noise`): each run's numbers times its draw,
+        ``1 + N(0, pct/100)`` (bandwidth and latency apart); none by default.
     GIDs: both ends' GID (client ``gid_index``, server ``server_gid_index``; None = the
         first RoCE v2 IPv4 entry, as perftest picks) must be a RoCE v2 entry holding that
         end's IPv4 address, else error ``qp_rtr_failed`` (perftest's "Failed to modify QP
@@ -107,7 +110,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuning.errors import InputError
-from tuning.lab import hw_faults
+from tuning.lab import hw_faults, noise
 from tuning.lab.fabric import Fabric, Nic, Node
 
 ROCE_MTUS = (4096, 2048, 1024, 512, 256)
@@ -433,8 +436,9 @@ def _penalties(state_dir: Path, fabric: Fabric, path: list[str], ends: list[End]
         reasons += [f"ECN off: {p}" for p in ecn_problems]
     for inj in fabric.injections:
         if inj.get("kind") == "degrade" and inj.get("target") in path:
-            names.append("degrade")
-            reasons.append(f"{inj['target']} degraded (injected)")
+            names.append(f"degrade:{inj['value']}" if inj.get("value") else "degrade")
+            reasons.append(f"{inj['target']} degraded" + (f" by {inj['value']} %" if inj.get("value") else "")
+                           + " (injected)")
     for t in hw_faults.on_path(fabric.injections, path, "flap"):
         names.append("flap")
         reasons.append(f"{t} link flapped during the test (injected)")
@@ -445,6 +449,18 @@ def _penalties(state_dir: Path, fabric: Fabric, path: list[str], ends: list[End]
     return names, reasons, lossless, not ecn_problems
 
 
+def penalty(name: str) -> tuple[float, float, float, float]:
+    """(bandwidth factor, latency add us, p99 add us, p99.9 add us) of a penalty name:
+    :data:`PENALTIES`, or ``degrade:P`` (a degrade of P percent, 1..99: bandwidth x (1 - P/100),
+    the latency adds of ``degrade`` scaled by P/50)."""
+    kind, _, pct = name.partition(":")
+    if not pct:
+        return PENALTIES[name]
+    p = int(pct) / 100
+    _, add, t99, t999 = PENALTIES[kind]
+    return 1 - p, add * p * 2, t99 * p * 2, t999 * p * 2
+
+
 def _numbers(out: Outcome, penalties: list[str], line_gbps: float, hops: int, size: int, qps: int, j: float) -> None:
     """Fill the bandwidth and latency fields of ``out`` from the rules."""
     packets = max(1, math.ceil(size / out.active_mtu))
@@ -453,7 +469,7 @@ def _numbers(out: Outcome, penalties: list[str], line_gbps: float, hops: int, si
     lat = BASE_LAT_US + HOP_LAT_US * hops + size * 8 / (line_gbps * 1e3)
     tail99 = tail999 = 0.0
     for name in penalties:
-        factor, add, t99, t999 = PENALTIES[name]
+        factor, add, t99, t999 = penalty(name)
         bw, lat, tail99, tail999 = bw * factor, lat + add, tail99 + t99, tail999 + t999
     bw *= 1 + 0.003 * j
     t = lat * (1 + 0.01 * j)
@@ -526,8 +542,9 @@ def compute_sizes(state_dir: Path | str, client_node: str, client_dev: str, serv
     names, out.reasons, out.lossless, out.ecn = _penalties(state_dir, fabric, out.path, ends, out.active_mtu)
     out.line_gbps = float(min(e.speed_gbps for e in ends))
     receiving = path[-2:] if test == "write_bw" else path[:2]  # the data receiver's NIC and leaf port
-    if any(i.get("kind") == "degrade" and i.get("target") in receiving for i in fabric.injections):
-        out.receiver_link_factor = PENALTIES["degrade"][0]
+    for i in fabric.injections:
+        if i.get("kind") == "degrade" and i.get("target") in receiving:
+            out.receiver_link_factor = penalty(f"degrade:{i['value']}" if i.get("value") else "degrade")[0]
     out.sender_prio = ends[0].prio
     out.dscp = ends[0].dscp
     out.receiver_prio = ends[1].dscp2prio[ends[0].dscp] if ends[1].trust == "dscp" else 0
@@ -538,12 +555,24 @@ def compute_sizes(state_dir: Path | str, client_node: str, client_dev: str, serv
             line = e.pcie_gbps
             out.reasons.append(f"{e.name} PCIe link carries {e.pcie_gbps:.1f} Gb/s < port {e.speed_gbps} Gb/s")
     results = []
+    bw_noise, lat_noise = noise.draw(state_dir, fabric.noise, (client_node, client_dev, server_node, server_dev, test))
     for size in sizes:
         j = _jitter(client_node, client_dev, server_node, server_dev, test, size, qps, out.active_mtu, names)
         one = dataclasses.replace(out, path=list(out.path), reasons=list(out.reasons))
         _numbers(one, names, line, hops, size, qps, j)
+        _noisy(one, bw_noise, lat_noise)
         results.append(one)
     return results
+
+
+def _noisy(out: Outcome, bw: float, lat: float) -> None:
+    """Scale a run's numbers by its noise draw (:func:`tuning.lab.noise.draw`; 1.0: none)."""
+    if bw != 1.0:
+        out.bw_avg_gbps, out.bw_peak_gbps = round(out.bw_avg_gbps * bw, 4), round(out.bw_peak_gbps * bw, 4)
+    if lat != 1.0:
+        for f in ("lat_min_us", "lat_typical_us", "lat_avg_us", "lat_max_us", "lat_stdev_us", "lat_p99_us",
+                  "lat_p999_us"):
+            setattr(out, f, round(getattr(out, f) * lat, 4))
 
 
 # ---- incast (k senders into one receiver NIC) ------------------------------------------------

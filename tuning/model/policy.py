@@ -63,7 +63,10 @@ class PolicyThresholds(BaseModel):
     """Pass marks (:class:`tuning.verify.runner.Thresholds`): Gb/s, fraction of line rate, us, percent.
 
     ``min_bw_share`` (0..1): a pair's bandwidth at least this share of the slower end's link
-    speed; None: not judged.
+    speed; None: not judged. ``noise_pct`` (0..50): the run-to-run spread of one perftest sample
+    this fabric shows (default 1 %, a quiet fabric; 0: one sample, compared exactly),
+    ``confidence`` (0.5..0.9999) of a regression verdict, ``max_samples`` (1..64) per pair per
+    verification (:mod:`tuning.verify.samples`).
     """
 
     model_config = _STRICT
@@ -72,6 +75,9 @@ class PolicyThresholds(BaseModel):
     max_lat_us: Union[int, float] = Field(10.0, ge=0, le=1000000)
     bw_drop_pct: Union[int, float] = Field(5.0, ge=0, le=100)
     lat_rise_pct: Union[int, float] = Field(15.0, ge=0, le=10000)
+    noise_pct: Union[int, float] = Field(1.0, ge=0, le=50)
+    confidence: float = Field(0.99, gt=0.5, le=0.9999)
+    max_samples: int = Field(8, ge=1, le=64)
 
 
 class IncastPolicy(BaseModel):

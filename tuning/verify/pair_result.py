@@ -51,7 +51,9 @@ class PairResult:
     ``fail`` (``fail`` for an error too, for older readers), ``reasons``, ``baseline`` ``compared`` |
     ``none`` | ``mismatch: <what>`` (then no regression is judged), ``drift`` (``["client GID
     index 3 -> 5"]``: an end's GID index or type changed since the baseline; reported, not a failure
-    by itself) and ``error_class`` (:func:`error_class`: ``harness`` | ``fabric`` for an error, else None).
+    by itself), ``error_class`` (:func:`error_class`: ``harness`` | ``fabric`` for an error, else None)
+    and ``judged``: each regression comparison's statement (``"bandwidth drop 0.4 % +/- 3.3 % (99 %,
+    1 vs 1 sample): within the 5 % mark"``, :mod:`tuning.verify.samples`).
 
     Set by :func:`tuning.verify.runner.measure`: ``error_kind`` (one of :data:`ERROR_KINDS` when the
     test did not produce a value), ``gid_index`` (the client's, kept for older readers),
@@ -59,7 +61,8 @@ class PairResult:
     before the pair on each end, ``*_speed_mbps`` (each end's netdev link speed, Mb/s; None when
     unknown), ``params``: per test, what fabtune ran, from its command line: ``{"bw": {"tool":
     "ib_write_bw", "size_bytes": 65536, "duration_s": 2, "iters": None, "qps": 1, "direction": "uni"},
-    "lat": {...}}``.
+    "lat": {...}}``, ``bw_samples`` / ``lat_samples``: every sample's bandwidth (Gb/s) and typical
+    latency (us) in the order taken; ``bw_gbps`` / ``lat_us`` are their means.
     """
 
     pair: str
@@ -89,6 +92,9 @@ class PairResult:
     baseline: str = "none"
     drift: list[str] = field(default_factory=list)
     error_class: str | None = None
+    bw_samples: list[float] = field(default_factory=list)
+    lat_samples: list[float] = field(default_factory=list)
+    judged: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, pair: Pair) -> "PairResult":

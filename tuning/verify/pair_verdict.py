@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from tuning.verify.pair_result import PairResult, error_class
+from tuning.verify.samples import Judged, baseline_samples, first_samples, judge_change, observed_noise
 
 
 @dataclass
@@ -16,6 +17,12 @@ class Thresholds:
 
     ``min_bw_share``: fraction (0..1) of the slower end's link speed (``/sys/class/net/<if>/speed``,
     Mb/s, read with the GID table right before the pair) the bandwidth must reach; None: not judged.
+
+    Noise (:mod:`tuning.verify.samples`): ``noise_pct`` the run-to-run spread of one sample the
+    fabric is assumed to have (percent; the samples' own spread is used when larger; 0: compare
+    one sample exactly), ``confidence`` (0.5..1, one-sided) of a regression verdict,
+    ``max_samples`` (1..64) a pair is measured at most per verification. Default 1 %: an
+    ``ib_write_bw`` on a quiet fabric.
     """
 
     min_bw_gbps: float = 300.0
@@ -23,6 +30,20 @@ class Thresholds:
     bw_drop_pct: float = 5.0
     lat_rise_pct: float = 15.0
     min_bw_share: float | None = None
+    noise_pct: float = 1.0
+    confidence: float = 0.99
+    max_samples: int = 8
+
+    def baseline_samples(self) -> int:
+        """Samples per pair of a measurement with no baseline (:func:`tuning.verify.samples.baseline_samples`
+        on the tighter of the two marks)."""
+        return baseline_samples(self.noise_pct, min(self.bw_drop_pct, self.lat_rise_pct), self.confidence,
+                                self.max_samples)
+
+    def first_samples(self) -> int:
+        """Samples per pair a measurement against a baseline starts with."""
+        return first_samples(self.noise_pct, min(self.bw_drop_pct, self.lat_rise_pct), self.confidence,
+                             self.max_samples)
 
 
 #: ``params`` fields compared for like with like: field -> (label, unit)
@@ -83,7 +104,7 @@ def gid_drift(r: PairResult, base: dict | None) -> list[str]:
 
 
 def judge(results: list[PairResult], th: Thresholds, baseline: dict[str, dict] | None = None,
-          absolute: bool = True) -> bool:
+          absolute: bool = True, last: bool = True) -> bool:
     """Set each result's status, verdict, reasons, baseline and drift.
 
     Args:
@@ -98,11 +119,15 @@ def judge(results: list[PairResult], th: Thresholds, baseline: dict[str, dict] |
     A pair whose test did not run (``error_kind`` / ``error`` set) is ``status = "error"`` with the
     reason ``did not run: <kind>: <cause>``, never a regression, and its ``error_class`` (harness or
     fabric). Drift (:func:`gid_drift`): ``drift`` and ``drift: ...`` reasons, not failures alone.
+    Regression is judged on the samples' means with the confidence of ``th``
+    (:mod:`tuning.verify.samples`); ``judged`` holds each comparison's statement. ``last`` False:
+    an undecided comparison stays undecided (the caller measures again, :func:`undecided`).
 
     Returns:
         True when every pair passes.
     """
     ok = True
+    sigma = noise_of(results, th, baseline)
     for r in results:
         base = (baseline or {}).get(r.pair)
         r.baseline = compare_params(r.params, base)
@@ -115,7 +140,9 @@ def judge(results: list[PairResult], th: Thresholds, baseline: dict[str, dict] |
             if absolute:
                 failing += _absolute(r, th)
             if r.baseline == "compared":
-                failing += _regression(r, th, base)
+                outs = _compare(r, th, base, sigma, last)
+                r.judged = [j.text for _, j in outs]
+                failing += [why for why, j in outs if j.outcome == "regressed"]
         r.reasons = failing + [f"drift: {d}" for d in r.drift]
         r.status = "error" if (r.error or r.error_kind) else ("fail" if failing else "pass")
         r.error_class = error_class(r.error_kind) if r.status == "error" else None
@@ -148,13 +175,48 @@ def _absolute(r: PairResult, th: Thresholds) -> list[str]:
     return out
 
 
-def _regression(r: PairResult, th: Thresholds, base: dict) -> list[str]:
-    """Reasons a measured pair regressed against a like-with-like baseline entry."""
+def _series(d: PairResult | dict, metric: str) -> list[float]:
+    """A result's (or baseline entry's) samples of ``bw`` or ``lat``: its ``*_samples``, else its one
+    value (a result or baseline written before samples were kept)."""
+    samples, value = _field(d, f"{metric}_samples"), _field(d, "bw_gbps" if metric == "bw" else "lat_us")
+    return [v for v in (samples or ([value] if value else [])) if v]
+
+
+def noise_of(results: list[PairResult], th: Thresholds, baseline: dict | None) -> float:
+    """The noise of one sample (percent) a comparison assumes: the larger of ``th.noise_pct`` and
+    the pooled spread of every series of 2 or more samples, now and in the baseline
+    (:func:`tuning.verify.samples.observed_noise`); bandwidth and latency pooled apart, the larger taken."""
+    seen = [observed_noise([_series(x, m) for x in [*results, *(baseline or {}).values()]]) for m in ("bw", "lat")]
+    return max([th.noise_pct, *(v for v in seen if v is not None)])
+
+
+def _compare(r: PairResult, th: Thresholds, base: dict, sigma: float, last: bool) -> list[tuple[str, Judged]]:
+    """(reason if regressed, :class:`Judged`) for bandwidth and latency against a like-with-like entry."""
     out = []
-    if base.get("bw_gbps") and r.bw_gbps is not None and r.bw_gbps < base["bw_gbps"] * (1 - th.bw_drop_pct / 100):
-        out.append(f"bandwidth regressed {base['bw_gbps']:.1f} -> {r.bw_gbps:.1f} Gb/s")
-    if base.get("lat_us") and r.lat_us is not None and r.lat_us > base["lat_us"] * (1 + th.lat_rise_pct / 100):
-        out.append(f"latency regressed {base['lat_us']:.2f} -> {r.lat_us:.2f} us")
+    for metric, key, limit, word, unit, fmt in (("bandwidth", "bw", th.bw_drop_pct, "bandwidth", "Gb/s", ".1f"),
+                                               ("latency", "lat", th.lat_rise_pct, "latency", "us", ".2f")):
+        now, then = _series(r, key), _series(base, key)
+        if not now or not then:
+            continue
+        j = judge_change(metric, now, then, limit, sigma, th.confidence, last or len(now) >= th.max_samples)
+        mean_then, mean_now = sum(then) / len(then), sum(now) / len(now)
+        why = f"{word} regressed {mean_then:{fmt}} -> {mean_now:{fmt}} {unit}" \
+            + (f" (means; {j.text})" if len(now) > 1 or len(then) > 1 else "")
+        out.append((why, j))
+    return out
+
+
+def undecided(results: list[PairResult], th: Thresholds, baseline: dict | None) -> list[int]:
+    """Indexes of the results whose regression is undecided at their sample count (not yet
+    ``th.max_samples``): those :func:`tuning.verify.runner.verify` measures once more."""
+    sigma = noise_of(results, th, baseline)
+    out = []
+    for i, r in enumerate(results):
+        base = (baseline or {}).get(r.pair)
+        if r.error or r.error_kind or compare_params(r.params, base) != "compared":
+            continue
+        if any(j.outcome == "undecided" for _, j in _compare(r, th, base, sigma, last=False)):
+            out.append(i)
     return out
 
 

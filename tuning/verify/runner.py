@@ -29,7 +29,7 @@ from tuning.parsers.perftest import PerftestResult, parse_perftest
 from tuning.transport.base import CommandResult, Host
 from tuning.verify.ends import End, GidKey, end_of, resolve_ends, resolve_gids
 from tuning.verify.pair_result import ERROR_KINDS, PairResult
-from tuning.verify.pair_verdict import Thresholds, as_baseline, compare_params, judge, summarise
+from tuning.verify.pair_verdict import Thresholds, as_baseline, compare_params, judge, summarise, undecided
 from tuning.verify.pairs import Pair, build_rounds, default_per_node
 from tuning.verify.servers import end_server, start_server
 from tuning.verify.schedule import PORT_BASE, WORKER_CAP, allocate_ports, expected_round_seconds, round_workers
@@ -245,12 +245,14 @@ def _run_tests(out: PairResult, pair: Pair, hosts: dict[str, Host], gids: tuple[
     if (why := fault or no_result(bw, tool)) is not None:
         return _failed(out, *why)
     out.bw_gbps, out.mtu_bytes = bw.best_bw_gbps(), bw.mtu_bytes
+    out.bw_samples = [out.bw_gbps]
     tool, args = tests["lat"]
     lat, fault = _run_one(server, client, tool, args, *gids, pair, port + 1, timeout_s)
     if (why := fault or no_result(lat, tool)) is not None:
         return _failed(out, *why)
     row = lat.lat_rows[0]
     out.lat_us, out.lat_p99_us = row.t_typical, row.p99
+    out.lat_samples = [out.lat_us]
     return out
 
 
@@ -268,6 +270,12 @@ def verify(pairs: list[Pair], hosts: dict[str, Host], th: Thresholds, baseline: 
     Right before each round, every node of the round is read once (:func:`resolve_ends`: GID
     index and type of each end, link speed), so each pair records the GID indexes it ran with.
 
+    Samples (:mod:`tuning.verify.samples`): every pair is measured ``th.baseline_samples()`` times
+    without a baseline, ``th.first_samples()`` times against one; then the pairs whose regression
+    is still undecided within the noise (:func:`tuning.verify.pair_verdict.undecided`) are measured
+    again, one sample at a time, up to ``th.max_samples``. A pair whose test gave no value is not
+    measured again. ``bw_gbps`` / ``lat_us`` are the samples' means.
+
     Args:
         absolute: passed to :func:`judge` (False: regression and tests that did not run only).
         timeout_s: seconds a node's round trip or a perftest client may take (None:
@@ -277,11 +285,54 @@ def verify(pairs: list[Pair], hosts: dict[str, Host], th: Thresholds, baseline: 
         (every pair passed, results in ``pairs`` order).
     """
     limit = PAIR_TIMEOUT_S if timeout_s is None else timeout_s
+    want = th.first_samples() if baseline else th.baseline_samples()
+    results = _measure_pairs(pairs, hosts, workers, per_node, limit, progress,
+                             f" x {want} samples" if want > 1 else "")
+    while todo := _again(results, want, th, baseline):
+        if progress:
+            progress(f"verify: measuring {len(todo)} pair(s) again ({_why_again(results, todo, want)})")
+        more = _measure_pairs([pairs[i] for i in todo], hosts, workers, per_node, limit, None, "")
+        for i, r in zip(todo, more):
+            results[i] = _merged(results[i], r)
+    return judge(results, th, baseline, absolute), results
+
+
+def _again(results: list[PairResult], want: int, th: Thresholds, baseline: dict | None) -> list[int]:
+    """The pairs to measure once more: those with fewer than ``want`` samples, else (against a
+    baseline) those still undecided below ``th.max_samples``; never a pair that gave no value."""
+    short = [i for i, r in enumerate(results) if not r.error_kind and len(r.bw_samples) < want]
+    if short or not baseline:
+        return short
+    return [i for i in undecided(results, th, baseline) if len(results[i].bw_samples) < th.max_samples]
+
+
+def _why_again(results: list[PairResult], todo: list[int], want: int) -> str:
+    n = min(len(results[i].bw_samples) for i in todo) + 1
+    return f"sample {n} of {want}" if n <= want else f"sample {n}: a change near its mark, within the noise"
+
+
+def _merged(a: PairResult, b: PairResult) -> PairResult:
+    """``a`` with the sample ``b`` of the same pair added: means of the samples, the larger p99, the
+    GID and link readings of the latest; a ``b`` that gave no value makes the pair that error."""
+    if b.error_kind:
+        return b
+    b.bw_samples, b.lat_samples = a.bw_samples + b.bw_samples, a.lat_samples + b.lat_samples
+    b.bw_gbps = round(sum(b.bw_samples) / len(b.bw_samples), 4)
+    b.lat_us = round(sum(b.lat_samples) / len(b.lat_samples), 4)
+    b.lat_p99_us = max(x for x in (a.lat_p99_us, b.lat_p99_us) if x is not None) \
+        if a.lat_p99_us is not None or b.lat_p99_us is not None else None
+    return b
+
+
+def _measure_pairs(pairs: list[Pair], hosts: dict[str, Host], workers: int, per_node: int | None, limit: float,
+                   progress: Callable[[str], None] | None, note: str) -> list[PairResult]:
+    """One sample of every pair, in rounds (:func:`verify`); one progress line per round."""
     results: list[PairResult | None] = [None] * len(pairs)
     rounds = build_rounds(pairs, per_node or default_per_node(pairs))
     ports = allocate_ports(pairs, rounds)
     if progress and rounds:
-        progress(f"verify: {len(pairs)} pair(s) in {len(rounds)} round(s), up to {max(map(len, rounds))} at once")
+        progress(f"verify: {len(pairs)} pair(s) in {len(rounds)} round(s), up to {max(map(len, rounds))} at once"
+                 + note)
     start = time.monotonic()
     for k, rnd in enumerate(rounds, 1):
         t0 = time.monotonic()
@@ -290,8 +341,7 @@ def verify(pairs: list[Pair], hosts: dict[str, Host], th: Thresholds, baseline: 
         if progress:  # one line per round, in order (a line per pair, from its thread, came out of order)
             progress(_round_line(k, rounds, [pairs[i].name for i in rnd if results[i].error_kind],
                                  time.monotonic() - t0, time.monotonic() - start))
-    done = [r for r in results if r is not None]
-    return judge(done, th, baseline, absolute), done
+    return [r for r in results if r is not None]
 
 
 def _round_line(k: int, rounds: list[list[int]], bad: list[str], took_s: float, elapsed_s: float) -> str:
@@ -327,15 +377,17 @@ PAIR_S = 8.0
 GID_S = 5.0
 
 
-def expected_seconds(pairs: list[Pair], workers: int = WORKER_CAP, per_node: int | None = None) -> float:
+def expected_seconds(pairs: list[Pair], workers: int = WORKER_CAP, per_node: int | None = None,
+                     samples: int = 1) -> float:
     """How long :func:`verify` should take for ``pairs``: GID resolution (:data:`GID_S` per
     ``workers`` nodes) plus, per round of :func:`tuning.verify.pairs.build_rounds`,
-    :data:`PAIR_S` per ``workers`` pairs of the round (seconds).
+    :data:`PAIR_S` per ``workers`` pairs of the round, ``samples`` times (seconds; the pairs
+    measured again for a change near its mark, a few at most, fall within the margins).
 
     Returns:
         5 + 8 x 2 = 21.0 for the lab's 18 pairs (rounds of 16 and 2).
     """
     nodes = {p.client for p in pairs} | {p.server for p in pairs}
     rounds = build_rounds(pairs, per_node or default_per_node(pairs))
-    return GID_S * math.ceil(len(nodes) / max(1, workers)) + sum(
+    return GID_S * math.ceil(len(nodes) / max(1, workers)) + samples * sum(
         expected_round_seconds(len(r), PAIR_S, workers) for r in rounds)

@@ -1,0 +1,89 @@
+"""Run-to-run noise of the lab's RDMA test results: a real fabric never returns the same
+bandwidth twice (other traffic, ECMP hashing, CPU frequency), and verification must be judged
+on such numbers.
+
+The lab's ``fabric.json`` holds ``noise``: ``{"bw_pct": 3.0, "lat_pct": 3.0, "seed": 7}`` (absent or
+0: none, the model's numbers as they are). Each perftest run draws one factor per metric,
+``1 + N(0, pct / 100)`` clipped at 3 standard deviations, from a generator seeded by
+(seed, the run's sequence number in this lab, the pair and test), so a lab reset with the same
+seed gives the same draws to runs taken one at a time in the same order (concurrent runs of a
+round take their numbers in the order they start); without a seed every run draws from the
+operating system. The sequence number is a counter in ``run/perftest/noise.seq`` (the
+world-writable rendezvous folder: the stand-ins run as the node's user; power-on empties it),
+taken under ``flock``.
+
+Only the stdlib is imported: the perftest stand-ins run with ``python -S``
+(:mod:`tuning.lab.tools.perftest`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import random
+import stat
+from pathlib import Path
+
+#: the most a lab's noise may be, percent (a fabric noisier than this is broken, not noisy)
+MAX_PCT = 50.0
+#: draws are clipped at this many standard deviations
+CLIP_SIGMAS = 3.0
+
+
+def check(bw_pct: float, lat_pct: float, seed: int | None) -> dict:
+    """The ``noise`` entry of ``fabric.json`` for these settings; {} for no noise.
+
+    Raises:
+        ValueError: a percentage outside 0..50 or a negative seed (the message names it).
+    """
+    for name, v in (("bandwidth noise", bw_pct), ("latency noise", lat_pct)):
+        if not 0 <= v <= MAX_PCT:
+            raise ValueError(f"{name} {v} %: must be 0..{MAX_PCT:g} percent")
+    if seed is not None and seed < 0:
+        raise ValueError(f"noise seed {seed}: must be a whole number >= 0")
+    if not bw_pct and not lat_pct:
+        return {}
+    return {"bw_pct": float(bw_pct), "lat_pct": float(lat_pct), **({"seed": seed} if seed is not None else {})}
+
+
+def _sequence(state_dir: Path) -> int:
+    """The next run number of this lab (0, 1, ...), from ``run/perftest/noise.seq`` under an
+    exclusive lock; never through a symlink or a special file (OSError)."""
+    path = state_dir / "run" / "perftest" / "noise.seq"
+    path.parent.mkdir(parents=True, exist_ok=True)  # the lab makes it (mode 1777); a bare state dir has none
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path}: not a regular file")
+        if st.st_uid == os.geteuid():
+            os.fchmod(fd, 0o666)  # the other nodes' users take numbers too
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        n = int(os.read(fd, 32).decode() or 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, str(n + 1).encode())
+        return n
+    finally:
+        os.close(fd)
+
+
+def draw(state_dir: Path | str, noise: dict | None, key: tuple) -> tuple[float, float]:
+    """One run's (bandwidth factor, latency factor) for the ``noise`` of ``fabric.json``;
+    ``(1.0, 1.0)`` when there is none. ``key`` names the run (pair and test)."""
+    bw_pct, lat_pct = float((noise or {}).get("bw_pct", 0)), float((noise or {}).get("lat_pct", 0))
+    if not bw_pct and not lat_pct:
+        return 1.0, 1.0
+    seed = (noise or {}).get("seed")
+    if seed is None:
+        rng = random.Random(os.urandom(16))
+    else:
+        n = _sequence(Path(state_dir))
+        rng = random.Random(hashlib.sha256(repr((seed, n, key)).encode()).digest())
+
+    def factor(pct: float) -> float:
+        z = max(-CLIP_SIGMAS, min(CLIP_SIGMAS, rng.gauss(0.0, 1.0)))
+        return 1.0 + z * pct / 100
+
+    return factor(bw_pct), factor(lat_pct)
