@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tuning.lab.fabric import default_fabric
 from tuning.lab.ib import DEFAULT_PARTITIONS, IbLab
 from tuning.lab.ib_partitions import IbMember, IbPartition
 from tuning.parsers.ib_counters import parse_ibqueryerrors, parse_perfquery
@@ -131,3 +132,16 @@ def test_link_down_and_back(ib):
         ib.link_up(hca.node_id)
     port = _wait(lambda: next((p for p in _links(ib).ports if p.node == hca.description and p.state == "Active"), None))
     assert port is not None and port.width == "4X"
+
+
+def test_a_partition_sl_reaches_its_path_records_only_with_qos_on(tmp_path):
+    lab = IbLab(tmp_path, default_fabric(n_nodes=2), partitions=DEFAULT_PARTITIONS + (TENANT,), qos=True)
+    lab.up()
+    try:
+        lid = {p.node: p.lid for p in parse_iblinkinfo(lab.run("iblinkinfo")).ports if p.node_type == "CA"}
+        pair = f"{lid['node01 mlx5_0']}:{lid['node02 mlx5_0']}"
+        tenant = parse_saquery_pr(lab.run("saquery", "PR", "--src-to-dst", pair, "--pkey", "0x8001")).records
+        default = parse_saquery_pr(lab.run("saquery", "PR", "--src-to-dst", pair, "--pkey", "0xffff")).records
+        assert [(r.pkey, r.sl) for r in tenant + default] == [(0x8001, 3), (0xFFFF, 0)]
+    finally:
+        assert lab.down()

@@ -55,10 +55,14 @@ _PATH_KEYS = {"log_file": "opensm.log", "dump_files_dir": "", "partition_config_
 
 
 class IbLab:
-    """One IB lab in ``<state_dir>/ib``. Every method but :meth:`up` works from any process."""
+    """One IB lab in ``<state_dir>/ib``. Every method but :meth:`up` works from any process.
+
+    ``qos``: OpenSM's ``qos`` option (its default FALSE). A partition's ``sl=`` reaches its path
+    records only with it on (measured: ``saquery PR --pkey 0x8001`` answers SL 0 with it off, 3 on).
+    """
 
     def __init__(self, state_dir: Path, fabric: Fabric | None = None,
-                 partitions: tuple[IbPartition, ...] = DEFAULT_PARTITIONS, sm_priority: int = 0):
+                 partitions: tuple[IbPartition, ...] = DEFAULT_PARTITIONS, sm_priority: int = 0, qos: bool = False):
         self.dir = Path(state_dir) / "ib"
         if fabric is None:
             saved = Path(state_dir) / "fabric.json"
@@ -68,6 +72,7 @@ class IbLab:
         if type(sm_priority) is not int or not 0 <= sm_priority <= 15:
             raise TuningError(f"SM priority {sm_priority!r} is outside 0..15")
         self.sm_priority = sm_priority
+        self.qos = bool(qos)
         self._procs: dict[str, subprocess.Popen] = {}  # the processes this object started (reaped on down)
 
     # --- start and stop -------------------------------------------------------------------
@@ -134,6 +139,8 @@ class IbLab:
                 line = f"{key} {self.dir / _PATH_KEYS[key]}" + ("/" if not _PATH_KEYS[key] else "")
             elif key == "sm_priority":
                 line = f"sm_priority {self.sm_priority}"
+            elif key == "qos":
+                line = f"qos {'TRUE' if self.qos else 'FALSE'}"
             elif key == "force_log_flush":  # the lab reads the log as OpenSM writes it
                 line = "force_log_flush TRUE"
             out.append(line)
