@@ -269,6 +269,10 @@ def test_confirm_window_is_derived_and_impossible_values_refused():
         assert why in str(err.value)
     big = confirm_window(Options(mode="rollout"), pairs * 40, 7)  # 720 pairs: a long verification
     assert big > 600
+    # a fabric with 3 % noise starts each pair with 2 samples (tuning.verify.samples): 5 + 2 x 16 s
+    noisy = Options(mode="rollout", thresholds=Thresholds(noise_pct=3.0), confirm_s=38)
+    with pytest.raises(InputError, match="at least 55 s for 18 pair"):
+        confirm_window(noisy, pairs, 7)
 
 
 def test_a_waiting_run_takes_the_lock_when_the_holder_ends(tmp_path: Path):

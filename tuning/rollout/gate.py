@@ -56,7 +56,8 @@ def confirm_window(opts: Options, pairs: list[Pair], n_devices: int, workers: in
                    extra_s: float = 0.0) -> int:
     """The switch commit-confirm window of a rollout (seconds), derived from what it must outlast:
     minimum = expected verification time (:func:`tuning.verify.runner.expected_seconds` of
-    ``pairs``: their rounds, up to ``workers`` pairs at a time) + pushing ``n_devices``
+    ``pairs``: their rounds, up to ``workers`` pairs at a time, times the samples a pair starts with
+    under the thresholds' noise, ``Thresholds.first_samples``) + pushing ``n_devices``
     (:data:`APPLY_S` per batch of ``opts.workers``) + the policy's ``settle_s`` + ``extra_s`` (the
     batch's incasts, :func:`tuning.verify.incast.expected_seconds`) + :data:`CONFIRM_MARGIN_S`; default =
     max(600, 2 x minimum). The lab's 18 pairs (2 rounds) and 7 devices: minimum 21 + 3 + 15 =
@@ -68,7 +69,8 @@ def confirm_window(opts: Options, pairs: list[Pair], n_devices: int, workers: in
     """
     pushes = math.ceil(n_devices / max(1, opts.workers)) * APPLY_S
     settle = math.ceil(opts.policy.settle_s) if opts.policy is not None else 0  # a batch settles before it verifies
-    need = math.ceil(expected_seconds(pairs, workers) + extra_s) + pushes + settle + CONFIRM_MARGIN_S
+    samples = opts.thresholds.first_samples()  # a noisy fabric's policy measures each pair more than once
+    need = math.ceil(expected_seconds(pairs, workers, samples=samples) + extra_s) + pushes + settle + CONFIRM_MARGIN_S
     if opts.confirm_s is None:
         return max(DEFAULT_CONFIRM_S, 2 * need)
     if isinstance(opts.confirm_s, bool) or not isinstance(opts.confirm_s, int) or opts.confirm_s <= 0:
