@@ -110,6 +110,10 @@ def _policy_cases() -> list[tuple[str, object, str]]:
         add(f"thresholds.{k}", _num_bad(lo, hi, False) + [None])
     add("thresholds.min_bw_share", [-0.1, 1.01, 1.5, 50, 90, 100, "0.5", "90%", True, False, float("nan"),
                                     float("inf"), [], {}])
+    # the noise keys (issue 20): a few of each kind of wrong value (each case costs a load)
+    add("thresholds.noise_pct", [51, -1, "3", "3%", True, float("nan"), None])
+    add("thresholds.confidence", [0.5, 1, 1.0, 0.99999, "0.99", True, None])
+    add("thresholds.max_samples", [0, 65, 1.5, "8", True, None])
     add("incast.enabled", ["true", "yes", "on", "True", "", 1, 0, 1.0, None, [], {}, "false", "off"])
     add("incast.k", [0, 1, 17, -1, 4.0, 4.5, "4", True, False, None, float("nan"), 2**64, [], {}])
     for k in NEAR_MISS_TOP:

@@ -65,7 +65,7 @@ class PolicyThresholds(BaseModel):
     ``min_bw_share`` (0..1): a pair's bandwidth at least this share of the slower end's link
     speed; None: not judged. ``noise_pct`` (0..50): the run-to-run spread of one perftest sample
     this fabric shows (default 1 %, a quiet fabric; 0: one sample, compared exactly),
-    ``confidence`` (0.5..0.9999) of a regression verdict, ``max_samples`` (1..64) per pair per
+    ``confidence`` (0.51..0.9999) of a regression verdict, ``max_samples`` (1..64) per pair per
     verification (:mod:`tuning.verify.samples`).
     """
 
@@ -76,7 +76,7 @@ class PolicyThresholds(BaseModel):
     bw_drop_pct: Union[int, float] = Field(5.0, ge=0, le=100)
     lat_rise_pct: Union[int, float] = Field(15.0, ge=0, le=10000)
     noise_pct: Union[int, float] = Field(1.0, ge=0, le=50)
-    confidence: float = Field(0.99, gt=0.5, le=0.9999)
+    confidence: Union[int, float] = Field(0.99, ge=0.51, le=0.9999)
     max_samples: int = Field(8, ge=1, le=64)
 
 
