@@ -22,6 +22,7 @@ import pytest
 from tuning.lab.controller import write_wrappers
 from tuning.lab.fabric import default_fabric
 from tuning.lab.sysroot import SYSCTLS, build_sysroot, read_json, sync_derived, write_json
+from tuning.verify.gid import gid_table_command, pick_roce_v2_ipv4
 
 EINVAL, ERANGE, EOVERFLOW = "Invalid argument", "Numerical result out of range", "Value too large for defined data type"
 
@@ -219,3 +220,27 @@ def test_mkdir_of_an_rdma_cm_group_holds_the_kernel_attributes(node):
     node.run("mkdir", "sysroot/sys/kernel/config/rdma_cm/mlx5_1")
     sync_derived(node.root)
     assert node.cat(tos) == "104\n"
+
+
+# ---- 5. the GID table's empty entries -----------------------------------------------------------
+
+def test_an_empty_gid_entry_reads_zeros_and_its_attributes_einval(node):
+    """drivers/infiniband/core/sysfs.c: ``show_port_gid`` prints the zero GID for an empty entry
+    ("return zero GID as before. This maintains backward compatibility"), ``_show_port_gid_attr``
+    returns -EINVAL ("for user space compatibility"); all 256 entries are listed."""
+    port = "sysroot/sys/class/infiniband/mlx5_0/ports/1"
+    res = node.run("cat", f"{port}/gids/5")
+    assert (res.returncode, res.stdout, res.stderr) == (0, "0000:0000:0000:0000:0000:0000:0000:0000\n", "")
+    for attr in ("types", "ndevs"):
+        res = node.run("cat", f"{port}/gid_attrs/{attr}/5")
+        assert (res.returncode, res.stdout, res.stderr) == (1, "", f"cat: {port}/gid_attrs/{attr}/5: {EINVAL}\n")
+    res = node.run("grep", "-H", ".", f"{port}/gid_attrs/types/3", f"{port}/gid_attrs/types/4")
+    assert (res.returncode, res.stdout) == (2, f"{port}/gid_attrs/types/3:RoCE v2\n")
+    assert res.stderr == f"grep: {port}/gid_attrs/types/4: {EINVAL}\n"
+    assert node.run("bash", "-c", f"ls {port}/gid_attrs/types | wc -l").stdout == "256\n"
+    # fabtune's reader takes the EINVAL of an empty entry as "no type" and finds the RoCE v2 IPv4 GID
+    table = node.run("bash", "-c", gid_table_command("sysroot", "mlx5_0"))
+    assert (table.returncode, table.stderr) == (0, "")
+    assert pick_roce_v2_ipv4(table.stdout, "10.0.0.1") == 3
+    shown = node.run("show_gids", "mlx5_0")
+    assert shown.stdout.splitlines()[-1] == "n_gids_found=4"

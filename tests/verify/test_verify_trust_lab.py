@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import running_lab
 from tuning import inventory
-from tuning.lab.sysroot import nic_gids
+from tuning.lab.sysroot import nic_gids, set_gid_attrs
 from tuning.lab.fabric import Fabric
 from tuning.transport.ssh import SshHost
 from tuning.verify.pairs import Pair, select_pairs
@@ -72,7 +72,7 @@ def test_a_gid_index_changed_between_baseline_and_verify_is_drift(lab):
     extra = "fe80:0000:0000:0000:5a1e:77c2:90ab:0104"
     for idx, (gid, kind) in enumerate([(extra, "IB/RoCE v1"), (extra, "RoCE v2"), *v4], start=2):
         (port / "gids" / str(idx)).write_text(gid + "\n")
-        (port / "gid_attrs/types" / str(idx)).write_text(kind + "\n")
+        set_gid_attrs(port, idx, kind, nic.netdev)  # 4 and 5 were empty (their attributes read EINVAL)
     ok, after = verify([pair], hosts, Thresholds(), base, absolute=False)
     a = after[0]
     assert ok and a.status == "pass" and a.baseline == "compared", a.reasons

@@ -112,6 +112,7 @@ from pathlib import Path
 from tuning.errors import InputError
 from tuning.lab import hw_faults, noise
 from tuning.lab.fabric import Fabric, Nic, Node
+from tuning.lab.sysroot import populated_gid_indices
 
 ROCE_MTUS = (4096, 2048, 1024, 512, 256)
 IBOE_OVERHEAD_BYTES = 88
@@ -225,17 +226,13 @@ def _dscp2prio(raw: object) -> list[int]:
 def _gids(ib_port: Path) -> dict[int, tuple[str, str]]:
     """``{index: (gid, type)}`` of the port's GID table entries that have a type (index 0-255).
 
-    Only the indices listed in ``gid_attrs/types`` are read (an empty entry's type file is absent
-    in the lab, unreadable on a real node): 4 entries, not 512 failed opens per NIC, per test.
+    Only the populated entries are read (an empty entry's type reads EINVAL, on a real node and in
+    the lab: :func:`tuning.lab.sysroot.populated_gid_indices` skips them without an open): 4
+    entries, not 512 failed reads per NIC, per test.
     """
-    types = ib_port / "gid_attrs" / "types"
-    try:
-        names = os.listdir(types)
-    except OSError:
-        return {}
     out = {}
-    for n in sorted(int(name) for name in names if name.isdigit() and int(name) < 256):
-        kind = _read(types / str(n))
+    for n in sorted(int(name) for name in populated_gid_indices(ib_port) if name.isdigit() and int(name) < 256):
+        kind = _read(ib_port / "gid_attrs" / "types" / str(n))
         gid = _read(ib_port / "gids" / str(n))
         if kind and gid:
             out[n] = (gid, kind)

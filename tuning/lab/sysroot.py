@@ -152,6 +152,13 @@ CC_PARAMS = {
 }
 GID_TABLE_SIZE = 256
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+#: what an empty GID entry's ``gid_attrs/types/<N>`` and ``ndevs/<N>`` are in the lab: a link to an nsfs
+#: file, which every kernel has and whose read fails with EINVAL (no read method: ``vfs_read``), the
+#: errno the kernel's ``_show_port_gid_attr`` returns "for user space compatibility"
+#: (``drivers/infiniband/core/sysfs.c``). So ``cat``, ``grep``, ``head`` or a ``read`` of it say
+#: ``Invalid argument`` as on a real node (SYSFS.md), while ``ls`` lists all 256 entries. Only
+#: ``ls -l``/``stat`` tell it is a link; the lab's own readers skip links (:func:`populated_gid_indices`).
+GID_EMPTY_ATTR = "/proc/self/ns/net"
 INITIAL_IRQ_CPULIST = "0-15"
 IRQ_PREC = 4  # width of the IRQ number column of /proc/interrupts (nr_irqs >= 1000)
 
@@ -416,10 +423,33 @@ def _build_rdma(root: Path, nic: Nic) -> None:
     gids = nic_gids(nic)
     for index in range(GID_TABLE_SIZE):
         (port / "gids" / str(index)).write_text((gids[index][0] if index < len(gids) else ZERO_GID) + "\n")
-    for index, (_, kind) in enumerate(gids):
-        _put(port / "gid_attrs/types" / str(index), kind)
-        _put(port / "gid_attrs/ndevs" / str(index), nic.netdev)
+    for index in range(GID_TABLE_SIZE):
+        set_gid_attrs(port, index, *((gids[index][1], nic.netdev) if index < len(gids) else ("", "")))
     write_json(rdma_cm_path(root, nic.rdma_device), {"default_roce_mode": "RoCE v2", "default_roce_tos": 0})
+
+
+def set_gid_attrs(port: Path, index: int, kind: str, ndev: str) -> None:
+    """GID entry ``index`` of an RDMA ``port`` folder gets its ``gid_attrs/types`` and ``ndevs``
+    (``RoCE v2``, ``ens1f0np0``); empty ``kind``: the entry is empty, both read EINVAL (:data:`GID_EMPTY_ATTR`)."""
+    for folder, text in (("types", kind), ("ndevs", ndev)):
+        path = port / "gid_attrs" / folder / str(index)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink() or path.exists():
+            path.unlink()
+        if kind:
+            path.write_text(text + "\n")
+        else:
+            path.symlink_to(GID_EMPTY_ATTR)
+
+
+def populated_gid_indices(port: Path) -> list[str]:
+    """The indices (``ls`` order) of a lab port's GID entries that have a type: its ``gid_attrs/types``
+    files that are no :data:`GID_EMPTY_ATTR` link (one ``scandir``, no open per empty entry)."""
+    try:
+        with os.scandir(port / "gid_attrs" / "types") as entries:
+            return sorted(e.name for e in entries if not e.is_symlink())
+    except OSError:
+        return []
 
 
 def _build_irqs(root: Path, node: Node, nic: Nic) -> None:

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from tuning.lab.sudo import is_privileged
-from tuning.lab.sysroot import populate_rdma_cm, rdma_cm_path, sysctl_path, sysctl_store, write_json
+from tuning.lab.sysroot import (populate_rdma_cm, populated_gid_indices, rdma_cm_path, sysctl_path, sysctl_store,
+                                 write_json)
 
 MLX5_MIN_MTU, MLX5_MAX_MTU = 68, 9978
 IP_DETAILS = ("promiscuity 0 allmulti 0 minmtu 68 maxmtu 9978 addrgenmode eui64 numtxqueues 760 "
@@ -295,11 +296,11 @@ def show_gids(argv: list[str]) -> int:
 def _gid_indices(port: Path) -> list[str]:
     """Indices worth reading, in ``ls`` (lexical) order as the script walks ``gids/``.
 
-    The lab leaves no ``gid_attrs/types/N`` for an empty entry (a real kernel says EINVAL),
-    so only those indices can hold a non-zero GID; this skips ~250 reads per port.
+    An empty entry's ``gid_attrs/types/N`` reads EINVAL (the lab's is a link that does,
+    :data:`tuning.lab.sysroot.GID_EMPTY_ATTR`), and only populated entries hold a non-zero GID;
+    this skips ~250 reads per port.
     """
-    types = port / "gid_attrs" / "types"
-    return sorted(os.listdir(types)) if types.is_dir() else sorted(os.listdir(port / "gids"))
+    return populated_gid_indices(port)
 
 
 def _gid_row(port: Path, index: str) -> str | None:
