@@ -88,12 +88,9 @@ def test_v2_11_error_column_placeholders_pid():
     assert r.avg_busbw.raw == "7.19237" and (r.out_of_bounds, r.findings, r.failure) == (0, [], None)
 
 
-def test_cputime_header_and_min_bw_check():
+def test_cputime_header_and_min_bw_check(cases_dir):
     """v2.13.4+ ``-C 1`` names the time column ``cputime``; ``NCCL_TESTS_MIN_BW`` adds OK/FAILED."""
-    text = (CASES.parents[2].parent / "shared" / "cases" / SHARED_NEW)
-    if not text.is_file():
-        pytest.skip("shared/cases not present")
-    base = text.read_text()
+    base = (cases_dir / SHARED_NEW).read_text()
     header = "redop    root     time   algbw   busbw #wrong     time"
     assert header in base
     r = parse_nccl(base.replace(header, "redop    root  cputime   algbw   busbw #wrong  cputime")
@@ -129,12 +126,9 @@ def test_lone_ranks_with_mpirun_tags_and_cut_short():
     assert (r.failure.kind, r.runs) == ("ranks_alone", 16)
 
 
-def test_separate_multi_rank_runs():
+def test_separate_multi_rank_runs(cases_dir):
     """One launch per node (nccl-tests #306 shape): ranks restart at 0, no result spans both."""
-    path = CASES.parents[2].parent / "shared" / "cases" / SHARED_NEW
-    if not path.is_file():
-        pytest.skip("shared/cases not present")
-    r = parse_nccl(path.read_text() * 2)
+    r = parse_nccl((cases_dir / SHARED_NEW).read_text() * 2)
     assert (r.failure.kind, r.runs, r.n_ranks) == ("separate_runs", 2, 16)
     assert [f.code for f in r.findings] == ["nccl_separate_runs"] and "2 separate runs" in r.findings[0].message
     assert r.rows == [] and r.avg_busbw is None
@@ -152,10 +146,7 @@ def test_one_rank_run_keeps_its_numbers_and_says_so():
     assert "measures no fabric" in r.findings[0].message
 
 
-def test_shared_new_format_is_one_run_without_findings():
-    path = CASES.parents[2].parent / "shared" / "cases" / SHARED_NEW
-    if not path.is_file():
-        pytest.skip("shared/cases not present")
-    r = parse_nccl(path.read_text())
+def test_shared_new_format_is_one_run_without_findings(cases_dir):
+    r = parse_nccl((cases_dir / SHARED_NEW).read_text())
     assert (r.runs, r.n_ranks, r.time_unit, r.findings, r.failure) == (1, 8, "us", [], None)
     assert r.avg_busbw.raw == "19.7866" and all(row.in_place is not None for row in r.rows)
