@@ -21,7 +21,7 @@ import pytest
 
 from tuning.lab.controller import write_wrappers
 from tuning.lab.fabric import default_fabric
-from tuning.lab.sysroot import SYSCTLS, build_sysroot, read_json, sync_derived, write_json
+from tuning.lab.sysroot import SYSCTLS, build_sysroot, node_sysctls, read_json, sync_derived, write_json
 from tuning.verify.gid import gid_table_command, pick_roce_v2_ipv4
 
 EINVAL, ERANGE, EOVERFLOW = "Invalid argument", "Numerical result out of range", "Value too large for defined data type"
@@ -76,11 +76,71 @@ KERNEL_DEFAULTS = {
 
 def test_sysroot_holds_the_common_sysctls_at_the_kernel_defaults(tmp_path: Path):
     node = Node(tmp_path)  # its own: the module's node is changed by the tests that set values, in any order
-    assert len(SYSCTLS) >= 50
+    assert len(SYSCTLS) >= 150
     for rel, value in KERNEL_DEFAULTS.items():
         assert node.cat(f"proc/sys/{rel}") == value, rel
-    for key, (value, _) in SYSCTLS.items():
+    for key, (value, _) in node_sysctls(default_fabric().node("node01")).items():
         assert node.cat("proc/sys/" + key.replace(".", "/")) == value + "\n", key
+
+
+#: the families a GPU/RoCE profile sets, as a 6.1 node lists them (``ls /proc/sys/...``): every name must be there
+FAMILIES = {
+    "net/core": {"rmem_max", "wmem_max", "rmem_default", "wmem_default", "optmem_max", "netdev_max_backlog",
+                 "netdev_budget", "netdev_budget_usecs", "somaxconn", "busy_poll", "busy_read", "default_qdisc",
+                 "dev_weight", "rps_sock_flow_entries", "gro_normal_batch", "high_order_alloc_disable",
+                 "max_skb_frags", "skb_defer_max", "flow_limit_table_len", "tstamp_allow_data", "txrehash"},
+    "net/ipv4": {"tcp_rmem", "tcp_wmem", "tcp_mem", "udp_mem", "tcp_max_syn_backlog", "tcp_limit_output_bytes",
+                 "tcp_notsent_lowat", "tcp_adv_win_scale", "tcp_mtu_probing", "tcp_ecn", "tcp_sack",
+                 "tcp_low_latency", "tcp_slow_start_after_idle", "tcp_no_metrics_save", "ip_local_port_range"},
+    "vm": {"swappiness", "min_free_kbytes", "zone_reclaim_mode", "dirty_ratio", "dirty_background_ratio",
+           "dirty_bytes", "dirty_background_bytes", "max_map_count", "overcommit_memory", "vfs_cache_pressure",
+           "watermark_scale_factor", "compaction_proactiveness", "numa_stat", "stat_interval"},
+    "kernel": {"numa_balancing"},
+}
+
+
+def test_the_families_a_profile_sets_are_all_there(node):
+    for folder, names in FAMILIES.items():
+        assert names <= set(os.listdir(node.root / "proc/sys" / folder)), folder
+    conf = node.root / "proc/sys/net/ipv4/conf"
+    nics = [nic.netdev for nic in default_fabric().node("node01").nics]
+    assert sorted(os.listdir(conf)) == sorted(["all", "default", "lo", *nics])
+    for dev in os.listdir(conf):  # devinet.c: one folder of the same 33 attributes per interface
+        assert len(os.listdir(conf / dev)) == 33, dev
+        assert {"arp_ignore", "arp_announce", "rp_filter", "accept_local"} <= set(os.listdir(conf / dev))
+    assert node.cat("proc/sys/net/ipv4/conf/all/accept_source_route") == "0\n"  # ipv4_devconf
+    assert node.cat(f"proc/sys/net/ipv4/conf/{nics[0]}/accept_source_route") == "1\n"  # ipv4_devconf_dflt
+    assert node.cat("proc/sys/net/ipv4/conf/lo/disable_xfrm") == "1\n"
+
+
+def test_a_roce_interface_key_is_set_and_an_unknown_interface_fails(node):
+    nic = default_fabric().node("node01").nics[0].netdev
+    for name, value in (("arp_ignore", "1"), ("arp_announce", "2"), ("rp_filter", "2"), ("accept_local", "1")):
+        key = f"net.ipv4.conf.{nic}.{name}"
+        res = node.run("sysctl", "-w", f"{key}={value}")
+        assert (res.returncode, res.stdout, res.stderr) == (0, f"{key} = {value}\n", "")
+        assert node.run("sysctl", "-n", key).stdout == f"{value}\n"
+        assert node.tee("0", f"proc/sys/net/ipv4/conf/{nic}/{name}").returncode == 0
+    res = node.run("sysctl", "-w", "net.ipv4.conf.eth9.arp_ignore=1")
+    assert (res.returncode, res.stderr) == (1, "sysctl: cannot stat /proc/sys/net/ipv4/conf/eth9/arp_ignore: No such file or directory\n")
+    res = node.run("sysctl", "-w", f"net.ipv4.conf.{nic}.arp_ignore=x")
+    assert (res.returncode, res.stderr) == (1, f'sysctl: setting key "net.ipv4.conf.{nic}.arp_ignore": {EINVAL}\n')
+
+
+def test_memory_sized_keys_and_default_qdisc(node):
+    res = node.run("sysctl", "-w", "vm.min_free_kbytes=4194304")
+    assert (res.returncode, res.stdout) == (0, "vm.min_free_kbytes = 4194304\n")
+    res = node.run("sysctl", "-q", "-w", "net.ipv4.tcp_mem=786432 1048576 1572864")
+    assert (res.returncode, res.stderr) == (0, "")
+    assert node.cat("proc/sys/net/ipv4/tcp_mem") == "786432\t1048576\t1572864\n"
+    res = node.run("sysctl", "-w", "net.core.default_qdisc=fq")
+    assert (res.returncode, res.stdout) == (0, "net.core.default_qdisc = fq\n")
+    res = node.run("sysctl", "-w", "net.core.default_qdisc=nope")  # qdisc_set_default: no such qdisc, ENOENT
+    assert (res.returncode, res.stderr) == (1, 'sysctl: setting key "net.core.default_qdisc": No such file or directory\n')
+    res = node.tee("nope", "proc/sys/net/core/default_qdisc")
+    assert (res.returncode, res.stderr) == (1, "tee: sysroot/proc/sys/net/core/default_qdisc: No such file or directory\n")
+    assert node.tee("fq_codel", "proc/sys/net/core/default_qdisc").returncode == 0
+    assert node.cat("proc/sys/net/core/default_qdisc") == "fq_codel\n"
 
 
 def test_a_profile_key_of_every_node_is_set_and_read_back(node):

@@ -51,82 +51,245 @@ CC_MODULES = ("bic", "westwood", "htcp", "highspeed", "hybla", "vegas", "nv", "s
 #: - ``("cc",)``: ``proc_tcp_congestion_control``: a registered name or one of :data:`CC_MODULES`
 #:   (loaded on the way), else ENOENT.
 #: - ``("ro",)``: mode 0444, no write handler: EACCES, root too.
+_ANY = ("int", 1, -INT_MAX - 1, INT_MAX)  # plain proc_dointvec: any int
+_U8 = ("uint", 1, 0, 255)                # proc_dou8vec_minmax without extra1/extra2
+_BOOL = ("int", 1, 0, 1)
+_POS = ("int", 1, 0, INT_MAX)
+#: ``default_qdisc`` (``qdisc_set_default``): a registered qdisc or a ``sch_<name>`` module Debian ships
+QDISCS = ("pfifo_fast", "pfifo", "bfifo", "pfifo_head_drop", "fq_codel", "fq", "fq_pie", "cake", "sfq",
+          "codel", "pie", "red", "tbf", "htb", "prio", "multiq", "mq", "mqprio", "drr", "qfq", "hfsc", "sfb",
+          "choke", "gred", "hhf", "netem", "plug", "skbprio", "ets", "taprio", "cbs", "etf")
 SYSCTLS: dict[str, tuple[str, tuple]] = {
-    # net/core/sysctl_net_core.c; minimum SOCK_MIN_RCVBUF 2304 / SOCK_MIN_SNDBUF 4608 (x86_64 sk_buff)
+    # net/core/sysctl_net_core.c; minimum SOCK_MIN_RCVBUF 2304 / SOCK_MIN_SNDBUF 4608 (x86_64 sk_buff).
+    # Every net.core key of 6.1 but the per-host ones (netdev_rss_key: random, read-only; bpf_jit_limit:
+    # the module area; flow_limit_cpu_bitmap: a CPU bitmap)
     "net.core.rmem_max": ("212992", ("int", 1, 2304, INT_MAX)),
     "net.core.wmem_max": ("212992", ("int", 1, 4608, INT_MAX)),
     "net.core.rmem_default": ("212992", ("int", 1, 2304, INT_MAX)),
     "net.core.wmem_default": ("212992", ("int", 1, 4608, INT_MAX)),
-    "net.core.netdev_max_backlog": ("1000", ("int", 1, -INT_MAX - 1, INT_MAX)),
-    "net.core.somaxconn": ("4096", ("int", 1, 0, INT_MAX)),
-    "net.core.optmem_max": ("20480", ("int", 1, -INT_MAX - 1, INT_MAX)),
-    "net.core.netdev_budget": ("300", ("int", 1, -INT_MAX - 1, INT_MAX)),
-    "net.core.netdev_budget_usecs": ("8000", ("int", 1, 0, INT_MAX)),  # 2 * USEC_PER_SEC / HZ
-    "net.core.dev_weight": ("64", ("int", 1, -INT_MAX - 1, INT_MAX)),
-    "net.core.busy_poll": ("0", ("int", 1, 0, INT_MAX)),
-    "net.core.busy_read": ("0", ("int", 1, 0, INT_MAX)),
-    # net/ipv4/sysctl_net_ipv4.c, net/ipv4/tcp.c tcp_init (tcp_rmem[1] 131072 since 5.4)
+    "net.core.netdev_max_backlog": ("1000", _ANY),
+    "net.core.somaxconn": ("4096", _POS),
+    "net.core.optmem_max": ("20480", _ANY),  # sizeof(unsigned long) * (2 * UIO_MAXIOV + 512)
+    "net.core.netdev_budget": ("300", _ANY),
+    "net.core.netdev_budget_usecs": ("8000", _POS),  # 2 * USEC_PER_SEC / HZ
+    "net.core.netdev_tstamp_prequeue": ("1", _ANY),
+    "net.core.netdev_unregister_timeout_secs": ("10", ("int", 1, 1, 3600)),
+    "net.core.dev_weight": ("64", _ANY),
+    "net.core.dev_weight_rx_bias": ("1", _ANY),
+    "net.core.dev_weight_tx_bias": ("1", _ANY),
+    "net.core.busy_poll": ("0", _POS),
+    "net.core.busy_read": ("0", _POS),
+    "net.core.default_qdisc": ("pfifo_fast", ("str", *QDISCS)),  # Debian's systemd sysctl.d sets fq_codel later
+    "net.core.rps_sock_flow_entries": ("0", _POS),
+    "net.core.flow_limit_table_len": ("4096", _ANY),
+    "net.core.gro_normal_batch": ("8", ("int", 1, 1, INT_MAX)),
+    "net.core.high_order_alloc_disable": ("0", _BOOL),
+    "net.core.max_skb_frags": ("17", ("int", 1, 1, 17)),  # MAX_SKB_FRAGS
+    "net.core.message_burst": ("10", _ANY),
+    "net.core.message_cost": ("5", _ANY),  # proc_dointvec_jiffies: seconds
+    "net.core.skb_defer_max": ("64", _POS),
+    "net.core.tstamp_allow_data": ("1", _BOOL),
+    "net.core.txrehash": ("1", ("uint", 1, 0, 1)),
+    "net.core.devconf_inherit_init_net": ("0", ("int", 1, 0, 3)),
+    "net.core.fb_tunnels_only_for_init_net": ("0", ("int", 1, 0, 2)),
+    "net.core.bpf_jit_enable": ("1", ("int", 1, 1, 1)),  # CONFIG_BPF_JIT_ALWAYS_ON=y (Debian)
+    "net.core.bpf_jit_harden": ("0", ("int", 1, 0, 2)),
+    "net.core.bpf_jit_kallsyms": ("0", _BOOL),
+    "net.core.xfrm_acq_expires": ("30", _ANY),
+    "net.core.xfrm_aevent_etime": ("10", _ANY),
+    "net.core.xfrm_aevent_rseqth": ("2", _ANY),
+    "net.core.xfrm_larval_drop": ("1", _ANY),
+    # net/ipv4/sysctl_net_ipv4.c, net/ipv4/tcp.c tcp_init (tcp_rmem[1] 131072 since 5.4), tcp_ipv4.c
+    # tcp_sk_init; u8 keys are proc_dou8vec_minmax since 5.14 (0..255 unless a range is given)
     "net.ipv4.tcp_rmem": ("4096\t131072\t6291456", ("int", 3, 1, INT_MAX)),
     "net.ipv4.tcp_wmem": ("4096\t16384\t4194304", ("int", 3, 1, INT_MAX)),
-    "net.ipv4.tcp_mtu_probing": ("0", ("uint", 1, 0, 255)),
-    "net.ipv4.tcp_base_mss": ("1024", ("int", 1, -INT_MAX - 1, INT_MAX)),
-    "net.ipv4.tcp_timestamps": ("1", ("uint", 1, 0, 255)),
-    "net.ipv4.tcp_sack": ("1", ("uint", 1, 0, 255)),
-    "net.ipv4.tcp_window_scaling": ("1", ("uint", 1, 0, 255)),
-    "net.ipv4.tcp_slow_start_after_idle": ("1", ("uint", 1, 0, 255)),
-    "net.ipv4.tcp_no_metrics_save": ("0", ("uint", 1, 0, 255)),
-    "net.ipv4.tcp_moderate_rcvbuf": ("1", ("uint", 1, 0, 255)),
-    "net.ipv4.tcp_autocorking": ("1", ("uint", 1, 0, 255)),
-    "net.ipv4.tcp_ecn": ("2", ("uint", 1, 0, 255)),  # 0..2 only in later kernels
+    "net.ipv4.tcp_mtu_probing": ("0", _U8),
+    "net.ipv4.tcp_mtu_probe_floor": ("48", ("int", 1, 48, 65535)),  # TCP_MIN_SND_MSS..65535
+    "net.ipv4.tcp_base_mss": ("1024", _ANY),
+    "net.ipv4.tcp_min_snd_mss": ("48", ("int", 1, 48, 65535)),
+    "net.ipv4.tcp_probe_threshold": ("8", _ANY),
+    "net.ipv4.tcp_probe_interval": ("600", ("uint", 1, 0, 2**32 - 1)),
+    "net.ipv4.tcp_timestamps": ("1", _U8),
+    "net.ipv4.tcp_sack": ("1", _U8),
+    "net.ipv4.tcp_dsack": ("1", _U8),
+    "net.ipv4.tcp_fack": ("0", _U8),
+    "net.ipv4.tcp_window_scaling": ("1", _U8),
+    "net.ipv4.tcp_slow_start_after_idle": ("1", _U8),
+    "net.ipv4.tcp_no_metrics_save": ("0", _U8),
+    "net.ipv4.tcp_no_ssthresh_metrics_save": ("1", ("uint", 1, 0, 1)),
+    "net.ipv4.tcp_moderate_rcvbuf": ("1", _U8),
+    "net.ipv4.tcp_autocorking": ("1", ("uint", 1, 0, 1)),
+    "net.ipv4.tcp_ecn": ("2", ("uint", 1, 0, 2)),
+    "net.ipv4.tcp_ecn_fallback": ("1", ("uint", 1, 0, 1)),
     "net.ipv4.tcp_tw_reuse": ("2", ("uint", 1, 0, 2)),
-    "net.ipv4.tcp_syncookies": ("1", ("uint", 1, 0, 255)),
-    "net.ipv4.tcp_fastopen": ("1", ("int", 1, -INT_MAX - 1, INT_MAX)),
-    "net.ipv4.tcp_fin_timeout": ("60", ("int", 1, -INT_MAX - 1, INT_MAX)),
-    "net.ipv4.tcp_keepalive_time": ("7200", ("int", 1, -INT_MAX - 1, INT_MAX)),
-    "net.ipv4.tcp_keepalive_intvl": ("75", ("int", 1, -INT_MAX - 1, INT_MAX)),
-    "net.ipv4.tcp_keepalive_probes": ("9", ("uint", 1, 0, 255)),
+    "net.ipv4.tcp_syncookies": ("1", _U8),
+    "net.ipv4.tcp_syn_retries": ("6", ("uint", 1, 1, 127)),  # MAX_TCP_SYNCNT
+    "net.ipv4.tcp_synack_retries": ("5", _U8),
+    "net.ipv4.tcp_retries1": ("3", ("uint", 1, 0, 255)),
+    "net.ipv4.tcp_retries2": ("15", _U8),
+    "net.ipv4.tcp_orphan_retries": ("0", _U8),
+    "net.ipv4.tcp_fastopen": ("1", _ANY),
+    "net.ipv4.tcp_fastopen_blackhole_timeout_sec": ("0", _POS),
+    "net.ipv4.tcp_fin_timeout": ("60", _ANY),
+    "net.ipv4.tcp_keepalive_time": ("7200", _ANY),
+    "net.ipv4.tcp_keepalive_intvl": ("75", _ANY),
+    "net.ipv4.tcp_keepalive_probes": ("9", _U8),
     "net.ipv4.tcp_notsent_lowat": ("4294967295", ("uint", 1, 0, 2**32 - 1)),
     "net.ipv4.tcp_adv_win_scale": ("1", ("int", 1, -31, 31)),
+    "net.ipv4.tcp_app_win": ("31", ("uint", 1, 0, 31)),
+    "net.ipv4.tcp_abort_on_overflow": ("0", _U8),
+    "net.ipv4.tcp_stdurg": ("0", _U8),
+    "net.ipv4.tcp_rfc1337": ("0", _U8),
+    "net.ipv4.tcp_frto": ("2", _U8),
+    "net.ipv4.tcp_early_retrans": ("3", ("uint", 1, 0, 4)),
+    "net.ipv4.tcp_recovery": ("1", _ANY),
+    "net.ipv4.tcp_reordering": ("3", _ANY),
+    "net.ipv4.tcp_max_reordering": ("300", _ANY),
+    "net.ipv4.tcp_retrans_collapse": ("1", _U8),
+    "net.ipv4.tcp_thin_linear_timeouts": ("0", _U8),
+    "net.ipv4.tcp_low_latency": ("0", _ANY),  # obsolete, still there
+    "net.ipv4.tcp_limit_output_bytes": ("1048576", _ANY),
+    "net.ipv4.tcp_tso_win_divisor": ("3", _U8),
+    "net.ipv4.tcp_min_tso_segs": ("2", ("uint", 1, 1, 255)),
+    "net.ipv4.tcp_tso_rtt_log": ("9", _U8),
+    "net.ipv4.tcp_min_rtt_wlen": ("300", ("int", 1, 0, 86400)),
+    "net.ipv4.tcp_pacing_ss_ratio": ("200", ("int", 1, 0, 1000)),
+    "net.ipv4.tcp_pacing_ca_ratio": ("120", ("int", 1, 0, 1000)),
+    "net.ipv4.tcp_invalid_ratelimit": ("500", _ANY),  # proc_dointvec_ms_jiffies
+    "net.ipv4.tcp_challenge_ack_limit": ("2147483647", _ANY),  # INT_MAX since 6.0
+    "net.ipv4.tcp_comp_sack_delay_ns": ("1000000", ("uint", 1, 0, 2**64 - 1)),
+    "net.ipv4.tcp_comp_sack_slack_ns": ("100000", ("uint", 1, 0, 2**64 - 1)),
+    "net.ipv4.tcp_comp_sack_nr": ("44", _U8),
+    "net.ipv4.tcp_early_demux": ("1", ("uint", 1, 0, 1)),
+    "net.ipv4.tcp_fwmark_accept": ("0", _U8),
+    "net.ipv4.tcp_l3mdev_accept": ("0", ("uint", 1, 0, 1)),
+    "net.ipv4.tcp_reflect_tos": ("0", ("uint", 1, 0, 1)),
+    "net.ipv4.tcp_migrate_req": ("0", ("uint", 1, 0, 1)),
+    "net.ipv4.tcp_workaround_signed_windows": ("0", _U8),
+    "net.ipv4.tcp_child_ehash_entries": ("0", ("uint", 1, 0, 16777216)),
     "net.ipv4.tcp_congestion_control": ("cubic", ("cc",)),
     "net.ipv4.tcp_available_congestion_control": ("reno cubic", ("ro",)),
     "net.ipv4.ip_local_port_range": ("32768\t60999", ("ports", 2, 1, 65535)),
-    "net.ipv4.ip_no_pmtu_disc": ("0", ("uint", 1, 0, 255)),
+    "net.ipv4.ip_no_pmtu_disc": ("0", _U8),
+    "net.ipv4.ip_forward": ("0", _BOOL),
+    "net.ipv4.ip_default_ttl": ("64", ("uint", 1, 1, 255)),
     "net.ipv4.udp_rmem_min": ("4096", ("int", 1, 1, INT_MAX)),
     "net.ipv4.udp_wmem_min": ("4096", ("int", 1, 1, INT_MAX)),
-    "net.ipv4.neigh.default.gc_thresh1": ("128", ("int", 1, 0, INT_MAX)),
-    "net.ipv4.neigh.default.gc_thresh2": ("512", ("int", 1, 0, INT_MAX)),
-    "net.ipv4.neigh.default.gc_thresh3": ("1024", ("int", 1, 0, INT_MAX)),
-    # net/ipv4/devinet.c devinet_conf_proc (proc_dointvec)
-    "net.ipv4.conf.all.arp_ignore": ("0", ("int", 1, -INT_MAX - 1, INT_MAX)),
-    "net.ipv4.conf.all.arp_announce": ("0", ("int", 1, -INT_MAX - 1, INT_MAX)),
-    "net.ipv4.conf.default.arp_ignore": ("0", ("int", 1, -INT_MAX - 1, INT_MAX)),
-    "net.ipv4.conf.default.arp_announce": ("0", ("int", 1, -INT_MAX - 1, INT_MAX)),
-    "net.ipv4.conf.all.rp_filter": ("0", ("int", 1, -INT_MAX - 1, INT_MAX)),
-    "net.ipv4.conf.default.rp_filter": ("0", ("int", 1, -INT_MAX - 1, INT_MAX)),
-    "net.ipv6.conf.all.disable_ipv6": ("0", ("int", 1, -INT_MAX - 1, INT_MAX)),
-    "net.ipv6.conf.default.disable_ipv6": ("0", ("int", 1, -INT_MAX - 1, INT_MAX)),
-    # kernel/sched/core.c: numa_balancing extra2 SYSCTL_FOUR since 5.18 (memory tiering)
+    "net.ipv4.neigh.default.gc_thresh1": ("128", _POS),
+    "net.ipv4.neigh.default.gc_thresh2": ("512", _POS),
+    "net.ipv4.neigh.default.gc_thresh3": ("1024", _POS),
+    "net.ipv6.conf.all.disable_ipv6": ("0", _ANY),
+    "net.ipv6.conf.default.disable_ipv6": ("0", _ANY),
+    # kernel/sched/core.c sched_core_sysctls: numa_balancing is proc_dointvec_minmax with extra1 SYSCTL_ZERO,
+    # extra2 SYSCTL_FOUR (since 5.18, memory tiering; unchanged in 6.12+): 0..4 are stored, 5 and up EINVAL
     "kernel.numa_balancing": ("1", ("int", 1, 0, 4)),
-    "kernel.sched_autogroup_enabled": ("1", ("int", 1, 0, 1)),
+    "kernel.sched_autogroup_enabled": ("1", _BOOL),
     "kernel.shmmni": ("4096", ("int", 1, 0, 32768)),  # IPCMNI
-    "kernel.msgmax": ("8192", ("int", 1, 0, INT_MAX)),
-    "kernel.msgmnb": ("16384", ("int", 1, 0, INT_MAX)),
-    "kernel.nmi_watchdog": ("1", ("int", 1, 0, 1)),
-    "kernel.watchdog": ("1", ("int", 1, 0, 1)),
+    "kernel.msgmax": ("8192", _POS),
+    "kernel.msgmnb": ("16384", _POS),
+    "kernel.nmi_watchdog": ("1", _BOOL),
+    "kernel.watchdog": ("1", _BOOL),
     "kernel.watchdog_thresh": ("10", ("int", 1, 0, 60)),
-    # mm/: vm_table, page-writeback.c, util.c
+    # mm/ (vm_table of kernel/sysctl.c, page-writeback.c, page_alloc.c, util.c, compaction.c, ...), every
+    # vm key of 6.1 whose default depends neither on the memory size (below: NODE-sized) nor on hugepages
+    # (nr_hugepages*: the lab's pools live in sysfs) nor is a trigger (compact_memory, drop_caches, stat_refresh)
     "vm.swappiness": ("60", ("int", 1, 0, 200)),
-    "vm.zone_reclaim_mode": ("0", ("int", 1, 0, INT_MAX)),
+    "vm.zone_reclaim_mode": ("0", _POS),
     "vm.dirty_ratio": ("20", ("int", 1, 0, 100)),
     "vm.dirty_background_ratio": ("10", ("int", 1, 0, 100)),
-    "vm.dirty_expire_centisecs": ("3000", ("int", 1, 0, INT_MAX)),
-    "vm.dirty_writeback_centisecs": ("500", ("int", 1, -INT_MAX - 1, INT_MAX)),
+    "vm.dirty_bytes": ("0", ("uint", 1, 0, 2**64 - 1)),  # 1..2 pages refused by the handler: not modelled
+    "vm.dirty_background_bytes": ("0", ("uint", 1, 0, 2**64 - 1)),
+    "vm.dirty_expire_centisecs": ("3000", _POS),
+    "vm.dirty_writeback_centisecs": ("500", _ANY),
+    "vm.dirtytime_expire_seconds": ("43200", _POS),
     "vm.overcommit_memory": ("0", ("int", 1, 0, 2)),
-    "vm.overcommit_ratio": ("50", ("int", 1, -INT_MAX - 1, INT_MAX)),
-    "vm.max_map_count": ("65530", ("int", 1, 0, INT_MAX)),
-    "vm.vfs_cache_pressure": ("100", ("int", 1, 0, INT_MAX)),
-    "vm.numa_stat": ("1", ("int", 1, 0, 1)),
+    "vm.overcommit_ratio": ("50", _ANY),
+    "vm.overcommit_kbytes": ("0", ("uint", 1, 0, 2**64 - 1)),
+    "vm.max_map_count": ("65530", _POS),
+    "vm.vfs_cache_pressure": ("100", _POS),
+    "vm.numa_stat": ("1", _BOOL),
+    "vm.min_slab_ratio": ("5", ("int", 1, 0, 100)),
+    "vm.min_unmapped_ratio": ("1", ("int", 1, 0, 100)),
+    "vm.watermark_boost_factor": ("15000", _POS),
+    "vm.watermark_scale_factor": ("10", ("int", 1, 1, 3000)),
+    "vm.compaction_proactiveness": ("20", ("int", 1, 0, 100)),
+    "vm.compact_unevictable_allowed": ("1", _BOOL),
+    "vm.extfrag_threshold": ("500", ("int", 1, -1000, 1000)),
+    "vm.lowmem_reserve_ratio": ("256\t256\t32\t0\t0", ("int", 5, 0, INT_MAX)),  # DMA DMA32 Normal Movable Device
+    "vm.page-cluster": ("3", _POS),
+    "vm.page_lock_unfairness": ("5", _POS),
+    "vm.panic_on_oom": ("0", ("int", 1, 0, 2)),
+    "vm.oom_dump_tasks": ("1", _ANY),
+    "vm.oom_kill_allocating_task": ("0", _ANY),
+    "vm.laptop_mode": ("0", _ANY),
+    "vm.legacy_va_layout": ("0", _POS),
+    "vm.stat_interval": ("1", _ANY),
+    "vm.mmap_min_addr": ("65536", ("uint", 1, 0, 2**64 - 1)),  # CONFIG_DEFAULT_MMAP_MIN_ADDR (Debian)
+    "vm.mmap_rnd_bits": ("28", ("int", 1, 28, 32)),
+    "vm.mmap_rnd_compat_bits": ("8", ("int", 1, 8, 16)),
+    "vm.unprivileged_userfaultfd": ("0", _BOOL),
+    "vm.hugetlb_shm_group": ("0", _ANY),
+    "vm.nr_overcommit_hugepages": ("0", ("uint", 1, 0, 2**64 - 1)),
+    "vm.admin_reserve_kbytes": ("8192", ("uint", 1, 0, 2**64 - 1)),  # min(3 % of free, 8 MiB)
+    "vm.user_reserve_kbytes": ("131072", ("uint", 1, 0, 2**64 - 1)),  # min(3 % of the task, 128 MiB)
 }
+#: ``net.ipv4.conf.<all|default|lo|netdev>.<name>`` (net/ipv4/devinet.c ``devinet_conf_proc``: proc_dointvec,
+#: any int; ``ipv4_devconf`` / ``ipv4_devconf_dflt``): name -> (all, default and every interface's value).
+#: ``all.accept_source_route`` is 0, ``default`` and the interfaces 1; ``lo`` has ``disable_policy`` and
+#: ``disable_xfrm`` 1. Same names and values as a 6.1 node's ``/proc/sys/net/ipv4/conf/*/``.
+IPV4_CONF = {
+    "accept_local": "0", "accept_redirects": "1", "accept_source_route": "1", "arp_accept": "0",
+    "arp_announce": "0", "arp_evict_nocarrier": "1", "arp_filter": "0", "arp_ignore": "0", "arp_notify": "0",
+    "bc_forwarding": "0", "bootp_relay": "0", "disable_policy": "0", "disable_xfrm": "0",
+    "drop_gratuitous_arp": "0", "drop_unicast_in_l2_multicast": "0", "force_igmp_version": "0",
+    "forwarding": "0", "igmpv2_unsolicited_report_interval": "10000",
+    "igmpv3_unsolicited_report_interval": "1000", "ignore_routes_with_linkdown": "0", "log_martians": "0",
+    "mc_forwarding": "0", "medium_id": "0", "promote_secondaries": "0", "proxy_arp": "0",
+    "proxy_arp_pvlan": "0", "route_localnet": "0", "rp_filter": "0", "secure_redirects": "1",
+    "send_redirects": "1", "shared_media": "1", "src_valid_mark": "0", "tag": "0",
+}
+#: how the kernel sized these at boot for the lab node's memory (``hw_cpu.NODE_MEMORY_KB``, 2 TiB; the
+#: free pages are taken as the nodes' MemFree, so the values are approximate): ``tcp_mem``/``udp_mem``
+#: (``tcp_init_mem``: free buffer pages / 16, then 3/4, 1, 3/2 of it; UDP / 8), ``min_free_kbytes``
+#: (``int_sqrt(lowmem_kbytes * 16)``, at most 262144), TCP's ehash (16 M buckets) for
+#: ``tcp_max_syn_backlog`` (/ 128), ``tcp_max_tw_buckets`` and ``tcp_max_orphans`` (/ 2)
+MEMORY_SIZED = ("net.ipv4.tcp_mem", "net.ipv4.udp_mem", "vm.min_free_kbytes", "net.ipv4.tcp_max_syn_backlog",
+                "net.ipv4.tcp_max_tw_buckets", "net.ipv4.tcp_max_orphans")
+
+
+def memory_sysctls(free_kb: int) -> dict[str, tuple[str, tuple]]:
+    """The :data:`MEMORY_SIZED` keys of a node with ``free_kb`` kB free at boot, as :data:`SYSCTLS` entries."""
+    pages = free_kb // 4
+    tcp = max(pages // 16, 128)
+    udp = max(pages // 8, 128)
+    ehash = 1 << 24
+    longs = ("uint", 3, 0, 2**63 - 1)  # proc_doulongvec_minmax
+    return {
+        "net.ipv4.tcp_mem": (f"{tcp // 4 * 3}\t{tcp}\t{tcp // 4 * 3 * 2}", longs),
+        "net.ipv4.udp_mem": (f"{udp // 4 * 3}\t{udp}\t{udp // 4 * 3 * 2}", longs),
+        "vm.min_free_kbytes": (str(min(int((free_kb * 16) ** 0.5), 262144)), _POS),
+        "net.ipv4.tcp_max_syn_backlog": (str(max(128, ehash // 128)), _ANY),
+        "net.ipv4.tcp_max_tw_buckets": (str(ehash // 2), _ANY),
+        "net.ipv4.tcp_max_orphans": (str(ehash // 2), _ANY),
+    }
+
+
+def node_sysctls(node: Node) -> dict[str, tuple[str, tuple]]:
+    """Every sysctl of a lab node: :data:`SYSCTLS`, its memory-sized ones and ``net.ipv4.conf.*`` of
+    ``all``, ``default``, ``lo`` and each NIC's netdev (one table: the builder, ``sysctl`` and ``tee``
+    check writes against it)."""
+    from tuning.lab.hw_cpu import NODE_MEMORY_KB
+
+    out = dict(SYSCTLS)
+    out.update(memory_sysctls(sum(free for _, free in NODE_MEMORY_KB)))
+    for dev in ("all", "default", "lo", *(nic.netdev for nic in node.nics)):
+        for name, value in IPV4_CONF.items():
+            if dev == "all" and name == "accept_source_route" or dev == "lo" and name.startswith("disable_"):
+                value = "0" if dev == "all" else "1"
+            out[f"net.ipv4.conf.{dev}.{name}"] = (value, _ANY)
+    return out
+
+
 #: Initial sysctl values of an untuned node (key -> value as the file holds it).
 SYSCTL_DEFAULTS = {key: value for key, (value, _) in SYSCTLS.items()}
 #: where the handlers of :data:`SYSCTLS` lie in a sysroot for the ``tee`` stand-in (bash: one line
@@ -247,6 +410,19 @@ def sysctl_path(sysroot: Path, key: str) -> Path:
     return sysroot / "proc" / "sys" / key.replace(".", "/")
 
 
+def sysctl_handler(key: str) -> tuple:
+    """The handler of sysctl ``key`` (``net.core.rmem_max`` or ``net/core/rmem_max``) in the one table of
+    :func:`node_sysctls`; a key it does not know takes whitespace-separated integers."""
+    key = key.replace("/", ".")
+    if key in SYSCTLS:
+        return SYSCTLS[key][1]
+    if key in MEMORY_SIZED:
+        return memory_sysctls(0)[key][1]
+    if key.startswith("net.ipv4.conf.") and key.rsplit(".", 1)[1] in IPV4_CONF:
+        return _ANY
+    return ("int", 99, -(2**63), 2**63 - 1)
+
+
 def sysctl_store(sysroot: Path, key: str, value: str) -> tuple[str, str]:
     """What the kernel makes of a write of ``value`` to sysctl ``key`` (handlers of :data:`SYSCTLS`).
 
@@ -256,10 +432,12 @@ def sysctl_store(sysroot: Path, key: str, value: str) -> tuple[str, str]:
     May load a congestion control (``tcp_available_congestion_control`` grows).
     """
     value = value[:-1] if value.endswith("\n") else value
-    handler = SYSCTLS.get(key.replace("/", "."), ("", ("int", 99, -(2**63), 2**63 - 1)))[1]
+    handler = sysctl_handler(key)
     kind = handler[0]
     if kind == "ro":
         return "Permission denied", ""
+    if kind == "str":  # a name the kernel knows or loads (default_qdisc: qdisc_set_default), else ENOENT
+        return ("", value.strip() + "\n") if value.strip() in handler[1:] else ("No such file or directory", "")
     if kind == "cc":
         avail = sysctl_path(sysroot, "net.ipv4.tcp_available_congestion_control")
         names = avail.read_text().split()
@@ -352,13 +530,14 @@ def build_sysroot(root: Path, node: Node) -> None:
     for folder in ("etc/sysctl.d", "etc/systemd/system", "etc/udev/rules.d", "usr/local/sbin",
                    "run/lab/dcb", "run/lab/rdma_cm"):
         (root / folder).mkdir(parents=True, exist_ok=True)
-    for key, (value, handler) in SYSCTLS.items():
+    sysctls = node_sysctls(node)
+    for key, (value, handler) in sysctls.items():
         _put(sysctl_path(root, key), value)
         if handler[0] == "ro":
             sysctl_path(root, key).chmod(0o444)
     _put(root / SYSCTL_LIMITS, "\n".join(
         " ".join([key.replace(".", "/"), handler[0], *map(str, handler[1:] or (CC_MODULES if handler[0] == "cc" else ()))])
-        for key, (_, handler) in SYSCTLS.items()))
+        for key, (_, handler) in sysctls.items()))
     _put(root / "proc/irq/default_smp_affinity", cpumask_hex(list(range(n)), n))
     for index, nic in enumerate(node.nics):
         _build_pci(root, node, nic)

@@ -170,7 +170,7 @@ hugetlb_store() {  # mm/hugetlb.c set_max_huge_pages for one node: kstrtoul base
   handled=1
 }
 sysctl_check() {  # sysctl_check FILE VALUE: the key's ctl_table handler, from run/lab/sysctl-limits
-  # (tuning.lab.sysroot.SYSCTLS / sysctl_store, which sysctl -w runs): int/uint N LO HI, ports, cc, ro
+  # (tuning.lab.sysroot.node_sysctls / sysctl_store, which sysctl -w runs): int/uint N LO HI, ports, cc, str, ro
   local f=$1 v=$2 rel=${1##*proc/sys/} key kind a b c w i n names
   local -a nums cur
   kind=int a=99 b=-9223372036854775808 c=9223372036854775807
@@ -184,6 +184,10 @@ sysctl_check() {  # sysctl_check FILE VALUE: the key's ctl_table handler, from r
       for w in $a $b $c; do  # the module names (c holds all past the second)
         [[ $v == "$w" ]] && { printf '%s\n' "${names[*]} $v" > "${f%/*}/tcp_available_congestion_control"; stored=$v; return; }
       done
+      err="No such file or directory"; return ;;
+    str)  # a name the kernel knows or loads (net.core.default_qdisc: qdisc_set_default), else ENOENT
+      v=${v#"${v%%[![:space:]]*}"}; v=${v%"${v##*[![:space:]]}"}
+      for w in $a $b $c; do [[ $v == "$w" ]] && { stored=$v; return; }; done
       err="No such file or directory"; return ;;
   esac
   read -r -a nums <<< "$v"
