@@ -32,17 +32,30 @@ def _running_state_dir(inventory: Path, state_dir: Optional[Path]) -> Path:
     return sd
 
 
-def lab_up(inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
+def lab_up(inventory: Path = INV, state_dir: Optional[Path] = STATE,
+           slurm: bool = typer.Option(False, "--slurm", help="also start a real Slurm: munged, slurmctld and one "
+                                      "slurmd per lab node on the lab's loopback ports (docs/lab.md)")) -> None:
     """Start the lab: 4 GPU nodes (SSH), 2 leaves and 1 spine (NVUE), untuned, listening on the
     ports INVENTORY names (so two labs on two inventories run side by side).
 
-    Example: fabtune lab up -i inventory/lab
+    Example: fabtune lab up -i inventory/lab --slurm
     """
     from tuning.lab import controller
     from tuning.lab.fabric import fabric_for_inventory
 
     sd = _state_dir(inventory, state_dir)
-    controller.up(sd, fabric_for_inventory(existing_inventory(inventory)))
+    fabric = fabric_for_inventory(existing_inventory(inventory))
+    controller.up(sd, fabric)
+    if slurm:
+        from tuning.lab import slurm as slurm_lab
+
+        try:
+            took = slurm_lab.up(sd, fabric)
+        except BaseException:
+            controller.down(sd)  # nothing half up
+            raise
+        out.print(f"Slurm up in {took:.1f} s; its clients need: export "
+                  f"SLURM_CONF={slurm_lab.client_env(sd)['SLURM_CONF']}")
     _lab_status(sd)
 
 

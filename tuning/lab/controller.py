@@ -288,9 +288,12 @@ def down(state_dir: Path) -> bool:
     """Stop the lab of ``state_dir``. Returns True if a running daemon was stopped.
 
     SIGTERM to the daemon's process group (it and the commands it runs), SIGKILL
-    after 5 s; ``lab.pid`` is removed either way.
+    after 5 s; ``lab.pid`` is removed either way. The Slurm lab (``lab up --slurm``) is stopped first.
     """
+    from tuning.lab import slurm
+
     state_dir = state_dir.resolve()
+    slurm.down(state_dir)  # `lab up --slurm`'s daemons, if any
     pid = running_pid(state_dir)
     (state_dir / "lab.pid").unlink(missing_ok=True)
     if pid is None:
