@@ -116,9 +116,11 @@ def _nccl(devices: list[Any], hosts: dict, timeout_s: float) -> dict[str, dict]:
             res = host.run(f"all_reduce_perf {NCCL_ARGS} -g {len(dev.spec.nics) or 1}", timeout=600.0,
                            privileged=False)
             parsed = parse_nccl(res.stdout, "all_reduce_perf")
-            out[dev.name] = {"avg_busbw_gbps": parsed.avg_busbw.value if parsed.avg_busbw else None,
+            alone = parsed.n_ranks == 1  # one rank moves nothing: nccl-tests prints a bus bandwidth of 0
+            out[dev.name] = {"avg_busbw_gbps": parsed.avg_busbw.value if parsed.avg_busbw and not alone else None,
                              "rows": len(parsed.rows),
-                             "error": parsed.failure.message if parsed.failure else None}
+                             "error": parsed.failure.message if parsed.failure else
+                             ("1 rank: all_reduce_perf measured nothing (busbw 0 by definition)" if alone else None)}
         except TuningError as e:
             out[dev.name] = {"error": " ".join(str(e).split())[:300]}
     return out
