@@ -129,6 +129,7 @@ def _show(doc: dict, as_json: bool) -> None:
     if d:
         print(f"drain ({d['adapter']}, {'dry run' if d['dry_run'] else 'acted'}): {', '.join(d['drained']) or 'none'}"
               + (f"; over the cap, not drained: {', '.join(d['over_cap'])}" if d.get("capped") else "")
+              + (f"; left alone (drained by someone else): {', '.join(d['left'])}" if d.get("left") else "")
               + (f"; FAILED, not drained: {', '.join(d['failed'])}" if d.get("failed") else ""))
         for node, why in (d.get("failed") or {}).items():  # a drain that did not happen is a failure
             said = why if why.startswith(f"{node}: ") else f"{node}: {why}"

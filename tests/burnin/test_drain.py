@@ -130,7 +130,9 @@ def test_slurm_real_path_runs_scontrol_from_path(scontrol, tmp_path):
     argv_log, state = scontrol
     out = dr.drain(three_bad_nodes(), RUN, "slurm", act=True, max_drain=2, log=tmp_path / "d.log")
     assert out["drained"] == ["node02", "node05"] and not out["failed"]
-    calls = [json.loads(line) for line in argv_log.read_text().splitlines()]
+    argv = [json.loads(line) for line in argv_log.read_text().splitlines()]
+    assert [a for a in argv if a[0] == "show"] == [["show", "node", "node02"], ["show", "node", "node05"]]
+    calls = [a for a in argv if a[0] == "update"]  # each node's reason is read before it is drained
     assert [c[:4] for c in calls] == [["update", "NodeName=node02", "State=DRAIN", calls[0][3]],
                                       ["update", "NodeName=node05", "State=DRAIN", calls[1][3]]]
     assert calls[0][3].startswith(f"Reason=fabtune {RUN}: gpu-xid")
@@ -157,10 +159,28 @@ def test_undrain_only_fabtune_drains_after_retest(scontrol, tmp_path):
     assert not [a for a in argv if a[:2] == ["update", "NodeName=node04"]]
 
 
+def test_drain_leaves_a_node_someone_else_drained(scontrol, tmp_path):
+    """Slurm replaces a drained node's reason on a second State=DRAIN (Slurm 22.05, tests/slurm/):
+    a node with another reason is never drained over, so its owner's reason stays and no undrain
+    of fabtune's resumes it; a node fabtune drained before is drained again (its reason refreshed)."""
+    argv_log, state = scontrol
+    nodes = json.loads(state.read_text())
+    nodes["node02"] = {"state": "IDLE+DRAIN", "reason": "bad DIMM, ticket 4711"}
+    nodes["node05"] = {"state": "IDLE+DRAIN", "reason": f"fabtune {RUN}: gpu-ecc earlier"}
+    state.write_text(json.dumps(nodes))
+    out = dr.drain(three_bad_nodes(), RUN, "slurm", act=True, max_drain=2, log=tmp_path / "d.log")
+    assert out["drained"] == ["node05"] and not out["failed"]
+    assert out["left"] == {"node02": "drained by someone else: reason 'bad DIMM, ticket 4711' is not fabtune's"}
+    assert json.loads(state.read_text())["node02"]["reason"] == "bad DIMM, ticket 4711"
+    assert not [a for a in map(json.loads, argv_log.read_text().splitlines()) if a[:2] == ["update", "NodeName=node02"]]
+    assert "# node02: left alone: drained by someone else" in (tmp_path / "d.log").read_text()
+    assert dr.drain(three_bad_nodes(), RUN, "slurm", act=False, max_drain=2)["left"] == {}  # a dry run reads nothing
+
+
 def test_slurm_failure_is_reported_per_node(scontrol):
     f = {"code": "gpu-xid", "kind": "node", "target": "node99", "message": "m"}
     out = dr.drain([f], RUN, "slurm", act=True)
-    assert out["drained"] == [] and "Invalid node name specified" in out["failed"]["node99"]
+    assert out["drained"] == [] and "Node node99 not found" in out["failed"]["node99"]  # its reason read first
     assert "not found" in dr.undrain(["node99"], "slurm", act=True)["failed"]["node99"]
 
 
@@ -264,7 +284,7 @@ def test_a_drain_that_did_not_happen_is_a_failure_on_the_console(scontrol, capsy
     _show(doc, as_json=False)
     out, err = capsys.readouterr()
     assert "drain (slurm, acted): none; FAILED, not drained: node99\n" in out
-    assert err.startswith("fabtune: error: drain failed: node99: scontrol update NodeName=node99 State=DRAIN ")
-    assert "Invalid node name specified" in err and len(err.splitlines()) == 1
+    assert err.startswith("fabtune: error: drain failed: node99: scontrol show node node99: ")  # read before a drain
+    assert "Node node99 not found" in err and len(err.splitlines()) == 1
     doc["findings"] = []  # the failure alone fails the run
     assert _exit_code(doc) == EXIT_FINDINGS

@@ -258,8 +258,10 @@ def test_drain_and_undrain_steps_are_shown_per_node_failures_in_red():
     doc, found = doc_and_findings()
 
     def scontrol(argv):
-        if argv[1] == "show":
-            reason = "fabtune burnin-1: gpu-xid" if argv[3] == "node01" else "bad DIMM"
+        if argv[1] == "show":  # node01 drained by fabtune, node06 by an operator, the others not drained
+            reason = {"node01": "fabtune burnin-1: gpu-xid", "node06": "bad DIMM"}.get(argv[3])
+            if reason is None:
+                return 0, f"NodeName={argv[3]} State=IDLE\n", ""
             return 0, f"NodeName={argv[3]} State=DRAIN\n   Reason={reason} [root@2026-11-30T16:00:00]\n", ""
         if "NodeName=node02" in argv:
             return 1, "", "slurm_update error: Invalid node name specified <node02>"

@@ -22,6 +22,10 @@ only needed to act): cordon (``spec.unschedulable: true``), taint
 all in one ``PATCH /api/v1/nodes/<name>`` (``CoreV1Api.patch_node``, strategic merge); resume
 removes the three.
 
+Drain (acting) reads each node's current reason first and leaves alone a node that has one not
+starting with ``fabtune ``: someone else drained it (or Slurm set it down), and ``scontrol update
+State=DRAIN Reason=...`` on a drained node replaces its reason (checked against Slurm 22.05's
+slurmctld), so the other owner's reason would be lost and a later undrain would resume their node.
 Undrain (:func:`undrain`): only nodes whose current reason starts with ``fabtune `` (fabtune
 drained them) and that passed a re-test; any other reason is an operator's and is left alone.
 """
@@ -284,8 +288,9 @@ def drain(findings: list[dict], run_id: str, adapter_name: str = "slurm", act: b
     Returns:
         ``{"adapter": "slurm", "dry_run": True, "drained": ["node03"], "over_cap": ["node05"],
         "capped": True, "calls": ["scontrol update NodeName=node03 State=DRAIN 'Reason=...'"],
+        "left": {"node04": "drained by someone else: reason 'bad DIMM' is not fabtune's"},
         "failed": {node: "one line"}}``; ``capped`` is True when nodes were left over the cap
-        (the caller exits nonzero).
+        (the caller exits nonzero); ``left`` is filled only when acting (a dry run reads nothing).
 
     Raises:
         InputError: an unknown adapter, ``max_drain`` below 0, a node name outside the grammar.
@@ -295,15 +300,32 @@ def drain(findings: list[dict], run_id: str, adapter_name: str = "slurm", act: b
     lines = [f"# fabtune {run_id}: {'dry run, nothing changed' if not act else 'draining'} ({ad.name}, "
              f"cap {max_drain})"]
     out = {"adapter": ad.name, "dry_run": not act, "drained": [], "over_cap": [n for n, _ in p.over_cap],
-           "capped": bool(p.over_cap), "calls": [], "failed": {}}
+           "capped": bool(p.over_cap), "calls": [], "left": {}, "failed": {}}
     for node, f in p.drain:
         lines.append(f"# {node}: {f['code']} ({f['target']})")
+        if act and not _ours_or_free(ad, node, out, lines):
+            continue
         if _apply(ad, node, ad.drain_calls(node, reason_text(run_id, f), f["code"]), act, out, lines):
             out["drained"].append(node)
     for node, f in p.over_cap:
         lines.append(f"# over the cap of {max_drain}, not drained: {node}: {f['code']} ({f['target']})")
     _log(log, lines)
     return out
+
+
+def _ours_or_free(ad, node: str, out: dict, lines: list[str]) -> bool:
+    """Whether ``node`` may be drained: no current reason, or one fabtune wrote. Otherwise the node
+    goes to ``out["left"]`` (or ``out["failed"]`` when its reason cannot be read)."""
+    try:
+        why = ad.reason(node)
+    except DrainError as e:
+        out["failed"][node] = str(e)
+        return False
+    if why and not why.startswith(REASON_PREFIX):
+        out["left"][node] = f"drained by someone else: reason {why!r} is not fabtune's"
+        lines.append(f"# {node}: left alone: {out['left'][node]}")
+        return False
+    return True
 
 
 def undrain(passed: list[str], adapter_name: str = "slurm", act: bool = False, log: Path | None = None,

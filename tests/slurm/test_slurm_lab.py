@@ -1,0 +1,148 @@
+"""The Slurm lab (issue 23): ``fabtune lab up --slurm`` runs Debian's real Slurm (22.05) and munge
+beside a 2-node lab, ``srun`` reaches each lab node as itself, and the burn-in drain adapter
+(:mod:`tuning.burnin.drain`) drives the real ``scontrol``.
+
+One module-scoped lab on ports from 31850 (or 31050): the first of the test port ranges 31800 and
+31000 that this process holds or can claim (``tests.conftest.claim_port_range``), its nodes at
++1..+2, switches +101..+103, Slurm +104.. (``tuning.lab.slurm.ports``). Slurm missing is a failure,
+never a skip: ``.ci/run`` installs it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, TEST_BASE_PORT, claim_port_range
+from tuning.burnin import drain as dr
+from tuning.lab import slurm
+
+pytestmark = pytest.mark.lab
+
+RUN = "20261203T150000-slrm"
+OTHER = "bad DIMM, ticket 4711"
+
+
+def _fab(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tuning", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)
+
+
+def _base_port():
+    """``(base port, claim)``: 50 ports into the first range of 31800 / 31000 that is this process's
+    own (the tests' fixed ports lie below its pool at +300) or that it can claim (``claim`` to close)."""
+    for first in (31800, 31000):
+        if TEST_BASE_PORT == first:
+            return first + 50, None
+        claim = claim_port_range(first)
+        if claim is not None:
+            return first + 50, claim
+    pytest.fail("the test port ranges 31000 and 31800 are both held by other pytest processes")
+
+
+@pytest.fixture(scope="module")
+def slurm_lab(tmp_path_factory):
+    """``(inventory, client env)`` of a running 2-node lab with its Slurm; stopped after the module."""
+    missing = [tool for tool in slurm.DAEMONS + slurm.CLIENTS if slurm.tool_path(tool) is None]
+    assert not missing, f"Slurm is not installed ({missing}): apt-get install slurmctld slurmd slurm-client munge"
+    base, claim = _base_port()
+    daemons: dict[str, int] = {}
+    inv = tmp_path_factory.mktemp("slurm") / "lab2"
+    try:
+        r = _fab("lab", "init", str(inv), "--nodes", "2", "--base-port", str(base))
+        assert r.returncode == 0, r.stderr
+        r = _fab("lab", "up", "-i", str(inv), "--slurm")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "SLURM_CONF=" in r.stdout
+        daemons = slurm.running(inv / ".state")
+        assert sorted(daemons) == ["munged", "slurmctld", "slurmd node01", "slurmd node02"]
+        yield inv, {**os.environ, **slurm.client_env(inv / ".state")}
+    finally:
+        r = _fab("lab", "down", "-i", str(inv))
+        if claim is not None:
+            claim.close()
+    left = [pid for pid in daemons.values() if _cmdline(pid)]  # a zombie's is empty
+    assert r.returncode == 0 and not left, f"Slurm left running after lab down: {left}"
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _run(env: dict, *argv: str) -> str:
+    p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30)
+    assert p.returncode == 0, f"{argv}: exit {p.returncode}: {p.stderr}"
+    return p.stdout
+
+
+def _states_when(env: dict, ready, timeout_s: float = 10.0) -> dict[str, str]:
+    """``sinfo``'s node states (``{"node01": "idle", ...}``) once ``ready(states)``, or after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        states = dict(line.split() for line in _run(env, "sinfo", "-h", "-N", "-o", "%N %T").splitlines())
+        if ready(states) or time.monotonic() > deadline:
+            return states
+        time.sleep(0.1)
+
+
+def test_srun_runs_one_task_on_each_lab_node_as_that_node(slurm_lab):
+    inv, env = slurm_lab
+    names = _run(env, "srun", "-N2", "--ntasks-per-node=1", "printenv", "SLURMD_NODENAME").split()
+    assert sorted(names) == ["node01", "node02"]
+    # the TaskProlog gives each task its node shell's identity: FABTUNE_LAB_* and the stand-ins first on PATH
+    out = _run(env, "srun", "-N2", "--ntasks-per-node=1", "sh", "-c",
+               'echo "$SLURMD_NODENAME $FABTUNE_LAB_NODE $FABTUNE_LAB_SYSROOT ${PATH%%:*}"')
+    state = (inv / ".state").resolve()
+    assert sorted(out.splitlines()) == [f"{n} {n} {state}/nodes/{n}/sysroot {state}/bin" for n in ("node01", "node02")]
+    assert all((state / "nodes" / n / "sysroot" / "sys" / "class" / "net").is_dir() for n in ("node01", "node02"))
+    # `lab reset` stops every process whose command line names the state folder: none of Slurm's does
+    r = _fab("lab", "reset", "-i", str(inv))
+    assert r.returncode == 0, r.stderr
+    assert sorted(slurm.running(state)) == ["munged", "slurmctld", "slurmd node01", "slurmd node02"]
+    assert sorted(_run(env, "srun", "-N2", "printenv", "SLURMD_NODENAME").split()) == ["node01", "node02"]
+
+
+def test_drain_adapter_against_real_scontrol_never_touches_another_drain(slurm_lab, monkeypatch, tmp_path):
+    inv, env = slurm_lab
+    monkeypatch.setenv("SLURM_CONF", env["SLURM_CONF"])  # the adapter runs scontrol from PATH with our env
+    _run(env, "scontrol", "update", "NodeName=node02", "State=DRAIN", f"Reason={OTHER}")
+    findings = [{"code": "gpu-xid", "kind": "node", "target": n, "message": f"{n}: GPU 3 (0000:1e:00.0) XID 79"}
+                for n in ("node01", "node02")]
+    try:
+        out = dr.drain(findings, RUN, "slurm", act=True, max_drain=2, log=tmp_path / "drain.log")
+        assert out["drained"] == ["node01"] and not out["failed"], out
+        assert out["left"] == {"node02": f"drained by someone else: reason {OTHER!r} is not fabtune's"}
+        want = dr.reason_text(RUN, findings[0])
+        assert want.startswith(f"fabtune {RUN}: gpu-xid node01: GPU 3")
+        # what Slurm itself shows: sinfo -R (reason, node) and scontrol show node (state, reason)
+        reasons = dict(line.split("|")[::-1] for line in
+                       _run(env, "sinfo", "-R", "-h", "-N", "-o", "%E|%N").splitlines())
+        assert reasons == {"node01": want, "node02": OTHER}
+        assert dr.Slurm().reason("node01") == want and dr.Slurm().reason("node02") == OTHER
+        assert "State=IDLE+DRAIN " in _run(env, "scontrol", "show", "node", "node01")
+        # a clean re-test resumes only fabtune's drain
+        back = dr.undrain(["node01", "node02"], "slurm", act=True)
+        assert back["resumed"] == ["node01"] and back["left"] == {"node02": f"reason {OTHER!r} is not fabtune's"}
+        # a resumed node shows `idle*` (not responding) until its slurmd answers slurmctld's ping, ~0.5 s
+        states = _states_when(env, lambda st: "*" not in st["node01"])
+        assert states == {"node01": "idle", "node02": "drained"}
+        assert dr.Slurm().reason("node01") is None and dr.Slurm().reason("node02") == OTHER
+    finally:  # the next test's nodes idle (RESUME of a node not drained is "Invalid node state specified")
+        for node in ("node01", "node02"):
+            subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], env=env, capture_output=True)
+
+
+def test_drain_of_an_unknown_node_fails_with_what_scontrol_said(slurm_lab, monkeypatch):
+    inv, env = slurm_lab
+    monkeypatch.setenv("SLURM_CONF", env["SLURM_CONF"])
+    out = dr.drain([{"code": "gpu-xid", "kind": "node", "target": "node09", "message": "m"}], RUN, "slurm", act=True)
+    assert out["drained"] == [] and out["failed"] == {
+        "node09": "node09: scontrol show node node09: exit 1: Node node09 not found"}
