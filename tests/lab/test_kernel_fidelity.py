@@ -21,7 +21,8 @@ import pytest
 
 from tuning.lab.controller import write_wrappers
 from tuning.lab.fabric import default_fabric
-from tuning.lab.sysroot import SYSCTLS, build_sysroot, node_sysctls, read_json, sync_derived, write_json
+from tuning.lab.sysroot import (SYSCTLS, build_sysroot, irq_affinity_parse, node_sysctls, read_json, sync_derived,
+                                write_json)
 from tuning.verify.gid import gid_table_command, pick_roce_v2_ipv4
 
 EINVAL, ERANGE, EOVERFLOW = "Invalid argument", "Numerical result out of range", "Value too large for defined data type"
@@ -251,6 +252,48 @@ def test_smp_affinity_refuses_like_the_kernel(node, mask, errno):
     assert (res.returncode, res.stderr) == (1, f"tee: sysroot/{IRQ}/smp_affinity: {errno}\n")
     assert node.cat(f"{IRQ}/smp_affinity") == "0000,00000000,00000000,0000ffff\n"
     assert node.cat(f"{IRQ}/smp_affinity_list") == "0-15\n"
+
+
+def _redirect(node: Node, value: str, rel: str) -> None:
+    """``echo VALUE > FILE``: a plain shell write, which no stand-in sees; the node server then syncs."""
+    assert node.run("bash", "-c", 'echo "$1" > "$2"', "-", value, f"sysroot/{rel}").returncode == 0
+    os.utime(node.root / rel, ns=(2**62, 2**62))  # newer than the other view, whatever the clock's granularity
+    sync_derived(node.root)  # the node server runs it after every command
+
+
+@pytest.mark.parametrize("name, value, listed, shown", [
+    ("smp_affinity", "f", "0-3", "0000,00000000,00000000,0000000f"),  # irq-affinity.rst: zero-padded groups
+    ("smp_affinity", "1 0000000f", "0-3,32", "0000,00000000,00000001,0000000f"),
+    ("smp_affinity_list", "5,0-3,2", "0-3,5", "0000,00000000,00000000,0000002f"),
+    ("smp_affinity_list", "0-15:2/4", "0-1,4-5,8-9,12-13", "0000,00000000,00000000,00003333"),
+])
+def test_a_plain_redirect_reads_back_as_the_kernel_shows_it(node, name, value, listed, shown):
+    node.tee("0-15", f"{IRQ}/smp_affinity_list")
+    _redirect(node, value, f"{IRQ}/{name}")
+    assert node.cat(f"{IRQ}/smp_affinity") == shown + "\n"
+    assert node.cat(f"{IRQ}/smp_affinity_list") == listed + "\n"
+
+
+@pytest.mark.parametrize("name, value", [
+    ("smp_affinity", "0"), ("smp_affinity", "g"), ("smp_affinity", "123456789"),
+    ("smp_affinity", "10000,00000000,00000000,00000000"), ("smp_affinity_list", "200"), ("smp_affinity_list", "3-1"),
+])
+def test_a_plain_redirect_the_kernel_refuses_leaves_the_affinity(node, name, value):
+    """The kernel refuses the write (EINVAL / EOVERFLOW / ERANGE) and keeps the affinity: a shell's write in
+    the lab cannot fail, but the value it left gives way to the one the kernel kept."""
+    node.tee("0-15", f"{IRQ}/smp_affinity_list")
+    _redirect(node, value, f"{IRQ}/{name}")
+    assert node.cat(f"{IRQ}/smp_affinity") == "0000,00000000,00000000,0000ffff\n"
+    assert node.cat(f"{IRQ}/smp_affinity_list") == "0-15\n"
+
+
+def test_the_python_parser_refuses_as_the_tee_stand_in():
+    """irq_affinity_parse (the node server's) and tools/tee.sh (a tee write) apply the same kernel rules."""
+    for mask, errno in (("0", EINVAL), ("g", EINVAL), ("123456789", EOVERFLOW), ("1,0,0,0,0", EOVERFLOW),
+                        ("10000,00000000,00000000,00000000", EOVERFLOW)):
+        assert irq_affinity_parse(mask + "\n", 112, as_list=False) == (errno, [])
+    assert irq_affinity_parse("112", 112, as_list=True) == (ERANGE, [])
+    assert irq_affinity_parse("8000,00000000,00000000,00000001", 112, as_list=False) == ("", [0, 111])
 
 
 # ---- 4. configfs rdma_cm ------------------------------------------------------------------------

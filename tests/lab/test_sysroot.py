@@ -158,6 +158,8 @@ def test_sync_derived_follows_the_newer_view(tmp_path, fabric):
     os.utime(irq / "smp_affinity_list", ns=(1, 1))
     sync_derived(tmp_path)
     assert cat(irq / "smp_affinity_list") == "4-7\n"
+    # the written view reads back in the kernel's format too (it was left as written: more lenient than a node)
+    assert cat(irq / "smp_affinity") == "0000,00000000,00000000,000000f0\n"
 
 
 def test_reboot_resets_live_values_keeps_the_disk_and_runs_only_enabled_units(fabric, tmp_path):

@@ -675,10 +675,13 @@ def sync_derived(sysroot: Path) -> None:
     """Mirror what the kernel derives itself: ``smp_affinity`` <-> ``smp_affinity_list``, and the
     configfs ``rdma_cm`` groups (:func:`_sync_rdma_cm`).
 
-    A real kernel updates both views of an IRQ's affinity on a write to either; the
-    lab's files are plain, so the node server calls this after every command: the
-    newer of the two files wins and the other is rewritten (only if it differs).
-    Unparsable content is left as written.
+    A real kernel parses a write to either affinity file, refuses it or keeps the CPUs, and shows
+    both views in its own formats. ``tee`` (the stand-in) does so at once; a plain shell redirect
+    cannot be refused, so the node server calls this after every command: the newer of the two
+    files is parsed as the kernel parses it (:func:`irq_affinity_parse`) and both are rewritten in
+    the read-back formats (``f`` -> ``0000,00000000,00000000,0000000f`` and ``0-3``); text the
+    kernel would have refused gives way to the affinity the other file still holds (the kernel
+    kept it).
     """
     _sync_rdma_cm(sysroot)
     try:
@@ -694,14 +697,59 @@ def sync_derived(sysroot: Path) -> None:
             seen = (_identity(lst), _identity(msk))
             if synced.get(name) == seen:
                 continue  # neither file changed since this folder was last made coherent
-            if seen[0][0] >= seen[1][0]:
-                _rewrite(Path(msk), cpumask_hex(parse_cpulist(Path(lst).read_text()), n))
-            else:
-                _rewrite(Path(lst), format_cpulist(parse_cpumask(Path(msk).read_text())))
+            newer_is_list = seen[0][0] >= seen[1][0]
+            newer, older = (lst, msk) if newer_is_list else (msk, lst)
+            err, cpus = irq_affinity_parse(Path(newer).read_text(), n, newer_is_list)
+            if err:  # the kernel refused the write and kept what the other view still shows
+                err, cpus = irq_affinity_parse(Path(older).read_text(), n, not newer_is_list)
+            if err:
+                raise ValueError(err)
+            _rewrite(Path(msk), cpumask_hex(cpus, n))
+            _rewrite(Path(lst), format_cpulist(cpus))
             synced[name] = (_identity(lst), _identity(msk))
         except (OSError, ValueError):
             synced.pop(name, None)
             continue
+
+
+_EINVAL, _ERANGE, _EOVERFLOW = "Invalid argument", "Numerical result out of range", "Value too large for defined data type"
+
+
+def irq_affinity_parse(text: str, n: int, as_list: bool) -> tuple[str, list[int]]:
+    """A write to ``smp_affinity_list`` (``as_list``: ``bitmap_parselist``) or ``smp_affinity``
+    (``bitmap_parse``, ``lib/bitmap-str.c``) of a node with ``n`` CPUs, as ``kernel/irq/proc.c``
+    ``write_irq_affinity`` takes it: ``("", CPUs)`` or ``(errno text, [])``; ``tools/tee.sh`` applies the
+    same rules. A list: ``N``, ``A-B`` or ``A-B:U/G`` parted by commas (EINVAL; a CPU >= n: ERANGE). A
+    mask: hex chunks of at most 32 bits parted by commas or blanks, the last the lowest (a non-hex
+    character EINVAL; a longer chunk, more chunks than n bits need or a bit >= n: EOVERFLOW). No online
+    CPU: EINVAL (``irq_select_affinity_usr`` on all but Alpha).
+    """
+    text = text[:-1] if text.endswith("\n") else text
+    cpus: set[int] = set()
+    if as_list:
+        for part in text.split(",") if text else [""]:
+            m = re.fullmatch(r"([0-9]{1,10})(?:-([0-9]{1,10})(?::([0-9]{1,10})/([0-9]{1,10}))?)?", part)
+            if not m:
+                return _EINVAL, []
+            lo, hi = int(m[1]), int(m[2] or m[1])
+            used, group = (int(m[3]), int(m[4])) if m[3] else (1, 1)
+            if lo > hi or group == 0 or used > group:
+                return _EINVAL, []
+            if hi >= n:
+                return _ERANGE, []
+            cpus.update(c for base in range(lo, hi + 1, group) for c in range(base, min(base + used, hi + 1)))
+    else:
+        chunks = [c for c in re.split(r"[,\s]", text) if c]
+        if len(chunks) > (n + 31) // 32:
+            return _EOVERFLOW, []
+        for k, chunk in enumerate(reversed(chunks)):
+            if not re.fullmatch(r"[0-9a-fA-F]+", chunk):
+                return _EINVAL, []
+            word = int(chunk, 16)
+            if len(chunk) > 8 or word >> max(0, min(32, n - 32 * k)):
+                return _EOVERFLOW, []
+            cpus.update(32 * k + b for b in range(32) if word >> b & 1)
+    return ("", sorted(cpus)) if cpus else (_EINVAL, [])
 
 
 #: (sysroot, online CPUs) -> IRQ -> :func:`_identity` of its two affinity files when
