@@ -41,14 +41,15 @@ def lab_up(inventory: Path = INV, state_dir: Optional[Path] = STATE,
     Example: fabtune lab up -i inventory/lab --slurm
     """
     from tuning.lab import controller
+    from tuning.lab import slurm as slurm_lab
     from tuning.lab.fabric import fabric_for_inventory
 
     sd = _state_dir(inventory, state_dir)
     fabric = fabric_for_inventory(existing_inventory(inventory))
+    if slurm:
+        slurm_lab.check(fabric)  # before the lab starts (exit 2): Slurm missing, not root, a port taken
     controller.up(sd, fabric)
     if slurm:
-        from tuning.lab import slurm as slurm_lab
-
         try:
             took = slurm_lab.up(sd, fabric)
         except BaseException:

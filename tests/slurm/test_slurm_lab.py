@@ -21,6 +21,7 @@ import pytest
 from tests.conftest import REPO, TEST_BASE_PORT, claim_port_range
 from tuning.burnin import drain as dr
 from tuning.lab import slurm
+from tuning.lab.fabric import Fabric
 
 pytestmark = pytest.mark.lab
 
@@ -146,3 +147,13 @@ def test_drain_of_an_unknown_node_fails_with_what_scontrol_said(slurm_lab, monke
     out = dr.drain([{"code": "gpu-xid", "kind": "node", "target": "node09", "message": "m"}], RUN, "slurm", act=True)
     assert out["drained"] == [] and out["failed"] == {
         "node09": "node09: scontrol show node node09: exit 1: Node node09 not found"}
+
+
+def test_lab_up_slurm_is_refused_before_the_lab_starts_when_a_slurm_port_is_taken(slurm_lab):
+    """The Slurm checks come before the lab's own start (exit 2, one line); here the running lab's
+    Slurm holds the ports, and it keeps running."""
+    inv, env = slurm_lab
+    ctld = slurm.ports(Fabric.load(inv / ".state" / "fabric.json")).slurmctld
+    r = _fab("lab", "up", "-i", str(inv), "--slurm")
+    assert r.returncode == 2 and r.stderr.startswith(f"fabtune: error: the Slurm lab's ports are in use: [{ctld}, ")
+    assert sorted(_run(env, "srun", "-N2", "printenv", "SLURMD_NODENAME").split()) == ["node01", "node02"]

@@ -173,9 +173,13 @@ def tool_path(tool: str) -> str | None:
     return shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin")
 
 
-def _check(fabric: Fabric) -> dict[str, str]:
-    """The daemons' and clients' paths. Raises SetupError: one missing, not root, a port taken or
-    inside the ephemeral range."""
+def check(fabric: Fabric) -> dict[str, str]:
+    """What :func:`up` needs, checked before anything starts (``lab up --slurm`` calls it before the
+    lab itself). Returns the daemons' and clients' paths.
+
+    Raises:
+        SetupError: one missing, not root, no lab node, a port taken or inside the ephemeral range.
+    """
     from tuning.lab.controller import port_open
 
     found = {t: tool_path(t) for t in DAEMONS + CLIENTS}
@@ -187,6 +191,8 @@ def _check(fabric: Fabric) -> dict[str, str]:
     if os.geteuid() != 0:
         raise SetupError("the Slurm lab needs root: slurmd runs as root (slurmd(8)) to start tasks as "
                          "their user", phase="lab")
+    if not fabric.nodes:
+        raise SetupError("the Slurm lab needs lab nodes: this lab has none", phase="lab")
     p = ports(fabric)
     low = _ephemeral_low()
     if p.all()[-1] >= low:
@@ -231,7 +237,7 @@ def up(state_dir: Path, fabric: Fabric) -> float:
     start = time.monotonic()
     state_dir = state_dir.resolve()
     down(state_dir)  # a Slurm lab left over from a lab that was not stopped
-    tools = _check(fabric)
+    tools = check(fabric)
     base = write(state_dir, fabric).parent
     env = {**os.environ, **client_env(state_dir)}
     pids: dict[str, int] = {}
