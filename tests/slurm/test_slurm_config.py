@@ -1,0 +1,59 @@
+"""The Slurm lab's files without starting anything (fast tier): ports above the lab's own, the
+``slurm.conf`` lines (slurm.conf(5), Slurm 22.05), munged's key and folder modes, the TaskProlog's
+per-node environment, and the grammar checks on what reaches the files."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tuning.errors import InputError
+from tuning.lab import slurm
+from tuning.lab.fabric import default_fabric, fabric_for_inventory
+
+
+def test_ports_lie_above_the_lab_and_are_unique():
+    p = slurm.ports(fabric_for_inventory(REPO / "inventory" / "lab"))
+    assert p.slurmctld == 22204 and p.slurmd == {"node01": 22205, "node02": 22206, "node03": 22207, "node04": 22208}
+    assert p.srun == (22209, 22240) and len(set(p.all())) == len(p.all()) == 1 + 4 + slurm.SRUN_PORTS
+    big = slurm.ports(default_fabric(base_port=23000, n_nodes=100))
+    assert big.slurmctld == 23104 and big.slurmd["node100"] == 23204 and big.srun[1] == 23236
+
+
+def test_write_lays_out_conf_key_and_task_env(tmp_path):
+    state = tmp_path / "lab" / ".state"
+    conf = slurm.write(state, default_fabric(base_port=31000, n_nodes=2))
+    text = conf.read_text()
+    base = state.resolve() / "slurm"
+    for line in ("ClusterName=fabtune-lab", "SlurmctldHost=localhost", "SlurmctldPort=31104",
+                 "SrunPortRange=31107-31138", "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+                 "SelectType=select/cons_tres", "ReturnToService=2", f"AuthInfo=socket={base}/munge/run/munge.sock",
+                 f"StateSaveLocation={base}/state", f"SlurmdSpoolDir={base}/spool/%n", f"TaskProlog={base}/task_prolog",
+                 "NodeName=node01 NodeHostname=localhost Port=31105 CPUs=1 State=UNKNOWN",
+                 "NodeName=node02 NodeHostname=localhost Port=31106 CPUs=1 State=UNKNOWN"):
+        assert line in text.splitlines(), line
+    key = base / "munge" / "etc" / "munge.key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o400 and len(key.read_bytes()) == 1024
+    assert stat.S_IMODE((base / "munge" / "etc").stat().st_mode) == 0o700
+    env = (base / "env" / "node02.env").read_text().splitlines()
+    assert env == [f"export FABTUNE_LAB_DIR={state.resolve()}", "export FABTUNE_LAB_NODE=node02",
+                   f"export FABTUNE_LAB_SYSROOT={state.resolve()}/nodes/node02/sysroot",
+                   f"export PATH={state.resolve()}/bin:/usr/local/bin:/usr/bin:/bin"]
+    assert slurm.client_env(state) == {"SLURM_CONF": str(conf)}
+
+
+def test_a_state_folder_slurm_conf_cannot_carry_is_refused(tmp_path):
+    with pytest.raises(InputError, match="slurm.conf"):
+        slurm.write(tmp_path / "my lab" / ".state", default_fabric(base_port=31000, n_nodes=2))
+    fabric = default_fabric(base_port=31000, n_nodes=2)
+    fabric.nodes[1].name = "node02 Port=1"
+    with pytest.raises(InputError, match="node02 Port=1"):
+        slurm.write(tmp_path / "lab", fabric)
+    assert not (tmp_path / "lab" / "slurm").exists()
+
+
+def test_down_without_a_slurm_lab_does_nothing(tmp_path: Path):
+    assert slurm.down(tmp_path) is False and slurm.running(tmp_path) == {}
