@@ -14,6 +14,7 @@ group's attributes (``cma_configfs.c`` ``make_cma_dev``, ENODEV for a name that 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -301,7 +302,10 @@ def test_the_python_parser_refuses_as_the_tee_stand_in():
 def test_mkdir_of_an_rdma_cm_group_holds_the_kernel_attributes(node):
     configfs = node.root / "sys/kernel/config/rdma_cm"
     write_json(node.root / "run/lab/rdma_cm/mlx5_1.json", {"default_roce_mode": "RoCE v2", "default_roce_tos": 106})
-    assert node.run("mkdir", "sysroot/sys/kernel/config/rdma_cm/mlx5_1", "sysroot/sys/kernel/config/rdma_cm/mlx5_99").returncode == 0
+    # a mkdir the stand-in does not see (called by its path): the node server's sync does the kernel's part after
+    # the command (the stand-in does it at once and fails mlx5_99 with ENODEV: the next test)
+    real_mkdir = shutil.which("mkdir", path="/usr/bin:/bin")
+    assert node.run(real_mkdir, "sysroot/sys/kernel/config/rdma_cm/mlx5_1", "sysroot/sys/kernel/config/rdma_cm/mlx5_99").returncode == 0
     sync_derived(node.root)  # the node server runs it after every command
     assert sorted(os.listdir(configfs)) == ["mlx5_1"]  # no RDMA device mlx5_99: the kernel's mkdir fails (ENODEV)
     assert sorted(os.listdir(configfs / "mlx5_1/ports/1")) == ["default_roce_mode", "default_roce_tos"]
@@ -320,7 +324,7 @@ def test_mkdir_of_an_rdma_cm_group_holds_the_kernel_attributes(node):
     sync_derived(node.root)  # the kernel keeps the group's values past rmdir
     assert read_json(node.root / "run/lab/rdma_cm/mlx5_1.json") == {"default_roce_mode": "RoCE v2", "default_roce_tos": 104}
     assert node.run("rm", "-r", "sysroot/sys/kernel/config/rdma_cm/mlx5_1").returncode == 0
-    node.run("mkdir", "sysroot/sys/kernel/config/rdma_cm/mlx5_1")
+    node.run(real_mkdir, "sysroot/sys/kernel/config/rdma_cm/mlx5_1")
     sync_derived(node.root)
     assert node.cat(tos) == "104\n"
 
@@ -347,3 +351,25 @@ def test_an_empty_gid_entry_reads_zeros_and_its_attributes_einval(node):
     assert pick_roce_v2_ipv4(table.stdout, "10.0.0.1") == 3
     shown = node.run("show_gids", "mlx5_0")
     assert shown.stdout.splitlines()[-1] == "n_gids_found=4"
+
+
+def test_mkdir_populates_the_group_within_the_same_command_and_rmdir_removes_it(node):
+    """cma_configfs.c: mkdir makes the group with its attributes in the same system call (a host's
+    ``mkdir G && echo 106 > G/ports/1/default_roce_tos`` works), rmdir drops the group with its attributes
+    (configfs) and the kernel keeps the values; mkdir of a name that is no RDMA device fails with ENODEV."""
+    group = "sysroot/sys/kernel/config/rdma_cm/mlx5_2"
+    res = node.run("bash", "-c", f"mkdir {group} && printf '106\\n' | tee {group}/ports/1/default_roce_tos >/dev/null"
+                                 f" && cat {group}/ports/1/default_roce_mode {group}/ports/1/default_roce_tos")
+    assert (res.returncode, res.stdout, res.stderr) == (0, "RoCE v2\n106\n", "")
+    res = node.run("bash", "-c", f"rmdir {group} && ls sysroot/sys/kernel/config/rdma_cm")
+    assert (res.returncode, res.stderr) == (0, "")
+    assert "mlx5_2" not in res.stdout.split()
+    assert read_json(node.root / "run/lab/rdma_cm/mlx5_2.json") == {"default_roce_mode": "RoCE v2", "default_roce_tos": 106}
+    res = node.run("bash", "-c", f"mkdir {group} && cat {group}/ports/1/default_roce_tos && rmdir {group}")
+    assert (res.returncode, res.stdout) == (0, "106\n")
+    res = node.run("env", "LC_ALL=C", "mkdir", "sysroot/sys/kernel/config/rdma_cm/mlx5_99")
+    assert (res.returncode, res.stderr) == (1, "mkdir: cannot create directory 'sysroot/sys/kernel/config/rdma_cm/mlx5_99': No such device\n")
+    assert not (node.root / "sys/kernel/config/rdma_cm/mlx5_99").exists()
+    # anywhere else they are the real tools
+    res = node.run("bash", "-c", "mkdir -p -m 0700 sysroot/tmp/a/b && rmdir sysroot/tmp/a/b sysroot/tmp/a && rmdir nope")
+    assert (res.returncode, res.stderr) == (1, "rmdir: failed to remove 'nope': No such file or directory\n")

@@ -59,7 +59,10 @@ RELAYED = frozenset({"ib_write_bw", "ib_read_lat"})
 
 #: stand-ins written in bash (no interpreter start-up: ``tee`` runs once per sysfs write):
 #: tool name -> script file, copied into ``bin/`` as is
-SHELL_TOOLS: dict[str, Path] = {"tee": Path(__file__).with_name("tee.sh")}
+SHELL_TOOLS: dict[str, Path] = {"tee": Path(__file__).with_name("tee.sh"),
+                                 # configfs rdma_cm groups made and removed as the kernel does in the same call
+                                 "mkdir": Path(__file__).with_name("configfs.sh"),
+                                 "rmdir": Path(__file__).with_name("configfs.sh")}
 
 #: the ``slow-tools`` fault of a node, relative to its sysroot: SECONDS (a decimal) every stand-in
 #: waits before it acts; absent when the fault is not set (``tee.sh`` reads the same path)
