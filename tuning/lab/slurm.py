@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuning.errors import InputError, SetupError, TuningError
+from tuning.lab import privileges
 from tuning.lab.fabric import Fabric
 from tuning.model.grammar import check_host_name, check_path
 
@@ -178,7 +179,7 @@ def check(fabric: Fabric) -> dict[str, str]:
     lab itself). Returns the daemons' and clients' paths.
 
     Raises:
-        SetupError: one missing, not root, no lab node, a port taken or inside the ephemeral range.
+        SetupError: one missing, not real root (a user namespace is not), no lab node, a port taken or inside the ephemeral range.
     """
     from tuning.lab.controller import port_open
 
@@ -188,9 +189,10 @@ def check(fabric: Fabric) -> dict[str, str]:
     if missing:
         raise SetupError(f"the Slurm lab needs {', '.join(missing)}: apt-get install slurmctld slurmd "
                          "slurm-client munge", phase="lab")
-    if os.geteuid() != 0:
-        raise SetupError("the Slurm lab needs root: slurmd runs as root (slurmd(8)) to start tasks as "
-                         "their user", phase="lab")
+    if os.geteuid() != 0 or privileges.in_user_namespace():
+        raise SetupError("the Slurm lab needs real root: slurmd runs as root (slurmd(8)) to start tasks as "
+                         "their user; in a user namespace slurmctld and slurmd stop at setgroups "
+                         "(Operation not permitted) and munged refuses folders owned outside it", phase="lab")
     if not fabric.nodes:
         raise SetupError("the Slurm lab needs lab nodes: this lab has none", phase="lab")
     p = ports(fabric)
