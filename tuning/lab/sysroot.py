@@ -602,8 +602,11 @@ def _build_rdma(root: Path, nic: Nic) -> None:
     gids = nic_gids(nic)
     for index in range(GID_TABLE_SIZE):
         (port / "gids" / str(index)).write_text((gids[index][0] if index < len(gids) else ZERO_GID) + "\n")
-    for index in range(GID_TABLE_SIZE):
-        set_gid_attrs(port, index, *((gids[index][1], nic.netdev) if index < len(gids) else ("", "")))
+    for index, (_, kind) in enumerate(gids):
+        set_gid_attrs(port, index, kind, nic.netdev)
+    for folder in ("types", "ndevs"):  # the empty entries (a fresh folder: no set_gid_attrs checks, 2 x ~250 per NIC)
+        for index in range(len(gids), GID_TABLE_SIZE):
+            os.symlink(GID_EMPTY_ATTR, port / "gid_attrs" / folder / str(index))
     write_json(rdma_cm_path(root, nic.rdma_device), {"default_roce_mode": "RoCE v2", "default_roce_tos": 0})
 
 
