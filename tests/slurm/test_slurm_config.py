@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
-from tuning.errors import InputError
+from tests.conftest import REPO, TEST_BASE_PORT
+from tuning.errors import InputError, TuningError
 from tuning.lab import slurm
 from tuning.lab.fabric import default_fabric, fabric_for_inventory
 
@@ -57,3 +57,25 @@ def test_a_state_folder_slurm_conf_cannot_carry_is_refused(tmp_path):
 
 def test_down_without_a_slurm_lab_does_nothing(tmp_path: Path):
     assert slurm.down(tmp_path) is False and slurm.running(tmp_path) == {}
+
+
+def test_a_daemon_that_exits_fails_up_at_once_with_its_log(tmp_path: Path, monkeypatch):
+    """A daemon that exits while ``up`` waits (here munged on a 5-byte key, which it refuses) stops
+    everything at once and names the daemon with its log's tail, instead of waiting out 30 s."""
+    import os
+    import time
+
+    if os.geteuid() != 0 or slurm.privileges.in_user_namespace() or slurm.tool_path("munged") is None:
+        pytest.skip("needs real root and munge (tests/slurm/test_slurm_lab.py fails without them)")
+    write = slurm.write
+
+    def write_short_key(state_dir, fabric):
+        conf = write(state_dir, fabric)
+        (conf.parent / "munge" / "etc" / "munge.key").write_bytes(b"short")
+        return conf
+
+    monkeypatch.setattr(slurm, "write", write_short_key)
+    state, start = tmp_path / "lab" / ".state", time.monotonic()
+    with pytest.raises(TuningError, match=r"munged made no socket: munged exited\):\n(.|\n)*munged.log: "):
+        slurm.up(state, default_fabric(base_port=TEST_BASE_PORT + 150, n_nodes=1))  # this process's ports
+    assert time.monotonic() - start < 10 and slurm.running(state) == {}

@@ -234,7 +234,8 @@ def up(state_dir: Path, fabric: Fabric) -> float:
 
     Raises:
         SetupError: Slurm or munge missing, not root, a port taken (nothing started).
-        TuningError: a node not idle within 30 s (everything stopped; the logs' tails in the message).
+        TuningError: a daemon exited, or a node not idle within 30 s (everything stopped; the logs'
+            tails in the message).
     """
     start = time.monotonic()
     state_dir = state_dir.resolve()
@@ -269,13 +270,15 @@ def _idle(sinfo: str, env: dict[str, str]) -> set[str]:
 
 
 def _wait(ready, state_dir: Path, what: str) -> None:
+    """Until ``ready()``; a daemon that exits or 30 s without it stop everything and raise TuningError."""
     deadline = time.monotonic() + UP_TIMEOUT_S
     while not ready():
-        if time.monotonic() > deadline:
+        gone = sorted(set(_recorded(state_dir)) - set(running(state_dir)))
+        if gone or time.monotonic() > deadline:
             tail = _log_tails(state_dir / FOLDER / "log")
             down(state_dir)
-            raise TuningError(f"the Slurm lab did not come up within {UP_TIMEOUT_S:.0f} s ({what}):\n{tail}",
-                              phase="lab")
+            why = f"{', '.join(gone)} exited" if gone else f"not within {UP_TIMEOUT_S:.0f} s"
+            raise TuningError(f"the Slurm lab did not come up ({what}: {why}):\n{tail}", phase="lab")
         time.sleep(0.1)
 
 
@@ -304,11 +307,15 @@ def _program(pid: int) -> str | None:
 def running(state_dir: Path) -> dict[str, int]:
     """The Slurm lab's daemons of ``state_dir`` that still run (``{"slurmd node01": pid, ...}``):
     each pid of ``pids.json`` whose process still runs its program."""
+    return {name: pid for name, pid in _recorded(state_dir).items() if _program(pid) == name.split()[0]}
+
+
+def _recorded(state_dir: Path) -> dict[str, int]:
+    """``pids.json``: every daemon :func:`up` started, running or not."""
     try:
-        pids: dict[str, int] = json.loads((Path(state_dir).resolve() / FOLDER / "pids.json").read_text())
+        return dict(json.loads((Path(state_dir).resolve() / FOLDER / "pids.json").read_text()))
     except (OSError, ValueError):
         return {}
-    return {name: pid for name, pid in pids.items() if _program(pid) == name.split()[0]}
 
 
 def down(state_dir: Path) -> bool:
