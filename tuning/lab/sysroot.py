@@ -119,7 +119,7 @@ SYSCTLS: dict[str, tuple[str, tuple]] = {
     "net.ipv4.tcp_no_ssthresh_metrics_save": ("1", ("uint", 1, 0, 1)),
     "net.ipv4.tcp_moderate_rcvbuf": ("1", _U8),
     "net.ipv4.tcp_autocorking": ("1", ("uint", 1, 0, 1)),
-    "net.ipv4.tcp_ecn": ("2", ("uint", 1, 0, 2)),
+    "net.ipv4.tcp_ecn": ("2", _U8),  # 0..2 (SYSCTL_TWO) only in later kernels
     "net.ipv4.tcp_ecn_fallback": ("1", ("uint", 1, 0, 1)),
     "net.ipv4.tcp_tw_reuse": ("2", ("uint", 1, 0, 2)),
     "net.ipv4.tcp_syncookies": ("1", _U8),
@@ -136,7 +136,7 @@ SYSCTLS: dict[str, tuple[str, tuple]] = {
     "net.ipv4.tcp_keepalive_probes": ("9", _U8),
     "net.ipv4.tcp_notsent_lowat": ("4294967295", ("uint", 1, 0, 2**32 - 1)),
     "net.ipv4.tcp_adv_win_scale": ("1", ("int", 1, -31, 31)),
-    "net.ipv4.tcp_app_win": ("31", ("uint", 1, 0, 31)),
+    "net.ipv4.tcp_app_win": ("31", _U8),  # 0..31 (tcp_app_win_max) only in later kernels
     "net.ipv4.tcp_abort_on_overflow": ("0", _U8),
     "net.ipv4.tcp_stdurg": ("0", _U8),
     "net.ipv4.tcp_rfc1337": ("0", _U8),
@@ -171,7 +171,7 @@ SYSCTLS: dict[str, tuple[str, tuple]] = {
     "net.ipv4.tcp_available_congestion_control": ("reno cubic", ("ro",)),
     "net.ipv4.ip_local_port_range": ("32768\t60999", ("ports", 2, 1, 65535)),
     "net.ipv4.ip_no_pmtu_disc": ("0", _U8),
-    "net.ipv4.ip_forward": ("0", _BOOL),
+    "net.ipv4.ip_forward": ("0", _ANY),  # devinet_sysctl_forward: proc_dointvec, non-zero is on
     "net.ipv4.ip_default_ttl": ("64", ("uint", 1, 1, 255)),
     "net.ipv4.udp_rmem_min": ("4096", ("int", 1, 1, INT_MAX)),
     "net.ipv4.udp_wmem_min": ("4096", ("int", 1, 1, INT_MAX)),
@@ -214,7 +214,7 @@ SYSCTLS: dict[str, tuple[str, tuple]] = {
     "vm.watermark_scale_factor": ("10", ("int", 1, 1, 3000)),
     "vm.compaction_proactiveness": ("20", ("int", 1, 0, 100)),
     "vm.compact_unevictable_allowed": ("1", _BOOL),
-    "vm.extfrag_threshold": ("500", ("int", 1, -1000, 1000)),
+    "vm.extfrag_threshold": ("500", ("int", 1, 0, 1000)),
     "vm.lowmem_reserve_ratio": ("256\t256\t32\t0\t0", ("int", 5, 0, INT_MAX)),  # DMA DMA32 Normal Movable Device
     "vm.page-cluster": ("3", _POS),
     "vm.page_lock_unfairness": ("5", _POS),
