@@ -17,6 +17,7 @@ import typer
 
 from tuning.cli_args import click, usage_line
 from tuning.cli_burnin import register as _register_burnin
+from tuning.cli_node import register as _register_node
 from tuning.cli_journal import report_cmd, rollback, runs
 from tuning.cli_lint import lint_cmd
 from tuning.cli_lab import lab_down, lab_inject, lab_noise, lab_reboot, lab_reset, lab_status, lab_up
@@ -56,6 +57,7 @@ for _name, _command in (("up", lab_up), ("status", lab_status), ("inject", lab_i
                         ("down", lab_down), ("reset", lab_reset)):
     lab_app.command(_name)(_command)
 _register_burnin(app, lab_app)
+_register_node(app)
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ from tuning.rollout.fanout import fan_out, nornir_for, outcomes
 from tuning.rollout.fdlimit import ensure_fds
 from tuning.rollout.journal import Journal
 from tuning.rollout.run_report import RunReport
-from tuning.targets import Target, target_for
+from tuning.targets import Target, local_target_for, target_for
 from tuning.transport.base import Host
 from tuning.model.outcomes import BatchOutcome
 
@@ -67,9 +67,11 @@ class Session:
                 pass
 
 
-def open_target(dev: Device) -> Target:
-    """The registry's Target of ``dev``, opened. Raises ConnectError; InputError (no target serves it)."""
-    t = target_for(dev)
+def open_target(dev: Device, here: bool | str = False) -> Target:
+    """The registry's Target of ``dev``, opened; ``here``: driven from the device itself
+    (:func:`tuning.targets.local_target_for`; a string: the sysroot this process sees the device's
+    files at). Raises ConnectError; InputError (no target serves it, or not from itself)."""
+    t = local_target_for(dev, here if isinstance(here, str) else None) if here else target_for(dev)
     t.open()
     return t
 

@@ -144,8 +144,7 @@ def begin(inv: Inventory, hosts: list[str], opts: StepOptions, holder_pid: int, 
             connect (``fabtune rollout --engine nornir`` exits 4 the same way).
     """
     run_id = check_run_id(run_id, "fabtune_run_id") if run_id else new_run_id()
-    eopts = opts.engine_options(inv)
-    devices = _selected(inv, hosts)
+    eopts, devices = opts.engine_options(inv), _selected(inv, hosts)
     lock = RunLock(lock_path(inv.path), run_id, "plan" if opts.check else eopts.mode,
                    opts.journal_dir / f"{run_id}.json", pid=holder_pid).acquire()
     try:
@@ -256,14 +255,15 @@ def open_journal(journal_dir: Path, run_id: str) -> Journal:
     return j
 
 
-def _connect(dev: Device, timeout_s: float) -> Target:
-    """The device's Target, opened within ``timeout_s`` (DeviceTimeout past it). Raises ConnectError."""
-    return _within(lambda: session.open_target(dev), dev.name, "connect", timeout_s)
+def _connect(dev: Device, timeout_s: float, here: bool | str = False) -> Target:
+    """:func:`session.open_target` within ``timeout_s`` (DeviceTimeout past it). Raises ConnectError."""
+    return _within(lambda: session.open_target(dev, here), dev.name, "connect", timeout_s)
 
 
 def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | None,
-         progress: Progress = lambda m: None) -> dict:
-    """Plan (check mode) or push one device's changes of ``opts.domains`` (module docstring).
+         progress: Progress = lambda m: None, here: bool | str = False) -> dict:
+    """Plan (check mode) or push one device's changes of ``opts.domains`` (module docstring);
+    ``here``: from the device itself (node-local mode, ``fabtune node apply``; :func:`_connect`).
 
     Returns:
         ``{"changes": [change dicts], "effects": {"reboot_required": bool, "pending_reset": bool},
@@ -277,7 +277,7 @@ def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | No
             was restored at once (a RollbackError when that failed too).
     """
     t = policy.timeouts
-    target = _connect(dev, t.connect_s)
+    target = _connect(dev, t.connect_s, here)
     try:
         state = _within(lambda: target.collect(opts.domains), dev.name, "collect", t.collect_s)
         changes = target.plan(state, opts.domains)

@@ -11,6 +11,7 @@ switch platform of :data:`tuning.model.platforms.SWITCH_DRIVERS`, ``("switch", p
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 
 from tuning.errors import InputError
@@ -78,6 +79,39 @@ def target_for(dev) -> Target:
     """The (unopened) Target of an inventory :class:`~tuning.inventory.Device`. Raises InputError."""
     platform = platform_of(dev)
     return target_class(dev.role, platform)(dev.name, dev.connection, platform, device=dev)
+
+
+def local_target_for(dev, sysroot: str | None = None) -> Target:
+    """The (unopened) Target of an inventory device driven from the device itself (node-local
+    mode: ``fabtune node``, run on the node by a scheduler): its class's ``local`` constructor;
+    ``sysroot``: where this process sees the node's filesystem (None: the inventory's).
+
+    Raises:
+        InputError: no target serves the device, or its kind cannot be driven from itself (a switch).
+    """
+    cls = target_class(dev.role, platform_of(dev))
+    local = getattr(cls, "local", None)
+    if local is None:
+        raise InputError("--node", dev.name, f"a {dev.role} is not driven from itself; only nodes run "
+                         "`fabtune node` (its controller drives it)")
+    return local(dev, sysroot)
+
+
+def local_target_from_record(name: str, record: dict, sysroot: str | None = None) -> Target:
+    """:func:`target_from_record` driven from the device itself (``fabtune node restore``).
+
+    Raises:
+        InputError: the record's kind cannot be driven from itself (a switch).
+        RollbackError: as :func:`target_from_record`.
+    """
+    t = target_from_record(name, record)
+    local = getattr(type(t), "local_from", None)
+    if sysroot is not None and local is not None:
+        t.connection = dataclasses.replace(t.connection, sysroot=sysroot)
+    if local is None:
+        raise InputError("--node", name, f"a {record.get('role')} is not restored from itself; use "
+                         "`fabtune rollback RUN_ID` on the controller")
+    return local(t)
 
 
 def target_from_record(name: str, record: dict) -> Target:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import ClassVar
 
 from tuning import node as node_mod
@@ -31,6 +32,23 @@ class NodeTarget:
     def __init__(self, name: str, connection: Connection, platform: str = "linux", device=None):
         self.name, self.connection, self.platform, self.device = name, connection, platform, device
         self.host: Host | None = None
+        self.here = False  # node-local (:meth:`local`): this machine is the node, no SSH
+
+    @classmethod
+    def local(cls, dev, sysroot: str | None = None) -> "NodeTarget":
+        """The node ``dev`` driven from itself (node-local mode, ``fabtune node``): commands run as
+        local subprocesses (:class:`tuning.transport.local.LocalHost`) in this process's working
+        directory and environment, on ``sysroot`` (None: the inventory's ``fabtune_sysroot``; a
+        DaemonSet pod that mounts the host at ``/host`` passes ``/host``), privileged ones through
+        sudo as over SSH when the inventory says ``become`` (none when already that user)."""
+        conn = dev.connection if sysroot is None else dataclasses.replace(dev.connection, sysroot=sysroot)
+        return cls.local_from(cls(dev.name, conn, "linux", device=dev))
+
+    @classmethod
+    def local_from(cls, t: "NodeTarget") -> "NodeTarget":
+        """``t`` (unopened; from an inventory device or a journal record) driven from itself."""
+        t.here = True
+        return t
 
     @property
     def rdma_host(self) -> Host | None:
@@ -38,7 +56,13 @@ class NodeTarget:
         return self.host
 
     def open(self) -> None:
-        """Open the SSH session (host keys checked). Raises ConnectError."""
+        """Open the SSH session (host keys checked); node-local: the local shell. Raises ConnectError."""
+        if self.here:
+            from tuning.transport.local import LocalHost
+
+            c = self.connection
+            self.host = LocalHost(self.name, c.sysroot, become_user=c.become_user if c.become else None)
+            return
         from tuning.transport.ssh import SshHost
 
         self.host = SshHost(self.name, self.connection)

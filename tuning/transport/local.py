@@ -23,6 +23,18 @@ from tuning.transport import become
 from tuning.transport.base import CommandResult
 
 
+def _is_user(name: str) -> bool:
+    """Whether this process already runs as ``name`` (sudo to oneself changes nothing: a node-local
+    task a scheduler started as root needs no sudo, and a sudo that serves only login shells, as
+    the lab's, would refuse it)."""
+    import pwd
+
+    try:
+        return pwd.getpwnam(name).pw_uid == os.geteuid()
+    except KeyError:
+        return False
+
+
 class LocalRunning:
     """A command running in a local subprocess (see :meth:`LocalHost.start`); its output is read as
     it comes, so :meth:`read_until` sees a server's banner while the server runs on."""
@@ -96,7 +108,7 @@ class LocalHost:
     def start(self, command: str, *, privileged: bool = False) -> LocalRunning:
         """Start ``command`` (``bash -c``) and return at once; ``.wait()`` collects its result."""
         line = command
-        if privileged and self._become_user is not None:
+        if privileged and self._become_user is not None and not _is_user(self._become_user):
             line = become.wrap(command, self._become_user, with_password=False)
         try:
             proc = subprocess.Popen(["bash", "-c", line], cwd=self.cwd, env=self._env,

@@ -1,0 +1,149 @@
+"""``fabtune node apply | restore``: one node's part of a run, done ON the node (node-local mode,
+issue 23): a scheduler (``srun``, a DaemonSet) starts it there, and it reaches the node through the
+local shell instead of the controller's SSH. The run is the controller's: begun by a front end
+(:func:`tuning.rollout.steps.begin`, which holds the inventory's lock, plans every device and
+writes the journal), so the node pushes exactly the stage a front end pushes
+(:func:`tuning.rollout.steps.push`: collect, plan, journal ``pushing`` before the first write,
+apply with read back, restored at once on failure) into the same journal (a shared folder), and
+prints a JSON result the controller aggregates. Registered in :mod:`tuning.cli`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from tuning.cli_args import load_inventory
+from tuning.cli_emit import out
+from tuning.cli_options import DOMAIN, FIRMWARE, INV, JDIR, JSON, chosen_domains
+from tuning.errors import InputError
+
+NODE = typer.Option(None, "--node", help="This node's inventory name (default: $SLURMD_NODENAME, else the "
+                                         "short host name).")
+RUN_ID = typer.Option(None, "--run-id", help="The run the controller began (its journal's run id).")
+SYSROOT = typer.Option(None, "--sysroot", help="Where this process sees the node's filesystem (default: the "
+                                               "inventory's fabtune_sysroot; a pod mounting the host at /host: /host).")
+
+
+def this_node(inv, node: Optional[str]):
+    """The inventory node this process runs on: ``node``, else ``$SLURMD_NODENAME`` (Slurm sets it in
+    every task), else the short host name.
+
+    Raises:
+        InputError: not a name of the inventory's nodes (names ``--node`` and how it was found).
+    """
+    from tuning.model.grammar import check_host_name
+
+    found = node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    how = "--node" if node else ("$SLURMD_NODENAME" if os.environ.get("SLURMD_NODENAME") else "the host name")
+    try:
+        name = check_host_name(found)
+    except ValueError as e:
+        raise InputError("--node", str(found)[:60], f"{how}: {e}") from None
+    dev = next((d for d in inv.nodes if d.name == name), None)
+    if dev is None:
+        raise InputError("--node", name, f"{how} names no node of {inv.path}; pass --node NAME")
+    return dev
+
+
+def node_apply(inventory: Path = INV, node: Optional[str] = NODE, run_id: Optional[str] = RUN_ID,
+               journal_dir: Path = JDIR, domain: Optional[list[str]] = DOMAIN,
+               check: bool = typer.Option(False, "--check", help="Plan only: print this node's changes, "
+                                                                 "write nothing (no run needed)."),
+               allow_firmware: bool = FIRMWARE, sysroot: Optional[str] = SYSROOT, as_json: bool = JSON) -> None:
+    """Push this node's part of a run the controller began, from the node itself (no SSH): read,
+    plan, journal before the first write, apply with read back; a failed push is restored at once.
+    Exit 0 done (or nothing to change), 1 the push failed (restored at once), 2 bad input, 3 the
+    restore failed too (`fabtune node restore` or `fabtune rollback RUN_ID`), 4 the node's shell
+    did not answer.
+
+    Example: srun --nodelist=node01 fabtune node apply -i /shared/inv --run-id 20261203T1500-ab12
+    """
+    from tuning.rollout import steps
+
+    inv = load_inventory(inventory, lint=False)
+    dev = this_node(inv, node)
+    if not check and not run_id:
+        raise InputError("--run-id", "-", "a push belongs to a run the controller began; pass its --run-id "
+                         "(or --check to plan only)")
+    opts = steps.StepOptions(journal_dir=journal_dir, domains=chosen_domains(domain), check=check,
+                             allow_firmware=allow_firmware)
+    res = steps.push(dev, inv.policy, opts, run_id, here=_sysroot(sysroot) or True)
+    doc = {"command": "node apply", "node": dev.name, "run_id": run_id, "check": check, **res}
+    if as_json:
+        print(json.dumps(doc, indent=2, default=str))
+    else:
+        verb = "would change" if check else ("changed" if res["pushed"] else "nothing to change:")
+        out.print(f"{dev.name}: {verb} {len(res['changes'])} setting(s)" if res["changes"] or check
+                  else f"{dev.name}: nothing to change")
+        for c in res["changes"]:
+            out.print(f"  {c.get('key')}: {c.get('before')} -> {c.get('after')}")
+
+
+def node_restore(node: Optional[str] = NODE, run_id: str = typer.Option(..., "--run-id", help="The run to undo."),
+                 journal_dir: Path = JDIR, sysroot: Optional[str] = SYSROOT, as_json: bool = JSON) -> None:
+    """Put this node back to what the run's journal recorded before it wrote, from the node itself:
+    the journal alone (its record's connection facts, each change's before value), no inventory.
+    Exit 0 restored (or nothing to restore), 2 bad input, 3 the restore failed.
+
+    Example: srun --nodelist=node01 fabtune node restore --run-id 20261203T1500-ab12 --journal-dir /shared/j
+    """
+    from tuning.rollout.journal import Journal
+    from tuning.rollout.journal_check import check_run_id
+    from tuning.rollout.rollback import restore_touched
+    from tuning.targets import local_target_from_record
+
+    j = Journal.load(journal_dir, check_run_id(run_id, "--run-id"))
+    j.shared = True  # other nodes of the run write their records into the same journal
+    name = _record_name(j, node)
+    target = local_target_from_record(name, j.device(name), _sysroot(sysroot))
+    target.open()
+    try:
+        done = restore_touched(j, {name: target}, lambda m: None, only={name})
+    finally:
+        target.close()
+    doc = {"command": "node restore", "node": name, "run_id": run_id, "restored": done}
+    if as_json:
+        print(json.dumps(doc, indent=2))
+    else:
+        out.print(f"{name}: restored" if done else f"{name}: nothing to restore (the run left it unchanged)")
+
+
+def _sysroot(value: Optional[str]) -> str | None:
+    """A ``--sysroot`` checked by the path grammar (it reaches the node's shell commands). Raises InputError."""
+    if value is None:
+        return None
+    from tuning.model.grammar import check_path
+
+    try:
+        return check_path(value, parent_ok=False)
+    except ValueError as e:
+        raise InputError("--sysroot", value[:60], str(e)) from None
+
+
+def _record_name(j, node: Optional[str]) -> str:
+    """This node's name in the journal ``j`` (as :func:`this_node` finds it). Raises InputError."""
+    from tuning.model.grammar import check_host_name
+
+    found = node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    try:
+        name = check_host_name(found)
+    except ValueError as e:
+        raise InputError("--node", str(found)[:60], str(e)) from None
+    if not isinstance(j.data.get("devices", {}).get(name), dict):
+        raise InputError("--node", name, f"run {j.run_id} holds no device called {name}; pass --node NAME")
+    return name
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``fabtune node apply|restore`` to the ``fabtune`` app."""
+    node_app = typer.Typer(help="One node's part of a run, done on the node itself (under srun or a DaemonSet).",
+                           no_args_is_help=True)
+    node_app.command("apply")(node_apply)
+    node_app.command("restore")(node_restore)
+    app.add_typer(node_app, name="node")
