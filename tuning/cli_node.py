@@ -98,7 +98,10 @@ def node_restore(node: Optional[str] = NODE, run_id: str = typer.Option(..., "--
     from tuning.rollout.rollback import restore_touched
     from tuning.targets import local_target_from_record
 
-    j = Journal.load(journal_dir, check_run_id(run_id, "--run-id"))
+    try:
+        j = Journal.load(journal_dir, check_run_id(run_id, "--run-id"))
+    except InputError as e:  # the journal's own words name RUN_ID; this command's flag is --run-id
+        raise InputError("--run-id", run_id[:60], e.problem) from None
     j.shared = True  # other nodes of the run write their records into the same journal
     name = _record_name(j, node)
     target = local_target_from_record(name, j.device(name), _sysroot(sysroot))

@@ -14,7 +14,8 @@ BAD = [("node01:mlx5_99", "degrade"), ("nosuch:swp1", "down"), ("leaf01:swp999",
        ("node01:mlx5_0:1", "down"), ("leaf01", "degrade"), ("node01", "slow-apply", "3"),
        ("leaf01", "slow-apply", "x"), ("leaf01", "slow-apply", "1e9"), ("leaf01", "slow-apply", "0"),
        ("leaf01:swp1", "oper-mtu", "99999"), ("leaf01:swp1", "oper-mtu", "x"), ("node01:mlx5_0", "oper-mtu", "1500"),
-       ("node01", "dcbx", "x"), ("leaf01:swp1", "degrade", "5"), ("leaf01", "slow-apply", "-1"),
+       ("node01", "dcbx", "x"), ("leaf01:swp1", "degrade", "100"), ("leaf01:swp1", "degrade", "5.5"),
+       ("leaf01:swp1", "down", "5"), ("leaf01", "slow-apply", "-1"),
        ("node01", "clear", "1"), ("leaf01", "apply-fails", "2")]
 
 
@@ -32,10 +33,11 @@ def test_inject_bad_arguments(adv_lab: Path, args):
     assert list_injections(adv_lab / ".state") == before
 
 
-@pytest.mark.parametrize("args", [("leaf01:swp1", "degrade", "5"), ("node01", "dcbx", "x")])
+@pytest.mark.parametrize("args", [("leaf01:swp1", "down", "5"), ("node01", "dcbx", "x")])
 def test_inject_value_for_a_kind_without_one_names_the_kinds_that_take_one(adv_lab: Path, args):
     code, _, err = _inject(adv_lab, *args)
-    assert_one_line(code, err, "VALUE", f"{args[1]} takes no value", "slow-apply SECONDS", "oper-mtu MTU")
+    assert_one_line(code, err, "VALUE", f"{args[1]} takes no value", "degrade PERCENT", "slow-apply SECONDS",
+                    "oper-mtu MTU")
 
 
 def test_inject_without_a_lab_says_how_to_start_it(tmp_path: Path):

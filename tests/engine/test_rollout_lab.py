@@ -185,7 +185,9 @@ def _wait_until_nodes_quiet(inv: Path, quiet_s: float = 2.0, timeout: float = 12
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        newest = max((f.stat().st_mtime for f in (inv / ".state" / "nodes").rglob("*") if f.is_file()), default=0)
+        # regular files only: an empty GID attribute is a link to an nsfs file whose mtime is always now
+        newest = max((f.stat().st_mtime for f in (inv / ".state" / "nodes").rglob("*")
+                      if f.is_file() and not f.is_symlink()), default=0)
         if time.time() - newest > quiet_s:
             return
         time.sleep(0.5)

@@ -231,7 +231,9 @@ def test_stand_in_imports_stay_light() -> None:
                          env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
     assert eval(out) == ["tuning", "tuning.errors", "tuning.lab", "tuning.lab.fabric",
                          "tuning.lab.hw_faults",  # (D, issue 10: the model's burn-in faults, stdlib only)
-                         "tuning.lab.model", "tuning.lab.tools", "tuning.lab.tools.perftest"]
+                         "tuning.lab.model",
+                         "tuning.lab.noise",  # (issue 20: the run-to-run noise draw, stdlib only)
+                         "tuning.lab.tools", "tuning.lab.tools.perftest"]
 
 
 def test_bad_option_and_device(lab: Lab) -> None:

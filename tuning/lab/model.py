@@ -112,7 +112,6 @@ from pathlib import Path
 from tuning.errors import InputError
 from tuning.lab import hw_faults, noise
 from tuning.lab.fabric import Fabric, Nic, Node
-from tuning.lab.sysroot import populated_gid_indices
 
 ROCE_MTUS = (4096, 2048, 1024, 512, 256)
 IBOE_OVERHEAD_BYTES = 88
@@ -227,7 +226,7 @@ def _gids(ib_port: Path) -> dict[int, tuple[str, str]]:
     """``{index: (gid, type)}`` of the port's GID table entries that have a type (index 0-255).
 
     Only the populated entries are read (an empty entry's type reads EINVAL, on a real node and in
-    the lab: :func:`tuning.lab.sysroot.populated_gid_indices` skips them without an open): 4
+    the lab: :func:`populated_gid_indices` skips them without an open): 4
     entries, not 512 failed reads per NIC, per test.
     """
     out = {}
@@ -400,6 +399,18 @@ def _ecn_problems(ends: list[End], switches: dict[str, dict], prio: int) -> list
 def _jitter(*parts: object) -> float:
     digest = hashlib.sha256(repr(parts).encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**63 - 1.0
+
+
+def populated_gid_indices(port: Path) -> list[str]:
+    """The indices (``ls`` order) of a lab port's GID entries that have a type: its ``gid_attrs/types``
+    files that are no link (an empty entry's attribute is a link that reads EINVAL,
+    :data:`tuning.lab.sysroot.GID_EMPTY_ATTR`; one ``scandir``, no open per empty entry). Here, not in
+    :mod:`tuning.lab.sysroot`, so a perftest stand-in imports only the stdlib and this module."""
+    try:
+        with os.scandir(port / "gid_attrs" / "types") as entries:
+            return sorted(e.name for e in entries if not e.is_symlink())
+    except OSError:
+        return []
 
 
 def _find(fabric: Fabric, node: str, dev: str) -> tuple[Node, Nic]:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the stand-ins ~3 ms
 from tuning.cpulist import cpumask_hex, format_cpulist, parse_cpulist  # noqa: F401  (used by the stand-ins)
+from tuning.lab.model import populated_gid_indices  # noqa: F401  (the stand-ins' import; stdlib-only there)
 from tuning.cpulist import parse_hex_mask as parse_cpumask  # noqa: F401
 
 if TYPE_CHECKING:  # the stand-ins import this module: keep their start-up stdlib-only and small
@@ -622,16 +623,6 @@ def set_gid_attrs(port: Path, index: int, kind: str, ndev: str) -> None:
             path.write_text(text + "\n")
         else:
             path.symlink_to(GID_EMPTY_ATTR)
-
-
-def populated_gid_indices(port: Path) -> list[str]:
-    """The indices (``ls`` order) of a lab port's GID entries that have a type: its ``gid_attrs/types``
-    files that are no :data:`GID_EMPTY_ATTR` link (one ``scandir``, no open per empty entry)."""
-    try:
-        with os.scandir(port / "gid_attrs" / "types") as entries:
-            return sorted(e.name for e in entries if not e.is_symlink())
-    except OSError:
-        return []
 
 
 def _build_irqs(root: Path, node: Node, nic: Nic) -> None:
