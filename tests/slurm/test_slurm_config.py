@@ -65,8 +65,11 @@ def test_a_daemon_that_exits_fails_up_at_once_with_its_log(tmp_path: Path, monke
     import os
     import time
 
-    if os.geteuid() != 0 or slurm.privileges.in_user_namespace() or slurm.tool_path("munged") is None:
-        pytest.skip("needs real root and munge (tests/slurm/test_slurm_lab.py fails without them)")
+    assert slurm.tool_path("munged") is not None, "munge is not installed: apt-get install munge"
+    if os.geteuid() != 0 or slurm.privileges.in_user_namespace():  # a normal user's run: refused before any start
+        with pytest.raises(TuningError, match="the Slurm lab needs real root"):
+            slurm.check(default_fabric(base_port=TEST_BASE_PORT + 150, n_nodes=1))
+        return
     write = slurm.write
 
     def write_short_key(state_dir, fabric):
