@@ -21,7 +21,8 @@ Defaults of the other keys: ``settle_s`` 0 (verify at once), ``on_regression`` `
 ``timeouts`` connect 30 s (OpenSSH-style connect timeout), collect 120 s, apply 600 s (NVUE's
 default confirm window is 600 s: a push longer than that outlasts it), verify None (derived from
 the expected verification time), ``thresholds`` the values of
-:class:`tuning.verify.runner.Thresholds`, ``incast`` enabled with k = 4 senders.
+:class:`tuning.verify.runner.Thresholds`, ``incast`` enabled with k = 4 senders, ``nccl`` off
+(:class:`NcclPolicy`: nccl-tests needs GPUs and an MPI launcher on the nodes).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from __future__ import annotations
 import re
 from typing import Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tuning.errors import InputError
 
@@ -92,6 +93,29 @@ class IncastPolicy(BaseModel):
     required: bool = False
 
 
+class NcclPolicy(BaseModel):
+    """nccl-tests across the selected nodes after the pairs (:mod:`tuning.verify.nccl`), opt-in:
+    ``tests`` (``all_reduce_perf``, ``alltoall_perf``) each one MPI job with a process per node,
+    launched with the node's NCCL environment, sizes ``min_bytes``..``max_bytes`` (8..2^34, x2 per
+    step; default 8 MiB..128 MiB, burn-in's), its bus bandwidth judged against the baseline as a
+    pair's. A job that cannot run (nccl-tests or mpirun missing, a misconfigured launch) is the
+    finding ``nccl-not-run``; with ``required`` it also fails the verification."""
+
+    model_config = _STRICT
+    enabled: bool = False
+    required: bool = False
+    tests: list[Literal["all_reduce_perf", "alltoall_perf"]] = Field(
+        default_factory=lambda: ["all_reduce_perf"], min_length=1, max_length=2)
+    min_bytes: int = Field(8388608, ge=8, le=2**34)
+    max_bytes: int = Field(134217728, ge=8, le=2**34)
+
+    @model_validator(mode="after")
+    def _sizes(self) -> "NcclPolicy":
+        if self.min_bytes > self.max_bytes:
+            raise ValueError(f"min_bytes {self.min_bytes} > max_bytes {self.max_bytes}; allowed: min_bytes <= max_bytes")
+        return self
+
+
 class RolloutPolicy(BaseModel):
     """How a rollout proceeds (see the module docstring for each default and its source).
 
@@ -115,6 +139,7 @@ class RolloutPolicy(BaseModel):
     timeouts: PhaseTimeouts = Field(default_factory=PhaseTimeouts)
     thresholds: PolicyThresholds = Field(default_factory=PolicyThresholds)
     incast: IncastPolicy = Field(default_factory=IncastPolicy)
+    nccl: NcclPolicy = Field(default_factory=NcclPolicy)
 
     @field_validator("serial")
     @classmethod
