@@ -194,4 +194,4 @@ def test_site_hosts_outside_the_role_groups_are_left_alone(tmp_path: Path):
     with pytest.raises(InputError) as e:
         inventory.load(inv)
     assert str(e.value) == (f"{hosts}: all.*.hosts.node09: host must be in exactly one of the groups gpu_nodes, "
-                            "switches (it is in gpu-nodes); did you mean gpu_nodes?")
+                            "switches, subnet_managers (it is in gpu-nodes); did you mean gpu_nodes?")

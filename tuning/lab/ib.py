@@ -47,6 +47,9 @@ COUNTERS = ("SymbolErrorCounter", "LinkErrorRecoveryCounter", "LinkDownedCounter
             "PortXmitConstraintErrors", "PortRcvConstraintErrors", "LocalLinkIntegrityErrors",
             "ExcessiveBufferOverrunErrors", "VL15Dropped", "PortXmitWait")
 SM_NODE = "leaf01"
+#: where the lab's OpenSM files are under its folder (the SM spec's ``opensm_*_file`` keys in the lab)
+SM_PATHS = {"opensm_partitions_file": "/partitions.conf", "opensm_conf_file": "/opensm.conf",
+            "opensm_log_file": "/opensm.log", "opensm_pid_file": "/opensm.pid"}
 _PROMPT = "sim> "
 #: opensm.conf keys holding a file or folder of the machine, moved into the lab folder
 _PATH_KEYS = {"log_file": "opensm.log", "dump_files_dir": "", "partition_config_file": "partitions.conf",
@@ -222,6 +225,15 @@ class IbLab:
             raise TuningError("OpenSM of the IB lab is not running")
         os.kill(pid, signal.SIGHUP)
         self.wait_subnet_up(timeout_s, sweeps=before + 1)
+
+    def sm_shell(self):
+        """The SM host's shell as :class:`tuning.targets.sm.SmTarget` reaches it in the lab: a local
+        ``bash`` in the lab folder with the diagnostics' environment (:func:`ib_env`, attached at the
+        SM's leaf), sysroot the lab folder, whose OpenSM files an inventory names ``/partitions.conf``,
+        ``/opensm.conf``, ``/opensm.log`` and ``/opensm.pid`` (:data:`SM_PATHS`)."""
+        from tuning.transport.local import LocalHost
+
+        return LocalHost(SM_NODE, str(self.dir), cwd=self.dir, env=ib_env(self.dir, host=SM_NODE))
 
     # --- diagnostics and faults -----------------------------------------------------------
     def run(self, tool: str, *args: str, host: str | None = None, ok_codes: tuple[int, ...] = (0,)) -> str:

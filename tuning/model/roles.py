@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from tuning.model.ib_sm import SmSpec
 from tuning.model.settings import NicQos, NodeSpec, SwitchRoce, SwitchSpec
 
 #: fabtune's own connection keys (``fabtune_*``), validated like the models' fields
@@ -57,6 +58,8 @@ ROLES: dict[str, Role] = {r.name: r for r in (
          fabtune_keys=FABTUNE_KEYS),
     Role("switch", "switches", SwitchSpec, endpoint=False, fabric=True, sections=(("roce", SwitchRoce),),
          fabtune_keys=FABTUNE_KEYS - {"fabtune_sysroot"}),
+    # an InfiniBand subnet manager (issue 22): neither endpoint nor fabric; its files under its sysroot
+    Role("sm", "subnet_managers", SmSpec, endpoint=False, fabric=False, sections=(), fabtune_keys=FABTUNE_KEYS),
 )}
 #: inventory group -> Role
 ROLE_GROUPS: dict[str, Role] = {r.group: r for r in ROLES.values()}

@@ -30,7 +30,8 @@ RUN_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,63}")
 MAX_TIME = 1e10
 STATES = tuple(DeviceState)
 _DEVICE_KEYS = ("role", "platform", "connection", "changes", "applied", "state", "revision_before",
-                "revision", "revision_next", "restored", "confirmed", "kept", "reset", "batch", "manage")
+                "revision", "revision_next", "restored", "confirmed", "kept", "reset", "batch", "manage",
+                "snapshot")  # snapshot: a subnet manager's files and pkey tables before (tuning.targets.sm)
 _CONN_TYPES = {"hostname": str, "port": int, "username": str, "key_file": (str, type(None)),
                "known_hosts": (str, type(None)), "sysroot": str, "become": bool, "become_user": str,
                "become_method": str, "become_password_vault": (str, type(None))}
@@ -163,6 +164,8 @@ def _device(name: str, rec: dict, where: str, fail) -> None:
     for k in ("revision_before", "revision", "revision_next"):
         if k in rec:
             _typed(rec[k], (str, type(None)), f"{where}.{k}", fail)
+    if "snapshot" in rec:
+        _typed(rec["snapshot"], dict, f"{where}.snapshot", fail)
     if "kept" in rec:
         _typed(rec["kept"], list, f"{where}.kept", fail)
         for i, key in enumerate(rec["kept"]):

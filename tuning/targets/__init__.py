@@ -21,6 +21,7 @@ from tuning.targets.base import DeviceJournal, Target, journaled_connection, pau
 #: (role, platform) -> Target class, or its ``module:Class`` path until first resolved; a switch
 #: platform of SWITCH_DRIVERS that is not listed here is served by the SwitchTarget
 _REGISTRY: dict[tuple[str, str], type | str] = {("node", p): "tuning.targets.node:NodeTarget" for p in NODE_PLATFORMS}
+_REGISTRY[("sm", "opensm")] = "tuning.targets.sm:SmTarget"  # the InfiniBand subnet manager (issue 22)
 _SWITCH_TARGET = "tuning.targets.switch:SwitchTarget"
 #: a node's platform when its inventory names none (every node is a Linux host today)
 NODE_PLATFORM = NODE_PLATFORMS[0]

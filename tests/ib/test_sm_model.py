@@ -1,0 +1,122 @@
+"""The subnet manager's inventory (issue 22): partitions, SM priority and routing engine read from
+host_vars / group_vars like every setting, bad values refused with file, key and the allowed values;
+partitions.conf rendered from them over the fabric's port GUIDs, and the plan's diff (no lab)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tuning import inventory
+from tuning.errors import InputError
+from tuning.lab.fabric import default_fabric
+from tuning.lab.ib_topology import topology_for
+from tuning.model.ib_sm import SmSpec
+from tuning.targets import sm_partitions as sp
+from tuning.targets import target_for
+from tuning.targets.sm import SmTarget
+
+from tests.input.test_strict import error as load_error  # one line naming file, key, allowed values
+
+TOPO = topology_for(default_fabric(n_nodes=2))
+#: the fabric's HCA ports as the SM reads them (iblinkinfo: description, port, GUID, LID)
+PORTS = [sp.CaPort(h.description, 1, h.port_guid, i) for i, h in enumerate(TOPO.hcas, 2)]
+DEFAULT = {"name": "Default", "pkey": 0x7FFF, "ipoib": True, "members": {"ALL": "full"}}
+TENANT = {"name": "tenant1", "pkey": "0x0001", "ipoib": True, "mtu": 5, "sl": 3,
+          "members": {"node01": "full", "node02": "limited"}}
+
+
+def write_inventory(root: Path, sm_vars: dict, group_vars: dict | None = None) -> Path:
+    inv = root / "inv"
+    (inv / "host_vars").mkdir(parents=True)
+    hosts = {"all": {"children": {"subnet_managers": {"hosts": {"sm01": {"ansible_host": "127.0.0.1"}}}}}}
+    (inv / "hosts.yaml").write_text(yaml.safe_dump(hosts))
+    (inv / "host_vars" / "sm01.yml").write_text(yaml.safe_dump(sm_vars, sort_keys=False))
+    if group_vars is not None:
+        (inv / "group_vars").mkdir()
+        (inv / "group_vars" / "subnet_managers.yml").write_text(yaml.safe_dump(group_vars, sort_keys=False))
+    return inv
+
+
+def test_an_sm_host_reads_its_partitions_priority_and_engine_from_its_vars(tmp_path):
+    inv = write_inventory(tmp_path, {"sm_priority": 15, "partitions": [DEFAULT, TENANT]},
+                          group_vars={"routing_engine": "updn"})
+    dev = inventory.load(inv).devices["sm01"]
+    assert (dev.role, dev.spec.platform, dev.spec.sm_priority, dev.spec.routing_engine) == ("sm", "opensm", 15, "updn")
+    assert [(p.name, p.pkey, p.members, p.mtu, p.sl) for p in dev.spec.partitions] == [
+        ("Default", 0x7FFF, {"ALL": "full"}, None, None), ("tenant1", 1, {"node01": "full", "node02": "limited"}, 5, 3)]
+    assert (dev.sources["partitions"], dev.sources["routing_engine"]) == (
+        str(inv / "host_vars/sm01.yml"), str(inv / "group_vars/subnet_managers.yml"))
+    assert isinstance(target_for(dev), SmTarget) and dev.spec.opensm_partitions_file == "/etc/opensm/partitions.conf"
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("sm_priority", 16, "host_vars/sm01.yml: sm_priority: 16 is outside 0..15 (host sm01)"),
+    ("sm_priority", True, "sm_priority: True is a bool"),
+    ("routing_engine", "fat-tree", "routing_engine: 'fat-tree' is not an OpenSM routing engine; allowed: minhop, "
+                                   "updn, dnup, file, ftree, lash, dor, torus-2QoS, nue, dfsssp, sssp (host sm01)"),
+    ("opensm_partitions_file", "etc/opensm/p.conf", "is not an absolute path"),
+    ("opensm_partitions_file", "/etc/x;reboot", "is not a usable path"),
+    ("platform", "ufm", "platform: 'ufm'"),
+])
+def test_bad_sm_settings_are_refused_naming_file_key_and_allowed_values(tmp_path, key, value, expected):
+    assert expected in load_error(write_inventory(tmp_path, {key: value}))
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"pkey": 0x8001}, "partitions.0.pkey: 0x8001 is outside 0x0001..0x7fff; allowed: 0x0001..0x7fff"),
+    ({"pkey": 0}, "partitions.0.pkey: 0x0000 is outside 0x0001..0x7fff"),
+    ({"pkey": "0x1g"}, "partitions.0.pkey: '0x1g' is not a pkey; allowed: 0x0001..0x7fff"),
+    ({"pkey": True}, "partitions.0.pkey: True is not a pkey"),
+    ({"name": "t;ALL"}, "partitions.0.name: 't;ALL' is not a partition name; allowed: a letter, then up to 31"),
+    ({"name": "t x"}, "is not a partition name"),
+    ({"mtu": 6}, "partitions.0.mtu: 6 is outside 1..5"),
+    ({"sl": 16}, "partitions.0.sl: 16 is outside 0..15"),
+    ({"rate": 1}, "partitions.0.rate: 1 is outside 2..22"),
+    ({"members": {}}, "partitions.0.members: needs at least 1 entry"),
+    ({"members": {"node01": "both"}}, "partitions.0.members.node01: 'both' is not a membership; allowed: full, limited"),
+    ({"members": {"node01 ; ALL": "full"}}, "is not a member; allowed: a node name like node01 or one of ALL, ALL_CAS"),
+    ({"ipoib": "yes"}, "partitions.0.ipoib: 'yes' is a str"),
+    ({"qos": 1}, "partitions.0.qos: unknown key; allowed: ipoib, members, mtu, name, pkey, rate, sl"),
+])
+def test_bad_partition_values_are_refused_naming_file_key_and_allowed_values(tmp_path, change, expected):
+    msg = load_error(write_inventory(tmp_path, {"partitions": [{**TENANT, **change}]}))
+    assert msg.startswith("host_vars/sm01.yml: partitions") and expected in msg, msg
+
+
+def test_a_pkey_or_name_given_twice_is_refused(tmp_path):
+    msg = load_error(write_inventory(tmp_path, {"partitions": [DEFAULT, {**TENANT, "pkey": 0x7FFF}]}))
+    assert "partitions: partition pkey 0x7fff given twice; allowed: each pkey once" in msg
+
+
+def test_partitions_conf_names_each_members_port_guids_read_from_the_fabric():
+    spec = SmSpec.model_validate({"partitions": [DEFAULT, {**TENANT, "members": {"node02": "limited", "SELF": "full"}}]})
+    lines = sp.render(spec, PORTS).splitlines()
+    guids = [f"{h.port_guid:#018x}=limited" for h in TOPO.hcas if h.node == "node02"]
+    assert lines[1:] == ["Default=0x7fff,ipoib : ALL=full ;",
+                         f"tenant1=0x0001,ipoib,mtu=5,sl=3 : {', '.join(guids)}, SELF=full ;"]
+    assert guids[0] == "0x0c42a10300000201=limited" and len(guids) == 8
+
+
+def test_a_node_member_without_hca_ports_in_the_fabric_is_refused():
+    spec = SmSpec.model_validate({"partitions": [{**TENANT, "members": {"node09": "full"}}]})
+    with pytest.raises(InputError, match=r"host_vars/sm01.yml: partitions.0.members.node09: no HCA port of node "
+                                         r"'node09' in the fabric .*nodes there: node01, node02"):
+        sp.render(spec, PORTS, "host_vars/sm01.yml")
+
+
+def test_a_policy_without_a_default_rule_is_planned_as_hcas_turning_limited():
+    """The classic: the first tenant's partitions.conf has no Default rule; every HCA port that was
+    a full member of 0x7fff becomes a limited one (OpenSM's rule, measured in the lab)."""
+    spec = SmSpec.model_validate({"partitions": [TENANT]})
+    state = {"ports": PORTS, "partitions": sp.render(SmSpec.model_validate({"partitions": [DEFAULT]}), PORTS),
+             "pkeys": {f"{p.guid:#018x}": {"0x7fff": "full"} for p in PORTS}, "sm_priority": "0"}
+    changes = sp.plan("sm01", spec, state)
+    default = [c for c in changes if c.key.endswith("/0x7fff")]
+    assert len(default) == 16 and {(c.before, c.after) for c in default} == {("full", "limited")}
+    assert default[0].key == "pkey/node01 mlx5_0/1/0x7fff"
+    [f] = sp.findings("sm01", spec, state, changes)
+    assert f.code == "ib-default-limited" and f.message.startswith("16 HCA port(s) would become limited members")
+    assert f.evidence.startswith("smpquery pkeys now full: node01 mlx5_0/1, node01 mlx5_1/1")

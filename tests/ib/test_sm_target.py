@@ -1,0 +1,143 @@
+"""The SM Target over the real OpenSM 3.3.23 of the IB lab (issue 22): plan = the diff against what
+the ports hold, push = partitions.conf written and SIGHUP, read back from the ports' pkey tables
+(smpquery, independently of the target here), restore from the journal record alone.
+
+One 2-node lab (16 HCA ports) for the module; every test restores what it pushed, so they pass in
+any order. The SM's shell is the lab's (:meth:`tuning.lab.ib.IbLab.sm_shell`); the inventory is a
+real one loaded by :func:`tuning.inventory.load`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tuning import inventory
+from tuning.errors import CommitError
+from tuning.lab.fabric import default_fabric
+from tuning.lab.ib import SM_PATHS, IbLab
+from tuning.model.outcomes import DeviceState
+from tuning.parsers.ib_sm import parse_pkeys, parse_sminfo
+from tuning.rollout.journal import Journal
+from tuning.targets import journaled_connection, target_for
+from tuning.targets import sm_partitions as sp
+from tuning.targets.sm import SmTarget
+
+pytestmark = pytest.mark.lab
+
+DEFAULT = {"name": "Default", "pkey": 0x7FFF, "ipoib": True, "members": {"ALL": "full"}}
+TENANT = {"name": "tenant1", "pkey": 0x0001, "ipoib": True, "mtu": 5, "sl": 3,
+          "members": {"node01": "full", "node02": "limited"}}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    lab = IbLab(tmp_path_factory.mktemp("smlab"), default_fabric(n_nodes=2))
+    lab.up()
+    yield lab
+    assert lab.down()
+
+
+def sm_target(lab: IbLab, root: Path, sm_vars: dict) -> SmTarget:
+    """The inventory's SM (the lab's OpenSM files, its folder as the sysroot) on the lab's shell."""
+    inv = root / "inv"
+    (inv / "host_vars").mkdir(parents=True, exist_ok=True)
+    hosts = {"sm01": {"ansible_host": "127.0.0.1", "fabtune_sysroot": str(lab.dir)}}
+    (inv / "hosts.yaml").write_text(yaml.safe_dump({"all": {"children": {"subnet_managers": {"hosts": hosts}}}}))
+    (inv / "host_vars" / "sm01.yml").write_text(yaml.safe_dump({**SM_PATHS, **sm_vars}, sort_keys=False))
+    t = target_for(inventory.load(inv).devices["sm01"])
+    assert isinstance(t, SmTarget)
+    t.host, t._given = lab.sm_shell(), True
+    return t
+
+
+def pkeys(lab: IbLab, node_id: str) -> list[str]:
+    """A port's used pkey table entries as smpquery prints them (``0xffff``, ``0x8001``)."""
+    table = parse_pkeys(lab.run("smpquery", "pkeys", "-G", hex(lab.topology.hca(node_id).port_guid), "1"))
+    return [e.raw for e in table.entries]
+
+
+def start(lab: IbLab, root: Path, sm_vars: dict):
+    """The lab as it is, the SM target, its collected state, a journal holding its snapshot, its plan."""
+    before = lab_before(lab)
+    t = sm_target(lab, root, sm_vars)
+    state = t.collect()
+    j = Journal.create(root / "journal", str(root / "inv"), "rollout")
+    j.update(t.name, **t.record(state))
+    return before, t, state, j, t.plan(state)
+
+
+def restored_from_journal(lab: IbLab, j: Journal, before: dict) -> None:
+    """Restore from the journal record alone and check the files and pkey tables byte for byte."""
+    rec = Journal.load(j.path.parent, j.run_id).device("sm01")
+    t = SmTarget("sm01", journaled_connection("sm01", rec), rec["platform"], host=lab.sm_shell())
+    assert t.preflight(rec) is None and t.restore(rec) == []
+    assert (lab.dir / "partitions.conf").read_bytes() == before["partitions"]
+    assert (lab.dir / "opensm.conf").read_bytes() == before["conf"]
+    assert {h.node_id: pkeys(lab, h.node_id) for h in lab.topology.hcas} == before["pkeys"]
+
+
+def lab_before(lab: IbLab) -> dict:
+    return {"partitions": (lab.dir / "partitions.conf").read_bytes(), "conf": (lab.dir / "opensm.conf").read_bytes(),
+            "pkeys": {h.node_id: pkeys(lab, h.node_id) for h in lab.topology.hcas}}
+
+
+def test_a_tenant_partition_is_planned_pushed_read_back_kept_and_restored(lab, tmp_path):
+    sm_vars = {"sm_priority": 5, "routing_engine": "minhop", "partitions": [DEFAULT, TENANT]}
+    before, t, state, j, changes = start(lab, tmp_path, sm_vars)
+    moves = {(c.key, c.before, c.after) for c in changes if c.key.startswith("pkey/")}
+    assert ("pkey/node01 mlx5_3/1/0x0001", None, "full") in moves and ("pkey/node02 mlx5_7/1/0x0001", None, "limited") in moves
+    assert len(moves) == 16 and t.findings(state) == []
+    assert [(c.key, c.before, c.after) for c in changes if not c.key.startswith("pkey/")][1:] == [("sm_priority", "0", "5")]
+    assert t.push(changes, j.of("sm01")) == changes and j.device("sm01")["state"] == DeviceState.APPLIED
+    # read back here without the target: the real OpenSM programmed the ports
+    assert (pkeys(lab, "node01-mlx5_0"), pkeys(lab, "node02-mlx5_0")) == (["0xffff", "0x8001"], ["0xffff", "0x0001"])
+    assert parse_sminfo(lab.run("sminfo")).priority == 5
+    assert (lab.dir / "partitions.conf").read_text() == changes[0].after
+    # the second push changes nothing and says so
+    assert t.plan(t.collect()) == [] and t.push([], j.of("sm01")) == []
+    assert j.device("sm01")["state"] == DeviceState.UNCHANGED
+    restored_from_journal(lab, j, before)
+
+
+def test_a_policy_dropping_the_default_rule_is_caught_in_the_plan_and_restored(lab, tmp_path):
+    before, t, state, j, changes = start(lab, tmp_path, {"partitions": [TENANT]})
+    [f] = t.findings(state)
+    assert f.code == "ib-default-limited" and f.message.startswith("16 HCA port(s) would become limited members")
+    assert ("pkey/node02 mlx5_5/1/0x7fff", "full", "limited") in {(c.key, c.before, c.after) for c in changes}
+    t.push(changes, j.of("sm01"))
+    assert pkeys(lab, "node02-mlx5_5") == ["0x7fff", "0x0001"]  # limited in Default and in tenant1
+    restored_from_journal(lab, j, before)
+
+
+def test_a_partitions_conf_opensm_refuses_fails_the_push_with_its_log_and_is_restored(lab, tmp_path):
+    before, t, state, j, changes = start(lab, tmp_path, {"partitions": [DEFAULT, TENANT]})
+    # a definition OpenSM's parser refuses (a pkey that is no number), as a hand-edited plan would carry it
+    changes[0] = dataclasses.replace(changes[0], after=changes[0].after + "broken=0xzz : ALL=full ;\n")
+    with pytest.raises(CommitError, match=r"OpenSM refused the new files: parse_part_conf: PARSE ERROR: line 4: "
+                                          r"bad partition definition / osm_prtn_make_partitions: Partition "
+                                          r"configuration in error; retrying with default config"):
+        t.push(changes, j.of("sm01"))
+    assert j.device("sm01")["state"] == DeviceState.FAILED
+    assert pkeys(lab, "node01-mlx5_0") == ["0xffff"]  # OpenSM fell back to its default policy
+    restored_from_journal(lab, j, before)
+
+
+def test_a_symlink_in_place_of_partitions_conf_is_never_written_through(lab, tmp_path):
+    before, t, state, j, changes = start(lab, tmp_path, {"partitions": [DEFAULT, TENANT]})
+    target = tmp_path / "elsewhere.conf"
+    target.write_text("untouched\n")
+    (lab.dir / "partitions.conf").rename(tmp_path / "kept.conf")
+    (lab.dir / "partitions.conf").symlink_to(target)
+    try:
+        with pytest.raises(CommitError, match="partitions.conf is not a regular file: not written"):
+            t.push(changes, j.of("sm01"))
+        assert target.read_text() == "untouched\n" and (lab.dir / "partitions.conf").is_symlink()
+    finally:
+        (lab.dir / "partitions.conf").unlink()
+        (tmp_path / "kept.conf").rename(lab.dir / "partitions.conf")
+    assert lab_before(lab) == before
+    assert sp.FILE_KEY == changes[0].key

@@ -1,0 +1,352 @@
+"""The subnet manager Target (issue 22): OpenSM on its host, driven through its files and SIGHUP.
+
+What it reads (:meth:`SmTarget.collect`, on the SM host, privileged as the IB diagnostics need the
+umad devices): the fabric's HCA ports with their GUIDs and LIDs (``iblinkinfo``), OpenSM's
+``partitions.conf`` and ``opensm.conf`` as they are, the routing engine of its last sweep (its log's
+``<engine> tables configured on all switches``) and every HCA port's pkey table (``smpquery pkeys -G
+<guid> 1``). The plan (:func:`tuning.targets.sm_partitions.plan`) is the diff of the rendered file
+against what the SM serves: the file, the SM priority and each port pkey that moves.
+
+The push: the previous files are in the journal before the first write (:meth:`SmTarget.record`:
+``files_before``, ``pkeys_before``), the new file written through a temporary file in its folder and
+a rename (a symlink or other special file in its place is refused), then OpenSM told to re-read its
+files with SIGHUP (``opensm(8)``: "OpenSM will reread the partition configuration ... on receipt of a
+HUP signal", a heavy sweep) to the pid of its pid file; the push waits for the sweep's ``SUBNET UP``
+in OpenSM's log and fails on any ERROR line (``0x01 ->``) the sweep logged (``parse_part_conf: PARSE
+ERROR: line 3: bad partition definition`` / ``Partition configuration in error; retrying with
+default config``: OpenSM then serves the default policy) or when OpenSM exited. Read back: every
+HCA port's pkey table equals the plan's, and ``sminfo`` the priority. Restore: the journaled files
+written back the same way, SIGHUP, and the pkey tables read back equal to the journaled ones.
+
+Left for later (docs/architecture.md): the QoS policy file, UFM's REST pkeys, path-record (MTU,
+SL) verdicts (``saquery PR`` is read as evidence only: ibsim caps every port's MTU at 2048).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+from typing import ClassVar
+
+from tuning.errors import CommandError, CommitError, TuningError, VerifyError
+from tuning.model.ib_sm import SmSpec
+from tuning.model.outcomes import DeviceState
+from tuning.node.base import Change, Finding
+from tuning.parsers.ib_links import parse_iblinkinfo
+from tuning.parsers.ib_sm import parse_pkeys, parse_sminfo
+from tuning.targets import sm_partitions as sp
+from tuning.targets.base import DeviceJournal, connection_facts, pause_for_test
+from tuning.transport.base import Host, q, sysroot_path
+from tuning.transport.connection import Connection
+
+#: the files a push may write, by the spec field naming their path
+FILES = ("opensm_partitions_file", "opensm_conf_file")
+_ENGINE = re.compile(r"(\S+) tables configured on all switches")
+_ABSENT = "-"
+
+
+class SmTarget:
+    """An OpenSM subnet manager (``role: sm``, platform ``opensm``): :class:`tuning.targets.base.Target`.
+
+    Args:
+        name: inventory name.  connection: how to reach its host (SSH; an inventory's or a journal's).
+        platform: ``opensm``.  device: the inventory device (None when built from a journal record).
+        host: an already open :class:`~tuning.transport.base.Host` (the IB lab's local shell:
+            :func:`tuning.lab.ib.IbLab.sm_shell`); None: SSH from ``connection``.
+    """
+
+    role: ClassVar[str] = "sm"
+    reports_findings: ClassVar[bool] = True
+
+    def __init__(self, name: str, connection: Connection, platform: str = "opensm", device=None,
+                 host: Host | None = None):
+        self.name, self.connection, self.platform, self.device = name, connection, platform, device
+        self.host: Host | None = host
+        self._given = host is not None
+
+    @property
+    def rdma_host(self) -> Host | None:
+        """None: the SM runs no RDMA test."""
+        return None
+
+    # --- session --------------------------------------------------------------------------
+    def open(self) -> None:
+        """SSH to the SM host (host keys checked), unless a shell was given. Raises ConnectError."""
+        if self._given:
+            return
+        from tuning.transport.ssh import SshHost
+
+        self.host = SshHost(self.name, self.connection)
+
+    def close(self) -> None:
+        """Close the SSH session (idempotent; a given shell stays the giver's)."""
+        if self.host is not None and not self._given:
+            self.host.close()
+
+    def reopen(self) -> None:
+        """A new session (a given shell has none to lose)."""
+        if not self._given:
+            self.close()
+            self.open()
+
+    # --- reading --------------------------------------------------------------------------
+    def _path(self, paths: dict, field: str) -> str:
+        return sysroot_path(self.connection.sysroot or "/", paths[field])
+
+    def _run(self, cmd: str, what: str, timeout: float = 60.0) -> str:
+        res = self.host.run(cmd, timeout=timeout, privileged=True)
+        if res.rc != 0:
+            raise CommandError(what, res.rc, res.stderr or res.stdout, host=self.name, phase="sm")
+        return res.stdout
+
+    def _ports(self) -> list[sp.CaPort]:
+        links = parse_iblinkinfo(self._run("iblinkinfo", "iblinkinfo"))
+        ports = [sp.CaPort(p.node, p.port, int(p.port_guid, 16), p.lid) for p in links.ports
+                 if p.node_type == "CA" and p.port_guid and p.state == "Active"]
+        return sorted(ports, key=lambda p: (p.description, p.port))
+
+    def _pkeys(self, guids: list[str]) -> dict[str, sp.Table]:
+        """Port GUID -> its pkey table (``0x7fff`` -> ``full``), one ``smpquery pkeys`` a port, one command."""
+        if not guids:
+            return {}
+        loop = " ".join(q(g) for g in guids)
+        out = self._run(f"for g in {loop}; do printf '== %s\\n' \"$g\"; smpquery pkeys -G \"$g\" 1 || exit; done",
+                        "smpquery pkeys")
+        tables: dict[str, sp.Table] = {}
+        for chunk in out.split("== ")[1:]:
+            guid, _, text = chunk.partition("\n")
+            table = parse_pkeys(text)
+            tables[guid] = {sp.pkey_word(e.pkey): table.membership(e.pkey) for e in table.entries}
+        if sorted(tables) != sorted(guids):
+            raise TuningError(f"smpquery pkeys answered for {len(tables)} of {len(guids)} ports", host=self.name)
+        return tables
+
+    def _files(self, paths: dict) -> tuple[dict[str, str | None], str | None]:
+        """``({path: text or None when absent}, routing engine of the last sweep or None)``."""
+        shown = [paths[f] for f in FILES]
+        reads = "; ".join(f"if [ -f {q(self._path(paths, f))} ]; then base64 -w0 {q(self._path(paths, f))}; echo; "
+                          f"else echo {_ABSENT}; fi" for f in FILES)
+        log = q(self._path(paths, "opensm_log_file"))
+        out = self._run(f"{reads}; grep -Eo {q(_ENGINE.pattern)} {log} | tail -n1 || true", "read OpenSM's files")
+        lines = out.split("\n")
+        files = {p: (None if v == _ABSENT else base64.b64decode(v).decode()) for p, v in zip(shown, lines)}
+        engine = _ENGINE.fullmatch(lines[len(FILES)].strip()) if len(lines) > len(FILES) else None
+        return files, engine.group(1) if engine else None
+
+    def collect(self, domains: set[str] | None = None) -> dict:
+        """What the SM serves: ``ports`` (:class:`~tuning.targets.sm_partitions.CaPort`), ``files``
+        (path -> text | None), ``partitions`` (the partitions file's text, "" when absent),
+        ``sm_priority`` (opensm.conf's, a string, None when unset), ``routing_engine`` and ``pkeys``
+        (port GUID -> table). Raises TuningError (CommandError, ParseError)."""
+        spec: SmSpec = self.device.spec
+        paths = spec.model_dump(include=set(FILES) | {"opensm_log_file", "opensm_pid_file"})
+        files, engine = self._files(paths)
+        ports = self._ports()
+        conf = files[paths["opensm_conf_file"]] or ""
+        prio = next((x.split()[1] for x in conf.splitlines() if x.startswith("sm_priority ") and len(x.split()) == 2), None)
+        return {"paths": paths, "files": files, "partitions": files[paths["opensm_partitions_file"]] or "",
+                "sm_priority": prio, "routing_engine": engine, "ports": ports,
+                "pkeys": self._pkeys([f"{p.guid:#018x}" for p in ports])}
+
+    def plan(self, state: dict, domains: set[str] | None = None) -> list[Change]:
+        """:func:`tuning.targets.sm_partitions.plan` (the ``sm`` domain). Raises InputError."""
+        if domains is not None and sp.DOMAIN not in domains:
+            return []
+        return sp.plan(self.name, self.device.spec, state, self.device.sources.get("partitions", "inventory"))
+
+    def findings(self, state: dict, domains: set[str] | None = None) -> list[Finding]:
+        """:func:`tuning.targets.sm_partitions.findings` of the plan from ``state``."""
+        if domains is not None and sp.DOMAIN not in domains:
+            return []
+        return sp.findings(self.name, self.device.spec, state, self.plan(state))
+
+    @classmethod
+    def fleet_findings(cls, states: dict, domains: set[str] | None = None) -> list[Finding]:
+        """None across SMs (one master per subnet is the SM's own election)."""
+        return []
+
+    @classmethod
+    def rendered(cls, dev) -> tuple[str, str]:
+        """Not without the fabric: the members' port GUIDs are read from it. Raises NotSupportedError."""
+        from tuning.errors import NotSupportedError
+
+        raise NotSupportedError("partitions.conf names the members' port GUIDs, read from the fabric: "
+                                "run fabtune plan against the SM", host=dev.name)
+
+    @classmethod
+    def offline_plan(cls, dev, domains: set[str] | None = None) -> tuple[list[Change], list[Finding]]:
+        """Nothing planned offline; a ``needs-device`` finding (the GUIDs come from the fabric)."""
+        return [], [Finding(dev.name, sp.DOMAIN, "needs-device", "partitions.conf names the members' port GUIDs, "
+                            "read from the fabric: not planned offline (run plan without --offline)", "")]
+
+    def record(self, state: dict) -> dict:
+        """The snapshot a restore needs alone: ``role``, ``platform``, connection facts and
+        ``snapshot``: the file paths, the files as they were (``files_before``: path -> text | None),
+        the ports (``ports``: GUID -> ``node01 mlx5_0/1``), their pkey tables (``pkeys_before``) and
+        opensm.conf's ``sm_priority_before``; checked again before a restore (:func:`snapshot_of`)."""
+        snap = {"paths": state["paths"], "files_before": state["files"],
+                "ports": {f"{p.guid:#018x}": p.name for p in state["ports"]}, "pkeys_before": state["pkeys"],
+                "sm_priority_before": state["sm_priority"]}
+        return {"role": self.role, "platform": self.platform, "connection": connection_facts(self.connection),
+                "snapshot": snap}
+
+    # --- writing --------------------------------------------------------------------------
+    def _write(self, path: str, text: str | None) -> str:
+        """The command that puts ``text`` at ``path`` (None: removes it): a temporary file in the same
+        folder and a rename; refused when ``path`` is a symlink or not a regular file."""
+        f = q(path)
+        guard = (f"if [ -L {f} ] || {{ [ -e {f} ] && [ ! -f {f} ]; }}; then "
+                 f"echo {q('fabtune: ' + path + ' is not a regular file: not written')} >&2; exit 1; fi")
+        if text is None:
+            return f"{guard}; rm -f {f}"
+        data = base64.b64encode(text.encode()).decode()
+        return (f"{guard}; t=$(mktemp {q(path + '.fabtune-XXXXXX')}) && printf %s {data} | base64 -d > \"$t\" "
+                f"&& chmod 0644 \"$t\" && mv -f \"$t\" {f}")
+
+    def _reload(self, paths: dict, files: dict[str, str | None]) -> str:
+        """Write ``files``, SIGHUP OpenSM, wait for its sweep's ``SUBNET UP``; returns what OpenSM
+        logged since. Raises CommitError: a write refused, no OpenSM, an ERROR line, OpenSM gone."""
+        pid, log = q(self._path(paths, "opensm_pid_file")), q(self._path(paths, "opensm_log_file"))
+        writes = " && ".join(f"{{ {self._write(sysroot_path(self.connection.sysroot or '/', p), t)}; }}"
+                             for p, t in files.items())
+        cmd = (f"p=$(cat {pid}) && [[ $p =~ ^[0-9]+$ ]] && kill -0 \"$p\" || {{ echo 'fabtune: no running OpenSM in "
+               f"'{pid} >&2; exit 1; }}; n=$(stat -c %s {log}) || exit; {writes} || exit; kill -HUP \"$p\" || exit; "
+               f"for i in $(seq 300); do t=$(tail -c +$((n+1)) {log}); case $t in *'SUBNET UP'*) break;; esac; "
+               f"kill -0 \"$p\" 2>/dev/null || break; sleep 0.1; done; tail -c +$((n+1)) {log}; "
+               f"kill -0 \"$p\" 2>/dev/null || {{ echo 'fabtune: OpenSM exited after SIGHUP' >&2; exit 3; }}")
+        res = self.host.run(cmd, timeout=60.0, privileged=True)
+        if res.rc != 0:
+            raise CommitError(f"OpenSM re-read: {(res.stderr or res.stdout).strip()[-300:]}", host=self.name, phase="sm")
+        errors = [x.split(" -> ", 1)[1] for x in res.stdout.splitlines() if " 0x01 -> " in x]
+        if errors:
+            raise CommitError(f"OpenSM refused the new files: {' / '.join(errors[:3])}", host=self.name, phase="sm")
+        if "SUBNET UP" not in res.stdout:
+            raise CommitError("OpenSM logged no SUBNET UP within 30 s of SIGHUP", host=self.name, phase="sm")
+        return res.stdout
+
+    def _read_back(self, ports: dict[str, str], want: dict[str, sp.Table], prio: str | None) -> None:
+        """Every port's pkey table equals ``want`` and sminfo the priority ``prio`` (a few reads: the
+        SM programs the ports during the sweep). Raises VerifyError naming the first port that differs."""
+        for attempt in range(5):
+            have = self._pkeys(sorted(ports))
+            bad = [g for g in sorted(ports) if have.get(g) != want.get(g)]
+            if not bad:
+                break
+            time.sleep(0.3)
+        else:
+            g = bad[0]
+            raise VerifyError(f"{len(bad)} port(s) hold other pkeys than planned; {ports[g]}: read {have.get(g)}, "
+                              f"want {want.get(g)}", host=self.name, phase="sm")
+        if prio is not None:
+            info = parse_sminfo(self._run("sminfo", "sminfo"))
+            if str(info.priority) != prio:
+                raise VerifyError(f"sminfo reads priority {info.priority}, want {prio}", host=self.name, phase="sm")
+
+    def push(self, changes: list[Change], journal: DeviceJournal, confirm_s: int | None = None) -> list[Change]:
+        """See the contract: ``pushing`` journaled, files written, SIGHUP, read back; ``unchanged``
+        and [] when the plan is empty. On failure ``failed`` and the error raised (the caller restores)."""
+        rec = snapshot_of(self.name, journal.get())
+        if not changes:
+            journal.update(state=DeviceState.UNCHANGED)
+            return []
+        journal.update(state=DeviceState.PUSHING, changes=[c.as_dict() for c in changes])
+        files = _new_files(rec, changes)
+        want = _want_tables(rec, changes)
+        prio = next((c.after for c in changes if c.key == sp.PRIORITY_KEY), None)
+        try:
+            self._reload(rec["paths"], files)
+            pause_for_test("apply-sm", journal.run_id)
+            self._read_back(rec["ports"], want, prio)
+        except TuningError:
+            journal.update(state=DeviceState.FAILED, applied=[c.as_dict() for c in changes])
+            raise
+        journal.update(state=DeviceState.APPLIED, applied=[c.as_dict() for c in changes])
+        return changes
+
+    def confirm(self, record: dict) -> bool:
+        """Nothing to confirm: the SM serves the files once read back."""
+        return False
+
+    def preflight(self, record: dict) -> str | None:
+        """Whether OpenSM runs (its pid file names a live process)."""
+        snap = snapshot_of(self.name, record)
+        pid = q(self._path(snap["paths"], "opensm_pid_file"))
+        res = self.host.run(f"p=$(cat {pid}) && [[ $p =~ ^[0-9]+$ ]] && kill -0 \"$p\"", timeout=30, privileged=True)
+        return None if res.rc == 0 else f"no running OpenSM in {snap['paths']['opensm_pid_file']}"
+
+    def restore(self, record: dict, irreversible: bool = False) -> list[str]:
+        """The journaled files written back, SIGHUP, and the ports' pkey tables and the priority
+        read back equal to the journaled ones (``record`` alone). Raises RollbackError."""
+        from tuning.errors import RollbackError
+
+        snap = snapshot_of(self.name, record)
+        try:
+            self._reload(snap["paths"], snap["files_before"])
+            self._read_back(snap["ports"], snap["pkeys_before"], snap["sm_priority_before"])
+        except TuningError as e:
+            raise RollbackError(f"OpenSM not restored: {e}", host=self.name, phase="restore") from e
+        return []
+
+
+_GUID = re.compile(r"0x[0-9a-f]{16}")
+
+
+def snapshot_of(name: str, record: dict) -> dict:
+    """The ``snapshot`` of a journal record (:meth:`SmTarget.record`), checked before anything is
+    written from it: its paths pass the SM spec's grammar and are the only files written, the ports
+    are GUIDs (they reach a shell), the tables map pkeys to ``full`` / ``limited``.
+
+    Raises:
+        RollbackError: no snapshot, or one that fails a check (names what).
+    """
+    from pydantic import ValidationError
+
+    from tuning.errors import RollbackError
+
+    snap = record.get("snapshot")
+    try:
+        paths = SmSpec.model_validate(snap["paths"]).model_dump(include=set(snap["paths"]))
+        ok = (set(paths) == set(FILES) | {"opensm_log_file", "opensm_pid_file"}
+              and set(snap["files_before"]) == {paths[f] for f in FILES}
+              and all(isinstance(v, (str, type(None))) for v in snap["files_before"].values())
+              and all(_GUID.fullmatch(g) and isinstance(n, str) for g, n in snap["ports"].items())
+              and all(set(t.values()) <= {"full", "limited"} for t in snap["pkeys_before"].values())
+              and isinstance(snap["sm_priority_before"], (str, type(None))))
+    except (TypeError, KeyError, AttributeError, ValidationError):
+        ok = False
+    if not ok:
+        raise RollbackError("the journal's SM snapshot is missing or malformed (paths, files_before, ports, "
+                            "pkeys_before, sm_priority_before): restore OpenSM's files by hand", host=name, phase="restore")
+    return snap
+
+
+def _new_files(rec: dict, changes: list[Change]) -> dict[str, str | None]:
+    """Path -> text of the files the push writes (the partitions file; opensm.conf for a priority)."""
+    paths, before = rec["paths"], rec["files_before"]
+    out: dict[str, str | None] = {}
+    for c in changes:
+        if c.key == sp.FILE_KEY:
+            out[paths["opensm_partitions_file"]] = c.after
+        elif c.key == sp.PRIORITY_KEY:
+            lines = (before.get(paths["opensm_conf_file"]) or "").splitlines()
+            line = f"sm_priority {int(c.after)}"
+            at = next((i for i, x in enumerate(lines) if x.startswith("sm_priority ")), None)
+            lines = lines + [line] if at is None else lines[:at] + [line] + lines[at + 1:]
+            out[paths["opensm_conf_file"]] = "\n".join(lines) + "\n"
+    return out
+
+
+def _want_tables(rec: dict, changes: list[Change]) -> dict[str, sp.Table]:
+    """Port GUID -> the pkey table after the push: the journaled tables with each planned move."""
+    by_name = {name: g for g, name in rec["ports"].items()}
+    want = {g: dict(t) for g, t in rec["pkeys_before"].items()}
+    for c in changes:
+        if c.key.startswith("pkey/"):
+            port, _, pk = c.key[len("pkey/"):].rpartition("/")
+            table = want.setdefault(by_name[port], {})
+            if c.after is None:
+                table.pop(pk, None)
+            else:
+                table[pk] = c.after
+    return want

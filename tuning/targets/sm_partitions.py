@@ -1,0 +1,162 @@
+"""The subnet manager's partition policy, pure: ``partitions.conf`` rendered from the inventory
+(:class:`tuning.model.ib_sm.SmSpec`) and the fabric's HCA ports, the pkey tables OpenSM will program
+from it, and the plan (the diff against what the ports hold now). No I/O: :mod:`tuning.targets.sm`
+reads and writes.
+
+The file, as OpenSM 3.3.23 reads it (``opensm-partitions.conf(5)``): one definition per partition,
+``<name>=<pkey>[,ipoib][,mtu=N][,rate=N][,sl=N] : <member>=full|limited, ... ;``, a member a port
+GUID or a group word. A node member is every CA port whose node description (rdma-ndd's ``%h %d``:
+``node01 mlx5_0``) starts with the node's name and a blank, by the GUID the fabric reports
+(``iblinkinfo``), sorted by description. What OpenSM programs (measured on the IB lab, OpenSM over
+ibsim): a member port holds the partition's pkey with the top bit set when full (``0x8001``), clear
+when limited (``0x0001``); a port listed full and limited is full; every CA port holds the Default
+pkey 0x7fff, full only where a rule makes it full: a policy without a Default rule leaves every
+HCA a limited member of it, and two limited members cannot talk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tuning.errors import InputError
+from tuning.model.ib_sm import DEFAULT_PKEY, IbPartitionSpec, SmSpec
+from tuning.node.base import Change, Finding
+
+DOMAIN = "sm"
+FILE_KEY = "file/partitions.conf"
+PRIORITY_KEY = "sm_priority"
+HEADER = "# fabtune: OpenSM partition policy, rendered from the inventory (do not edit: fabtune plan shows the diff)"
+
+
+@dataclass(frozen=True)
+class CaPort:
+    """One HCA port of the fabric as the SM's side reads it (``iblinkinfo``).
+
+    Attributes:
+        description: the node description (``node01 mlx5_0``).  port: its number (1).
+        guid: the port GUID (an int; ``0x0c42a10300000101``).  lid: the LID the SM gave it.
+    """
+
+    description: str
+    port: int
+    guid: int
+    lid: int
+
+    @property
+    def node(self) -> str:
+        """The host part of the description (``node01``)."""
+        return self.description.split(" ", 1)[0]
+
+    @property
+    def name(self) -> str:
+        """``node01 mlx5_0/1``: how plans and findings name the port."""
+        return f"{self.description}/{self.port}"
+
+
+#: a port's pkey table as plans compare it: ``0x7fff`` -> ``full`` | ``limited``
+Table = dict[str, str]
+
+
+def pkey_word(pkey: int) -> str:
+    """``0x7fff``: a 15-bit pkey as plans, the journal and the file write it."""
+    return f"{pkey & 0x7FFF:#06x}"
+
+
+def _members(part: IbPartitionSpec, i: int, ports: list[CaPort], src: str) -> list[tuple[str, str, list[CaPort]]]:
+    """(file word, membership, CA ports it covers) per member of ``part``."""
+    out = []
+    nodes = sorted({p.node for p in ports})
+    for who, how in part.members.items():
+        if who in ("ALL", "ALL_CAS"):
+            out.append((who, how, ports))
+        elif who in ("ALL_SWITCHES", "SELF"):
+            out.append((who, how, []))
+        else:
+            mine = [p for p in ports if p.node == who]
+            if not mine:
+                raise InputError(src, f"partitions.{i}.members.{who}",
+                                 f"no HCA port of node {who!r} in the fabric (iblinkinfo node descriptions "
+                                 f"'<node> <hca>'); nodes there: {', '.join(nodes) or 'none'}")
+            out += [(f"{p.guid:#018x}", how, [p]) for p in mine]
+    return out
+
+
+def render(spec: SmSpec, ports: list[CaPort], src: str = "inventory") -> str:
+    """The ``partitions.conf`` text of ``spec`` over the fabric's CA ``ports`` (one line a partition).
+
+    Raises:
+        InputError: a node member with no HCA port in the fabric (names ``src`` and the key).
+    """
+    ports = sorted(ports, key=lambda p: (p.description, p.port))
+    lines = [HEADER]
+    for i, part in enumerate(spec.partitions):
+        head = [f"{part.name}={pkey_word(part.pkey)}"] + (["ipoib"] if part.ipoib else [])
+        head += [f"{k}={v}" for k, v in (("mtu", part.mtu), ("rate", part.rate), ("sl", part.sl)) if v is not None]
+        members = ", ".join(f"{word}={how}" for word, how, _ in _members(part, i, ports, src))
+        lines.append(f"{','.join(head)} : {members} ;")
+    return "\n".join(lines) + "\n"
+
+
+def expected_tables(spec: SmSpec, ports: list[CaPort], src: str = "inventory") -> dict[str, Table]:
+    """Port GUID (``0x...``) -> the pkey table OpenSM programs from ``spec`` (see the module's rules).
+
+    Raises:
+        InputError: as :func:`render`.
+    """
+    tables: dict[str, Table] = {f"{p.guid:#018x}": {pkey_word(DEFAULT_PKEY): "limited"} for p in ports}
+    for i, part in enumerate(spec.partitions):
+        for _, how, covered in _members(part, i, ports, src):
+            for p in covered:
+                t = tables[f"{p.guid:#018x}"]
+                key = pkey_word(part.pkey)
+                t[key] = "full" if "full" in (how, t.get(key)) else "limited"
+    return tables
+
+
+def plan(name: str, spec: SmSpec, state: dict, src: str = "inventory") -> list[Change]:
+    """The changes from the collected ``state`` (:meth:`tuning.targets.sm.SmTarget.collect`) to
+    ``spec``: the file (whole text), the SM priority, and each port pkey whose membership moves
+    (``pkey/node01 mlx5_0/1/0x7fff``: ``full`` -> ``limited``; None = not in the table). Pure.
+
+    Raises:
+        InputError: as :func:`render`.
+    """
+    ports: list[CaPort] = state["ports"]
+    out: list[Change] = []
+    if spec.partitions:
+        text = render(spec, ports, src)
+        if text != state["partitions"]:
+            out.append(Change(name, DOMAIN, FILE_KEY, state["partitions"], text))
+        want = expected_tables(spec, ports, src)
+        for p in ports:
+            g = f"{p.guid:#018x}"
+            have, new = state["pkeys"].get(g, {}), want[g]
+            for pk in sorted(set(have) | set(new)):
+                if have.get(pk) != new.get(pk):
+                    out.append(Change(name, DOMAIN, f"pkey/{p.name}/{pk}", have.get(pk), new.get(pk)))
+    if spec.sm_priority is not None and state.get("sm_priority") != str(spec.sm_priority):
+        out.append(Change(name, DOMAIN, PRIORITY_KEY, state.get("sm_priority"), str(spec.sm_priority)))
+    return out
+
+
+def findings(name: str, spec: SmSpec, state: dict, changes: list[Change]) -> list[Finding]:
+    """What an operator must see before the push: HCA ports the plan leaves limited members of the
+    Default partition (they were full: the classic ``partitions.conf`` without a Default rule), a
+    routing engine other than the inventory's (never changed by fabtune: it reroutes the subnet)."""
+    out = []
+    dropped = [c.key.split("/")[1] + "/" + c.key.split("/")[2] for c in changes
+               if c.key.startswith("pkey/") and c.key.endswith(pkey_word(DEFAULT_PKEY))
+               and c.before == "full" and c.after == "limited"]
+    if dropped:
+        out.append(Finding(name, DOMAIN, "ib-default-limited",
+                           f"{len(dropped)} HCA port(s) would become limited members of the Default partition "
+                           f"{pkey_word(DEFAULT_PKEY)} (no rule makes them full): limited members cannot talk to each "
+                           "other (a partitions.conf needs a rule like 'Default=0x7fff,ipoib : ALL=full ;')",
+                           "smpquery pkeys now full: " + ", ".join(dropped[:4]) + (" ..." if len(dropped) > 4 else "")))
+    engine = state.get("routing_engine")
+    if spec.routing_engine is not None and engine is not None and engine != spec.routing_engine:
+        out.append(Finding(name, DOMAIN, "ib-routing-engine",
+                           f"OpenSM runs routing engine {engine}, the inventory asks {spec.routing_engine}: not "
+                           "changed by fabtune (a routing change reroutes the subnet: a maintenance window)",
+                           f"OpenSM log: {engine} tables configured on all switches"))
+    return out
