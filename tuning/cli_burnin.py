@@ -159,7 +159,7 @@ DRAIN_LOG = typer.Option(None, "--drain-log", metavar="FILE", help="Where the dr
                          parser=file_arg("--drain-log"))
 JSON = typer.Option(False, "--json", help="Print the document as JSON on stdout.")
 UNDRAIN_HELP = ("Resume (Slurm State=RESUME / uncordon) the nodes this run found clean whose drain reason "
-                "starts with 'fabtune ' (needs --drain-adapter; dry run unless --drain).")
+                "starts with 'fabtune:' (needs --drain-adapter; dry run unless --drain).")
 
 
 def burnin(inventory: Path = INV,

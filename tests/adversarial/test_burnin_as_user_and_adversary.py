@@ -129,7 +129,7 @@ def test_reason_one_safe_line(msg):
     from tuning.burnin.drain import reason_text
 
     r = reason_text("burnin-1", _finding("node", "node01", message=msg))
-    assert r.startswith("fabtune burnin-1: gpu-xid") and len(r) <= 200
+    assert r.startswith("fabtune:burnin-1: gpu-xid") and len(r) <= 200
     assert all(" " <= c <= "~" for c in r) and not set(r) & set("\"'\\`$")
 
 
@@ -166,7 +166,7 @@ def test_burnin_pcie_fault_found_exactly_and_drain_log(lab4, tmp_path):
         doc = json.loads(r.stdout)
         assert [(f["code"], f["kind"], f["target"]) for f in doc["findings"]] == [("pcie-degraded", "node", "node02")]
         text = log.read_text()
-        assert f"NodeName=node02 State=DRAIN 'Reason=fabtune {doc['run_id']}: pcie-degraded" in text
+        assert f"NodeName=node02 State=DRAIN 'Reason=fabtune:{doc['run_id']}: pcie-degraded" in text
         (tmp_path / "doc.json").write_text(r.stdout)
     finally:
         _fab("lab", "inject", "-i", str(lab4), "node02:mlx5_0", "clear")

@@ -93,7 +93,7 @@ def test_dry_run_log_has_run_id_and_cap_holds(tmp_path):
     assert calls == out["calls"] and len(calls) == 1
     argv = shlex.split(calls[0])
     assert argv[:4] == ["scontrol", "update", "NodeName=node02", "State=DRAIN"]
-    assert argv[4].startswith(f"Reason=fabtune {RUN}: gpu-xid node02: GPU 3")
+    assert argv[4].startswith(f"Reason=fabtune:{RUN}: gpu-xid node02: GPU 3")
     assert f"# over the cap of 1, not drained: node05: gpu-ecc (node05)" in text
     assert f"# over the cap of 1, not drained: node07: link-slow (node07:mlx5_1<->leaf02:swp7)" in text
 
@@ -111,7 +111,7 @@ def test_switch_findings_drain_nothing():
 @pytest.mark.parametrize("message", ['x"; rm -rf / #', "a'b\\c$(id)`id`\nnext line", "é\t\x00" * 100])
 def test_reason_is_one_safe_argument(message):
     r = dr.reason_text(RUN, {"code": "node-slow", "message": message})
-    assert r.startswith(f"fabtune {RUN}: node-slow") and len(r) <= dr.REASON_MAX
+    assert r.startswith(f"fabtune:{RUN}: node-slow") and len(r) <= dr.REASON_MAX
     assert not set(r) & set("\"'\\`$\n\t\x00") and r.isprintable() and r.isascii()
     assert shlex.split(shlex.join(["scontrol", f"Reason={r}"]))[1] == f"Reason={r}"
 
@@ -135,10 +135,10 @@ def test_slurm_real_path_runs_scontrol_from_path(scontrol, tmp_path):
     calls = [a for a in argv if a[0] == "update"]  # each node's reason is read before it is drained
     assert [c[:4] for c in calls] == [["update", "NodeName=node02", "State=DRAIN", calls[0][3]],
                                       ["update", "NodeName=node05", "State=DRAIN", calls[1][3]]]
-    assert calls[0][3].startswith(f"Reason=fabtune {RUN}: gpu-xid")
+    assert calls[0][3].startswith(f"Reason=fabtune:{RUN}: gpu-xid")
     nodes = json.loads(state.read_text())
     assert nodes["node02"]["state"] == "IDLE+DRAIN" and nodes["node07"]["state"] == "IDLE"
-    assert dr.Slurm().reason("node02").startswith(f"fabtune {RUN}: gpu-xid")
+    assert dr.Slurm().reason("node02").startswith(f"fabtune:{RUN}: gpu-xid")
 
 
 def test_undrain_only_fabtune_drains_after_retest(scontrol, tmp_path):
@@ -166,7 +166,7 @@ def test_drain_leaves_a_node_someone_else_drained(scontrol, tmp_path):
     argv_log, state = scontrol
     nodes = json.loads(state.read_text())
     nodes["node02"] = {"state": "IDLE+DRAIN", "reason": "bad DIMM, ticket 4711"}
-    nodes["node05"] = {"state": "IDLE+DRAIN", "reason": f"fabtune {RUN}: gpu-ecc earlier"}
+    nodes["node05"] = {"state": "IDLE+DRAIN", "reason": f"fabtune:{RUN}: gpu-ecc earlier"}
     state.write_text(json.dumps(nodes))
     out = dr.drain(three_bad_nodes(), RUN, "slurm", act=True, max_drain=2, log=tmp_path / "d.log")
     assert out["drained"] == ["node05"] and not out["failed"]
@@ -185,8 +185,8 @@ def test_slurm_failure_is_reported_per_node(scontrol):
 
 
 def test_reason_of_scontrol_formats():
-    text = "NodeName=n1\n   Reason=fabtune r: x y [root@2026-11-30T16:00:00]\n"
-    assert dr.reason_of_scontrol(text) == "fabtune r: x y"
+    text = "NodeName=n1\n   Reason=fabtune:r: x y [root@2026-11-30T16:00:00]\n"
+    assert dr.reason_of_scontrol(text) == "fabtune:r: x y"
     assert dr.reason_of_scontrol("NodeName=n1 State=IDLE\n") is None
     assert dr.reason_of_scontrol("   Reason=(null)\n") is None
 
@@ -199,7 +199,7 @@ def test_k8s_dry_run_without_client_and_act_says_it_is_needed(tmp_path):
     body = json.loads(call.split(" ", 2)[2])
     assert body["spec"] == {"taints": [{"effect": "NoSchedule", "key": "fabtune.io/unhealthy", "value": "gpu-xid"}],
                             "unschedulable": True}
-    assert body["metadata"]["annotations"]["fabtune.io/reason"].startswith(f"fabtune {RUN}: gpu-xid")
+    assert body["metadata"]["annotations"]["fabtune.io/reason"].startswith(f"fabtune:{RUN}: gpu-xid")
     try:
         import kubernetes  # noqa: F401
     except ImportError:
@@ -246,8 +246,8 @@ def test_finish_undrains_clean_fabtune_drains_only(scontrol, tmp_path):
 
     argv_log, state = scontrol
     nodes = json.loads(state.read_text())
-    for n, why in (("node02", f"fabtune {RUN}: gpu-xid old"), ("node03", f"fabtune {RUN}: pcie-degraded x"),
-                   ("node04", "bad DIMM, ticket 4711"), ("node05", f"fabtune {RUN}: gpu-ecc y")):
+    for n, why in (("node02", f"fabtune:{RUN}: gpu-xid old"), ("node03", f"fabtune:{RUN}: pcie-degraded x"),
+                   ("node04", "bad DIMM, ticket 4711"), ("node05", f"fabtune:{RUN}: gpu-ecc y")):
         nodes[n] = {"state": "IDLE+DRAIN", "reason": why}
     state.write_text(json.dumps(nodes))
 

@@ -259,7 +259,7 @@ def test_drain_and_undrain_steps_are_shown_per_node_failures_in_red():
 
     def scontrol(argv):
         if argv[1] == "show":  # node01 drained by fabtune, node06 by an operator, the others not drained
-            reason = {"node01": "fabtune burnin-1: gpu-xid", "node06": "bad DIMM"}.get(argv[3])
+            reason = {"node01": "fabtune:burnin-1: gpu-xid", "node06": "bad DIMM"}.get(argv[3])
             if reason is None:
                 return 0, f"NodeName={argv[3]} State=IDLE\n", ""
             return 0, f"NodeName={argv[3]} State=DRAIN\n   Reason={reason} [root@2026-11-30T16:00:00]\n", ""
@@ -285,7 +285,7 @@ def test_drain_and_undrain_steps_are_shown_per_node_failures_in_red():
     assert ".fail{background:#fbb;color:#a00" in text
     assert "<h3>Drain (slurm, acted)</h3>" in sec
     assert "<h3>Undrain (slurm, dry run (plan only, nothing changed))</h3>" in sec
-    assert "scontrol update NodeName=node05 State=DRAIN &#x27;Reason=fabtune 20261130T160000-abcd: gpu-xid" in sec
+    assert "scontrol update NodeName=node05 State=DRAIN &#x27;Reason=fabtune:20261130T160000-abcd: gpu-xid" in sec
     doc["drain"] = doc["undrain"] = None
     doc["stopped"] = "round 1 tested nothing, stopped: ..."
     assert "Drain: not done (the run stopped" in _section(html_report.render(doc, found), "Drain")

@@ -133,7 +133,7 @@ def test_drain_adapter_against_real_scontrol_never_touches_another_drain(slurm_l
         assert out["drained"] == ["node01"] and not out["failed"], out
         assert out["left"] == {"node02": f"drained by someone else: reason {OTHER!r} is not fabtune's"}
         want = dr.reason_text(RUN, findings[0])
-        assert want.startswith(f"fabtune {RUN}: gpu-xid node01: GPU 3")
+        assert want.startswith(f"fabtune:{RUN}: gpu-xid node01: GPU 3")
         # what Slurm itself shows: sinfo -R (reason, node) and scontrol show node (state, reason)
         reasons = dict(line.split("|")[::-1] for line in
                        _run(env, "sinfo", "-R", "-h", "-N", "-o", "%E|%N").splitlines())

@@ -12,7 +12,7 @@ and returned, nothing is changed. Every node name passes the inventory grammar
 
 Slurm (``scontrol``, Slurm's ``scontrol(1)``; run from PATH as an argument vector, no shell)::
 
-    scontrol update NodeName=node03 State=DRAIN "Reason=fabtune RUN_ID: gpu-xid node03: GPU 3 ... XID 79"
+    scontrol update NodeName=node03 State=DRAIN "Reason=fabtune:RUN_ID: gpu-xid node03: GPU 3 ... XID 79"
     scontrol update NodeName=node03 State=RESUME
     scontrol show node node03          # the current Reason= line, see :func:`reason_of_scontrol`
 
@@ -23,10 +23,10 @@ all in one ``PATCH /api/v1/nodes/<name>`` (``CoreV1Api.patch_node``, strategic m
 removes the three.
 
 Drain (acting) reads each node's current reason first and leaves alone a node that has one not
-starting with ``fabtune ``: someone else drained it (or Slurm set it down), and ``scontrol update
+starting with :data:`REASON_PREFIX` (``fabtune:``): someone else drained it (or Slurm set it down), and ``scontrol update
 State=DRAIN Reason=...`` on a drained node replaces its reason (checked against Slurm 22.05's
 slurmctld), so the other owner's reason would be lost and a later undrain would resume their node.
-Undrain (:func:`undrain`): only nodes whose current reason starts with ``fabtune `` (fabtune
+Undrain (:func:`undrain`): only nodes whose current reason starts with ``fabtune:`` (fabtune
 drained them) and that passed a re-test; any other reason is an operator's and is left alone.
 """
 
@@ -42,8 +42,9 @@ from tuning.errors import InputError, TuningError
 from tuning.model.grammar import check_host_name
 from tuning.outfile import append
 
-#: every reason fabtune writes starts with this; undrain touches only such nodes
-REASON_PREFIX = "fabtune "
+#: every reason fabtune writes starts with this (burn-in, a rollout's batch hold in
+#: :mod:`tuning.rollout.slurm_engine`): ``fabtune:RUN_ID: ...``, issue 23's form; undrain touches only such nodes
+REASON_PREFIX = "fabtune:"
 #: longest reason written (Slurm keeps any length; long reasons wrap badly in ``sinfo -R``)
 REASON_MAX = 200
 TAINT_KEY = "fabtune.io/unhealthy"
@@ -55,13 +56,19 @@ class DrainError(TuningError):
     """A drain or resume could not be done (the tool failed, or a client library is missing)."""
 
 
-def reason_text(run_id: str, finding: dict) -> str:
-    """``fabtune RUN_ID: CODE MESSAGE``, made safe for any finding text: one line of printable
-    ASCII without quotes or backslashes (each replaced by a space), at most :data:`REASON_MAX`
-    characters. Passed as one argument (no shell), so nothing in it is interpreted."""
-    raw = f"{REASON_PREFIX}{run_id}: {finding['code']} {finding.get('message', '')}"
+def reason(run_id: str, text: str) -> str:
+    """``fabtune:RUN_ID: TEXT`` (:data:`REASON_PREFIX`), the one form of every drain reason fabtune
+    writes, made safe for any text: one line of printable ASCII without quotes or backslashes (each
+    replaced by a space), at most :data:`REASON_MAX` characters. Passed as one argument (no shell),
+    so nothing in it is interpreted."""
+    raw = f"{REASON_PREFIX}{run_id}: {text}"
     safe = "".join(c if " " <= c <= "~" and c not in "\"'\\`$" else " " for c in raw)
     return " ".join(safe.split())[:REASON_MAX]
+
+
+def reason_text(run_id: str, finding: dict) -> str:
+    """A burn-in finding's drain reason: ``fabtune:RUN_ID: CODE MESSAGE`` (:func:`reason`)."""
+    return reason(run_id, f"{finding['code']} {finding.get('message', '')}")
 
 
 def node_of(finding: dict) -> str | None:
@@ -116,7 +123,7 @@ class Slurm:
         self.runner = runner or _run
 
     def drain_calls(self, node: str, reason: str, code: str) -> list[list[str]]:
-        """``[["scontrol", "update", "NodeName=node03", "State=DRAIN", "Reason=fabtune ..."]]``."""
+        """``[["scontrol", "update", "NodeName=node03", "State=DRAIN", "Reason=fabtune:RUN_ID: ..."]]``."""
         return [["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"]]
 
     def resume_calls(self, node: str) -> list[list[str]]:
