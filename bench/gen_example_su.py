@@ -6,7 +6,10 @@ Layout (a rail-optimised SU as in NVIDIA's DGX SuperPOD reference architecture):
 - one leaf per rail, ``su1-leaf-r0..r7`` (.101-.108): rail ``i`` of node ``n`` is cabled to leaf
   ``r<i>`` port ``swp<n>``; ports swp33-40 go up to the spines; IPv4 of rail ``i`` on node ``n``:
   ``10.<i>.1.<n>/24``.
-- spines ``su1-spine01..04`` (.121-.124): each takes two uplinks from every leaf (swp1-16).
+- spines ``su1-spine01..04`` (.121-.124): each takes two uplinks from every leaf (swp1-16): leaf
+  ``r<i>`` ports swp33-34 go to spine01 swp(2i+1)-(2i+2), swp35-36 to spine02, ... (written in
+  each leaf's ``uplinks:``, so the verification schedule reads the cabling instead of assuming
+  ``uplink j -> spine j mod 4``, which would cable swp34 to spine02).
 
 group_vars (the profile) are written by hand. The output is committed; this script is only
 needed to change the layout. Usage (from the repository root)::
@@ -72,10 +75,20 @@ def node_vars(n: int, su: int = 1) -> str:
     return "\n".join(lines) + "\n"
 
 
+def uplink_end(rail: int, j: int, su: int = 1) -> str:
+    """Where uplink ``j`` (0-based: leaf port ``swp<33 + j>``) of the rail-``rail`` leaf goes:
+    spine ``j // 2 + 1``, port ``swp<2 rail + 1 + j mod 2>`` (a spine's two ports from one leaf are
+    adjacent), as ``SPINE:PORT`` (``su1-spine01:swp1``)."""
+    return f"{spine_name(j // 2 + 1, su)}:swp{2 * rail + 1 + j % 2}"
+
+
 def leaf_vars(rail: int, su: int = 1) -> str:
-    """host_vars of the rail-``rail`` leaf: 32 node downlinks and 8 spine uplinks."""
+    """host_vars of the rail-``rail`` leaf: 32 node downlinks, 8 spine uplinks and their cabling
+    (``uplinks:``, :func:`uplink_end`)."""
+    ups = "".join(f"  swp{N_NODES + 1 + j}: {uplink_end(rail, j, su)}\n" for j in range(2 * N_SPINES))
     return (f"# {leaf_name(rail, su)}: rail {rail}; swp1-32 down to the nodes, swp33-40 up to the spines "
-            f"(two per spine).\nports:\n- swp1-{N_NODES}\n- swp{N_NODES + 1}-{N_NODES + 8}\n")
+            f"(two per spine).\nports:\n- swp1-{N_NODES}\n- swp{N_NODES + 1}-{N_NODES + 2 * N_SPINES}\n"
+            f"uplinks:\n{ups}")
 
 
 def spine_vars(s: int, su: int = 1) -> str:

@@ -12,11 +12,21 @@ Layouts (in-memory inventories, the same ones ``tests/verify/test_schedule.py`` 
   rail is its own plane: SUs of 32 nodes (313, the last with 16 nodes), rail r of every SU on the
   SU's rail-r leaf (2,504 leaves), each leaf with one uplink to each of its plane's 32 spines (256
   spines, modular chassis of up to 576 x 400G ports taking one link from each of the plane's 313
-  leaves). A leaf reaches only its own plane's spines, so the cabling is given as ``links``.
+  leaves). A leaf reaches only its own plane's spines, so the cabling is in each leaf's ``uplinks``
+  (as an inventory gives it, :mod:`tuning.model.cabling`; ``uplink j -> spine j mod S`` would
+  send rail 0's leaves to 32 of the 256 spines only).
+- ``fleet-N``: ``N/32`` copies of ``inventory/example-su`` written by
+  ``bench/gen_example_su.py write_fleet`` into a temporary folder and loaded as any inventory
+  (each SU's leaves cabled to its own 4 spines in their ``uplinks``): the cabling read from files.
+
+Each schedule prints where its uplinks come from (the cabling, or the assumption used where the
+inventory has none) and the estimated wall time of the whole verification
+(:func:`tuning.verify.runner.expected_seconds`: GID discovery, then each round's batches of up to
+512 pairs at once).
 
 Usage (from the repository root)::
 
-    python bench/verify_schedule.py [N_NODES ...]     # default: 4 (the lab) 256 10000
+    python bench/verify_schedule.py [N_NODES | fleet-N ...]   # default: 4 (the lab) 256 10000 fleet-10016
 """
 
 from __future__ import annotations
@@ -58,15 +68,21 @@ def _nodes(n_nodes: int, leaf: callable) -> list[Device]:
     return out
 
 
-def _switch(name: str, ports: list[str]) -> Device:
-    return Device(name, ["switches"], CONN, SwitchSpec.model_validate({"ports": ports}))
+def _switch(name: str, ports: list[str], uplinks: dict[str, str] | None = None) -> Device:
+    return Device(name, ["switches"], CONN, SwitchSpec.model_validate({"ports": ports, "uplinks": uplinks or {}}))
 
 
-def _leaves(n_nodes: int, leaf: callable) -> list[Device]:
-    """One leaf per SU and rail: its cabled node ports, then swp33-64 (uplinks)."""
+def _leaves(n_nodes: int, leaf: callable, cabling: callable = lambda s, r, j: None) -> list[Device]:
+    """One leaf per SU and rail: its cabled node ports, then swp33-64 (uplinks); ``cabling(s, r, j)``:
+    where uplink j of SU s's rail-r leaf goes (``SPINE:PORT``), None: not given."""
     sus = math.ceil(n_nodes / SU_NODES)
-    return [_switch(leaf(s, r), [f"swp1-{min(SU_NODES, n_nodes - s * SU_NODES)}", f"swp33-{32 + UPLINKS}"])
-            for s in range(sus) for r in range(RAILS)]
+    out = []
+    for s in range(sus):
+        for r in range(RAILS):
+            ups = {f"swp{33 + j}": cabling(s, r, j) for j in range(UPLINKS)}
+            out.append(_switch(leaf(s, r), [f"swp1-{min(SU_NODES, n_nodes - s * SU_NODES)}", f"swp33-{32 + UPLINKS}"],
+                               {k: v for k, v in ups.items() if v}))
+    return out
 
 
 def superpod(n_nodes: int = 256) -> tuple[list[Device], list[Device], None]:
@@ -78,13 +94,15 @@ def superpod(n_nodes: int = 256) -> tuple[list[Device], list[Device], None]:
 
 def rail_planes(n_nodes: int = 10_000) -> tuple[list[Device], list[Device], list[tuple[str, str, str]]]:
     """(nodes, switches, links) of the rail-plane layout (module docstring): leaf ``su<s>-r<r>``
-    uplink ``swp<33 + j>`` -> ``plane<r>-spine<j + 1>``."""
+    uplink ``swp<33 + j>`` -> ``plane<r>-spine<j + 1>`` port ``swp<s>``, in the leaves' ``uplinks``;
+    ``links`` lists the same cables as (leaf, port, spine) for a test to check against."""
     leaf = lambda su, r: f"su{su + 1:03d}-r{r}"  # noqa: E731
     sus = math.ceil(n_nodes / SU_NODES)
     spines = [_switch(f"plane{r}-spine{j + 1:02d}", [f"swp1-{sus}"]) for r in range(RAILS) for j in range(UPLINKS)]
     links = [(leaf(s, r), f"swp{33 + j}", f"plane{r}-spine{j + 1:02d}")
              for s in range(sus) for r in range(RAILS) for j in range(UPLINKS)]
-    return _nodes(n_nodes, leaf), _leaves(n_nodes, leaf) + spines, links
+    cabling = lambda s, r, j: f"plane{r}-spine{j + 1:02d}:swp{s + 1}"  # noqa: E731
+    return _nodes(n_nodes, leaf), _leaves(n_nodes, leaf, cabling) + spines, links
 
 
 def lab() -> tuple[list[Device], list[Device], None]:
@@ -95,18 +113,34 @@ def lab() -> tuple[list[Device], list[Device], None]:
     return inv.nodes, inv.switches, None
 
 
+def fleet(n_nodes: int) -> tuple[list[Device], list[Device], None]:
+    """``ceil(n_nodes / 32)`` copies of ``inventory/example-su`` written to a temporary folder and
+    loaded (:func:`tuning.inventory.load`): their cabling comes from the leaves' host_vars."""
+    import tempfile
+
+    from bench.gen_example_su import write_fleet
+    from tuning import inventory
+
+    with tempfile.TemporaryDirectory() as tmp:
+        write_fleet(Path(tmp), math.ceil(n_nodes / SU_NODES))
+        inv = inventory.load(Path(tmp))
+    return inv.nodes, inv.switches, None
+
+
 def report(name: str, nodes: list[Device], switches: list[Device], links) -> None:
-    """Print one layout's schedule: pairs, rounds (sizes), coverage, ports, predicted time."""
+    """Print one layout's schedule: pairs, rounds (sizes), coverage, ports, where its uplinks come
+    from, the predicted wall time of the whole verification."""
     from tuning.verify.runner import GID_S, PAIR_S, expected_seconds
     from tuning.verify.pairs import rounds_upper_bound
     from tuning.verify.schedule import plan_schedule
 
     t = time.perf_counter()
-    s = plan_schedule(nodes, switches, links=links)
+    s = plan_schedule(nodes, switches)  # the cabling the switches' uplinks give, never ``links``
     took = time.perf_counter() - t
     deg = Counter(e for p in s.pairs for e in p.nics)
     print(f"{name}: {len(nodes)} nodes, {len(s.topology.leaves)} leaves, {len(s.topology.spines)} spines, "
-          f"uplinks {'derived' if s.topology.derived else 'given'}")
+          f"{len(s.topology.uplinks())} uplinks")
+    print(f"  {s.topology.assumption}")
     print(f"  {len(s.pairs)} pairs ({sum(p.path == 'spine' for p in s.pairs)} through a spine) in {len(s.rounds)} "
           f"round(s) of {[len(r) for r in s.rounds]}; bound {rounds_upper_bound(s.pairs, s.per_node)}; "
           f"per node {s.per_node}; most pairs per NIC {max(deg.values())}")
@@ -114,13 +148,18 @@ def report(name: str, nodes: list[Device], switches: list[Device], links) -> Non
     print(f"  ports {min(s.ports)}..{max(s.ports)}; old scheme (18515 + 2 i): up to {18515 + 2 * len(s.pairs) + 1}")
     new = expected_seconds(s.pairs)
     old = GID_S + PAIR_S * sum(math.ceil(len(r) / 4) for r in s.rounds)
-    print(f"  predicted verification {new:.0f} s ({new / 60:.1f} min); four at a time: {old:.0f} s "
+    print(f"  estimated wall time of the whole verification {new:.0f} s ({new / 60:.1f} min); four at a time: {old:.0f} s "
           f"({old / 3600:.1f} h); schedule computed in {took:.2f} s")
 
 
 def main(argv: list[str]) -> None:
-    """Print the schedule of each size in ``argv`` (4 = the lab, up to 256 SuperPOD, beyond: rail planes)."""
-    for n in [int(a) for a in argv] or [4, 256, 10_000]:
+    """Print the schedule of each size in ``argv`` (4 = the lab, up to 256 SuperPOD, beyond: rail
+    planes; ``fleet-N``: N nodes of example-su copies, loaded from files)."""
+    for arg in argv or ["4", "256", "10000", "fleet-10016"]:
+        if arg.startswith("fleet-"):
+            report(arg, *fleet(int(arg[6:])))
+            continue
+        n = int(arg)
         if n == 4:
             report("lab", *lab())
         elif n <= 256:

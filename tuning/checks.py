@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from tuning.errors import InputError
 from tuning.model.layout import VARS_EXTENSIONS
+from tuning.model.cabling import check_uplinks
 
 if TYPE_CHECKING:
     from tuning.inventory import Device
@@ -58,6 +59,7 @@ def check_cabling(devices: dict[str, Device], hosts_file: Path) -> None:
             if other != f"{dev.name}:{nic.netdev}":
                 raise InputError(src, f"nics.{i}.switch_port", f"{nic.switch}:{nic.switch_port} is already "
                                  f"cabled to {other}; one NIC per port")
+    check_uplinks(devices, hosts_file)  # the leaf-spine cabling, where the inventory gives it
 
 
 def check_addresses(devices: dict[str, Device], hosts_file: Path) -> None:

@@ -80,7 +80,7 @@ def pod256():
 @pytest.fixture(scope="module")
 def planes10k():
     nodes, switches, links = rail_planes(10_000)
-    return nodes, switches, links, plan_schedule(nodes, switches, links=links)
+    return nodes, switches, links, plan_schedule(nodes, switches)  # the cabling from the leaves' uplinks
 
 
 def test_lab_keeps_its_18_pairs_and_derives_the_lab_cabling(lab):
@@ -116,8 +116,9 @@ def test_256_nodes_cover_every_nic_uplink_and_spine(pod256):
 def test_10000_nodes_cover_every_nic_uplink_and_spine(planes10k):
     nodes, switches, links, s = planes10k
     assert len(s.topology.leaves) == 2504 and len(s.topology.spines) == 256 and not s.topology.derived
+    assert s.topology.assumption == "uplinks from the inventory's cabling (the leaves' uplinks: key) (every leaf)"
     check(s, nodes, set(links), "10,000 nodes")
-    assert len(s.rounds) <= 3
+    assert len(s.rounds) <= 3 <= 10  # issue 24: at most 10 rounds
     # rail planes are not connected to each other: no cross-rail pair, not even the lab's two
     assert all(p.client_nic.rail == p.server_nic.rail for p in s.pairs)
     assert max(s.ports) < PORT_BASE + 2 * 8 * len(s.rounds)  # a node serves <= 8 tests a round
@@ -185,11 +186,14 @@ def test_limit_scopes_the_schedule(lab):
         verify_pairs(lab, None, ["node09"])
 
 
-def test_example_su_derives_two_uplinks_per_spine_and_covers_them():
+def test_example_su_reads_its_cabling_two_uplinks_per_spine_and_covers_them():
     inv = inventory.load(REPO / "inventory" / "example-su")
     s = plan_schedule(inv.nodes, inv.switches)
     per = Counter((u.leaf, u.spine) for u in s.topology.uplinks())
     assert len(per) == 8 * 4 and set(per.values()) == {2}  # "each spine takes two uplinks from every leaf"
+    assert not s.topology.derived and s.topology.assumed == []
+    ups = {u.name: (u.spine, u.spine_port) for u in s.topology.uplinks()}
+    assert ups["su1-leaf-r3:swp33"] == ("su1-spine01", "swp7") and ups["su1-leaf-r3:swp34"] == ("su1-spine01", "swp8")
     check(s, inv.nodes, {(u.leaf, u.port, u.spine) for u in s.topology.uplinks()}, "example-su")
 
 

@@ -16,6 +16,7 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from tuning.model import grammar
+from tuning.model.cabling import UplinkEnd
 from tuning.model.node_tuning import CpuSpec, FirmwareSpec, KernelSpec, ModulesSpec, PauseSpec, PcieSpec
 from tuning.model.platforms import check_fabric, check_not_ipoib, check_switch_platform, port_form
 
@@ -208,8 +209,9 @@ class SwitchRoce(BaseModel):
                              "largest MTU): every queued packet would be marked and DCQCN would throttle every flow; "
                              f"allowed: >= {ONE_FRAME_BYTES} (Cumulus default 1500000)")
         if self.lossless_tc == self.cnp_priority:
-            raise ValueError(f"lossless_tc {self.lossless_tc} is the strict-priority traffic class of CNPs "
-                             f"(cnp_priority {self.cnp_priority} maps to TC {self.cnp_priority}, nvue/switch.j2): RoCE "
+            raise ValueError(f"lossless_tc {self.lossless_tc} is the traffic class of CNPs (cnp_priority "
+                             f"{self.cnp_priority} maps to TC {self.cnp_priority} in every switch template, strict "
+                             "priority on NVUE): RoCE "
                              "data would share the CNP queue; allowed: any other TC in 0..7")
         return self
 
@@ -228,6 +230,9 @@ class SwitchSpec(BaseModel):
         roce: RoCE lossless settings, or None to leave QoS alone ("unmanaged"; refused by
             :func:`tuning.checks.check_qos` when the inventory has nodes, whose PFC needs every hop
             lossless).
+        uplinks: this leaf's uplink cabling, leaf port -> ``SPINE:PORT`` (``{swp33: spine01:swp1}``;
+            :mod:`tuning.model.cabling`, checked against the inventory at load); empty: not given,
+            the verification schedule assumes it (:func:`tuning.verify.fabric_topology.topology_of`).
         manage: False for a switch another team owns: fabtune reads it (collect, lint, verification
             paths; what it holds against these settings is reported as ``switch-drift`` findings)
             and never writes it: no candidate staged, no plan, no push, no restore. Default True.
@@ -240,6 +245,7 @@ class SwitchSpec(BaseModel):
     ports: list[str] = Field(default_factory=list)
     port_mtu_overrides: dict[PortName, int] = Field(default_factory=dict)
     roce: SwitchRoce | None = SwitchRoce()
+    uplinks: dict[PortName, UplinkEnd] = Field(default_factory=dict)
     manage: bool = True
 
     @model_validator(mode="before")

@@ -1,15 +1,8 @@
 """The verification schedule: which pairs prove a fabric, in which rounds they run, on which ports.
 
-Topology (:func:`topology_of`): the inventory gives every NIC's leaf (``switch``,
-``switch_port``) and rail. A leaf is a switch some NIC is cabled to, a spine a switch no NIC is
-cabled to. The inventory has no leaf-spine cabling, so the uplinks are derived: a leaf's uplinks
-are its listed ports no NIC is cabled to, and its j-th uplink (in port order) goes to spine
-``j mod S`` of the S spines in inventory order, which is the usual two-tier Clos where every
-leaf has the same number of links to every spine (the lab: leaf01/leaf02 ``swp31`` -> spine01,
-as ``tuning.lab.fabric.default_fabric`` cables it). A fabric cabled otherwise (rail planes,
-where a leaf reaches only its own plane's spines) passes its cabling as ``links``. Without
-spines in the inventory nothing is known above the leaves: no uplink is derived, and leaves are
-taken as connected.
+Topology (:func:`tuning.verify.fabric_topology.topology_of`, re-exported here): leaves, spines
+and the uplinks between them, from the cabling given, the inventory's (a leaf's ``uplinks``) or,
+where a leaf has none, assumed (``uplink j -> spine j mod S``; ``Topology.assumption`` says which).
 
 Coverage (:func:`plan_schedule`): every NIC in scope in at least one same-rail pair (a rail that
 spans several leaves is paired across them, see :func:`tuning.verify.pairs.pair_up`), the
@@ -38,12 +31,12 @@ other one (a perftest server left waiting by a failed client keeps its port).
 
 from __future__ import annotations
 
-import functools
 import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from tuning.inventory import Device
+from tuning.verify.fabric_topology import Topology, Uplink, topology_of  # noqa: F401  (re-exported)
 from tuning.verify.pairs import (Pair, build_rounds, flow_tos, default_per_node, pair_up, round_robin, spine_pairs_for,
                                  with_mtu_allowed)
 
@@ -56,112 +49,6 @@ PORT_LIMIT = 32768
 PORT_SLOTS = (PORT_LIMIT - PORT_BASE) // 2
 #: the most tests the controller drives at once: one thread each, blocked on an SSH channel
 WORKER_CAP = 512
-
-
-@dataclass(frozen=True)
-class Uplink:
-    """One leaf-to-spine cable, named by its leaf end (``leaf01:swp31``)."""
-
-    leaf: str
-    port: str
-    spine: str
-
-    @functools.cached_property
-    def name(self) -> str:
-        """``leaf01:swp31`` (made once: a schedule counts pairs by it hundreds of thousands of times)."""
-        return f"{self.leaf}:{self.port}"
-
-
-class Topology:
-    """Leaves, spines and the uplinks between them, as a networkx multigraph (switches as
-    vertices, one edge per uplink keyed by its leaf port).
-
-    Attributes:
-        graph: ``nx.MultiGraph``; vertex attribute ``tier`` is ``leaf`` or ``spine``.
-        leaves: switches a NIC is cabled to, in order of first appearance.
-        spines: switches no NIC is cabled to, in inventory order.
-        derived: the uplinks come from the rule of the module docstring, not from ``links``.
-    """
-
-    def __init__(self, leaves: list[str], spines: list[str], uplinks: list[Uplink], derived: bool):
-        import networkx as nx  # here, not at the top: a CLI run that verifies nothing never pays ~0.15 s for it
-
-        self.leaves, self.spines, self.derived = leaves, spines, derived
-        self.graph = nx.MultiGraph()
-        self.graph.add_nodes_from(leaves, tier="leaf")
-        self.graph.add_nodes_from(spines, tier="spine")
-        self._of: dict[tuple[str, str | None], list[Uplink]] = {}
-        for u in uplinks:
-            self.graph.add_edge(u.leaf, u.spine, key=u.port, uplink=u)
-            for k in ((u.leaf, None), (u.leaf, u.spine), (u.spine, None)):
-                self._of.setdefault(k, []).append(u)
-        self._spines = {v: list(self.graph.adj[v]) for v in self.graph}  # fixed once built: read often
-        self._spine_sets = {leaf: set(self.spines_of(leaf)) for leaf in leaves}
-        self._common: dict[tuple[str, str], list[str]] = {}
-
-    def uplinks(self) -> list[Uplink]:
-        """Every uplink, leaf by leaf in port order."""
-        return [u for leaf in self.leaves for u in self.uplinks_of(leaf)]
-
-    def uplinks_of(self, switch: str, spine: str | None = None) -> list[Uplink]:
-        """The uplinks of a leaf (to ``spine`` only, when given) in port order, or of a spine."""
-        return self._of.get((switch, spine), [])
-
-    def spines_of(self, leaf: str) -> list[str]:
-        """The spines ``leaf`` has an uplink to, in the order of its uplinks."""
-        return list(self._spines.get(leaf, ()))
-
-    def leaves_of(self, spine: str) -> list[str]:
-        """The leaves with an uplink to ``spine``."""
-        return list(self._spines.get(spine, ()))
-
-    def common_spines(self, a: str, b: str) -> list[str]:
-        """Spines both leaves have an uplink to (a route ``a -> spine -> b``), in ``a``'s order
-        (computed once per pair of leaves: a schedule asks for the same pairs thousands of times)."""
-        key = (a, b)
-        if key not in self._common:
-            other = self._spine_sets.get(b, set())
-            self._common[key] = [s for s in self._spines.get(a, ()) if s in other]
-        return list(self._common[key])
-
-    def connected(self, a: str, b: str) -> bool:
-        """Whether NICs on leaves ``a`` and ``b`` can reach each other: the same leaf, a common
-        spine, or no spine in the inventory (nothing is known above the leaves)."""
-        return a == b or not self.spines or bool(self.common_spines(a, b))
-
-
-def topology_of(nodes: list[Device], switches: list[Device], links=None) -> Topology:
-    """The topology of an inventory (rules: module docstring).
-
-    Args:
-        nodes: every node (their NICs name the leaves).  switches: every switch.
-        links: the uplink cabling where known: ``(leaf, leaf_port, spine[, spine_port])`` tuples
-            or ``tuning.lab.fabric.Link`` objects; None derives it.
-
-    Raises:
-        ValueError: a link whose leaf end is not a leaf or whose other end is not a spine.
-    """
-    cabled: dict[str, set[str]] = {}
-    for d in nodes:
-        for n in d.spec.nics:
-            cabled.setdefault(n.switch, set()).add(n.switch_port)
-    leaves = list(cabled)
-    spines = [s.name for s in switches if s.name not in cabled]
-    if links is not None:
-        ups = []
-        for link in links:
-            leaf, port, spine = (link.a, link.a_port, link.b) if hasattr(link, "a") else tuple(link)[:3]
-            if leaf not in cabled or spine not in spines:
-                raise ValueError(f"uplink {leaf}:{port} -> {spine}: not a leaf (NICs cabled) to a spine (no NIC)")
-            ups.append(Uplink(leaf, port, spine))
-        return Topology(leaves, spines, ups, derived=False)
-    by_name = {s.name: s for s in switches}
-    ups = []
-    for leaf in leaves:
-        if leaf in by_name and spines:
-            free = [p for p in by_name[leaf].spec.port_names() if p not in cabled[leaf]]
-            ups += [Uplink(leaf, p, spines[j % len(spines)]) for j, p in enumerate(free)]
-    return Topology(leaves, spines, ups, derived=True)
 
 
 @dataclass
