@@ -22,12 +22,14 @@ from tuning.cli_args import load_inventory
 from tuning.cli_emit import out
 from tuning.cli_options import DOMAIN, FIRMWARE, INV, JDIR, JSON, chosen_domains
 from tuning.errors import InputError
+from tuning.transport.base import SYSROOT_ENV
 
 NODE = typer.Option(None, "--node", help="This node's inventory name (default: $SLURMD_NODENAME, else the "
                                          "short host name).")
 RUN_ID = typer.Option(None, "--run-id", help="The run the controller began (its journal's run id).")
-SYSROOT = typer.Option(None, "--sysroot", help="Where this process sees the node's filesystem (default: the "
-                                               "inventory's fabtune_sysroot; a pod mounting the host at /host: /host).")
+SYSROOT = typer.Option(None, "--sysroot", envvar=SYSROOT_ENV,
+                       help=f"Where this process sees the node's filesystem (default: ${SYSROOT_ENV}, else the "
+                            "inventory's fabtune_sysroot; a pod mounting the host at /host: /host).")
 
 
 def this_node(inv, node: Optional[str]):

@@ -41,7 +41,8 @@ def test_write_lays_out_conf_key_and_task_env(tmp_path):
     env = (base / "env" / "node02.env").read_text().splitlines()
     assert env == [f"export FABTUNE_LAB_DIR={state.resolve()}", "export FABTUNE_LAB_NODE=node02",
                    f"export FABTUNE_LAB_SYSROOT={state.resolve()}/nodes/node02/sysroot",
-                   f"export PATH={state.resolve()}/bin:/usr/local/bin:/usr/bin:/bin"]
+                   f"export PATH={state.resolve()}/bin:/usr/local/bin:/usr/bin:/bin",
+                   f"export FABTUNE_SYSROOT={state.resolve()}/nodes/node02/sysroot"]
     assert slurm.client_env(state) == {"SLURM_CONF": str(conf)}
 
 

@@ -19,7 +19,8 @@ and ``scontrol`` need; the file's ``AuthInfo=socket=`` names the lab's munge soc
 A task's lab node: ``slurmstepd`` sets ``SLURMD_NODENAME`` (the ``-N`` name of its slurmd) in
 every task. The lab's ``TaskProlog`` turns it into the environment a node shell of that node has
 (``tuning.lab.nodeserver.node_env``: ``FABTUNE_LAB_DIR``, ``FABTUNE_LAB_NODE``,
-``FABTUNE_LAB_SYSROOT`` and ``PATH`` with the lab's stand-ins first) by printing
+``FABTUNE_LAB_SYSROOT`` and ``PATH`` with the lab's stand-ins first) and ``FABTUNE_SYSROOT``, the node's
+sysroot for ``fabtune node`` (its ``--sysroot``, as a Kubernetes pod would set ``/host``), by printing
 ``<state>/slurm/env/<node>.env`` (``slurm.conf(5)`` TaskProlog: ``export NAME=value`` lines on
 stdout are set in the task), so ``srun -N2 fabtune node apply ...`` acts on each node's own
 sysroot. The task runs as the ``srun`` user (root in CI), not as the node shells' unprivileged user.
@@ -157,13 +158,15 @@ def write(state_dir: Path, fabric: Fabric) -> Path:
 
 def _task_env(state_dir: Path, fabric: Fabric) -> None:
     """The ``TaskProlog`` and the environment file of each node it prints (module docstring)."""
+    from tuning.transport.base import SYSROOT_ENV
     from tuning.lab.nodeserver import node_env
 
     base = state_dir / FOLDER
     for node in fabric.nodes:
         env = node_env(state_dir, node.name)
-        (base / "env" / f"{node.name}.env").write_text("".join(
-            f"export {k}={env[k]}\n" for k in ("FABTUNE_LAB_DIR", "FABTUNE_LAB_NODE", "FABTUNE_LAB_SYSROOT", "PATH")))
+        env[SYSROOT_ENV] = env["FABTUNE_LAB_SYSROOT"]  # `fabtune node` acts on this node's files, as a pod's /host
+        (base / "env" / f"{node.name}.env").write_text("".join(f"export {k}={env[k]}\n" for k in (
+            "FABTUNE_LAB_DIR", "FABTUNE_LAB_NODE", "FABTUNE_LAB_SYSROOT", "PATH", SYSROOT_ENV)))
     prolog = base / "task_prolog"
     prolog.write_text(f'#!/bin/sh\n# the task\'s lab node (tuning.lab.slurm)\nexec cat "{base / "env"}/$SLURMD_NODENAME.env"\n')
     prolog.chmod(0o755)

@@ -64,6 +64,11 @@ class Host(Protocol):
     def close(self) -> None: ...
 
 
+#: where a process on the node itself sees the node's filesystem when not told (``fabtune node --sysroot``'s
+#: default: a pod spec mounting the host sets ``/host``; the Slurm lab's TaskProlog sets each task's lab sysroot)
+SYSROOT_ENV = "FABTUNE_SYSROOT"
+
+
 def sysroot_path(sysroot: str, path: str) -> str:
     """Place an absolute device path under the sysroot: (``sysroot``, ``/proc/irq/5``) -> ``sysroot/proc/irq/5``."""
     if sysroot in ("", "/"):
