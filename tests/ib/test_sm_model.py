@@ -100,6 +100,26 @@ def test_partitions_conf_names_each_members_port_guids_read_from_the_fabric():
     assert guids[0] == "0x0c42a10300000201=limited" and len(guids) == 8
 
 
+def test_a_definition_longer_than_opensms_line_puts_one_member_a_line():
+    topo = topology_for(default_fabric(n_nodes=24))
+    ports = [sp.CaPort(h.description, 1, h.port_guid, i) for i, h in enumerate(topo.hcas, 2)]
+    nodes = {f"node{k:02d}": "full" for k in range(1, 25)}
+    text = sp.render(SmSpec.model_validate({"partitions": [{**TENANT, "members": nodes}]}), ports)
+    lines = text.splitlines()
+    assert lines[1] == "tenant1=0x0001,ipoib,mtu=5,sl=3 :" and lines[2] == "  0x0c42a10300000101=full,"
+    assert len(lines) == 2 + 192 and lines[-1] == "  0x0c42a10300001871=full ;"
+    assert max(map(len, lines)) <= sp.MAX_LINE < len(" ".join(lines[1:]))
+
+
+def test_a_port_listed_twice_takes_its_last_listing_as_opensm_does():
+    spec = SmSpec.model_validate({"partitions": [{**TENANT, "members": {"node01": "limited", "ALL_CAS": "full"}},
+                                                 {**TENANT, "name": "t2", "pkey": 2,
+                                                  "members": {"ALL": "full", "node01": "limited"}}]})
+    tables = sp.expected_tables(spec, PORTS)
+    assert tables["0x0c42a10300000101"] == {"0x7fff": "limited", "0x0001": "full", "0x0002": "limited"}
+    assert tables["0x0c42a10300000201"] == {"0x7fff": "limited", "0x0001": "full", "0x0002": "full"}
+
+
 def test_a_node_member_without_hca_ports_in_the_fabric_is_refused():
     spec = SmSpec.model_validate({"partitions": [{**TENANT, "members": {"node09": "full"}}]})
     with pytest.raises(InputError, match=r"host_vars/sm01.yml: partitions.0.members.node09: no HCA port of node "

@@ -3,15 +3,21 @@
 from it, and the plan (the diff against what the ports hold now). No I/O: :mod:`tuning.targets.sm`
 reads and writes.
 
-The file, as OpenSM 3.3.23 reads it (``opensm-partitions.conf(5)``): one definition per partition,
-``<name>=<pkey>[,ipoib][,mtu=N][,rate=N][,sl=N] : <member>=full|limited, ... ;``, a member a port
-GUID or a group word. A node member is every CA port whose node description (rdma-ndd's ``%h %d``:
-``node01 mlx5_0``) starts with the node's name and a blank, by the GUID the fabric reports
-(``iblinkinfo``), sorted by description. What OpenSM programs (measured on the IB lab, OpenSM over
-ibsim): a member port holds the partition's pkey with the top bit set when full (``0x8001``), clear
-when limited (``0x0001``); a port listed full and limited is full; every CA port holds the Default
-pkey 0x7fff, full only where a rule makes it full: a policy without a Default rule leaves every
-HCA a limited member of it, and two limited members cannot talk.
+The file, as OpenSM 3.3.23 reads it (OpenSM's ``doc/partition-config.txt``): one definition per
+partition, ``<name>=<pkey>[,ipoib][,mtu=N][,rate=N][,sl=N] : <member>=full|limited, ... ;``, a
+member a port GUID or a group word; a line holds at most 4096 characters (NVIDIA's UFM manual,
+"SM Partitions.conf File Format"), so a definition longer than that puts one member on each line
+(the parser reads up to the ``;``: tried on the lab's OpenSM). A node member is every CA port whose
+node description (rdma-ndd's ``%h %d``: ``node01 mlx5_0``) starts with the node's name and a
+blank, by the GUID the fabric reports (``iblinkinfo``), sorted by description.
+
+What OpenSM programs: a member port holds the partition's pkey with the top bit set when full
+(``0x8001``), clear when limited (``0x0001``); a port listed twice in one partition takes its last
+listing (measured on the IB lab: ``guid=full, guid=limited`` gives ``0x0002``, the reverse
+``0x8003``; ``guid=limited, ALL_CAS=full`` gives ``0x8001``); every CA port holds the Default pkey
+0x7fff, and with a file that has no rule for the Default partition OpenSM acts as if it said
+``Default=0x7fff : ALL=limited, SELF=full ;`` (partition-config.txt): every HCA a limited member,
+and two limited members cannot talk.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from tuning.node.base import Change, Finding
 DOMAIN = "sm"
 FILE_KEY = "file/partitions.conf"
 PRIORITY_KEY = "sm_priority"
+#: OpenSM's longest line (characters); a longer definition gets one member a line
+MAX_LINE = 4096
 HEADER = "# fabtune: OpenSM partition policy, rendered from the inventory (do not edit: fabtune plan shows the diff)"
 
 
@@ -92,8 +100,9 @@ def render(spec: SmSpec, ports: list[CaPort], src: str = "inventory") -> str:
     for i, part in enumerate(spec.partitions):
         head = [f"{part.name}={pkey_word(part.pkey)}"] + (["ipoib"] if part.ipoib else [])
         head += [f"{k}={v}" for k, v in (("mtu", part.mtu), ("rate", part.rate), ("sl", part.sl)) if v is not None]
-        members = ", ".join(f"{word}={how}" for word, how, _ in _members(part, i, ports, src))
-        lines.append(f"{','.join(head)} : {members} ;")
+        members = [f"{word}={how}" for word, how, _ in _members(part, i, ports, src)]
+        line = f"{','.join(head)} : {', '.join(members)} ;"
+        lines.append(line if len(line) <= MAX_LINE else f"{','.join(head)} :\n  " + ",\n  ".join(members) + " ;")
     return "\n".join(lines) + "\n"
 
 
@@ -109,7 +118,7 @@ def expected_tables(spec: SmSpec, ports: list[CaPort], src: str = "inventory") -
             for p in covered:
                 t = tables[f"{p.guid:#018x}"]
                 key = pkey_word(part.pkey)
-                t[key] = "full" if "full" in (how, t.get(key)) else "limited"
+                t[key] = how  # the last listing wins (module docstring)
     return tables
 
 
