@@ -50,6 +50,10 @@ TOOLS: dict[str, str] = {
     "ethtool": "tuning.lab.tools.ethtool:ethtool",
     # issue 10 (burn-in health)
     "dmesg": "tuning.lab.tools.health:dmesg",
+    # issue 20 (NCCL): nccl-tests and the MPI launcher that starts them across nodes
+    "all_reduce_perf": "tuning.lab.tools.nccl:all_reduce_perf",
+    "alltoall_perf": "tuning.lab.tools.nccl:alltoall_perf",
+    "mpirun": "tuning.lab.tools.nccl:mpirun",
 }
 
 #: stand-ins whose wrapper relays their lab requests when :mod:`tuning.lab.toolserver` runs them:
