@@ -97,8 +97,11 @@ def test_a_tenant_partition_is_planned_pushed_read_back_kept_and_restored(lab, t
     assert (pkeys(lab, "node01-mlx5_0"), pkeys(lab, "node02-mlx5_0")) == (["0xffff", "0x8001"], ["0xffff", "0x0001"])
     assert parse_sminfo(lab.run("sminfo")).priority == 5
     assert (lab.dir / "partitions.conf").read_text() == changes[0].after
-    # the second push changes nothing and says so
-    assert t.plan(t.collect()) == [] and t.push([], j.of("sm01")) == []
+    # the second push changes nothing and says so; the path record shows what ibsim's ports and QoS off allow
+    after = t.collect()
+    assert t.plan(after) == [] and t.push([], j.of("sm01")) == []
+    assert [(f.code, f.evidence.split(": ", 1)[1]) for f in t.findings(after)] == [
+        ("ib-path-mtu", "mtu 2048, sl 0"), ("ib-path-sl", "mtu 2048, sl 0")]
     assert j.device("sm01")["state"] == DeviceState.UNCHANGED
     restored_from_journal(lab, j, before)
 

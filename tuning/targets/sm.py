@@ -18,8 +18,12 @@ default config``: OpenSM then serves the default policy) or when OpenSM exited. 
 HCA port's pkey table equals the plan's, and ``sminfo`` the priority. Restore: the journaled files
 written back the same way, SIGHUP, and the pkey tables read back equal to the journaled ones.
 
-Left for later (docs/architecture.md): the QoS policy file, UFM's REST pkeys, path-record (MTU,
-SL) verdicts (``saquery PR`` is read as evidence only: ibsim caps every port's MTU at 2048).
+Path records: ``collect`` reads one ``saquery PR`` per partition that asks an ``mtu`` or ``sl``
+(between two ports holding its pkey); once the SM serves the inventory's policy (an empty plan),
+``findings`` reports a path MTU below the partition's or another SL
+(:func:`tuning.targets.sm_partitions.path_findings`): a port's MtuCap and OpenSM's ``qos`` option
+decide them, not the file, so they are findings, not read-back failures. Left for later
+(docs/architecture.md): the QoS policy file, UFM's REST pkeys.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from tuning.model.ib_sm import SmSpec
 from tuning.model.outcomes import DeviceState
 from tuning.node.base import Change, Finding
 from tuning.parsers.ib_links import parse_iblinkinfo
-from tuning.parsers.ib_sm import parse_pkeys, parse_sminfo
+from tuning.parsers.ib_sm import parse_pkeys, parse_saquery_pr, parse_sminfo
 from tuning.targets import sm_partitions as sp
 from tuning.targets.base import DeviceJournal, connection_facts, pause_for_test
 from tuning.transport.base import Host, q, sysroot_path
@@ -145,9 +149,24 @@ class SmTarget:
         ports = self._ports()
         conf = files[paths["opensm_conf_file"]] or ""
         prio = next((x.split()[1] for x in conf.splitlines() if x.startswith("sm_priority ") and len(x.split()) == 2), None)
-        return {"paths": paths, "files": files, "partitions": files[paths["opensm_partitions_file"]] or "",
-                "sm_priority": prio, "routing_engine": engine, "ports": ports,
-                "pkeys": self._pkeys([f"{p.guid:#018x}" for p in ports])}
+        state = {"paths": paths, "files": files, "partitions": files[paths["opensm_partitions_file"]] or "",
+                 "sm_priority": prio, "routing_engine": engine, "ports": ports,
+                 "pkeys": self._pkeys([f"{p.guid:#018x}" for p in ports])}
+        state["path_records"] = self._path_records(sp.path_pairs(spec, state))
+        return state
+
+    def _path_records(self, pairs: dict[str, tuple[int, int, int]]) -> dict[str, dict]:
+        """Partition -> its path record's ``mtu_bytes``, ``sl``, ``slid``, ``dlid`` (``saquery PR``, one command)."""
+        if not pairs:
+            return {}
+        cmd = "; ".join(f"printf '== %s\\n' {q(name)} && saquery PR --src-to-dst {s}:{d} --pkey {pk:#06x} || exit"
+                        for name, (s, d, pk) in pairs.items())
+        out: dict[str, dict] = {}
+        for chunk in self._run(cmd, "saquery PR").split("== ")[1:]:
+            name, _, text = chunk.partition("\n")
+            pr = parse_saquery_pr(text).records[0]
+            out[name] = {"mtu_bytes": pr.mtu_bytes, "sl": pr.sl, "slid": pr.slid, "dlid": pr.dlid}
+        return out
 
     def plan(self, state: dict, domains: set[str] | None = None) -> list[Change]:
         """:func:`tuning.targets.sm_partitions.plan` (the ``sm`` domain). Raises InputError."""
@@ -159,7 +178,10 @@ class SmTarget:
         """:func:`tuning.targets.sm_partitions.findings` of the plan from ``state``."""
         if domains is not None and sp.DOMAIN not in domains:
             return []
-        return sp.findings(self.name, self.device.spec, state, self.plan(state))
+        changes = self.plan(state)
+        # path records are judged once the SM serves the inventory's policy (before, they show the old one)
+        paths = [] if changes else sp.path_findings(self.name, self.device.spec, state)
+        return sp.findings(self.name, self.device.spec, state, changes) + paths
 
     @classmethod
     def fleet_findings(cls, states: dict, domains: set[str] | None = None) -> list[Finding]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from tuning.errors import InputError
 from tuning.model.ib_sm import DEFAULT_PKEY, IbPartitionSpec, SmSpec
+from tuning.parsers.ib_sm import MTUS
 from tuning.node.base import Change, Finding
 
 DOMAIN = "sm"
@@ -168,4 +169,48 @@ def findings(name: str, spec: SmSpec, state: dict, changes: list[Change]) -> lis
                            f"OpenSM runs routing engine {engine}, the inventory asks {spec.routing_engine}: not "
                            "changed by fabtune (a routing change reroutes the subnet: a maintenance window)",
                            f"OpenSM log: {engine} tables configured on all switches"))
+    return out
+
+
+def path_pairs(spec: SmSpec, state: dict) -> dict[str, tuple[int, int, int]]:
+    """Partition name -> ``(slid, dlid, pkey with the full bit)``: one path to read with ``saquery PR``
+    for each partition that asks an ``mtu`` or ``sl``, between the first port holding its pkey as a
+    full member and the next port holding it at all (a path needs one full end); none when fewer
+    than two ports hold it."""
+    out = {}
+    for part in spec.partitions:
+        if part.mtu is None and part.sl is None:
+            continue
+        key = pkey_word(part.pkey)
+        holders = [p for p in state["ports"] if key in state["pkeys"].get(f"{p.guid:#018x}", {})]
+        full = next((p for p in holders if state["pkeys"][f"{p.guid:#018x}"][key] == "full"), None)
+        other = next((p for p in holders if p is not full), None)
+        if full is not None and other is not None:
+            out[part.name] = (full.lid, other.lid, 0x8000 | part.pkey)
+    return out
+
+
+def path_findings(name: str, spec: SmSpec, state: dict) -> list[Finding]:
+    """The partitions' ``mtu`` and ``sl`` against the path records read (``state["path_records"]``:
+    partition -> ``{"mtu_bytes", "sl", "slid", "dlid"}``): ``ib-path-mtu`` when a path's MTU is
+    below the partition's (a port's MtuCap caps it: ibsim's ports cap at 2048), ``ib-path-sl`` when
+    its SL is another (OpenSM puts a partition's SL in path records only with its ``qos`` on),
+    ``ib-path-unread`` when fewer than two ports hold the partition's pkey (nothing to read)."""
+    out, read = [], state.get("path_records", {})
+    for part in spec.partitions:
+        if part.mtu is None and part.sl is None:
+            continue
+        pr = read.get(part.name)
+        if pr is None:
+            out.append(Finding(name, DOMAIN, "ib-path-unread", f"partition {part.name}: no two ports hold "
+                               f"{pkey_word(part.pkey)} (one full): its mtu/sl cannot be read from a path record",
+                               "smpquery pkeys of every HCA port"))
+            continue
+        ev = f"saquery PR {pr['slid']}:{pr['dlid']} pkey {0x8000 | part.pkey:#06x}: mtu {pr['mtu_bytes']}, sl {pr['sl']}"
+        if part.mtu is not None and (pr["mtu_bytes"] or 0) < MTUS[part.mtu]:
+            out.append(Finding(name, DOMAIN, "ib-path-mtu", f"partition {part.name}: path MTU {pr['mtu_bytes']} "
+                               f"below its mtu={part.mtu} ({MTUS[part.mtu]} bytes): a port on the path caps it", ev))
+        if part.sl is not None and pr["sl"] != part.sl:
+            out.append(Finding(name, DOMAIN, "ib-path-sl", f"partition {part.name}: path records carry SL {pr['sl']}, "
+                               f"not its sl={part.sl} (OpenSM puts it there only with qos TRUE)", ev))
     return out
