@@ -10,6 +10,9 @@ real one loaded by :func:`tuning.inventory.load`.
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,10 +51,9 @@ def sm_target(lab: IbLab, root: Path, sm_vars: dict) -> SmTarget:
     hosts = {"sm01": {"ansible_host": "127.0.0.1", "fabtune_sysroot": str(lab.dir)}}
     (inv / "hosts.yaml").write_text(yaml.safe_dump({"all": {"children": {"subnet_managers": {"hosts": hosts}}}}))
     (inv / "host_vars" / "sm01.yml").write_text(yaml.safe_dump({**SM_PATHS, **sm_vars}, sort_keys=False))
-    t = target_for(inventory.load(inv).devices["sm01"])
-    assert isinstance(t, SmTarget)
-    t.host, t._given = lab.sm_shell(), True
-    return t
+    dev = inventory.load(inv).devices["sm01"]
+    assert type(target_for(dev)) is SmTarget
+    return SmTarget(dev.name, dev.connection, dev.spec.platform, device=dev, host=lab.sm_shell())
 
 
 def pkeys(lab: IbLab, node_id: str) -> list[str]:
@@ -144,3 +146,42 @@ def test_a_symlink_in_place_of_partitions_conf_is_never_written_through(lab, tmp
         (tmp_path / "kept.conf").rename(lab.dir / "partitions.conf")
     assert lab_before(lab) == before
     assert sp.FILE_KEY == changes[0].key
+
+
+#: a controller that collects, journals the snapshot and pushes, run in its own process
+CONTROLLER = """
+import sys
+from pathlib import Path
+from tuning import inventory
+from tuning.lab.ib import IbLab
+from tuning.rollout.journal import Journal
+from tuning.targets.sm import SmTarget
+inv, lab_state, journal_dir = sys.argv[1:4]
+dev = inventory.load(inv).devices["sm01"]
+t = SmTarget(dev.name, dev.connection, "opensm", device=dev, host=IbLab(Path(lab_state)).sm_shell())
+state = t.collect()
+j = Journal.create(Path(journal_dir), inv, "rollout")
+j.update("sm01", **t.record(state))
+print(j.run_id, flush=True)
+t.push(t.plan(state), j.of("sm01"))
+"""
+
+
+def test_a_controller_killed_mid_push_is_restored_from_its_journal_alone(lab, tmp_path):
+    """Killed after OpenSM took the new file, before the read back was journaled: the journal says
+    ``pushing`` and its snapshot alone (read in this process) puts files and pkey tables back."""
+    before = lab_before(lab)
+    sm_target(lab, tmp_path, {"sm_priority": 3, "partitions": [DEFAULT, TENANT]})
+    child = subprocess.Popen([sys.executable, "-c", CONTROLLER, str(tmp_path / "inv"), str(lab.dir.parent),
+                              str(tmp_path / "journal")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "FABTUNE_TEST_PAUSE_AT": "apply-sm"})
+    try:
+        run_id = child.stdout.readline().strip()
+        assert "fabtune: test pause at apply-sm" in child.stderr.readline()
+    finally:
+        child.kill()
+        child.wait()
+    assert pkeys(lab, "node02-mlx5_0") == ["0xffff", "0x0001"]  # OpenSM serves the new policy
+    j = Journal.load(tmp_path / "journal", run_id)
+    assert j.device("sm01")["state"] == DeviceState.PUSHING
+    restored_from_journal(lab, j, before)

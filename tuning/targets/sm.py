@@ -267,7 +267,9 @@ class SmTarget:
 
     def push(self, changes: list[Change], journal: DeviceJournal, confirm_s: int | None = None) -> list[Change]:
         """See the contract: ``pushing`` journaled, files written, SIGHUP, read back; ``unchanged``
-        and [] when the plan is empty. On failure ``failed`` and the error raised (the caller restores)."""
+        and [] when the plan is empty. On failure ``failed`` and the error raised (the caller restores).
+        Test stage ``apply-sm`` (:func:`~tuning.targets.base.pause_for_test`): OpenSM has re-read the
+        files, nothing read back or journaled since ``pushing``."""
         rec = snapshot_of(self.name, journal.get())
         if not changes:
             journal.update(state=DeviceState.UNCHANGED)
