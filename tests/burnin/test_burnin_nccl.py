@@ -5,27 +5,32 @@ prints a bus bandwidth of 0 by definition) gives no bandwidth and says why, lone
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from pathlib import Path
-from types import SimpleNamespace
-
 import pytest
 
+from tests.conftest import REPO
+from tuning import inventory
 from tuning.burnin.run import _nccl
 from tuning.transport.local import LocalHost
 
 CASES = Path(__file__).resolve().parents[1] / "parsers" / "cases"
 
 
-def _node(tmp_path: Path, sample: str, nics: int) -> tuple[SimpleNamespace, LocalHost]:
+def _node(tmp_path: Path, sample: str, nics: int):
+    """inventory/lab's node01 with its first ``nics`` NICs, and a LocalHost whose PATH has an
+    all_reduce_perf that prints ``sample`` (the launch reads the node's GID table: absent here, so
+    NCCL_IB_GID_INDEX is left out with a note, as on a node without RoCE)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     tool = bin_dir / "all_reduce_perf"
     tool.write_text(f"#!/bin/sh\ncat '{CASES / sample}'\n")
     tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    dev = SimpleNamespace(name="node01", spec=SimpleNamespace(nics=[object()] * nics))
+    dev = inventory.load(REPO / "inventory" / "lab").devices["node01"]
+    dev = dataclasses.replace(dev, spec=dev.spec.model_copy(update={"nics": dev.spec.nics[:nics]}))
     return dev, LocalHost("node01", env=env)
 
 

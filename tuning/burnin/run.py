@@ -5,8 +5,9 @@ A round (:func:`one_round`): every pair of nodes on every selected rail, schedul
 method (:func:`tuning.verify.pairs.round_robin`, each NIC once per wave) and measured by the
 verification runner (:func:`tuning.verify.runner.verify`: ``ib_write_bw`` bandwidth, ``ib_read_lat``
 latency, the same parser as the real samples); then, where ``all_reduce_perf`` (nccl-tests) is on a
-node's PATH, one single-node ``all_reduce_perf -b 8M -e 128M -f 2 -g <GPUs>`` per node (NVLink and
-GPU health; parsed by :func:`tuning.parsers.nccl.parse_nccl`); then every node is read once
+node's PATH, one single-node ``all_reduce_perf -b 8388608 -e 134217728 -f 2 -g <GPUs>`` per node
+(NVLink and GPU health), launched as verification launches its jobs (:mod:`tuning.verify.nccl`: the
+node's NCCL environment; parsed by :func:`tuning.parsers.nccl.parse_nccl`); then every node is read once
 (:mod:`tuning.burnin.collect`) and the counters are taken as deltas against the previous read (a
 baseline read precedes round 0). Rounds repeat until ``iterations`` are done or ``duration_s`` has
 passed (at least one round), in a ``duration_s`` run never sooner than :data:`MIN_ROUND_S` apart; a round that tested
@@ -32,7 +33,8 @@ from tuning.verify.pairs import round_robin, with_mtu_allowed
 from tuning.verify.runner import Thresholds, verify
 
 Progress = Callable[[str], None]
-NCCL_ARGS = "-b 8M -e 128M -f 2"
+#: all_reduce_perf's sizes (bytes): 8 MiB..128 MiB, x2 per step
+NCCL_SIZES = (8 * 2**20, 128 * 2**20)
 #: the shortest time between the starts of two rounds (s): a round that ends sooner (one node
 #: reachable, no pairs) waits out the rest, so no run spins through near-empty rounds
 MIN_ROUND_S = 5.0
@@ -100,29 +102,28 @@ def _eta(started: float, done: int, opts: BurninOptions) -> str:
 
 
 def _nccl(devices: list[Any], hosts: dict, timeout_s: float) -> dict[str, dict]:
-    """Run ``all_reduce_perf`` on each node that has it: node -> ``{"avg_busbw_gbps", "rows"}`` or
-    ``{"error": one line}``; nodes without it are left out."""
-    from tuning.parsers.nccl import parse_nccl
+    """Run ``all_reduce_perf`` on each node that has it, one single-node job each, every node at
+    once (a thread each, up to 16), through verification's launch (:func:`tuning.verify.nccl.run_job`:
+    the node's NCCL environment, ``-g`` its GPUs per rail): node -> ``{"avg_busbw_gbps", "rows",
+    "error"}`` (``error`` one line, None when it gave a value); nodes without it are left out."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tuning.verify.nccl import run_job
+
+    todo = [d for d in devices if d.name in hosts]
+
+    def one(dev: Any):
+        return run_job("all_reduce_perf", [dev], {dev.name: hosts[dev.name]}, NCCL_SIZES, timeout_s,
+                       run_timeout_s=600.0)
 
     out: dict[str, dict] = {}
-    for dev in devices:
-        host = hosts.get(dev.name)
-        if host is None:
-            continue
-        try:
-            probe = host.run("command -v all_reduce_perf", timeout=timeout_s, privileged=False)
-            if probe.rc != 0:
+    with ThreadPoolExecutor(max_workers=max(1, min(16, len(todo)))) as ex:
+        for dev, job in zip(todo, ex.map(one, todo)):
+            if job.error_kind == "tool_missing" and not job.rows:
                 continue
-            res = host.run(f"all_reduce_perf {NCCL_ARGS} -g {len(dev.spec.nics) or 1}", timeout=600.0,
-                           privileged=False)
-            parsed = parse_nccl(res.stdout, "all_reduce_perf")
-            alone = parsed.n_ranks == 1  # one rank moves nothing: nccl-tests prints a bus bandwidth of 0
-            out[dev.name] = {"avg_busbw_gbps": parsed.avg_busbw.value if parsed.avg_busbw and not alone else None,
-                             "rows": len(parsed.rows),
-                             "error": parsed.failure.message if parsed.failure else
-                             ("1 rank: all_reduce_perf measured nothing (busbw 0 by definition)" if alone else None)}
-        except TuningError as e:
-            out[dev.name] = {"error": " ".join(str(e).split())[:300]}
+            value = job.busbw_gbs is not None and not job.error_kind
+            out[dev.name] = {"avg_busbw_gbps": round(job.busbw_gbs * 8, 4) if value else None, "rows": job.rows,
+                             "error": job.error}
     return out
 
 

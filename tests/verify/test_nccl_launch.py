@@ -1,0 +1,98 @@
+"""The nccl-tests launch and verdict (tuning.verify.nccl, tuning.verify.nccl_verdict) without a lab:
+the command lines, the grammar a host name and an NCCL value pass, a tool missing on the node (a
+harness error and the finding nccl-not-run, never a fabric fault), the noise rule against the
+baseline, and the policy key."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+from tests.conftest import REPO
+from tuning import inventory
+from tuning.errors import InputError
+from tuning.model.policy import NcclPolicy, RolloutPolicy
+from tuning.transport.local import LocalHost
+from tuning.verify.nccl import NcclRun, baseline_key, command, prepare, tool_args
+from tuning.verify.nccl_verdict import as_baseline, findings, judge_job, passed
+from tuning.verify.pair_verdict import Thresholds
+
+ENV = {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_IB_TC": "106"}
+
+
+def test_one_mpi_job_with_an_app_context_per_node_or_the_tool_alone_on_one_node():
+    args = tool_args(8388608, 134217728, 8)
+    assert args == "-b 8388608 -e 134217728 -f 2 -g 8"
+    assert command("all_reduce_perf", ["node01", "node02"], {"node01": ENV, "node02": {"NCCL_IB_TC": "106"}}, args) == (
+        "mpirun -np 1 --host node01 -x NCCL_IB_HCA==mlx5_0:1,mlx5_1:1 -x NCCL_IB_TC=106 all_reduce_perf "
+        "-b 8388608 -e 134217728 -f 2 -g 8 : -np 1 --host node02 -x NCCL_IB_TC=106 all_reduce_perf "
+        "-b 8388608 -e 134217728 -f 2 -g 8")
+    assert command("alltoall_perf", ["node01"], {"node01": ENV}, "-b 8 -e 8 -f 2 -g 1") == \
+        "NCCL_IB_HCA==mlx5_0:1,mlx5_1:1 NCCL_IB_TC=106 alltoall_perf -b 8 -e 8 -f 2 -g 1"
+
+
+@pytest.mark.parametrize("test,nodes,key", [("ib_write_bw", ["node01"], "nccl.tests"),
+                                            ("all_reduce_perf", ["node01;reboot"], "node01;reboot"),
+                                            ("all_reduce_perf", ["-np"], "-np")])
+def test_an_unknown_test_or_a_name_that_is_no_host_name_is_refused(test, nodes, key):
+    with pytest.raises(InputError) as ei:
+        command(test, nodes, {}, "-b 8 -e 8 -f 2 -g 1")
+    assert ei.value.key == key
+
+
+def test_a_node_without_nccl_tests_is_a_harness_error_and_the_finding_nccl_not_run():
+    dev = inventory.load(REPO / "inventory" / "lab").devices["node01"]
+    host = LocalHost("node01", env={**os.environ, "PATH": "/usr/bin:/bin"})  # nccl-tests is not installed here
+    job = prepare("all_reduce_perf", [dev], {"node01": host}, (8, 8), 10.0)
+    assert (job.error_kind, job.error_class) == ("tool_missing", "harness") and job.command == ""
+    assert job.error == "not on the nodes' PATH: node01: all_reduce_perf"
+    assert judge_job(job, None, Thresholds(), True) == "none" and job.status == "not-run"
+    assert passed([job], required=False) and not passed([job], required=True)
+    [f] = findings([job], required=True)
+    assert (f["code"], f["device"], f["evidence"]) == ("nccl-not-run", "node01", "policy nccl.required: true")
+    assert "verification fails" in f["message"] and as_baseline([dataclasses.asdict(job)]) == {}
+
+
+def _job(samples: list[float]) -> NcclRun:
+    return NcclRun("all_reduce_perf", ["node01", "node02"], samples=samples,
+                   busbw_gbs=round(sum(samples) / len(samples), 4))
+
+
+@pytest.mark.parametrize("now,outcome,status", [([198.0], "held", "pass"), ([160.0], "regressed", "fail"),
+                                                ([189.0], "undecided", "pass")])
+def test_the_bus_bandwidth_is_judged_with_the_pairs_noise_rule(now, outcome, status):
+    base = dataclasses.asdict(_job([200.0]))
+    th = Thresholds(noise_pct=3.0)  # 99 %: z se = 2.33 x 3 x sqrt(2) = 9.9 % around a 5 % mark
+    job = _job(now)
+    got = judge_job(job, base, th, last=outcome != "undecided")
+    assert got == (outcome if outcome != "undecided" else "undecided") and job.baseline_gbs == 200.0
+    if outcome == "undecided":
+        assert judge_job(job, base, Thresholds(noise_pct=0.0), last=True) == "regressed"  # 5.5 % > 5 %
+    else:
+        assert job.status == status and (status == "pass") == (job.reasons == [])
+    assert job.judged.startswith(f"bus bandwidth {job.busbw_gbs:g} GB/s vs baseline 200 GB/s: bandwidth drop")
+
+
+def test_an_nccl_failure_on_the_network_fails_as_a_fabric_fault():
+    job = _job([1.0]).failed("nccl_failure", "node01: Test NCCL failure common.cu:1031 'remote process exited'")
+    judge_job(job, None, Thresholds(), True)
+    assert (job.status, job.error_class) == ("fail", "fabric") and not passed([job], required=False)
+    assert findings([job], required=False) == []
+
+
+def test_a_baseline_keeps_the_jobs_that_gave_a_value_under_their_test_and_nodes():
+    good = dataclasses.asdict(_job([200.0]))
+    assert as_baseline([good]) == {"nccl:all_reduce_perf:node01,node02": good}
+    assert baseline_key("alltoall_perf", ["a", "b"]) == "nccl:alltoall_perf:a,b"
+
+
+def test_the_policy_key_is_off_by_default_and_checked():
+    assert RolloutPolicy().nccl == NcclPolicy(enabled=False, required=False, tests=["all_reduce_perf"],
+                                              min_bytes=8388608, max_bytes=134217728)
+    for bad in ({"tests": []}, {"tests": ["broadcast_perf"]}, {"min_bytes": 4}, {"min_bytes": 64, "max_bytes": 8},
+                {"enabled": "yes"}, {"required": 1}, {"k": 4}):
+        with pytest.raises(ValueError):
+            NcclPolicy.model_validate(bad)
+
