@@ -29,7 +29,10 @@ def lab_init(directory: Path = typer.Argument(..., metavar="DIR", help="A new (o
              base_port: int = typer.Option(DEFAULT_BASE_PORT, "--base-port", min=1024, max=32664,
                                            help="Node k listens on BASE+k, the switches on BASE+101..103."),
              switch_os: list[str] = typer.Option([], "--switch-os", metavar="SWITCH=OS",
-                                                 help="A switch's OS where not NVUE: nvue, eos or sonic (repeat per switch).")) -> None:
+                                                 help="A switch's OS where not NVUE: nvue, eos or sonic (repeat per switch)."),
+             shape: str = typer.Option("dgx", "--shape", metavar="dgx|nvl72",
+                                       help="Node shape: dgx (8 GPUs, 8 NICs) or nvl72 (GB200 NVL72 compute trays: "
+                                            "4 GPUs, 4 NICs, 2 Grace CPUs; 1..18 nodes).")) -> None:
     """Write the inventory of an N-node lab (4 nodes on the default ports = inventory/lab).
 
     Example: fabtune lab init /tmp/lab8 --nodes 8 --base-port 28000 --switch-os leaf02=eos --switch-os leaf01=sonic && fabtune lab up -i /tmp/lab8
@@ -44,7 +47,12 @@ def lab_init(directory: Path = typer.Argument(..., metavar="DIR", help="A new (o
     twice = next((a for i, (a, _, _) in enumerate(pairs) if a in [p[0] for p in pairs[:i]]), None)
     if twice is not None:
         raise InputError("--switch-os", twice[:60], "a switch given twice; allowed: one OS per switch")
-    dest = write_inventory(directory, nodes, base_port, switch_os={a: b for a, _, b in pairs})
+    if shape not in ("dgx", "nvl72"):
+        raise InputError("--shape", shape[:60], "dgx or nvl72")
+    from tuning.lab.hw_nvl72 import write_tray_inventory
+
+    writer = write_tray_inventory if shape == "nvl72" else write_inventory
+    dest = writer(directory, nodes, base_port, switch_os={a: b for a, _, b in pairs})
     print(f"lab inventory of {nodes} node(s) in {dest}; start it with `fabtune lab up -i {dest}`")
 
 

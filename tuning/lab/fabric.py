@@ -82,6 +82,9 @@ class Node:
     #: and host bridge of the same NUMA node) or ``"SYS"`` (on the other NUMA node). Read at power-on
     #: (``fabtune lab up`` / ``lab reboot``); ``pcie_layout`` keeps describing the healthy tree.
     gpu_misplaced: dict[str, str] = field(default_factory=dict)
+    #: hardware threads per core (``tuning.lab.hw_gpu.smt_siblings``): 2 on the DGX class's Xeons, 1
+    #: on a Grace (Arm Neoverse V2 has no SMT: ``tuning.lab.hw_nvl72``)
+    threads_per_core: int = 2
 
 
 @dataclass
@@ -262,7 +265,7 @@ def fabric_for_inventory(inv_dir: Path) -> Fabric:
                              f"{platform!r}: the lab has no stand-in for it; allowed: {', '.join(LAB_OS_OF_PLATFORM)}")
         if platform is not None:
             oses[name] = LAB_OS_OF_PLATFORM[platform]
-    fabric = default_fabric(n_nodes=_node_count(inv_dir, inv.devices), switch_os=oses)
+    fabric = _shape_of(inv)(n_nodes=_node_count(inv_dir, inv.devices), switch_os=oses)
     lab = {n.name: n for n in fabric.nodes} | {s.name: s for s in fabric.switches}
     for name, dev in inv.devices.items():
         if name not in lab:
@@ -276,6 +279,17 @@ def fabric_for_inventory(inv_dir: Path) -> Fabric:
             if sw.name not in inv.devices:
                 sw.port = base + 101 + i
     return fabric
+
+
+def _shape_of(inv) -> Callable[..., Fabric]:
+    """The fabric builder of a lab inventory's node shape: GB200 NVL72 compute trays
+    (:func:`tuning.lab.hw_nvl72.tray_fabric`) when every node has 4 NICs, else the DGX class
+    (:func:`default_fabric`, 8 NICs)."""
+    from tuning.lab.hw_nvl72 import TRAY_NICS, tray_fabric
+
+    if inv.nodes and all(len(d.spec.nics) == TRAY_NICS for d in inv.nodes):
+        return tray_fabric
+    return default_fabric
 
 
 def _node_count(inv_dir: Path, devices: dict) -> int:

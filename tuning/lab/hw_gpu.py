@@ -74,12 +74,14 @@ def nic_layout(node: Node) -> list[dict]:
 
 def smt_siblings(node: Node) -> dict[int, list[int]]:
     """CPU -> the CPUs of its core. Each NUMA node's list holds its first threads, then their
-    siblings in the same order (``0-27,56-83``: CPU c and c+56 share a core)."""
+    siblings in the same order (``0-27,56-83``: CPU c and c+56 share a core); a node with one
+    thread per core (``node.threads_per_core``, a Grace) has every CPU alone on its core."""
     out: dict[int, list[int]] = {}
     for cpulist in node.numa_cpulists:
         cpus = parse_cpulist(cpulist)
         half = len(cpus) // 2
-        pairs = zip(cpus[:half], cpus[half:]) if len(cpus) % 2 == 0 else ((c,) for c in cpus)
+        smt = len(cpus) % 2 == 0 and node.threads_per_core == 2
+        pairs = zip(cpus[:half], cpus[half:]) if smt else ((c,) for c in cpus)
         for core in pairs:
             for cpu in core:
                 out[cpu] = sorted(core)
