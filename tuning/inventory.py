@@ -216,7 +216,8 @@ def _connection(inv: Path, host: str, vars_: dict, sources: dict) -> Connection:
     return Connection(hostname=cv.ansible_host or host, port=cv.ansible_port, username=cv.ansible_user,
                       key_file=rel(cv.fabtune_ssh_key_file), known_hosts=rel(cv.fabtune_known_hosts_file),
                       sysroot=cv.fabtune_sysroot, become=become.enabled, become_user=become.user,
-                      become_method=become.method, become_password_vault=become.password_vault)
+                      become_method=become.method, become_password_vault=become.password_vault,
+                      local=cv.fabtune_local)
 
 
 def _hosts_file(path: str | Path) -> Path:

@@ -86,6 +86,17 @@ def test_bad_partition_values_are_refused_naming_file_key_and_allowed_values(tmp
     assert msg.startswith("host_vars/sm01.yml: partitions") and expected in msg, msg
 
 
+def test_fabtune_local_makes_the_sm_this_controller_and_is_an_sm_key_only(tmp_path):
+    inv = write_inventory(tmp_path, {"fabtune_local": True})
+    assert inventory.load(inv).devices["sm01"].connection.local is True
+    (inv / "host_vars/sm01.yml").write_text("fabtune_local: 'yes'\n")
+    assert load_error(inv) == "host_vars/sm01.yml: fabtune_local: 'yes' is a str; allowed: true or false (host sm01)"
+    hosts = {"all": {"children": {"gpu_nodes": {"hosts": {"node01": {"fabtune_local": True}}}}}}
+    (inv / "hosts.yaml").write_text(yaml.safe_dump(hosts))
+    (inv / "host_vars/sm01.yml").unlink()
+    assert load_error(inv).startswith("hosts.yaml: fabtune_local: not a node setting (host node01)")
+
+
 def test_a_pkey_or_name_given_twice_is_refused(tmp_path):
     msg = load_error(write_inventory(tmp_path, {"partitions": [DEFAULT, {**TENANT, "pkey": 0x7FFF}]}))
     assert "partitions: partition pkey 0x7fff given twice; allowed: each pkey once" in msg

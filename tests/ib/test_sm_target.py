@@ -10,6 +10,7 @@ real one loaded by :func:`tuning.inventory.load`.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -44,11 +45,12 @@ def lab(tmp_path_factory):
     assert lab.down()
 
 
-def sm_target(lab: IbLab, root: Path, sm_vars: dict) -> SmTarget:
-    """The inventory's SM (the lab's OpenSM files, its folder as the sysroot) on the lab's shell."""
+def sm_target(lab: IbLab, root: Path, sm_vars: dict, local: bool = False) -> SmTarget:
+    """The inventory's SM (the lab's OpenSM files, its folder as the sysroot) on the lab's shell;
+    ``local``: the inventory says ``fabtune_local`` (the SM is the controller)."""
     inv = root / "inv"
     (inv / "host_vars").mkdir(parents=True, exist_ok=True)
-    hosts = {"sm01": {"ansible_host": "127.0.0.1", "fabtune_sysroot": str(lab.dir)}}
+    hosts = {"sm01": {"ansible_host": "127.0.0.1", "fabtune_sysroot": str(lab.dir), **({"fabtune_local": True} if local else {})}}
     (inv / "hosts.yaml").write_text(yaml.safe_dump({"all": {"children": {"subnet_managers": {"hosts": hosts}}}}))
     (inv / "host_vars" / "sm01.yml").write_text(yaml.safe_dump({**SM_PATHS, **sm_vars}, sort_keys=False))
     dev = inventory.load(inv).devices["sm01"]
@@ -148,17 +150,17 @@ def test_a_symlink_in_place_of_partitions_conf_is_never_written_through(lab, tmp
     assert sp.FILE_KEY == changes[0].key
 
 
-#: a controller that collects, journals the snapshot and pushes, run in its own process
+#: a controller that opens the inventory's SM as the engine does (``fabtune_local``: a local shell,
+#: the lab's IB tools on PATH), collects, journals the snapshot and pushes, in its own process
 CONTROLLER = """
 import sys
 from pathlib import Path
 from tuning import inventory
-from tuning.lab.ib import IbLab
 from tuning.rollout.journal import Journal
-from tuning.targets.sm import SmTarget
-inv, lab_state, journal_dir = sys.argv[1:4]
-dev = inventory.load(inv).devices["sm01"]
-t = SmTarget(dev.name, dev.connection, "opensm", device=dev, host=IbLab(Path(lab_state)).sm_shell())
+from tuning.targets import target_for
+inv, journal_dir = sys.argv[1:3]
+t = target_for(inventory.load(inv).devices["sm01"])
+t.open()
 state = t.collect()
 j = Journal.create(Path(journal_dir), inv, "rollout")
 j.update("sm01", **t.record(state))
@@ -167,14 +169,15 @@ t.push(t.plan(state), j.of("sm01"))
 """
 
 
-def test_a_controller_killed_mid_push_is_restored_from_its_journal_alone(lab, tmp_path):
+def test_a_controller_killed_mid_push_is_restored_by_fabtune_rollback(lab, tmp_path):
     """Killed after OpenSM took the new file, before the read back was journaled: the journal says
-    ``pushing`` and its snapshot alone (read in this process) puts files and pkey tables back."""
+    ``pushing``, and ``fabtune rollback RUN_ID`` puts files and pkey tables back from it alone."""
     before = lab_before(lab)
-    sm_target(lab, tmp_path, {"sm_priority": 3, "partitions": [DEFAULT, TENANT]})
-    child = subprocess.Popen([sys.executable, "-c", CONTROLLER, str(tmp_path / "inv"), str(lab.dir.parent),
-                              str(tmp_path / "journal")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, "FABTUNE_TEST_PAUSE_AT": "apply-sm"})
+    sm_target(lab, tmp_path, {"sm_priority": 3, "partitions": [DEFAULT, TENANT]}, local=True)
+    env = {**os.environ, "PATH": f"{lab.tools_dir}{os.pathsep}{os.environ['PATH']}"}
+    child = subprocess.Popen([sys.executable, "-c", CONTROLLER, str(tmp_path / "inv"), str(tmp_path / "journal")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**env, "FABTUNE_TEST_PAUSE_AT": "apply-sm"})
     try:
         run_id = child.stdout.readline().strip()
         assert "fabtune: test pause at apply-sm" in child.stderr.readline()
@@ -182,6 +185,25 @@ def test_a_controller_killed_mid_push_is_restored_from_its_journal_alone(lab, tm
         child.kill()
         child.wait()
     assert pkeys(lab, "node02-mlx5_0") == ["0xffff", "0x0001"]  # OpenSM serves the new policy
-    j = Journal.load(tmp_path / "journal", run_id)
-    assert j.device("sm01")["state"] == DeviceState.PUSHING
-    restored_from_journal(lab, j, before)
+    assert Journal.load(tmp_path / "journal", run_id).device("sm01")["state"] == DeviceState.PUSHING
+    done = subprocess.run([sys.executable, "-m", "tuning", "rollback", run_id, "-i", str(tmp_path / "inv"),
+                           "--journal-dir", str(tmp_path / "journal")], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert lab_before(lab) == before
+
+
+def test_fabtune_plan_reads_the_labs_opensm_and_shows_the_diff_and_the_default_rule_finding(lab, tmp_path):
+    """The engine's own path: the inventory's SM opened as ``fabtune_local`` (the lab's IB tools on
+    PATH), collected, planned and reported; nothing written."""
+    before = lab_before(lab)
+    sm_target(lab, tmp_path, {"sm_priority": 5, "partitions": [TENANT]}, local=True)
+    env = {**os.environ, "PATH": f"{lab.tools_dir}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run([sys.executable, "-m", "tuning", "plan", "-i", str(tmp_path / "inv"), "--json"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    keys = {(c["key"], c["before"], c["after"]) for c in report["changes"]["sm01"]}
+    assert {("sm_priority", "0", "5"), ("pkey/node01 mlx5_2/1/0x0001", None, "full"),
+            ("pkey/node01 mlx5_2/1/0x7fff", "full", "limited")} <= keys and len(keys) == 1 + 16 + 16 + 1
+    assert [f["code"] for f in report["findings"]] == ["ib-default-limited"]
+    assert lab_before(lab) == before

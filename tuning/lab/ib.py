@@ -25,6 +25,7 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import shlex
 import shutil
 import subprocess
 import time
@@ -34,7 +35,7 @@ from tuning.errors import SetupError, TuningError
 from tuning.lab.fabric import Fabric, default_fabric
 from tuning.lab.ib_partitions import IbMember, IbPartition, partitions_conf
 from tuning.lab.ib_topology import IbTopology, net_file, topology_for
-from tuning.lab.ib_tools import ib_env, program, run_tool
+from tuning.lab.ib_tools import PACKAGES, ib_env, program, run_tool
 
 __all__ = ["DEFAULT_PARTITIONS", "IbLab", "WIDTHS"]
 
@@ -133,6 +134,29 @@ class IbLab:
         subprocess.run([program("opensm"), "-c", str(self.dir / "opensm.template")], cwd=self.dir,
                        capture_output=True, check=True, env=ib_env(self.dir, preload=False))
         (self.dir / "opensm.conf").write_text(self._opensm_conf())
+        self._write_tools()
+
+    @property
+    def tools_dir(self) -> Path:
+        """``<lab>/bin``: one script per infiniband-diags program (``smpquery``, ``saquery``,
+        ``iblinkinfo``, ``sminfo``...) that runs the real one over this lab's ibsim, attached at the
+        SM's leaf; on a caller's PATH, the IB tools of the lab's SM host (a ``fabtune_local`` SM)."""
+        return self.dir / "bin"
+
+    def _write_tools(self) -> None:
+        env = ib_env(self.dir, host=SM_NODE)
+        sets = " ".join(f"{k}={shlex.quote(env[k])}" for k in
+                        ("IBSIM_SOCKNAME", "SIM_HOST", "LD_PRELOAD", "OSM_CACHE_DIR", "OSM_TMP_DIR"))
+        self.tools_dir.mkdir()
+        for tool, pkg in PACKAGES.items():
+            if pkg != "infiniband-diags":
+                continue
+            script = self.tools_dir / tool
+            script.write_text(f"#!/bin/sh\n# fabtune IB lab (tuning/lab/ib.py): the real {tool} over this lab's ibsim\n"
+                              f"cd {shlex.quote(str(self.dir))} || exit 1\n"
+                              f"exec env -u IBSIM_SERVER_NAME -u IBSIM_SERVER_PORT -u SIM_SET_ISSM {sets} "
+                              f"{shlex.quote(program(tool))} \"$@\"\n")
+            script.chmod(0o755)
 
     def _opensm_conf(self) -> str:
         out = []

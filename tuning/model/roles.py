@@ -59,7 +59,8 @@ ROLES: dict[str, Role] = {r.name: r for r in (
     Role("switch", "switches", SwitchSpec, endpoint=False, fabric=True, sections=(("roce", SwitchRoce),),
          fabtune_keys=FABTUNE_KEYS - {"fabtune_sysroot"}),
     # an InfiniBand subnet manager (issue 22): neither endpoint nor fabric; its files under its sysroot
-    Role("sm", "subnet_managers", SmSpec, endpoint=False, fabric=False, sections=(), fabtune_keys=FABTUNE_KEYS),
+    Role("sm", "subnet_managers", SmSpec, endpoint=False, fabric=False, sections=(),
+         fabtune_keys=FABTUNE_KEYS | {"fabtune_local"}),
 )}
 #: inventory group -> Role
 ROLE_GROUPS: dict[str, Role] = {r.group: r for r in ROLES.values()}

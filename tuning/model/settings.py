@@ -364,3 +364,4 @@ class ConnectionVars(BaseModel):
     fabtune_sysroot: Annotated[str, BeforeValidator(lambda v: grammar.check_path(v, parent_ok=False))] = "/"
     fabtune_ssh_key_file: Optional[Annotated[str, BeforeValidator(grammar.check_path)]] = None
     fabtune_known_hosts_file: Optional[Annotated[str, BeforeValidator(grammar.check_path)]] = None
+    fabtune_local: bool = False  # the device is this controller (a subnet manager's host): no SSH

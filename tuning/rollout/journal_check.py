@@ -34,7 +34,7 @@ _DEVICE_KEYS = ("role", "platform", "connection", "changes", "applied", "state",
                 "snapshot")  # snapshot: a subnet manager's files and pkey tables before (tuning.targets.sm)
 _CONN_TYPES = {"hostname": str, "port": int, "username": str, "key_file": (str, type(None)),
                "known_hosts": (str, type(None)), "sysroot": str, "become": bool, "become_user": str,
-               "become_method": str, "become_password_vault": (str, type(None))}
+               "become_method": str, "become_password_vault": (str, type(None)), "local": bool}
 #: the first line of an Ansible-vault ciphertext (``$ANSIBLE_VAULT;1.1;AES256`` or ``;1.2;AES256;ID``)
 _VAULT_HEADER = re.compile(r"\$ANSIBLE_VAULT;1\.[12];AES256(;[\w.-]{1,64})?\n[0-9a-f\n]{1,65536}\Z")
 _TOP_TYPES = {"run_id": str, "inventory": str, "mode": str, "stage": str, "outcome": (str, type(None)),

@@ -76,12 +76,20 @@ class SmTarget:
 
     # --- session --------------------------------------------------------------------------
     def open(self) -> None:
-        """SSH to the SM host (host keys checked), unless a shell was given. Raises ConnectError."""
+        """SSH to the SM host (host keys checked), unless a shell was given; with ``fabtune_local``
+        (the SM runs on this controller, as the IB lab's does) a local shell, privileged commands
+        through sudo when the inventory says ``become``. Raises ConnectError."""
         if self._given:
+            return
+        c = self.connection
+        if c.local:
+            from tuning.transport.local import LocalHost
+
+            self.host = LocalHost(self.name, c.sysroot, become_user=c.become_user if c.become else None)
             return
         from tuning.transport.ssh import SshHost
 
-        self.host = SshHost(self.name, self.connection)
+        self.host = SshHost(self.name, c)
 
     def close(self) -> None:
         """Close the SSH session (idempotent; a given shell stays the giver's)."""
@@ -184,8 +192,9 @@ class SmTarget:
         return sp.findings(self.name, self.device.spec, state, changes) + paths
 
     @classmethod
-    def fleet_findings(cls, states: dict, domains: set[str] | None = None) -> list[Finding]:
-        """None across SMs (one master per subnet is the SM's own election)."""
+    def fleet_findings(cls, states: dict, domains: set[str] | None = None, devices: dict | None = None) -> list[Finding]:
+        """None across SMs (one master per subnet is the SM's own election); ``devices``: the
+        inventory's (unused)."""
         return []
 
     @classmethod

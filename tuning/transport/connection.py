@@ -21,3 +21,6 @@ class Connection:
     become_method: str = "sudo"
     #: an Ansible-vault ciphertext of the become password (decrypted at connect; never journaled)
     become_password_vault: str | None = field(default=None, repr=False)
+    #: the device is the controller itself (``fabtune_local: true``; a subnet manager host): commands
+    #: run as local subprocesses, no SSH (:class:`tuning.transport.local.LocalHost`)
+    local: bool = False
