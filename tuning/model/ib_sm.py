@@ -126,7 +126,12 @@ class SmSpec(BaseModel):
             A routing change reroutes the whole subnet: fabtune reports a difference, never changes it.
         partitions: the partition policy, in file order; empty: fabtune leaves ``partitions.conf`` alone.
         opensm_partitions_file / opensm_conf_file / opensm_log_file / opensm_pid_file: where OpenSM's
-            files are on the SM host (defaults: Debian's opensm package and OpenSM's built-in defaults).
+            files are on the SM host. Defaults: OpenSM's built-in ``/etc/opensm/partitions.conf``,
+            ``/etc/opensm/opensm.conf`` and ``/var/log/opensm.log``, and ``/var/run/opensm.pid``.
+            OpenSM writes no pid file itself: Debian's init script makes ``/var/run/opensm-<port>``,
+            its systemd unit ``opensm@<guid>.service`` none and logs to ``/var/log/opensm.<guid>.log``
+            (``/lib/systemd/system/opensm@.service``), so a site names its log and a pid file its
+            service writes (systemd ``PIDFile=``); the push sends SIGHUP to that pid.
     """
 
     model_config = _STRICT
