@@ -20,6 +20,7 @@ every program runs in the lab's ``ib/`` folder.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -65,8 +66,11 @@ def _multiarch_dirs() -> list[Path]:
     return [d / arch for d in dirs if arch] + dirs
 
 
+@functools.lru_cache(maxsize=1)
 def umad2sim_library() -> str:
-    """The path of ``libumad2sim.so``: as dpkg lists it, else under this platform's library folders.
+    """The path of ``libumad2sim.so``: as dpkg lists it, else under this platform's library folders
+    (looked up once a process: every lab program's environment names it, and ``dpkg-query`` took a
+    process of its own each time).
 
     Raises:
         SetupError: not installed (names ``libumad2sim0``).
