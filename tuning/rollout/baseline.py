@@ -46,7 +46,8 @@ def save_baseline(journal_dir: Path, inventory: str | Path, results: dict, pairs
     """MERGE ``results`` into the baseline of ``inventory``: measured pairs replace their entries,
     pairs not measured this time keep theirs (a run verified on some rails, or limited to one
     leaf, never drops the others), pairs no longer in ``pairs`` (the inventory's whole pair set,
-    when given) are dropped. Written atomically. An unreadable baseline is replaced.
+    when given) are dropped; nccl-tests jobs (keys ``nccl:<test>:<nodes>``,
+    :func:`tuning.verify.nccl.baseline_key`) are kept as measured pairs are. Written atomically. An unreadable baseline is replaced.
 
     Returns:
         The baseline as saved.
@@ -60,7 +61,7 @@ def save_baseline(journal_dir: Path, inventory: str | Path, results: dict, pairs
         old = {}  # an unreadable baseline is replaced by this run's results, as if there were none
     merged = {**old, **results}
     if pairs is not None:
-        merged = {k: v for k, v in merged.items() if k in pairs}
+        merged = {k: v for k, v in merged.items() if k in pairs or k.startswith("nccl:")}
     p = baseline_path(journal_dir, inventory)
     try:
         write_private(p, json.dumps(merged, indent=2, sort_keys=True) + "\n")

@@ -40,6 +40,7 @@ from tuning.rollout.baseline import save_baseline
 from tuning.rollout.rollback import kept_changes, restore_touched
 from tuning.rollout.run_report import RunReport
 from tuning.targets import pause_for_test
+from tuning.verify.nccl_verdict import as_baseline as nccl_baseline
 from tuning.verify.runner import PairResult, as_baseline, judge
 from tuning.model.outcomes import BatchOutcome, RunOutcome
 
@@ -170,7 +171,8 @@ def run_batches(s: "Session", opts: "Options", plans: dict, report: RunReport, p
         rec["outcome"] = BatchOutcome.KEPT
         _sync(report, j)
     if report.verify_after:  # final results only (module docstring): never a half-tuned fabric's values
-        save_baseline(opts.journal_dir, s.inv.path, as_baseline([PairResult(**x) for x in report.verify_after]),
+        save_baseline(opts.journal_dir, s.inv.path, {**as_baseline([PairResult(**x) for x in report.verify_after]),
+                                                     **nccl_baseline(report.nccl_after)},
                       {p.name for p in gate.verify_pairs(s.inv, None)})
     report.outcome = RunOutcome.KEPT if opts.mode == "rollout" else RunOutcome.APPLIED
     j.data["outcome"] = report.outcome
@@ -258,6 +260,7 @@ def _verify_batch(s: "Session", opts: "Options", report: RunReport, progress: Pr
     j.data["verify"]["after"] = report.verify_after
     inc_ok = _incast(s, report, progress, r, b, plans)
     j.data["incast"] = report.incast
+    inc_ok = gate.nccl_gate(s, opts, report, progress, j) & inc_ok if last else inc_ok  # whole selection tuned
     report.verify_ok = ok and inc_ok
     j.data["verify_ok"] = report.verify_ok
     return ok and inc_ok

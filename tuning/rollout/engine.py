@@ -19,7 +19,7 @@ from tuning.errors import TuningError
 from tuning.inventory import Inventory
 from tuning.rollout.batch_run import restore_batches, run_batches
 from tuning.rollout.batches import plan_batches
-from tuning.rollout.gate import baseline_pairs, confirm_window, incast_bound, verify_fabric, verify_pairs
+from tuning.rollout.gate import baseline_pairs, confirm_window, incast_bound, verify_fabric, verify_nccl, verify_pairs
 from tuning.rollout.journal import Journal, new_run_id
 from tuning.rollout.lock import RunLock, lock_path
 from tuning.rollout.options import Options, Run
@@ -27,6 +27,7 @@ from tuning.rollout.run_report import RunReport
 from tuning.rollout.session import (Session, collect, findings, findings_after, plan, refuse_firmware,
                                     refuse_read_only_drift, snapshot)
 from tuning.targets import pause_for_test
+from tuning.verify.nccl_verdict import as_dicts
 from tuning.verify.runner import as_baseline
 from tuning.model.outcomes import BatchOutcome, RunOutcome
 
@@ -131,6 +132,9 @@ def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dic
         report.verify_before = [x.__dict__ for x in before]
         baseline = as_baseline(before)
         j.data["verify"]["before"] = report.verify_before
+        if opts.policy.nccl.enabled:  # the nccl-tests jobs the last batch is judged against
+            report.nccl_before = as_dicts(verify_nccl(s, opts, None, progress))
+            j.data["verify"]["nccl_before"] = report.nccl_before
     if not report.changes:
         report.outcome = RunOutcome.NO_CHANGE
         report.verify_ok = ok if rollout and opts.verify else None

@@ -116,6 +116,34 @@ def verify_fabric(s: Session, opts: Options, baseline: dict | None, progress: Pr
     return verify(pairs, hosts, opts.thresholds, baseline, progress, absolute=absolute, timeout_s=timeout_s)
 
 
+def verify_nccl(s: Session, opts: Options, before: list[dict] | None, progress: Progress) -> list:
+    """The policy's nccl-tests jobs over the selection's nodes (inventory order), with the session's
+    node shells (:func:`tuning.verify.nccl_verdict.measure`; ``before``: the baseline's jobs, None
+    when this is the baseline). Each command may take the policy's ``verify_s`` (default 600 s)."""
+    from tuning.verify.nccl_verdict import measure
+
+    names = {d.name for d in s.devices}
+    nodes = [d for d in s.inv.nodes if d.name in names]
+    hosts = s.node_hosts({d.name for d in nodes})
+    return measure(nodes, hosts, opts.policy.nccl, opts.thresholds, float(opts.policy.timeouts.verify_s or 600),
+                   before, progress)
+
+
+def nccl_gate(s: Session, opts: Options, report, progress: Progress, journal) -> bool:
+    """After the last batch (policy ``nccl.enabled``): :func:`verify_nccl` against the baseline
+    stage's jobs (the journal's ``verify.nccl_before``), into ``report.nccl_after``, its ``nccl-not-run``
+    findings and the journal; whether the jobs pass (:func:`tuning.verify.nccl_verdict.passed`)."""
+    if not opts.policy.nccl.enabled:
+        return True
+    from tuning.verify import nccl_verdict
+
+    jobs = verify_nccl(s, opts, journal.data["verify"].get("nccl_before") or [], progress)
+    report.nccl_after = nccl_verdict.as_dicts(jobs)
+    report.findings += nccl_verdict.findings(jobs, opts.policy.nccl.required)
+    journal.data["verify"]["nccl_after"] = report.nccl_after
+    return nccl_verdict.passed(jobs, opts.policy.nccl.required)
+
+
 def baseline_pairs(r: Run) -> list[Pair] | None:
     """The pairs the baseline measures: the whole schedule, and every batch's own pairs that it
     lacks (a batch is judged on regression against the baseline, so each of its pairs needs a

@@ -22,7 +22,9 @@ class RunReport:
     changed an end or hop of it, :func:`tuning.rollout.batch_run.final_results`); every batch's
     own results are in ``batches[i]["results"]``. ``not_run``: devices with planned changes the
     run never pushed (it halted before their batch or phase); their changes stay in ``changes``
-    as planned and are not counted by :attr:`n_changes`.
+    as planned and are not counted by :attr:`n_changes`. ``nccl_before`` / ``nccl_after``: the
+    nccl-tests jobs of a rollout's baseline and of its last batch (policy ``nccl``;
+    :class:`tuning.verify.nccl.NcclRun` dicts, bus bandwidth in GB/s); empty when none ran.
     """
 
     run_id: str | None
@@ -43,6 +45,8 @@ class RunReport:
     restored_verified: bool | None = None
     incast: list[dict] = field(default_factory=list)
     not_run: list[str] = field(default_factory=list)
+    nccl_before: list[dict] = field(default_factory=list)
+    nccl_after: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         """JSON-ready dict."""

@@ -139,21 +139,17 @@ def command(test: str, nodes: list[str], envs: dict[str, dict[str, str]], args: 
     return "mpirun " + " : ".join(contexts)
 
 
-def missing_tools(test: str, nodes: list[str], hosts: dict[str, Host], timeout_s: float) -> list[str]:
-    """``node01: all_reduce_perf`` for each node lacking the tool (the launch node: or ``mpirun``,
-    for a job of several nodes), asked with ``command -v`` (one round trip per node); a node that
-    does not answer is named with its error."""
-    out = []
-    for i, n in enumerate(nodes):
-        want = [test] + (["mpirun"] if i == 0 and len(nodes) > 1 else [])
-        try:
-            res = hosts[n].run("; ".join(f"command -v {t} >/dev/null || echo {t}" for t in want),
-                               timeout=timeout_s, privileged=False)
-        except TuningError as e:
-            out.append(f"{n}: unreachable ({' '.join(str(e).split())[:160]})")
-            continue
-        out += [f"{n}: {t}" for t in res.stdout.split() if t in want]
-    return out
+def missing_tools(test: str, node: str, host: Host, launcher: bool, timeout_s: float) -> list[str]:
+    """``node01: all_reduce_perf`` for the tool (and, on the ``launcher`` of a job of several nodes,
+    ``mpirun``) the node lacks, asked with ``command -v`` in one round trip; a node that does not
+    answer is named with its error."""
+    want = [test] + (["mpirun"] if launcher else [])
+    try:
+        res = host.run("; ".join(f"command -v {t} >/dev/null || echo {t}" for t in want), timeout=timeout_s,
+                       privileged=False)
+    except TuningError as e:
+        return [f"{node}: unreachable ({' '.join(str(e).split())[:160]})"]
+    return [f"{node}: {t}" for t in res.stdout.split() if t in want]
 
 
 def run_once(job: NcclRun, hosts: dict[str, Host], timeout_s: float) -> NcclRun:
@@ -186,21 +182,37 @@ def run_once(job: NcclRun, hosts: dict[str, Host], timeout_s: float) -> NcclRun:
     return job
 
 
+def _node_ready(test: str, dev, host: Host, launcher: bool, timeout_s: float) -> tuple[list[str], tuple | str]:
+    """One node's part of :func:`prepare`: (what it lacks, its ``(env, notes)`` or why it was not read)."""
+    missing = missing_tools(test, dev.name, host, launcher, timeout_s)
+    if missing:
+        return missing, ""
+    try:
+        return [], node_env(dev, host, timeout_s)
+    except TuningError as e:
+        return [], f"{dev.name}: NCCL environment not read: {e}"
+
+
 def prepare(test: str, devices: list, hosts: dict[str, Host], sizes: tuple[int, int], timeout_s: float) -> NcclRun:
-    """A job of ``test`` over ``devices`` (inventory nodes, rank order) ready to run: tools
-    checked (:func:`missing_tools`), each node's environment read (:func:`node_env`), the command
-    built. A job that cannot start comes back failed (``tool_missing`` / ``unreachable``)."""
+    """A job of ``test`` over ``devices`` (inventory nodes, rank order) ready to run: every node at
+    once (a thread each, up to 16) checked for the tools (:func:`missing_tools`) and its environment
+    read (:func:`node_env`), then the command built. A job that cannot start comes back failed
+    (``tool_missing`` / ``unreachable``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     nodes = [d.name for d in devices]
     job = NcclRun(test, nodes)
-    missing = missing_tools(test, nodes, hosts, timeout_s)
+    with ThreadPoolExecutor(max_workers=max(1, min(16, len(devices)))) as ex:
+        ready = list(ex.map(lambda i: _node_ready(test, devices[i], hosts[nodes[i]], i == 0 and len(nodes) > 1,
+                                                  timeout_s), range(len(devices))))
+    missing = [m for lacks, _ in ready for m in lacks]
     if missing:
         kind = "unreachable" if all("unreachable" in m for m in missing) else "tool_missing"
         return job.failed(kind, "not on the nodes' PATH: " + "; ".join(missing))
-    for d in devices:
-        try:
-            job.env[d.name], notes = node_env(d, hosts[d.name], timeout_s)
-        except TuningError as e:
-            return job.failed("unreachable", f"{d.name}: NCCL environment not read: {e}")
+    for d, (_, got) in zip(devices, ready):
+        if isinstance(got, str):
+            return job.failed("unreachable", got)
+        job.env[d.name], notes = got
         job.notes += [f"{d.name}: {n}" for n in notes]
     tc = job.env[nodes[0]].get("NCCL_IB_TC")
     job.tos = int(tc) if tc and tc.isdigit() else None
