@@ -1,7 +1,8 @@
 """``inventory/example-nvl72`` (one GB200 NVL72 rack: 18 trays of 4 GPUs and 4 NICs, 4 rail
 leaves, 2 spines) plans offline and verifies in a schedule of 4 pairs per tray, and the lab's tray
 shape (:mod:`tuning.lab.hw_nvl72`) is what its docstring cites: 2 Grace NUMA nodes of 72 cores,
-no SMT, NICs and GPUs 0-1 on Grace 0 and 2-3 on Grace 1."""
+no SMT, NICs and GPUs 0-1 on Grace 0 and 2-3 on Grace 1; a Grace superchip's GPU is not flagged
+for a NIC NODE from it (it has no nearer one)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tuning.errors import InputError
 from tuning.lab.fabric import fabric_for_inventory
 from tuning.lab.hw_gpu import gpu_layout, smt_siblings
 from tuning.lab.hw_nvl72 import tray_fabric, write_tray_inventory
+from tuning.node.topology import Gpu, TopoNic, pair
 from tuning.verify.schedule import plan_schedule
 
 NVL72 = Path(__file__).resolve().parents[1] / "inventory" / "example-nvl72"
@@ -61,3 +63,16 @@ def test_the_lab_tray_is_two_graces_without_smt(tmp_path: Path):
     assert [len(n.nics) for n in fabric_for_inventory(inv).nodes] == [4, 4, 4]
     with pytest.raises(InputError, match="1..18 compute trays"):
         write_tray_inventory(tmp_path / "big", 19)
+
+
+@pytest.mark.parametrize("model, link, flagged", [
+    ("NVIDIA GB200", "NODE", False),  # a Grace superchip's GPU reaches its own Grace's NIC at NODE at best
+    ("NVIDIA GB200", "SYS", True),  # the other Grace's NIC is still far
+    ("NVIDIA H100 80GB HBM3", "NODE", True),  # on a PCIe-switched node NODE means a misplaced GPU
+    ("NVIDIA H100 80GB HBM3", "PIX", False),
+])
+def test_a_grace_superchips_gpu_is_near_its_own_graces_nic(model: str, link: str, flagged: bool):
+    gpu = Gpu(index=2, bdf="0000:52:00.0", numa_node=1, cpus="72-143", model=model)
+    nic = TopoNic(rdma_device="mlx5_2", netdev="enp76s0np0", bdf="0000:4c:00.0", numa_node=1, cpus="72-143", rail=2)
+    (got,) = pair([gpu], [nic], lambda g, n: link)
+    assert (got.rail_link, got.flag is not None) == (link, flagged), got.flag

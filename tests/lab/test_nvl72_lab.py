@@ -1,15 +1,19 @@
 """A lab rack of GB200 NVL72 compute trays (issue 24, :mod:`tuning.lab.hw_nvl72`): 2 trays of 4
 GPUs, 4 NICs and 2 Grace CPUs roll out and verify, and what the tray shape changes is read back
 from the nodes over SSH: each NIC's completion IRQs on its own Grace's 72 cores, one thread per
-core, 4 pairs per tray per round."""
+core, 4 pairs per tray per round, each GPU's rail NIC NODE from it (through its Grace) and not
+flagged, a CPU plan of 36 whole cores per GPU."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import TEST_BASE_PORT
+from tests.conftest import REPO, TEST_BASE_PORT
 from tuning import inventory
 from tuning.lab import controller
 from tuning.lab.fabric import fabric_for_inventory
@@ -56,5 +60,14 @@ def test_two_nvl72_trays_roll_out_and_verify_with_grace_numa_plans(tmp_path: Pat
                                     "{root}/sys/devices/system/node/node1/cpulist "
                                     "{root}/sys/bus/pci/devices/" + NIC2_BDF + "/numa_node")
         assert topo.split() == ["80", "72-143", "1"]  # no SMT; NIC 2 on Grace 1's NUMA node
+        res = subprocess.run([sys.executable, "-m", "tuning", "topology", "-i", str(inv), "node02", "--json"],
+                             capture_output=True, text=True, cwd=REPO)
+        assert res.returncode == 0, res.stderr
+        doc = json.loads(res.stdout)
+        # GPU r reaches NIC r through its Grace (NODE, C2C): not flagged; per GPU 36 whole cores of its Grace
+        assert [(k["rail_nic"], k["rail_link"], k["flag"]) for k in doc["topology"]["links"]] == [
+            (f"mlx5_{r}", "NODE", None) for r in range(4)]
+        assert [g["cpus"] for g in doc["cpu_plan"]["gpus"]] == ["0-35", "36-71", "72-107", "108-143"]
+        assert doc["gres"][0] == "Name=gpu Type=gb200 File=/dev/nvidia0 Cores=0-35"
     finally:
         controller.down(inv / ".state")

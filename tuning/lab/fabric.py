@@ -85,6 +85,9 @@ class Node:
     #: hardware threads per core (``tuning.lab.hw_gpu.smt_siblings``): 2 on the DGX class's Xeons, 1
     #: on a Grace (Arm Neoverse V2 has no SMT: ``tuning.lab.hw_nvl72``)
     threads_per_core: int = 2
+    #: the GPUs' model as the driver names it (``Model:`` of its ``information``, ``nvidia-smi -L``);
+    #: empty: ``tuning.lab.hw_gpu.GPU_MODEL`` (H100 SXM)
+    gpu_model: str = ""
 
 
 @dataclass

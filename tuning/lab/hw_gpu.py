@@ -62,7 +62,8 @@ def gpu_layout(node: Node) -> list[dict]:
             switch = f"gpu{i}"
             numa = (numa + 1) % nodes if fault == "SYS" else numa
         uuid = f"GPU-{zlib.crc32(node.name.encode()):08x}-{i:04x}-4{i:03x}-8000-0c42a1{i:06x}"
-        out.append({"index": i, "bdf": GPU_BDFS[i], "numa_node": numa, "switch": switch, "minor": i, "uuid": uuid})
+        out.append({"index": i, "bdf": GPU_BDFS[i], "numa_node": numa, "switch": switch, "minor": i, "uuid": uuid,
+                    "model": node.gpu_model or GPU_MODEL})
     return out
 
 
@@ -90,7 +91,7 @@ def smt_siblings(node: Node) -> dict[int, list[int]]:
 
 def information(gpu: dict) -> str:
     """``/proc/driver/nvidia/gpus/<bdf>/information`` of a lab GPU (tabs as the driver prints them)."""
-    return (f"Model: \t\t {GPU_MODEL}\nIRQ:   \t\t {300 + gpu['index']}\nGPU UUID: \t {gpu['uuid']}\n"
+    return (f"Model: \t\t {gpu.get('model', GPU_MODEL)}\nIRQ:   \t\t {300 + gpu['index']}\nGPU UUID: \t {gpu['uuid']}\n"
             f"Video BIOS: \t 96.00.89.00.01\nBus Type: \t PCIe\nDMA Size: \t 52 bits\n"
             f"DMA Mask: \t 0xfffffffffffff\nBus Location: \t {gpu['bdf']}\nDevice Minor: \t {gpu['minor']}\n"
             f"GPU Firmware: \t 550.90.07\nGPU Excluded:\t No")

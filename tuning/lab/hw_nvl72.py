@@ -32,7 +32,7 @@ never assumes them), so every lab tool serves a tray as it serves a DGX-class no
 
 Not modelled (the lab stays no more lenient for it, only less specific): the GPUs' HBM as
 CPU-less NUMA nodes, Grace's cpufreq/cpuidle drivers (the lab's CPUs keep intel_pstate and
-intel_idle), the GPU model name (H100 in the stand-ins), the LPDDR5X sizes, the NVLink domain
+intel_idle), the GPU's PCI device id (the H100's), the LPDDR5X sizes, the NVLink domain
 itself (a rack is an inventory group, ``nvl72_rack1``: perftest pairs measure the NICs whatever
 the NVLink domain).
 """
@@ -50,6 +50,9 @@ GRACE_CORES = 72
 TRAY_NUMA_CPULISTS = [f"0-{GRACE_CORES - 1}", f"{GRACE_CORES}-{2 * GRACE_CORES - 1}"]
 #: the Grace (NUMA node) of NIC / GPU r: two per Grace
 TRAY_NUMA_OF_RAIL = (0, 0, 1, 1)
+#: the GPU's name as the driver and nvidia-smi print it on a tray (nccl-tests' rank lines on GB200
+#: trays print ``NVIDIA GB200``)
+TRAY_GPU_MODEL = "NVIDIA GB200"
 
 
 def tray(k: int, port: int, n_nodes: int) -> Node:
@@ -60,7 +63,8 @@ def tray(k: int, port: int, n_nodes: int) -> Node:
                 numa_node=TRAY_NUMA_OF_RAIL[r], ipv4=f"10.{r}.0.{k}/24", switch="leaf01" if r % 2 == 0 else "leaf02",
                 switch_port=f"swp{(r // 2) * n_nodes + k}", first_irq=100 + r * 20) for r in range(TRAY_NICS)]
     return Node(name=f"node{k:02d}", port=port, driver="ofed", nics=nics, numa_cpulists=list(TRAY_NUMA_CPULISTS),
-                gpus=TRAY_GPUS, gpu_misplaced={str(r): "NODE" for r in range(TRAY_GPUS)}, threads_per_core=1)
+                gpus=TRAY_GPUS, gpu_misplaced={str(r): "NODE" for r in range(TRAY_GPUS)}, threads_per_core=1,
+                gpu_model=TRAY_GPU_MODEL)
 
 
 def tray_fabric(base_port: int = DEFAULT_BASE_PORT, n_nodes: int = 4,

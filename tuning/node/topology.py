@@ -16,7 +16,11 @@ Sources, each mapped through the format it documents:
 
 The NICs are the inventory's (``nics:``, with their rails); GPU ``i`` belongs to rail ``i`` (a
 rail-optimised node: GPU i talks through the NIC of rail i). A rail whose NIC is not ``PIX``/``PXB``
-from its GPU (behind another PCIe switch, host bridge or NUMA node) is flagged.
+from its GPU (behind another PCIe switch, host bridge or NUMA node) is flagged; but a Grace
+superchip's GPU (:data:`C2C_MODELS`: GB200, GB300, GH200) hangs off its Grace by NVLink-C2C, not
+the PCIe tree, so ``NODE`` (a NIC on its own Grace) is the nearest it can be and only ``SYS`` is
+flagged there (on GB200 ``nvidia-smi topo -m`` has no PIX/PXB between a GPU and a ConnectX:
+Mellanox/ngc_multinode_perf PR 129; NCCL reaches such a NIC through the CPU, NCCL_NET_GDR_C2C).
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ from tuning.transport.base import Host, q, sysroot_path
 
 #: link classes that keep GPUDirect RDMA off the host bridge (nvidia-smi legend: PIX, PXB)
 NEAR = ("PIX", "PXB")
+#: GPU model names (``Model:`` of the driver's ``information``) of Grace superchips: the GPU reaches
+#: the NICs through its Grace (NVLink-C2C), so ``NODE`` is near for it (``nvidia-smi -L``: ``NVIDIA GB200``)
+C2C_MODELS = ("GB200", "GB300", "GH200")
 _WHY = {"PHB": "through the PCIe host bridge (CPU)", "NODE": "behind another PCIe host bridge of the same NUMA node",
         "SYS": "on another NUMA node"}
 
@@ -333,7 +340,8 @@ def pair(gpus: list[Gpu], nics: list[TopoNic], link) -> list[GpuLink]:
         rail = next((n for n in nics if n.rail == gpu.index), None)
         rail_link = link(gpu, rail) if rail else None
         flag = None
-        if rail and rail_link and rail_link not in NEAR:
+        near_ok = NEAR + (("NODE",) if any(m in gpu.model.split() for m in C2C_MODELS) else ())
+        if rail and rail_link and rail_link not in near_ok:
             flag = f"rail {rail.rail}: NIC {rail.rdma_device} is {rail_link} from GPU{gpu.index} ({_WHY.get(rail_link, rail_link)})"
         out.append(GpuLink(gpu.index, near[2] if near else None, near[3] if near else None,
                            rail.rdma_device if rail else None, rail_link, flag))

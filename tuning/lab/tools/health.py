@@ -33,7 +33,7 @@ from tuning.lab.tools.node import _sysroot
 
 NO_THROTTLE = "0x0000000000000000"
 GPU_FIELDS = {
-    "index": lambda g: str(g["index"]), "name": lambda g: GPU_MODEL, "uuid": lambda g: g["uuid"],
+    "index": lambda g: str(g["index"]), "name": lambda g: g.get("model", GPU_MODEL), "uuid": lambda g: g["uuid"],
     "pci.bus_id": lambda g: _bus_id(g["bdf"]), "gpu_bus_id": lambda g: _bus_id(g["bdf"]),
     "ecc.errors.uncorrected.volatile.total": lambda g: "0", "ecc.errors.corrected.volatile.total": lambda g: "0",
     "ecc.errors.uncorrected.aggregate.total": lambda g: "0",

@@ -89,7 +89,7 @@ def nvidia_smi(argv: list[str]) -> int:
     if argv in (["-L"], ["--list-gpus"]):
         gpus = json.loads((root / TOPOLOGY_JSON).read_text())["gpus"]
         for g in gpus:
-            print(f"GPU {g['index']}: {GPU_MODEL} (UUID: {g['uuid']})")
+            print(f"GPU {g['index']}: {g.get('model', GPU_MODEL)} (UUID: {g['uuid']})")
         return 0
     print(NVSMI_BAD_ARGS)
     return 2
