@@ -96,3 +96,18 @@ def test_the_policy_key_is_off_by_default_and_checked():
         with pytest.raises(ValueError):
             NcclPolicy.model_validate(bad)
 
+
+
+def test_a_judged_job_is_what_the_report_schema_allows():
+    import jsonschema
+
+    from tuning.reports.json_report import schema
+
+    s = schema()
+    check = jsonschema.Draft202012Validator({"$defs": s["$defs"], "$ref": "#/$defs/nccl_job"})
+    base = dataclasses.asdict(_job([200.0]))
+    for job in (_job([150.0]), _job([1.0]).failed("tool_missing", "node01: all_reduce_perf")):
+        judge_job(job, base, Thresholds(), True)
+        check.validate(dataclasses.asdict(job))
+    with pytest.raises(jsonschema.ValidationError):
+        check.validate({**base, "status": "skipped"})
