@@ -26,7 +26,8 @@ inventory has none) and the estimated wall time of the whole verification
 
 Usage (from the repository root)::
 
-    python bench/verify_schedule.py [N_NODES | fleet-N ...]   # default: 4 (the lab) 256 10000 fleet-10016
+    python bench/verify_schedule.py [N_NODES | fleet-N | example-NAME ...]
+    # default: 4 (the lab) 256 10000 fleet-10016 example-nvl72
 """
 
 from __future__ import annotations
@@ -105,6 +106,14 @@ def rail_planes(n_nodes: int = 10_000) -> tuple[list[Device], list[Device], list
     return _nodes(n_nodes, leaf), _leaves(n_nodes, leaf, cabling) + spines, links
 
 
+def example(name: str) -> tuple[list[Device], list[Device], None]:
+    """A repository inventory, ``inventory/<name>`` (``example-nvl72``: one GB200 NVL72 rack)."""
+    from tuning import inventory
+
+    inv = inventory.load(Path(__file__).resolve().parents[1] / "inventory" / name)
+    return inv.nodes, inv.switches, None
+
+
 def lab() -> tuple[list[Device], list[Device], None]:
     """The embedded lab's inventory (4 nodes, leaf01/leaf02, spine01)."""
     from tuning import inventory
@@ -154,10 +163,14 @@ def report(name: str, nodes: list[Device], switches: list[Device], links) -> Non
 
 def main(argv: list[str]) -> None:
     """Print the schedule of each size in ``argv`` (4 = the lab, up to 256 SuperPOD, beyond: rail
-    planes; ``fleet-N``: N nodes of example-su copies, loaded from files)."""
-    for arg in argv or ["4", "256", "10000", "fleet-10016"]:
+    planes; ``fleet-N``: N nodes of example-su copies, loaded from files; ``example-NAME``:
+    ``inventory/example-NAME``)."""
+    for arg in argv or ["4", "256", "10000", "fleet-10016", "example-nvl72"]:
         if arg.startswith("fleet-"):
             report(arg, *fleet(int(arg[6:])))
+            continue
+        if arg.startswith("example-"):
+            report(arg, *example(arg))
             continue
         n = int(arg)
         if n == 4:

@@ -82,7 +82,7 @@ def test_some_leaves_cabled_others_assumed_names_both(su: Path):
     path.write_text(path.read_text().replace("uplinks:\n", ""))
     s = plan_schedule(*(lambda i: (i.nodes, i.switches))(inventory.load(su)))
     assert s.topology.assumed == ["su1-leaf-r7"]
-    assert s.topology.assumption.startswith("uplinks from the inventory's cabling (the leaves' uplinks: key) for 7 of "
+    assert s.topology.assumption.startswith("uplinks from the inventory's cabling (the leaves' uplinks: key), 7 of "
                                             "8 leaves; assumed for 1 leaves: ")
 
 

@@ -116,7 +116,7 @@ def test_256_nodes_cover_every_nic_uplink_and_spine(pod256):
 def test_10000_nodes_cover_every_nic_uplink_and_spine(planes10k):
     nodes, switches, links, s = planes10k
     assert len(s.topology.leaves) == 2504 and len(s.topology.spines) == 256 and not s.topology.derived
-    assert s.topology.assumption == "uplinks from the inventory's cabling (the leaves' uplinks: key) (every leaf)"
+    assert s.topology.assumption == "uplinks from the inventory's cabling (the leaves' uplinks: key), every leaf"
     check(s, nodes, set(links), "10,000 nodes")
     assert len(s.rounds) <= 3 <= 10  # issue 24: at most 10 rounds
     # rail planes are not connected to each other: no cross-rail pair, not even the lab's two

@@ -113,8 +113,8 @@ def _assumption(n_leaves: int, spines: list[str], assumed: list[str], given: str
     if not spines:
         return "no spine in the inventory: leaves taken as connected, no uplink to cover"
     if not assumed:
-        return f"uplinks from {given} (every leaf)"
-    head = f"uplinks from {given} for {n_leaves - len(assumed)} of {n_leaves} leaves; " if len(assumed) < n_leaves \
+        return f"uplinks from {given}, every leaf"
+    head = f"uplinks from {given}, {n_leaves - len(assumed)} of {n_leaves} leaves; " if len(assumed) < n_leaves \
         else "no uplink cabling in the inventory (a leaf's uplinks: key); "
     return (head + f"assumed for {len(assumed)} leaves: a leaf's listed ports no NIC is cabled to, the j-th "
             f"to spine j mod {len(spines)} of the inventory's spines")
