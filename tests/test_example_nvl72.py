@@ -63,6 +63,8 @@ def test_the_lab_tray_is_two_graces_without_smt(tmp_path: Path):
     assert [len(n.nics) for n in fabric_for_inventory(inv).nodes] == [4, 4, 4]
     with pytest.raises(InputError, match="1..18 compute trays"):
         write_tray_inventory(tmp_path / "big", 19)
+    with pytest.raises(InputError, match="19 nodes of 4 NICs: a lab rack of GB200 NVL72 compute trays holds 1..18"):
+        tray_fabric(n_nodes=19)  # what lab up -i says to a 19-tray inventory
 
 
 @pytest.mark.parametrize("model, link, flagged", [

@@ -76,10 +76,14 @@ def tray_fabric(base_port: int = DEFAULT_BASE_PORT, n_nodes: int = 4,
     ``base_port + 101..103``.
 
     Raises:
-        ValueError: ``n_nodes`` outside 1..18 (:data:`TRAYS_PER_RACK`).
+        InputError: ``n_nodes`` outside 1..18 (:data:`TRAYS_PER_RACK`): a lab inventory of more
+            4-NIC nodes (``fabtune lab up -i``) is refused naming the count.
     """
     if not 1 <= n_nodes <= TRAYS_PER_RACK:
-        raise ValueError(f"a lab rack holds 1..{TRAYS_PER_RACK} compute trays, not {n_nodes}")
+        from tuning.errors import InputError
+
+        raise InputError("hosts.yaml", "gpu_nodes", f"{n_nodes} nodes of 4 NICs: a lab rack of GB200 NVL72 compute "
+                         f"trays holds 1..{TRAYS_PER_RACK}")
     nodes = [tray(k, base_port + k, n_nodes) for k in range(1, n_nodes + 1)]
     down = [f"swp{p}" for p in range(1, 2 * n_nodes + 1)]
     up = uplink_port(n_nodes)
