@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -217,3 +219,34 @@ def test_fabtune_plan_reads_the_labs_opensm_and_shows_the_diff_and_the_default_r
             ("pkey/node01 mlx5_2/1/0x7fff", "full", "limited")} <= keys and len(keys) == 1 + 16 + 16 + 1
     assert [f["code"] for f in report["findings"]] == ["ib-default-limited"]
     assert lab_before(lab) == before
+
+
+def hup_and_wait_sweep(lab: IbLab) -> None:
+    """SIGHUP the lab's OpenSM and wait until its heavy sweep rewrote opensm-subnet.lst."""
+    lst = lab.dir / "opensm-subnet.lst"
+    before = lst.stat().st_mtime_ns
+    os.kill(int((lab.dir / "opensm.pid").read_text()), signal.SIGHUP)
+    deadline = time.monotonic() + 15
+    while lst.stat().st_mtime_ns == before:
+        assert time.monotonic() < deadline, "no heavy sweep within 15 s of SIGHUP"
+        time.sleep(0.05)
+
+
+def test_a_push_sees_the_sweep_when_opensm_keeps_its_log_in_its_buffer(lab, tmp_path):
+    """OpenSM's default ``force_log_flush FALSE`` keeps SUBNET UP in its buffer (the lab's own default is
+    TRUE): push and restore see the sweep end by opensm-subnet.lst and read back as before."""
+    conf = lab.dir / "opensm.conf"
+    flushed = conf.read_text()
+    conf.write_text(flushed.replace("force_log_flush TRUE", "force_log_flush FALSE"))
+    hup_and_wait_sweep(lab)
+    try:
+        before, t, state, j, changes = start(lab, tmp_path, {"partitions": [DEFAULT, TENANT]})
+        log = lab.dir / "opensm.log"
+        ups, started = log.read_text().count("SUBNET UP"), time.monotonic()
+        assert t.push(changes, j.of("sm01")) == changes and time.monotonic() - started < 10
+        assert log.read_text().count("SUBNET UP") == ups  # the sweep's INFO lines are still buffered
+        assert pkeys(lab, "node02-mlx5_0") == ["0xffff", "0x0001"]
+        restored_from_journal(lab, j, before)
+    finally:
+        conf.write_text(flushed)
+        hup_and_wait_sweep(lab)

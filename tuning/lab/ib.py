@@ -50,7 +50,8 @@ COUNTERS = ("SymbolErrorCounter", "LinkErrorRecoveryCounter", "LinkDownedCounter
 SM_NODE = "leaf01"
 #: where the lab's OpenSM files are under its folder (the SM spec's ``opensm_*_file`` keys in the lab)
 SM_PATHS = {"opensm_partitions_file": "/partitions.conf", "opensm_conf_file": "/opensm.conf",
-            "opensm_log_file": "/opensm.log", "opensm_pid_file": "/opensm.pid"}
+            "opensm_log_file": "/opensm.log", "opensm_pid_file": "/opensm.pid",
+            "opensm_subnet_list_file": "/opensm-subnet.lst"}
 _PROMPT = "sim> "
 #: opensm.conf keys holding a file or folder of the machine, moved into the lab folder
 _PATH_KEYS = {"log_file": "opensm.log", "dump_files_dir": "", "partition_config_file": "partitions.conf",

@@ -132,6 +132,9 @@ class SmSpec(BaseModel):
             its systemd unit ``opensm@<guid>.service`` none and logs to ``/var/log/opensm.<guid>.log``
             (``/lib/systemd/system/opensm@.service``), so a site names its log and a pid file its
             service writes (systemd ``PIDFile=``); the push sends SIGHUP to that pid.
+        opensm_subnet_list_file: ``opensm-subnet.lst`` in OpenSM's ``dump_files_dir`` (default
+            ``/var/log/``), rewritten at the end of every heavy sweep: how a push sees that OpenSM
+            swept when its log's INFO lines are still buffered (``force_log_flush FALSE``).
     """
 
     model_config = _STRICT
@@ -144,6 +147,7 @@ class SmSpec(BaseModel):
     opensm_conf_file: Annotated[str, BeforeValidator(grammar.check_path)] = "/etc/opensm/opensm.conf"
     opensm_log_file: Annotated[str, BeforeValidator(grammar.check_path)] = "/var/log/opensm.log"
     opensm_pid_file: Annotated[str, BeforeValidator(grammar.check_path)] = "/var/run/opensm.pid"
+    opensm_subnet_list_file: Annotated[str, BeforeValidator(grammar.check_path)] = "/var/log/opensm-subnet.lst"
 
     @field_validator("routing_engine")
     @classmethod
@@ -152,7 +156,8 @@ class SmSpec(BaseModel):
             raise ValueError(f"{v!r:.40} is not an OpenSM routing engine; allowed: {', '.join(ROUTING_ENGINES)}")
         return v
 
-    @field_validator("opensm_partitions_file", "opensm_conf_file", "opensm_log_file", "opensm_pid_file")
+    @field_validator("opensm_partitions_file", "opensm_conf_file", "opensm_log_file", "opensm_pid_file",
+                     "opensm_subnet_list_file")
     @classmethod
     def _absolute(cls, v: str) -> str:
         if not v.startswith("/") or ".." in v.split("/"):
