@@ -133,7 +133,7 @@ def test_a_port_listed_twice_takes_its_last_listing_as_opensm_does():
 
 def test_a_node_member_without_hca_ports_in_the_fabric_is_refused():
     spec = SmSpec.model_validate({"partitions": [{**TENANT, "members": {"node09": "full"}}]})
-    with pytest.raises(InputError, match=r"host_vars/sm01.yml: partitions.0.members.node09: no HCA port of node "
+    with pytest.raises(InputError, match=r"host_vars/sm01.yml: partitions.0.members.node09: no active HCA port of node "
                                          r"'node09' in the fabric .*nodes there: node01, node02"):
         sp.render(spec, PORTS, "host_vars/sm01.yml")
 

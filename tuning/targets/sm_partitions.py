@@ -84,7 +84,7 @@ def _members(part: IbPartitionSpec, i: int, ports: list[CaPort], src: str) -> li
             mine = [p for p in ports if p.node == who]
             if not mine:
                 raise InputError(src, f"partitions.{i}.members.{who}",
-                                 f"no HCA port of node {who!r} in the fabric (iblinkinfo node descriptions "
+                                 f"no active HCA port of node {who!r} in the fabric (iblinkinfo node descriptions "
                                  f"'<node> <hca>'); nodes there: {', '.join(nodes) or 'none'}")
             out += [(f"{p.guid:#018x}", how, [p]) for p in mine]
     return out
