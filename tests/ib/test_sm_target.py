@@ -204,21 +204,34 @@ def test_a_controller_killed_mid_push_is_restored_by_fabtune_rollback(lab, tmp_p
     assert lab_before(lab) == before
 
 
-def test_fabtune_plan_reads_the_labs_opensm_and_shows_the_diff_and_the_default_rule_finding(lab, tmp_path):
+def fabtune(env: dict, *args: str) -> dict:
+    """``fabtune ARGS --json`` in a new process; its JSON report (exit 0 asserted)."""
+    done = subprocess.run([sys.executable, "-m", "tuning", *args, "--json"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def test_fabtune_plan_and_apply_drive_the_labs_opensm(lab, tmp_path):
     """The engine's own path: the inventory's SM opened as ``fabtune_local`` (the lab's IB tools on
-    PATH), collected, planned and reported; nothing written."""
+    PATH): plan shows the diff and the Default-rule finding, writing nothing; apply pushes and reads
+    back, a second apply changes nothing; the journal restores byte for byte (``fabtune rollback``:
+    the killed-controller test)."""
     before = lab_before(lab)
     sm_target(lab, tmp_path, {"sm_priority": 5, "partitions": [TENANT]}, local=True)
     env = {**os.environ, "PATH": f"{lab.tools_dir}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run([sys.executable, "-m", "tuning", "plan", "-i", str(tmp_path / "inv"), "--json"],
-                          capture_output=True, text=True, env=env)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    inv, jdir = ["-i", str(tmp_path / "inv")], ["--journal-dir", str(tmp_path / "journal")]
+    report = fabtune(env, "plan", *inv)
     keys = {(c["key"], c["before"], c["after"]) for c in report["changes"]["sm01"]}
     assert {("sm_priority", "0", "5"), ("pkey/node01 mlx5_2/1/0x0001", None, "full"),
             ("pkey/node01 mlx5_2/1/0x7fff", "full", "limited")} <= keys and len(keys) == 1 + 16 + 16 + 1
     assert [f["code"] for f in report["findings"]] == ["ib-default-limited"]
-    assert lab_before(lab) == before
+    assert (lab.dir / "partitions.conf").read_bytes() == before["partitions"]
+    applied = fabtune(env, "apply", *inv, *jdir)
+    assert (applied["outcome"], len(applied["changes"]["sm01"])) == ("applied", len(keys))
+    assert pkeys(lab, "node02-mlx5_0") == ["0x7fff", "0x0001"]  # limited in Default and in tenant1
+    again = fabtune(env, "apply", *inv, *jdir)
+    assert (again["outcome"], again["changes"].get("sm01", [])) == ("no-change", [])
+    restored_from_journal(lab, Journal.load(tmp_path / "journal", applied["run_id"]), before)
 
 
 def hup_and_wait_sweep(lab: IbLab) -> None:
