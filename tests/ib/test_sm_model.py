@@ -131,6 +131,14 @@ def test_a_port_listed_twice_takes_its_last_listing_as_opensm_does():
     assert tables["0x0c42a10300000201"] == {"0x7fff": "limited", "0x0001": "full", "0x0002": "full"}
 
 
+def test_a_node_member_is_matched_by_host_name_or_fqdn_never_by_a_firmware_description():
+    ports = [sp.CaPort("node01.cluster.local mlx5_0", 1, 0x0C42A10300000101, 2),
+             sp.CaPort("MT4129 ConnectX7   Mellanox Technologies", 1, 0x0C42A10300000201, 3),
+             sp.CaPort("node011 mlx5_0", 1, 0x0C42A10300000301, 4)]
+    spec = SmSpec.model_validate({"partitions": [{**TENANT, "members": {"node01": "full"}}]})
+    assert sp.render(spec, ports).splitlines()[1] == "tenant1=0x0001,ipoib,mtu=5,sl=3 : 0x0c42a10300000101=full ;"
+
+
 def test_a_node_member_without_hca_ports_in_the_fabric_is_refused():
     spec = SmSpec.model_validate({"partitions": [{**TENANT, "members": {"node09": "full"}}]})
     with pytest.raises(InputError, match=r"host_vars/sm01.yml: partitions.0.members.node09: no active HCA port of node "

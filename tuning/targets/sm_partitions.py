@@ -8,8 +8,10 @@ partition, ``<name>=<pkey>[,ipoib][,mtu=N][,rate=N][,sl=N] : <member>=full|limit
 member a port GUID or a group word; a line holds at most 4096 characters (NVIDIA's UFM manual,
 "SM Partitions.conf File Format"), so a definition longer than that puts one member on each line
 (the parser reads up to the ``;``: tried on the lab's OpenSM). A node member is every CA port whose
-node description (rdma-ndd's ``%h %d``: ``node01 mlx5_0``) starts with the node's name and a
-blank, by the GUID the fabric reports (``iblinkinfo``), sorted by description.
+node description (rdma-ndd's ``%h %d``: ``node01 mlx5_0``, ``node01.cluster.local mlx5_0``) starts with
+the node's name (a FQDN's first label) and a blank, by the GUID the fabric reports (``iblinkinfo``),
+sorted by description; an HCA whose description is still the firmware's (``MT4129 ConnectX7 ...``:
+no rdma-ndd) is no node's.
 
 What OpenSM programs: a member port holds the partition's pkey with the top bit set when full
 (``0x8001``), clear when limited (``0x0001``); a port listed twice in one partition takes its last
@@ -53,8 +55,9 @@ class CaPort:
 
     @property
     def node(self) -> str:
-        """The host part of the description (``node01``)."""
-        return self.description.split(" ", 1)[0]
+        """The host part of the description without its domain (``node01``; rdma-ndd writes the host
+        name, which may be a FQDN: ``node01.cluster.local mlx5_0`` -> ``node01``)."""
+        return self.description.split(" ", 1)[0].split(".", 1)[0]
 
     @property
     def name(self) -> str:
