@@ -8,13 +8,14 @@ umad devices): the fabric's HCA ports with their GUIDs and LIDs (``iblinkinfo``)
 against what the SM serves: the file, the SM priority and each port pkey that moves.
 
 The push: the previous files are in the journal before the first write (:meth:`SmTarget.record`:
-``files_before``, ``pkeys_before``), the new file written through a temporary file in its folder and
-a rename (a symlink or other special file in its place is refused), then OpenSM told to re-read its
-files with SIGHUP (``opensm(8)``: "OpenSM will reread the partition configuration ... on receipt of a
-HUP signal", a heavy sweep) to the pid of its pid file; the push waits for the sweep's ``SUBNET UP``
-in OpenSM's log and fails on any ERROR line (``0x01 ->``) the sweep logged (``parse_part_conf: PARSE
-ERROR: line 3: bad partition definition`` / ``Partition configuration in error; retrying with
-default config``: OpenSM then serves the default policy) or when OpenSM exited. Read back: every
+``snapshot``), the new file written through a temporary file in its folder and a rename (a symlink
+or other special file in its place is refused), then SIGHUP to the pid of its pid file (``opensm(8)``
+NOTES: on a HUP signal OpenSM starts a new heavy sweep; the sweep reads the partition file and
+opensm.conf's runtime options again: measured on the lab); the push waits for the sweep's end
+(:meth:`SmTarget._reload`: ``SUBNET UP`` in its log or a rewritten ``opensm-subnet.lst``) and fails
+on any ERROR line (``0x01 ->``) the sweep logged (``parse_part_conf: PARSE ERROR: line 3: bad
+partition definition`` / ``Partition configuration in error; retrying with default config``: OpenSM
+then serves the default policy) or when OpenSM exited. Read back: every
 HCA port's pkey table equals the plan's, and ``sminfo`` the priority. Restore: the journaled files
 written back the same way, SIGHUP, and the pkey tables read back equal to the journaled ones.
 
