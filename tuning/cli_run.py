@@ -116,9 +116,12 @@ SETTLE_S = typer.Option(None, "--settle-s", parser=deferred(integer("--settle-s"
 ON_REGRESSION = typer.Option(None, "--on-regression", metavar="restore-batch|restore-all",
                              help="On a regression restore the batch (keep earlier batches; default) or every batch.")
 NO_INCAST_LEAF = typer.Option(False, "--no-incast", help="Skip the k-to-1 incast per changed leaf.")
-ENGINE = typer.Option("nornir", "--engine", metavar="nornir|ansible",
-                      help="Drive the rollout with the Nornir fan-out (default) or through "
-                           "playbooks/tune.yml with ansible-runner; same journal and report.")
+ENGINE = typer.Option("nornir", "--engine", metavar="nornir|ansible|slurm",
+                      help="Drive the rollout with the Nornir fan-out (default), through "
+                           "playbooks/tune.yml with ansible-runner, or with the nodes' writes made on the nodes "
+                           "by Slurm (srun fabtune node apply, each batch held and drained; $SLURM_CONF); same "
+                           "journal and report. Example: fabtune rollout -i /shared/inv --journal-dir /shared/j "
+                           "--engine slurm")
 
 
 def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Optional[list[str]] = DOMAIN,
@@ -164,13 +167,13 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
 
 
 def _known_engine(name: str) -> None:
-    """Raises InputError unless ``name`` is ``nornir`` or ``ansible``."""
-    if name not in ("nornir", "ansible"):
-        raise InputError("--engine", name, "unknown engine; allowed: nornir, ansible")
+    """Raises InputError unless ``name`` is ``nornir``, ``ansible`` or ``slurm``."""
+    if name not in ("nornir", "ansible", "slurm"):
+        raise InputError("--engine", name, "unknown engine; allowed: nornir, ansible, slurm")
 
 
 def _drive(engine_name: str, inventory: Path, inv, opts, rail: Optional[list[int]], batch_by: Optional[str]):
-    """Run the rollout ``opts`` describe with the engine named (nornir or ansible); its RunReport."""
+    """Run the rollout ``opts`` describe with the engine named (nornir, ansible, slurm); its RunReport."""
     from tuning.rollout import engine
 
     if engine_name == "ansible":  # tuning/ansible_engine.py: flags it cannot honour are refused
@@ -179,6 +182,9 @@ def _drive(engine_name: str, inventory: Path, inv, opts, rail: Optional[list[int
         return ansible_engine.run(ansible_engine.AnsibleRun(
             inventory, opts.policy, opts.limit, opts.domains, opts.journal_dir, opts.confirm_s,
             allow_firmware=opts.allow_firmware), progress)
+    if engine_name == "slurm":  # tuning/slurm_engine.py: the nodes' writes through srun
+        from tuning import slurm_engine
+        return slurm_engine.run(inv, opts, progress)
     return engine.run(inv, opts, progress)
 
 

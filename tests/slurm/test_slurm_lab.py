@@ -1,98 +1,24 @@
 """The Slurm lab (issue 23): ``fabtune lab up --slurm`` runs Debian's real Slurm (22.05) and munge
 beside a 2-node lab, ``srun`` reaches each lab node as itself, and the burn-in drain adapter
-(:mod:`tuning.burnin.drain`) drives the real ``scontrol``. As real root, as CI runs: a normal user's
-``make test`` runs in a user namespace, where slurmctld and slurmd stop at setgroups (skipped there,
-with that reason).
-
-One module-scoped lab on ports from 31850 (or 31050): the first of the test port ranges 31800 and
-31000 that this process holds or can claim (``tests.conftest.claim_port_range``), its nodes at
-+1..+2, switches +101..+103, Slurm +104.. (``tuning.lab.slurm.ports``). Slurm missing is a failure,
-never a skip: ``.ci/run`` installs it.
+(:mod:`tuning.burnin.drain`) drives the real ``scontrol``. The lab: ``tests/slurm/conftest.py``.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from tuning.errors import SetupError
-
-from tests.conftest import REPO, TEST_BASE_PORT, claim_port_range
+from tests.slurm.conftest import client as _run, fab as _fab
 from tuning.burnin import drain as dr
-from tuning.lab import privileges, slurm
+from tuning.lab import slurm
 from tuning.lab.fabric import Fabric
 
 pytestmark = pytest.mark.lab
 
 RUN = "20261203T150000-slrm"
 OTHER = "bad DIMM, ticket 4711"
-
-
-def _fab(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuning", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO)
-
-
-def _base_port():
-    """``(base port, claim)``: 50 ports into the first range of 31800 / 31000 that is this process's
-    own (the tests' fixed ports lie below its pool at +300) or that it can claim (``claim`` to close)."""
-    for first in (31800, 31000):
-        if TEST_BASE_PORT == first:
-            return first + 50, None
-        claim = claim_port_range(first)
-        if claim is not None:
-            return first + 50, claim
-    pytest.fail("the test port ranges 31000 and 31800 are both held by other pytest processes")
-
-
-@pytest.fixture(scope="module")
-def slurm_lab(tmp_path_factory):
-    """``(inventory, client env)`` of a running 2-node lab with its Slurm; stopped after the module."""
-    missing = [tool for tool in slurm.DAEMONS + slurm.CLIENTS if slurm.tool_path(tool) is None]
-    assert not missing, f"Slurm is not installed ({missing}): apt-get install slurmctld slurmd slurm-client munge"
-    if os.geteuid() != 0 or privileges.in_user_namespace():  # `make test` as a normal user: refused, one line
-        from tuning.lab.fabric import default_fabric
-
-        with pytest.raises(SetupError, match="the Slurm lab needs real root"):
-            slurm.check(default_fabric(n_nodes=2))
-        pytest.xfail("refused as it must be: the Slurm lab needs real root (slurmd stops at setgroups in a "
-                     "user namespace); the lab tests run under root (CI)")
-    base, claim = _base_port()
-    daemons: dict[str, int] = {}
-    inv = tmp_path_factory.mktemp("slurm") / "lab2"
-    try:
-        r = _fab("lab", "init", str(inv), "--nodes", "2", "--base-port", str(base))
-        assert r.returncode == 0, r.stderr
-        r = _fab("lab", "up", "-i", str(inv), "--slurm")
-        assert r.returncode == 0, r.stdout + r.stderr
-        assert "SLURM_CONF=" in r.stdout
-        daemons = slurm.running(inv / ".state")
-        assert sorted(daemons) == ["munged", "slurmctld", "slurmd node01", "slurmd node02"]
-        yield inv, {**os.environ, **slurm.client_env(inv / ".state")}
-    finally:
-        r = _fab("lab", "down", "-i", str(inv))
-        if claim is not None:
-            claim.close()
-    left = [pid for pid in daemons.values() if _cmdline(pid)]  # a zombie's is empty
-    assert r.returncode == 0 and not left, f"Slurm left running after lab down: {left}"
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def _run(env: dict, *argv: str) -> str:
-    p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30)
-    assert p.returncode == 0, f"{argv}: exit {p.returncode}: {p.stderr}"
-    return p.stdout
 
 
 def _states_when(env: dict, ready, timeout_s: float = 10.0) -> dict[str, str]:

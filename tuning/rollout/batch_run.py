@@ -37,7 +37,7 @@ from tuning.rollout import gate, session
 from tuning.rollout.batches import Batch
 from tuning.rollout.journal import Journal
 from tuning.rollout.baseline import save_baseline
-from tuning.rollout.rollback import kept_changes, restore_touched
+from tuning.rollout.rollback import kept_changes
 from tuning.rollout.run_report import RunReport
 from tuning.targets import pause_for_test
 from tuning.verify.nccl_verdict import as_baseline as nccl_baseline
@@ -221,7 +221,7 @@ def _account(s: "Session", j: Journal, report: RunReport, progress: Progress, b:
         progress(f"batch {b.index}: no answer from {', '.join(sorted(set(gone) & set(new)))}: left for "
                  f"`fabtune rollback {j.run_id}`")
     if set(new) - set(gone):
-        got = restore_touched(j, s.targets, progress, only=set(new) - set(gone))
+        got = s.restore(j, progress, only=set(new) - set(gone))
         report.restored = sorted(set(report.restored) | set(got))
     p = r.policy
     share = len(failed) / max(1, len(b.nodes) or len(b.devices)) * 100
@@ -377,7 +377,7 @@ def restore_batches(s: "Session", report: RunReport, progress: Progress, j: Jour
     if upto and j.data.get("batches"):
         j.data["batches"][upto - 1]["halt"] = why
     try:
-        got = restore_touched(j, s.targets, progress, only=scope)
+        got = s.restore(j, progress, only=scope)
     except Exception:
         if upto and j.data.get("batches"):
             j.data["batches"][upto - 1]["outcome"] = BatchOutcome.FAILED

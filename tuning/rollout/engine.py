@@ -34,8 +34,8 @@ from tuning.model.outcomes import BatchOutcome, RunOutcome
 Progress = Callable[[str], None]
 
 
-def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) -> RunReport:
-    """Plan, apply or roll out ``inv`` (see the module docstring for the stages).
+def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None, front: type = Session) -> RunReport:
+    """Plan, apply or roll out ``inv`` (module docstring); ``front``: its Session class (Slurm's: slurm_engine).
 
     plan, apply and rollout hold the inventory's lock (:mod:`tuning.rollout.lock`) from before the
     first read to the end of the run (a switch plan stages and discards a candidate on the device).
@@ -54,11 +54,10 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None) ->
     pairs = verify_pairs(inv, opts.rails) if verified else None  # InputError before anything is read
     window = confirm_window(opts, pairs, len(devices), extra_s=incast_bound(inv, opts)) if verified else None
     run_id = new_run_id()
-    # plan locks too: collecting a switch stages and discards a candidate, which would move the
-    # diff under another run's push
+    # plan locks too: collecting a switch stages and discards a candidate (another run's diff would move)
     lock = RunLock(lock_path(inv.path), run_id, opts.mode, opts.journal_dir / f"{run_id}.json",
                    wait_s=opts.lock_wait_s).acquire()
-    s = Session(inv, devices, opts.workers, opts.policy)
+    s = front(inv, devices, opts.workers, opts.policy)
     report = RunReport(None, opts.mode)
     try:
         plans, batches = _read_and_plan(s, opts, report, progress, run_id)

@@ -14,6 +14,7 @@ from tuning.rollout.batches import Batch
 from tuning.rollout.fanout import fan_out, nornir_for, outcomes
 from tuning.rollout.fdlimit import ensure_fds
 from tuning.rollout.journal import Journal
+from tuning.rollout.rollback import restore_touched
 from tuning.rollout.run_report import RunReport
 from tuning.targets import Target, local_target_for, target_for
 from tuning.transport.base import Host
@@ -52,6 +53,27 @@ class Session:
         if failed:
             self.close()
             raise next(iter(failed.values()))
+
+    #: the journal is written by the nodes too (a front end that starts ``fabtune node`` on them)
+    shared_journal = False
+
+    def journal_keys(self) -> dict:
+        """Top-level journal keys a front end adds to the snapshot (:func:`snapshot`); none here."""
+        return {}
+
+    def push_devices(self, plans: dict, j: Journal, confirm_s: int | None, todo: set[str]) -> dict[str, BaseException]:
+        """Push ``todo``'s plans (:func:`push`): each device's :meth:`Target.push` in parallel; a front
+        end that reaches its nodes another way (:mod:`tuning.slurm_engine`) overrides it.
+        Returns ``{device: its error}`` for those that failed."""
+        _, failed = outcomes(fan_out(self.nr, lambda dev: self.targets[dev.name].push(plans[dev.name], j.of(dev.name),
+                                                                                   confirm_s),
+                                     "apply", only=todo, timeout_s=self.timeouts.apply_s))
+        return failed
+
+    def restore(self, j: Journal, progress: Progress, only: set[str] | None = None) -> list[str]:
+        """Restore the touched devices of ``only`` (:func:`tuning.rollout.rollback.restore_touched` over
+        the session's targets); overridden as :meth:`push_devices`. Returns the devices restored."""
+        return restore_touched(j, self.targets, progress, only=only)
 
     def reopen(self) -> None:
         """New sessions where a command cut short may have left its output unread (:meth:`Target.reopen`)."""
@@ -100,7 +122,7 @@ def findings(s: Session, states: dict, domains: set[str] | None) -> list[dict]:
         out += [f.as_dict() for f in t.findings(states[dev.name], domains)]
         kinds.setdefault(type(t), {})[dev.name] = states[dev.name]
     for kind, group in kinds.items():
-        out += [f.as_dict() for f in kind.fleet_findings(group, domains)]
+        out += [f.as_dict() for f in kind.fleet_findings(group, domains, devices=s.inv.devices)]
     return out
 
 
@@ -161,11 +183,7 @@ def push(s: Session, plans: dict, j: Journal, confirm_s: int | None,
     ``apply_s`` (else ``DeviceTimeout``): :meth:`Target.push`, which journals ``pushing`` BEFORE
     its first write, so a controller killed mid-push still leaves a journal that can be rolled back."""
     todo = {name for name, ch in plans.items() if ch and (only is None or name in only)}
-    if not todo:
-        return {}
-    _, failed = outcomes(fan_out(s.nr, lambda dev: s.targets[dev.name].push(plans[dev.name], j.of(dev.name), confirm_s),
-                                 "apply", only=todo, timeout_s=s.timeouts.apply_s))
-    return failed
+    return s.push_devices(plans, j, confirm_s, todo) if todo else {}
 
 
 def snapshot(s: Session, opts, plans: dict, r, shared: bool = False, **extra: object) -> Journal:
@@ -175,13 +193,13 @@ def snapshot(s: Session, opts, plans: dict, r, shared: bool = False, **extra: ob
     RUN_ID`` prints it again) and ``extra`` top-level keys (a front end's own state); stage
     ``snapshot``. ``opts``: the run's Options; ``r``: its Run; ``shared``: see
     :attr:`Journal.shared`. Raises JournalWriteError (nothing pushed)."""
-    j = Journal.create(opts.journal_dir, str(s.inv.path), opts.mode, r.run_id, shared=shared,
+    j = Journal.create(opts.journal_dir, str(s.inv.path), opts.mode, r.run_id, shared=shared or s.shared_journal,
                        started=getattr(r, "started", None))
     for dev in s.devices:
         j.device(dev.name).update({**s.targets[dev.name].record(s.states[dev.name]),
                                    "changes": [c.as_dict() for c in plans[dev.name]]})
     journal_batches(j, r.batches)
-    j.data.update(policy=r.policy.model_dump(mode="json"), **extra)
+    j.data.update(policy=r.policy.model_dump(mode="json"), **{**s.journal_keys(), **extra})
     j.stage("snapshot")
     return j
 

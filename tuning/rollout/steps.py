@@ -249,7 +249,7 @@ def open_journal(journal_dir: Path, run_id: str) -> Journal:
         InputError: not a run id, no such run, or not a run :func:`begin` started (no ``ansible`` state).
     """
     j = Journal.load(journal_dir, check_run_id(run_id, "fabtune_run_id"))
-    if not isinstance(j.data.get("ansible"), dict):
+    if not isinstance(j.data.get("ansible"), dict) and j.data.get("engine") != "slurm":  # slurm_engine's run
         raise InputError("fabtune_run_id", run_id, "not a run begun by the playbooks' begin stage")
     j.shared = True
     return j
@@ -331,7 +331,7 @@ def _apply(target: Target, changes: list, j: Journal, state, apply_s: float, pro
     snap = {**first, **{k: rec[k] for k in first if k in rec}, "changes": others + planned, "state": DeviceState.PUSHING}
     j.update(name, **snap)  # BEFORE the first write: a killed worker leaves a restorable journal
     try:
-        window = j.data["ansible"].get("confirm_s")
+        window = (j.data.get("ansible") or {}).get("confirm_s")
         return [c.as_dict() for c in _within(lambda: target.push(changes, j.of(name), window), name, "apply", apply_s)]
     except TuningError as e:
         from tuning.rollout.batch_run import unreachable

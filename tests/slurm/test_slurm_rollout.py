@@ -1,0 +1,112 @@
+"""``fabtune rollout --engine slurm`` on the Slurm lab (issue 23): the controller plans, verifies and
+journals; each node's writes are ``fabtune node apply`` / ``restore`` started by the real ``srun``
+(the lab's TaskProlog gives each task its node's sysroot), each batch held by an allocation and
+drained with the reason ``fabtune:RUN_ID: ...`` while it runs, its nodes resumed after. The lab:
+``tests/slurm/conftest.py`` (as a normal user: the one-line refusal)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import REPO, snapshot_fabric
+from tests.slurm.conftest import client, fab, reasons
+from tuning.slurm_engine import NODE_COMMAND_ENV
+
+pytestmark = pytest.mark.lab
+
+OTHER = "bad DIMM, ticket 4711"
+#: the change rolled out: the nodes' sysctls and MTUs; the lab fabric without the rest (~270 Gb/s) meets 200 Gb/s
+CHANGE = ("--domain", "sysctl", "--domain", "mtu", "--min-bw", "200")
+
+
+def _env(env: dict) -> dict:
+    """The controller's environment: the lab's SLURM_CONF, and the node command a task runs (this
+    interpreter: the lab's nodes share the machine, and a task's PATH is the node shell's)."""
+    return {**env, NODE_COMMAND_ENV: f"{sys.executable} -m tuning", "PYTHONPATH": str(REPO)}
+
+
+def _idle(env: dict, timeout_s: float = 10.0) -> dict[str, str]:
+    """``sinfo``'s node states once no node shows ``*`` (a resumed node until slurmd answers a ping)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        states = dict(line.split() for line in client(env, "sinfo", "-h", "-N", "-o", "%N %T").splitlines())
+        if not any(s.endswith("*") for s in states.values()) or time.monotonic() > deadline:
+            return states
+
+
+def _results(jdir, run_id: str, tag: str) -> dict[str, dict]:
+    """Each node's JSON result of one srun step (``<journal>/<run>.slurm/<tag>-<task>.out``)."""
+    out = {}
+    for f in sorted((jdir / f"{run_id}.slurm").glob(f"{tag}-*.out")):
+        doc = json.loads(f.read_text())
+        out[doc["node"]] = doc
+    return out
+
+
+def test_good_change_is_pushed_through_srun_kept_and_writes_what_the_ssh_engine_writes(slurm_lab, tmp_path):
+    """A sysctl and MTU change (the lab fabric without the rest meets --min-bw 200, not the inventory's
+    300) kept on both nodes; the same change pushed by the Nornir engine over SSH on the reset lab writes the very
+    same files, byte for byte."""
+    inv, env = slurm_lab
+    assert fab("lab", "reset", "-i", str(inv)).returncode == 0
+    untuned, jdir = snapshot_fabric(inv), tmp_path / "j"
+    r = fab("rollout", "-i", str(inv), "--engine", "slurm", "--journal-dir", str(jdir), *CHANGE, "--json",
+            env=_env(env), timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    assert doc["outcome"] == "kept" and doc["verify_ok"] is True and not doc["errors"], doc["errors"]
+    # each node's changes were applied by its own srun task, exactly the ones the controller planned
+    done = _results(jdir, doc["run_id"], "apply-b1")
+    assert sorted(done) == ["node01", "node02"]
+    for node, res in done.items():
+        assert res["pushed"] is True and res["run_id"] == doc["run_id"]
+        assert sorted(c["key"] for c in res["changes"]) == sorted(c["key"] for c in doc["changes"][node])
+    # the hold is over: no reason left, both nodes idle again
+    assert reasons(env) == {} and _idle(env) == {"node01": "idle", "node02": "idle"}
+    through_slurm = snapshot_fabric(inv)
+    assert through_slurm != untuned
+    # parity: the Nornir engine's SSH push of the same change on the reset lab, file for file
+    assert fab("lab", "reset", "-i", str(inv)).returncode == 0
+    ssh = fab("apply", "-i", str(inv), "--journal-dir", str(tmp_path / "ssh"), *CHANGE[:4])
+    assert ssh.returncode == 0, ssh.stdout[-2000:] + ssh.stderr[-2000:]
+    assert snapshot_fabric(inv) == through_slurm
+
+
+def test_regression_restores_through_srun_byte_for_byte_and_another_drain_is_left_alone(slurm_lab, tmp_path):
+    inv, env = slurm_lab
+    assert fab("lab", "reset", "-i", str(inv)).returncode == 0
+    untuned = snapshot_fabric(inv)
+    client(env, "scontrol", "update", "NodeName=node02", "State=DRAIN", f"Reason={OTHER}")
+    jdir = tmp_path / "j"
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "tuning", "rollout", "-i", str(inv), "--engine", "slurm",
+                              "--journal-dir", str(jdir), *CHANGE, "--max-fail-percentage", "50", "--json"],
+                             cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env={**_env(env), "FABTUNE_TEST_PAUSE_AT": "verify-batch-1:3"})
+        line = ""
+        while "test pause at verify-batch-1" not in line and p.poll() is None:
+            line = p.stderr.readline()
+        run_id = line.rsplit("(run ", 1)[-1].rstrip(")\n")
+        # during the batch: node01 held and drained with this run's reason, node02 keeps its owner's
+        assert reasons(env) == {"node01": f"fabtune:{run_id}: rollout batch 1/1", "node02": OTHER}
+        assert fab("lab", "inject", "-i", str(inv), "node01:mlx5_0", "degrade").returncode == 0
+        out, err = p.communicate(timeout=120)
+    finally:
+        fab("lab", "inject", "-i", str(inv), "node01:mlx5_0", "clear")
+        states, after = _idle(env), reasons(env)
+        subprocess.run(["scontrol", "update", "NodeName=node02", "State=RESUME"], env=env, capture_output=True)
+    assert p.returncode == 1, out[-2000:] + err[-3000:]
+    doc = json.loads(out)
+    assert doc["outcome"] == "rolled-back" and doc["restored"] == ["node01"] and doc["unreachable"] == ["node02"]
+    assert doc["errors"]["node02"] == f"Slurm: node02 is drained with reason {OTHER!r}, not this run's: left alone"
+    # node01 was pushed and put back by its own srun tasks, byte for byte; node02 never touched
+    assert _results(jdir, run_id, "apply-b1")["node01"]["pushed"] is True
+    assert _results(jdir, run_id, "restore-b1")["node01"]["restored"] == ["node01"]
+    assert snapshot_fabric(inv) == untuned
+    # node01 resumed (it was this run's drain), node02 still drained with its owner's reason
+    assert states == {"node01": "idle", "node02": "drained"} and after == {"node02": OTHER}

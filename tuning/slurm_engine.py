@@ -1,0 +1,375 @@
+"""``fabtune rollout --engine slurm``, a front end as :mod:`tuning.ansible_engine` is: the engine's
+rollout (:func:`tuning.rollout.engine.run`: the lock, plan, batches, switches, verification, confirm,
+restore and the journal, all on the controller) with every node write made ON the node by Slurm:
+``fabtune node apply`` / ``fabtune node restore`` (:mod:`tuning.cli_node`) started by ``srun``, never
+the controller's SSH.
+
+Per batch, before its nodes' first push (:meth:`SlurmSession.push_devices`):
+
+1. read each node's state and reason (``sinfo -h -N -n LIST -o %N|%T|%E``): a node with a reason
+   not fabtune's (someone else's drain, Slurm's own ``Not responding``) or a state Slurm cannot
+   run a task in (down, drained, fail, ``*`` not responding) is left alone and counted
+   unreachable with what Slurm said (the policy's caps judge it, as a node the SSH engine cannot reach);
+2. hold the others: one allocation (``salloc --no-shell --exclusive --immediate=connect_s``: no job
+   runs beside the change; a busy node makes it fail and the batch's nodes count unreachable),
+   then drain each with the reason ``fabtune:RUN_ID: rollout batch K/N``
+   (:func:`tuning.burnin.drain.reason`; shown in ``sinfo -R`` while the batch runs; a drained node
+   accepts no new job, and the allocation's steps still run: Slurm 22.05, tried in the Slurm lab);
+3. ``srun --jobid=JOB --nodelist=LIST --ntasks-per-node=1 fabtune node apply -i INV --run-id RUN
+   --journal-dir DIR --json``, each task's stdout and stderr in ``DIR/RUN.slurm/`` (``%t``: a task's
+   files are its own); the node journals into the run's shared journal, reads back, restores
+   itself on a failed push. A task's JSON result must name the node and apply exactly the keys the
+   controller planned; a task Slurm reports failed (``srun: error: NODE: task T: Exited with exit
+   code C`` / ``Killed``) fails with the node's own ``fabtune: error:`` line: exit 4, killed or no
+   result is unreachable, 3 a failed restore, else a failed push.
+
+The batch is verified, confirmed or restored by the engine as over SSH; a restore of nodes is
+``srun ... fabtune node restore`` in the batch's allocation (:meth:`SlurmSession.restore`; nodes of
+earlier batches, ``on_regression: restore-all``, are held again for it). The hold ends when the next
+batch begins and when the run ends (:meth:`SlurmSession.close`): ``scancel JOB``, then
+``State=RESUME`` for each node whose reason is still the one this run wrote (a node someone drained
+meanwhile keeps their drain). Collecting, planning, verification and findings read the nodes as
+the SSH engine does.
+
+The node command is ``fabtune`` from the task's PATH; ``FABTUNE_NODE_COMMAND`` (a command line,
+e.g. ``/opt/fabtune/bin/fabtune``) replaces it. The inventory and journal folder must be at the
+same paths on the nodes (a shared file system), as the journal folder of ``fabtune node``.
+Sources: ``salloc(1)``, ``srun(1)``, ``sinfo(1)``, ``scontrol(1)``, ``scancel(1)`` of Slurm 22.05.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from tuning.burnin import drain
+from tuning.errors import ConnectError, InputError, RollbackError, TuningError
+from tuning.model.grammar import check_path
+from tuning.rollout import engine
+from tuning.rollout.journal import Journal, touched
+from tuning.rollout.options import Options
+from tuning.rollout.run_report import RunReport
+from tuning.rollout.session import Session
+
+Progress = Callable[[str], None]
+
+#: the command line that starts fabtune in a task (default ``fabtune`` from the task's PATH)
+NODE_COMMAND_ENV = "FABTUNE_NODE_COMMAND"
+#: srun's report of a failed task (Slurm 22.05 ``src/srun/srun_job.c``; as printed in the Slurm lab)
+TASK_FAILED = re.compile(r"^srun: error: (\S+): tasks? ([0-9,-]+): (.*)$", re.M)
+EXIT_CODE = re.compile(r"Exited with exit code (\d+)")
+#: ``salloc --no-shell``'s line with the job id (``salloc: Granted job allocation 42``)
+GRANTED = re.compile(r"Granted job allocation (\d+)")
+#: node states (``sinfo %T``) a task cannot start in
+UNUSABLE = ("down", "drain", "fail", "maint", "reboot", "power", "future", "unknown")
+STEP_S = 60.0  # srun's own start-up beyond the policy's apply_s
+RESPONDING_S = 10.0  # how long a node sinfo shows ``*`` (not responding) without a reason is waited for
+
+
+@dataclass
+class Hold:
+    """One batch's allocation: ``job`` (Slurm job id), its ``nodes`` and the reason this run drained
+    each with (``drained``: node -> reason; only those are resumed)."""
+
+    job: str
+    nodes: list[str]
+    drained: dict[str, str] = field(default_factory=dict)
+
+
+def call(argv: list[str], timeout_s: float = 60.0) -> tuple[int, str, str]:
+    """Run a Slurm client (argv, no shell) with ``$SLURM_CONF`` as set; ``(exit code, stdout, stderr)``.
+
+    Raises:
+        ConnectError: the tool is not installed, or it did not end within ``timeout_s``.
+    """
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+    except FileNotFoundError:
+        raise ConnectError(f"{argv[0]}: not found on PATH: --engine slurm needs the Slurm client tools "
+                           "(Debian: slurm-client)", phase="slurm") from None
+    except subprocess.TimeoutExpired:
+        raise ConnectError(f"{shlex.join(argv[:3])} ...: no end within {timeout_s:g} s", phase="slurm") from None
+    return p.returncode, p.stdout, p.stderr
+
+
+def said(out: str, err: str) -> str:
+    """What a Slurm client said, on one line (stderr, else stdout), 300 characters at most."""
+    return " ".join((err.strip() or out.strip()).split())[-300:]
+
+
+def node_states(nodes: list[str]) -> dict[str, tuple[str, str]]:
+    """``{node: (state, reason)}`` from ``sinfo -h -N -n LIST -o %N|%T|%E`` (reason ``none`` -> '').
+
+    Raises:
+        ConnectError: sinfo failed (slurmctld does not answer).
+    """
+    rc, out, err = call(["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N|%T|%E"])
+    if rc != 0:
+        raise ConnectError(f"sinfo: exit {rc}: {said(out, err)}", phase="slurm")
+    states = {}
+    for line in out.splitlines():
+        name, state, reason = (line.split("|", 2) + ["", ""])[:3]
+        states[name] = (state, "" if reason == "none" else reason)
+    return states
+
+
+def refusal(run_id: str, node: str, state: str, reason: str) -> str | None:
+    """Why Slurm cannot hold ``node`` for this run (its state and reason as sinfo shows them), None if it can."""
+    if reason and not reason.startswith(f"{drain.REASON_PREFIX}{run_id}:"):
+        return f"Slurm: {node} is {state} with reason {reason!r}, not this run's: left alone"
+    if not state or state.endswith("*") or any(w in state for w in UNUSABLE):
+        return f"Slurm: {node} is {state or 'not in sinfo'}: no task can run there"
+    return None
+
+
+class SlurmSession(Session):
+    """The engine's Session with the nodes' writes through Slurm (module docstring)."""
+
+    shared_journal = True  # the nodes journal their own pushes into the run's journal
+
+    def __init__(self, inv, devices, workers, policy=None, *, domains: set[str] | None = None,
+                 allow_firmware: bool = False, progress: Progress = lambda m: None):
+        super().__init__(inv, devices, workers, policy)
+        self.domains, self.allow_firmware, self.progress = domains, allow_firmware, progress
+        self.nodes = {d.name for d in devices if d.kind.endpoint}
+        self.hold: Hold | None = None
+        self.batch: int | None = None
+        self.release_errors: list[str] = []
+        self.command = shlex.split(os.environ.get(NODE_COMMAND_ENV) or "fabtune")
+
+    def journal_keys(self) -> dict:
+        """``{"engine": "slurm"}``: ``fabtune node apply`` takes the run as one it may push into."""
+        return {"engine": "slurm"}
+
+    def push_devices(self, plans: dict, j: Journal, confirm_s: int | None, todo: set[str]) -> dict[str, BaseException]:
+        """The switches of ``todo`` as the engine pushes them; its nodes through Slurm (module docstring)."""
+        failed = super().push_devices(plans, j, confirm_s, todo - self.nodes) if todo - self.nodes else {}
+        nodes = sorted(todo & self.nodes)
+        if nodes:
+            failed.update(self._push_nodes(nodes, plans, j))
+        return failed
+
+    def _push_nodes(self, nodes: list[str], plans: dict, j: Journal) -> dict[str, BaseException]:
+        batch = j.device(nodes[0]).get("batch")
+        if self.hold is not None and batch != self.batch:  # the previous batch is done: resume its nodes
+            self.release()
+        self.batch = batch
+        failed: dict[str, BaseException] = {}
+        held = self._hold(nodes, j, failed, f"rollout batch {batch}/{len(j.data.get('batches') or [])}")
+        if held:
+            args = ["node", "apply", "-i", self._path(self.inv.path), "--run-id", j.run_id,
+                    "--journal-dir", self._path(j.path.parent), "--json"]
+            args += [a for d in sorted(self.domains or ()) for a in ("-d", d)]
+            args += ["--allow-firmware"] if self.allow_firmware else []
+            results, errors = self._step(self.hold.job, held, args, j, f"apply-b{batch}")
+            failed.update(errors)
+            failed.update(_unplanned(results, plans))
+        j.save()  # the nodes' records (pushing, applied, restored) into this process's journal
+        return failed
+
+    def _hold(self, nodes: list[str], j: Journal, failed: dict, why: str) -> list[str]:
+        """Allocate and drain the nodes of ``nodes`` Slurm can hold (:func:`refusal`; the others go to
+        ``failed`` as ConnectError); becomes :attr:`hold`. Returns the nodes held."""
+        states = node_states(nodes)
+        deadline = time.monotonic() + RESPONDING_S
+        while any(st.endswith("*") and not why for st, why in states.values()) and time.monotonic() < deadline:
+            time.sleep(0.2)  # a node resumed a moment ago shows idle* until slurmd answers slurmctld's ping
+            states = node_states(nodes)
+        for n in nodes:
+            no = refusal(j.run_id, n, *states.get(n, ("", "")))
+            if no:
+                failed[n] = ConnectError(no, host=n, phase="slurm")
+        take = [n for n in nodes if n not in failed]
+        if not take:
+            return []
+        argv = ["salloc", "--no-shell", "--exclusive", f"--immediate={int(self.timeouts.connect_s)}",
+                f"--nodelist={','.join(take)}", f"--nodes={len(take)}", f"--job-name=fabtune:{j.run_id}"]
+        rc, out, err = call(argv, self.timeouts.connect_s + 30)
+        job = GRANTED.search(out + err)
+        if rc != 0 or job is None:
+            for n in take:
+                failed[n] = ConnectError(f"salloc: exit {rc}: {said(out, err)}", host=n, phase="slurm")
+            return []
+        self.hold = Hold(job.group(1), take)
+        reason = drain.reason(j.run_id, why)
+        for n in take:
+            drain.Slurm().call(drain.Slurm().drain_calls(n, reason, "rollout")[0])
+            self.hold.drained[n] = reason
+        self.progress(f"slurm: job {self.hold.job} holds {', '.join(take)}, drained: {reason}")
+        return take
+
+    def _step(self, job: str, nodes: list[str], args: list[str], j: Journal,
+              tag: str) -> tuple[dict[str, dict], dict[str, BaseException]]:
+        """``srun`` one task of ``self.command + args`` per node in ``job``; ``(results, errors)``:
+        each node's JSON result, each failed node's error (module docstring)."""
+        out_dir = j.path.parent / f"{j.run_id}.slurm"
+        out_dir.mkdir(mode=0o700, exist_ok=True)
+        argv = ["srun", f"--jobid={job}", f"--nodelist={','.join(nodes)}", f"--nodes={len(nodes)}",
+                "--ntasks-per-node=1", "--kill-on-bad-exit=0", f"--job-name=fabtune:{j.run_id}",
+                f"--output={out_dir}/{tag}-%t.out", f"--error={out_dir}/{tag}-%t.err", *self.command, *args]
+        self.progress(f"slurm: {shlex.join(argv[:6])} ... {shlex.join(args[:2])}")
+        rc, out, err = call(argv, self.timeouts.apply_s + STEP_S)
+        return task_results(out_dir, tag, nodes, err, rc)
+
+    def restore(self, j: Journal, progress: Progress, only: set[str] | None = None) -> list[str]:
+        """The switches of ``only`` as the engine restores them; its touched nodes by ``srun fabtune
+        node restore`` (in the batch's allocation; others held again). Raises RollbackError naming
+        the nodes a restore did not put back, and ``fabtune rollback RUN_ID``."""
+        j.save()
+        nodes = sorted(n for n in self.nodes if (only is None or n in only)
+                       and touched(j.device(n)) and not j.device(n).get("restored"))
+        done = super().restore(j, progress, only=(only or set(j.data["devices"])) - self.nodes)
+        if not nodes:
+            return done
+        progress(f"slurm: restoring {', '.join(nodes)} through srun")
+        errors = self._restore_nodes(nodes, j)
+        j.save()
+        bad = {n: e for n, e in errors.items()} | {n: RollbackError("the journal does not say restored", host=n)
+                                                  for n in nodes if n not in errors and not j.device(n).get("restored")}
+        if bad:
+            n, e = sorted(bad.items())[0]
+            raise RollbackError(f"restore failed on {', '.join(sorted(bad))}: {e}; run `fabtune rollback "
+                                f"{j.run_id}` after fixing it", host=n, phase="restore")
+        return done + nodes
+
+    def _restore_nodes(self, nodes: list[str], j: Journal) -> dict[str, BaseException]:
+        args = ["node", "restore", "--run-id", j.run_id, "--journal-dir", self._path(j.path.parent), "--json"]
+        here = [n for n in nodes if self.hold is not None and n in self.hold.nodes]
+        errors: dict[str, BaseException] = {}
+        if here:
+            errors.update(self._step(self.hold.job, here, args, j, f"restore-b{self.batch}")[1])
+        rest = [n for n in nodes if n not in here]
+        if rest:  # nodes of earlier batches (restore-all): held again for their restore
+            current, self.hold = self.hold, None
+            try:
+                held = self._hold(rest, j, errors, "rollout restore")
+                if held:
+                    errors.update(self._step(self.hold.job, held, args, j, "restore-again")[1])
+            finally:
+                self.release()
+                self.hold = current
+        return errors
+
+    def release(self) -> None:
+        """End :attr:`hold`: ``scancel`` its job, resume each node this run drained whose reason is
+        still this run's (another reason: left, and said through ``progress``). A failure is kept in
+        :attr:`release_errors` (the run's report names it) and the next node is tried."""
+        hold, self.hold = self.hold, None
+        if hold is None:
+            return
+        rc, out, err = call(["scancel", hold.job])
+        if rc != 0:
+            self.release_errors.append(f"scancel {hold.job}: exit {rc}: {said(out, err)}")
+        ad = drain.Slurm()
+        for n, reason in hold.drained.items():
+            try:
+                now = ad.reason(n)
+                if now != reason:
+                    self.progress(f"slurm: {n} not resumed: its reason is now {now!r}, not this run's")
+                    continue
+                ad.call(ad.resume_calls(n)[0])
+            except drain.DrainError as e:
+                self.release_errors.append(str(e))
+        self.progress(f"slurm: job {hold.job} ended, resumed the nodes it drained")
+
+    def close(self) -> None:
+        """End the hold (:meth:`release`), then close every connection."""
+        try:
+            self.release()
+        finally:
+            super().close()
+
+    @staticmethod
+    def _path(path) -> str:
+        """An absolute path for a task's command line, checked by the path grammar. Raises InputError."""
+        try:
+            return check_path(str(Path(path).resolve()), parent_ok=False)
+        except ValueError as e:
+            raise InputError("--engine slurm", str(path)[:60], f"a path a node's task is given: {e}") from None
+
+
+def task_results(out_dir: Path, tag: str, nodes: list[str], srun_err: str,
+                 rc: int) -> tuple[dict[str, dict], dict[str, BaseException]]:
+    """Read one step's tasks: ``<out_dir>/<tag>-<task>.out`` (a JSON result naming its node) and
+    srun's failed-task lines (:data:`TASK_FAILED`) with each task's ``.err``. Returns ``(results,
+    errors)``; a node with neither a result nor a failed-task line is unreachable with srun's words."""
+    results, errors = {}, {}
+    for t in range(len(nodes)):
+        try:
+            doc = json.loads((out_dir / f"{tag}-{t}.out").read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and doc.get("node") in nodes:
+            results[doc["node"]] = doc
+    for node, tasks, what in TASK_FAILED.findall(srun_err):
+        if node not in nodes:
+            continue
+        results.pop(node, None)
+        errors[node] = task_error(node, what, _last_error(out_dir / f"{tag}-{tasks.split('-')[0]}.err"))
+    for node in nodes:
+        if node not in results and node not in errors:
+            why = " ".join(srun_err.split())[-300:] or "nothing said"
+            errors[node] = ConnectError(f"srun (exit {rc}) gave no result for {node}: {why}", host=node, phase="slurm")
+    return results, errors
+
+
+def task_error(node: str, what: str, text: str) -> TuningError:
+    """The error of a task Slurm reports failed (``what``: ``Exited with exit code 4``, ``Killed``),
+    with the node's own last error line ``text``: exit 4, killed or no exit code -> ConnectError,
+    3 -> RollbackError, else TuningError (a failed push, restored on the node)."""
+    code = EXIT_CODE.search(what)
+    msg = f"srun task on {node}: {what}: {text or 'no error text'}"
+    if code is None or code.group(1) == str(ConnectError.exit_code):
+        return ConnectError(msg, host=node, phase="slurm")
+    if code.group(1) == str(RollbackError.exit_code):
+        return RollbackError(msg, host=node, phase="restore")
+    return TuningError(msg, host=node, phase="apply")
+
+
+def _last_error(path: Path) -> str:
+    """A task's ``fabtune: error: ...`` line (else its last line), '' when it wrote none."""
+    try:
+        lines = [x.strip() for x in path.read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return ""
+    errs = [x for x in lines if x.startswith("fabtune: error:")]
+    return (errs or lines or [""])[-1][:300]
+
+
+def _unplanned(results: dict[str, dict], plans: dict) -> dict[str, BaseException]:
+    """Nodes whose task applied other keys than the controller planned (each planned the node from the
+    same inventory: a difference means the node changed under the run): failed, with the keys."""
+    out: dict[str, BaseException] = {}
+    for node, doc in results.items():
+        did = {c.get("key") for c in doc.get("changes") or []}
+        want = {c.key for c in plans.get(node) or []}
+        if not doc.get("pushed") or did != want:
+            out[node] = TuningError(f"the node applied {sorted(did - want)[:3]} and left {sorted(want - did)[:3]} "
+                                    "against the controller's plan", host=node, phase="apply")
+    return out
+
+
+def run(inv, opts: Options, progress: Progress = lambda m: None) -> RunReport:
+    """Roll out ``inv`` as :func:`tuning.rollout.engine.run` does, the nodes through Slurm (module
+    docstring). Returns its RunReport; a hold that could not be ended (scancel, resume) is in
+    ``errors["slurm"]``. Raises as :func:`tuning.rollout.engine.run`."""
+    made: list[SlurmSession] = []
+
+    class Front(SlurmSession):  # this run's: its domains, firmware consent and progress
+        def __init__(self, *args) -> None:
+            super().__init__(*args, domains=opts.domains, allow_firmware=opts.allow_firmware, progress=progress)
+            made.append(self)
+
+    report = engine.run(inv, opts, progress, front=Front)
+    left = [e for s in made for e in s.release_errors]
+    if left:
+        report.errors["slurm"] = "; ".join(left)[:1000]
+    return report
+
