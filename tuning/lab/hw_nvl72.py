@@ -21,8 +21,9 @@ What a tray is (NVIDIA's published reference):
 Modelled here (:func:`tray_fabric`): nodes of 4 GPUs, 4 NICs (rail r = NIC r = GPU r; NICs 0-1 on
 NUMA node 0, 2-3 on 1), CPU lists ``0-71`` / ``72-143`` with one thread per core, and each GPU
 not behind its NIC's PCIe switch (it hangs off its Grace by NVLink-C2C; the lab's ``nvidia-smi
-topo -m`` prints NODE between a GPU and the NICs of its own Grace, a level not checked against a
-captured GB200 matrix), so IRQ plans spread a NIC's completion IRQs over its own Grace's 72 cores
+topo -m`` prints NODE between a GPU and the NICs of its own Grace: a GB200 tray has no PIX/PXB
+between a GPU and a ConnectX, Mellanox/ngc_multinode_perf PR 129, which accepts NODE there for
+that reason), so IRQ plans spread a NIC's completion IRQs over its own Grace's 72 cores
 and the verification pairs 4 NICs per tray (``per_node`` 4). :func:`write_tray_inventory` writes
 the inventory of such a lab (``fabtune lab init DIR --shape nvl72``); ``fabtune lab up -i DIR``
 sizes it from there (4 NICs per node: :func:`tuning.lab.fabric.fabric_for_inventory`).
