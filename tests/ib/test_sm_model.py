@@ -4,19 +4,20 @@ partitions.conf rendered from them over the fabric's port GUIDs, and the plan's 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tuning import inventory
-from tuning.errors import InputError
+from tuning.errors import InputError, RollbackError
 from tuning.lab.fabric import default_fabric
 from tuning.lab.ib_topology import topology_for
 from tuning.model.ib_sm import SmSpec
 from tuning.targets import sm_partitions as sp
 from tuning.targets import target_for
-from tuning.targets.sm import SmTarget
+from tuning.targets.sm import SmTarget, snapshot_of
 
 from tests.input.test_strict import error as load_error  # one line naming file, key, allowed values
 
@@ -159,3 +160,30 @@ def test_a_policy_without_a_default_rule_is_planned_as_hcas_turning_limited():
     [f] = sp.findings("sm01", spec, state, changes)
     assert f.code == "ib-default-limited" and f.message.startswith("16 HCA port(s) would become limited members")
     assert f.evidence.startswith("smpquery pkeys now full: node01 mlx5_0/1, node01 mlx5_1/1")
+
+
+GOOD_SNAPSHOT = {"paths": {"opensm_partitions_file": "/p.conf", "opensm_conf_file": "/o.conf",
+                           "opensm_log_file": "/o.log", "opensm_pid_file": "/o.pid",
+                           "opensm_subnet_list_file": "/s.lst"},
+                 "files_before": {"/p.conf": "Default=0x7fff : ALL=full ;\n", "/o.conf": None},
+                 "ports": {"0x0c42a10300000101": "node01 mlx5_0/1"},
+                 "pkeys_before": {"0x0c42a10300000101": {"0x7fff": "full"}}, "sm_priority_before": "0"}
+
+
+@pytest.mark.parametrize("tamper", [
+    lambda s: s["paths"].update(opensm_partitions_file="/etc/../sudoers"),
+    lambda s: s["paths"].update(opensm_pid_file="/run/x;reboot"),
+    lambda s: s["paths"].pop("opensm_log_file"),
+    lambda s: s["files_before"].update({"/etc/sudoers": "x"}),
+    lambda s: s["ports"].update({"0x1; reboot": "x"}),
+    lambda s: s["pkeys_before"]["0x0c42a10300000101"].update({"0x0001": "both"}),
+    lambda s: s.update(sm_priority_before=5),
+    lambda s: s.pop("files_before"),
+])
+def test_a_journal_snapshot_that_fails_a_check_is_never_restored_from(tamper):
+    """What a restore sends to the SM host's shell comes from the journal: checked before anything runs."""
+    assert snapshot_of("sm01", {"snapshot": GOOD_SNAPSHOT}) == GOOD_SNAPSHOT
+    snap = json.loads(json.dumps(GOOD_SNAPSHOT))
+    tamper(snap)
+    with pytest.raises(RollbackError, match="the journal's SM snapshot is missing or malformed"):
+        snapshot_of("sm01", {"snapshot": snap})
