@@ -67,7 +67,7 @@ CASES = {
                  ["host_vars/leaf01.yml: port_mtu_overrides: node02 and leaf01: leaf01:swp2 MTU 9000 < node MTU "
                   "9000 + 22 header bytes", "allowed: >= 9022"]),
     "lossless on the cnp tc": (lambda i: _edit(i / "group_vars/switches.yml", roce={"lossless_tc": 6}),
-                               ["switches.yml: roce:", "lossless_tc 6 is the strict-priority traffic class of CNPs",
+                               ["switches.yml: roce:", "lossless_tc 6 is the traffic class of CNPs (cnp_priority 6 maps to TC 6",
                                 "allowed: any other TC in 0..7"]),
     "ecn marks every packet": (lambda i: _edit(i / "group_vars/switches.yml", roce={"ecn_min_bytes": 1,
                                                                                    "ecn_max_bytes": 1}),

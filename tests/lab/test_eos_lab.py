@@ -66,6 +66,8 @@ def test_an_eos_leaf_is_planned_from_its_own_diff_kept_behind_the_gate_and_rolle
     assert {"live-pfc", "ecn-off"} <= live, live
 
     plan = engine.run(inv, replace(opts, mode="plan"))
+    # the plan's live lint leaves leaf02 to its diff, which changes what the lint found
+    assert not [f for f in plan.findings if f["device"] == "leaf02" and f["domain"] == "switch"], plan.findings
     got = {c["key"]: (c["before"], c["after"], c["tags"]) for c in plan.changes["leaf02"]}
     assert got["port/Ethernet1/mtu"] == (None, "9214", ["mtu_up"])  # no mtu line: EOS's 1500
     assert got["port/Ethernet1/pfc_priority/3"] == (None, "no-drop", ["lossless_on"])
@@ -89,6 +91,8 @@ def test_an_eos_leaf_is_planned_from_its_own_diff_kept_behind_the_gate_and_rolle
         drv.close()
 
     assert list(live_findings(inv.devices, {"leaf02": _state(eos_lab)})) == []  # lossless end to end now
+    # the rollout's findings were read from leaf02 as the run left it: none of the plan's live ones
+    assert not [f for f in good.findings if f["device"] == "leaf02" and f["domain"] == "switch"], good.findings
     again = engine.run(inventory.load(eos_lab), replace(opts, mode="plan"))
     assert not again.changes.get("leaf02"), again.changes.get("leaf02")
     # operational differs from applied (a port that runs 9000 under `mtu 9214`): the plan says so
@@ -99,6 +103,16 @@ def test_an_eos_leaf_is_planned_from_its_own_diff_kept_behind_the_gate_and_rolle
         inject(eos_lab / ".state", "leaf02:Ethernet1", "clear")
     assert [(c["key"], c["before"], c["after"]) for c in drift.changes["leaf02"]] == \
         [("port/Ethernet1/oper_mtu", "9000", "9214")]
+    assert not [f for f in drift.findings if f["device"] == "leaf02"]  # 9000 still carries node01's 1500 + 22
+    # applied (no diff), yet the port runs below node01's frame: the plan's live lint says so
+    inject(eos_lab / ".state", "leaf02:Ethernet1", "oper-mtu", "1500")
+    try:
+        short = engine.run(inventory.load(eos_lab), replace(opts, mode="plan"))
+    finally:
+        inject(eos_lab / ".state", "leaf02:Ethernet1", "clear")
+    assert [(f["code"], f["evidence"]) for f in short.findings if f["device"] == "leaf02"] == \
+        [("live-mtu", "leaf02 (read from the switch): port Ethernet1")], short.findings
+    assert "leaf02:Ethernet1 runs MTU 1500 (read from the switch) < node01 MTU 1500 + 22" in short.findings[0]["message"]
 
     back = rollback_run(journal, good.run_id)
     assert back.outcome == "rolled-back" and back.restored == ["leaf02"], (back.outcome, back.errors)

@@ -90,8 +90,11 @@ class Target(Protocol):
         """What an operator must see that no change fixes ([] for a device that reports none)."""
 
     @classmethod
-    def fleet_findings(cls, states: dict[str, object], domains: set[str] | None = None) -> list[Finding]:
-        """Findings across the run's devices of this kind (``states``: name -> collected state)."""
+    def fleet_findings(cls, states: dict[str, object], domains: set[str] | None = None,
+                       devices: dict | None = None) -> list[Finding]:
+        """Findings across the run's devices of this kind (``states``: name -> collected state;
+        ``devices``: the whole inventory, name -> Device, for rules across kinds; None: this kind's
+        rules alone)."""
 
     @classmethod
     def rendered(cls, dev) -> tuple[str, str]:

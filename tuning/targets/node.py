@@ -95,7 +95,8 @@ class NodeTarget:
         return [f for f in node_mod.findings(self.device, state) if domains is None or f.domain in domains]
 
     @classmethod
-    def fleet_findings(cls, states: dict[str, node_mod.NodeState], domains: set[str] | None = None) -> list[Finding]:
+    def fleet_findings(cls, states: dict[str, node_mod.NodeState], domains: set[str] | None = None,
+                       devices: dict | None = None) -> list[Finding]:
         """Across the run's nodes: C-state idle drift against their peers
         (:func:`tuning.node.power.idle_drift_findings`), with the ``power`` domain."""
         from tuning.node.power import idle_drift_findings

@@ -30,7 +30,7 @@ from tuning.switch import driver_class
 from tuning.switch.base import SwitchDriver, SwitchState
 from tuning.targets.base import DeviceJournal, connection_facts, pause_for_test
 from tuning.targets.switch_restore import restore_switch, switch_restore_action  # noqa: F401 (re-exported)
-from tuning.targets.switch_findings import drift_findings, port_findings
+from tuning.targets.switch_findings import drift_findings, lint_findings, port_findings
 from tuning.model.outcomes import DeviceState
 
 OPER_MTU = "oper_mtu"
@@ -243,7 +243,7 @@ class SwitchTarget:
     """
 
     role: ClassVar[str] = "switch"
-    reports_findings: ClassVar[bool] = False
+    reports_findings: ClassVar[bool] = True  # a port down, drift, the live lint (read again after a push)
     rdma_host = None  # a switch runs no RDMA test
 
     def __init__(self, name: str, connection: Connection, platform: str, device: Device | None = None):
@@ -305,9 +305,18 @@ class SwitchTarget:
         return [f for f in self._findings if domains is None or f.domain in domains]
 
     @classmethod
-    def fleet_findings(cls, states: dict[str, SwitchState], domains: set[str] | None = None) -> list:
-        """None yet across switches."""
-        return []
+    def fleet_findings(cls, states: dict[str, SwitchState], domains: set[str] | None = None,
+                       devices: dict | None = None) -> list:
+        """The fabric lint's live rules (:func:`tuning.lint.live_findings`) over the switches as they
+        were read (:func:`lint_findings`): with ``devices`` (the inventory) and the ``switch`` domain.
+        A switch whose own diff of the candidate changes a setting is left out: the plan changes it
+        and its diff says how (the inventory rules passed at load); once applied it is read again and
+        judged, so a setting the switch took but does not act on is a finding of the run."""
+        if devices is None or (domains is not None and "switch" not in domains):
+            return []
+        planned = {n for n, st in states.items() if st.diff and n in devices
+                   and driver_class(devices[n].spec.platform).diff_changes(st.diff, st.running or "")}
+        return [f for f in lint_findings(devices, states) if f.device not in planned]
 
     @classmethod
     def rendered(cls, dev: Device) -> tuple[str, str]:

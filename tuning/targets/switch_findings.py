@@ -10,6 +10,12 @@ own NIC up. Ports the configuration does not carry (unused, uncabled) are not re
 ``switch-drift``: a ``manage: false`` switch (read, never written) that does not hold a setting its
 inventory entry says it has, or runs another operational MTU (:func:`drift_findings`): the lint's
 cross-device rules and the verification took the inventory's word for it.
+
+The fabric lint's live rules (``live-pfc``, ``live-trust``, ``live-dscp-map``, ``ecn-off``,
+``live-mtu``: :mod:`tuning.lint`) over the switches a plan or rollout collected
+(:func:`lint_findings`): the lint is the first step of every plan and rollout, and a report's
+findings after a push are read from the switches as the run left them (a setting the switch took
+but does not act on shows there, not only in ``fabtune lint``).
 """
 
 from __future__ import annotations
@@ -61,4 +67,25 @@ def drift_findings(switch: str, wanted: dict[str, str], held: dict[str, str], op
             out.append(Finding(switch, "switch", "switch-drift", f"{key}: the switch holds another value than its "
                                f"inventory entry says; {why}",
                                evidence=f"{key}: applied {have if have is not None else 'not set'}, inventory {want}"))
+    return out
+
+
+def lint_findings(devices: dict, states: dict) -> list[Finding]:
+    """The live lint rules (:func:`tuning.lint.live_findings`) over the collected switches.
+
+    Args:
+        devices: the inventory, name -> Device (the nodes' ``nic_qos``, MTU and cabling).
+        states: switch name -> its collected :class:`tuning.switch.base.SwitchState` (only the
+            run's switches: a rule about a switch outside the run is not checked here).
+
+    Returns:
+        One finding (domain ``switch``, code the rule id) per broken rule, about the switch it was
+        read from; the message ends with the rule's fix, the evidence names the setting read.
+    """
+    from tuning.lint import live_findings
+
+    out = []
+    for f in live_findings(devices, states):
+        switch = next(d for d in f.devices if d in states)
+        out.append(Finding(switch, "switch", f.rule, f"{f.message}; fix: {f.fix}", evidence=f"{f.source}: {f.key}"))
     return out
