@@ -293,7 +293,7 @@ def test_a_journal_folder_unwritable_before_a_push_is_one_line_exit_2(tmp_path: 
 def test_a_journal_folder_unwritable_after_a_push_is_exit_3_and_the_restore_still_runs(tmp_path: Path):
     from tuning.model.policy import RolloutPolicy
     from tuning.rollout.batch_run import restore_batches
-    from tuning.rollout.session import journal_batches
+    from tuning.rollout.session import Session, journal_batches
     from tuning.rollout.batches import Batch
     from tuning.rollout.options import Run
     from tuning.rollout.run_report import RunReport
@@ -316,8 +316,9 @@ def test_a_journal_folder_unwritable_after_a_push_is_exit_3_and_the_restore_stil
     target = SwitchTarget("leaf01", Connection("127.0.0.1", 1, "fabtune", None, None), "nvue")
     target.driver = switch  # an open session to a switch already back at revision_before
     with pytest.raises(JournalWriteError) as err:  # not three chained tracebacks, not a RollbackError
-        restore_batches(SimpleNamespace(targets={"leaf01": target}), RunReport(GOOD, "apply"),
-                        lambda m: None, j, r, "batch 1: failed")
+        s = Session(None, [], 1, RolloutPolicy())  # the run's session: its one open target
+        s.targets["leaf01"] = target
+        restore_batches(s, RunReport(GOOD, "apply"), lambda m: None, j, r, "batch 1: failed")
     assert switch.discarded and err.value.exit_code == 3 and "\n" not in str(err.value)
     doc = json.loads((tmp_path / "moved" / f"{GOOD}.json").read_text())
     assert doc["devices"]["leaf01"]["state"] == "pushing"  # what rollback restores once it is writable
