@@ -2,8 +2,8 @@
 first node, over real SSH, each node's NCCL environment read from it), records its bus bandwidth in
 the report and the baseline, and a NIC degraded between its baseline and its verification (on rail
 3, which the rail-0 pairs never cross: only NCCL sees it) is judged regressed and rolled back.
-Each rollout tunes the nodes alone (the switches stay lossy: a nodes-only change), verified on rail
-0 only, incast off, to stay short."""
+Each rollout changes the nodes' MTU alone (9000: RoCE MTU 4096 instead of 1024; the switches and
+the nodes' QoS stay as they are, lossy), verified on rail 0 only, incast off, to stay short."""
 
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ NODES = ["node01", "node02", "node03", "node04"]
 
 
 def _options(journal: Path, nodes: list[str] = NODES) -> Options:
-    """Rollout of ``nodes`` alone: the switches stay untuned (lossy), so the pairs are judged on
+    """Rollout of ``nodes``' MTU alone: the fabric stays lossy, so the pairs are judged on
     regression, their absolute marks set out of the way."""
-    return Options(mode="rollout", journal_dir=journal, limit=nodes, rails=(0,), policy=POLICY,
+    return Options(mode="rollout", journal_dir=journal, limit=nodes, rails=(0,), policy=POLICY, domains={"mtu"},
                    thresholds=Thresholds(min_bw_gbps=1.0, max_lat_us=1000.0))
 
 
