@@ -15,7 +15,7 @@ from tuning import inventory
 from tuning.errors import InputError
 from tuning.model.policy import NcclPolicy, RolloutPolicy
 from tuning.transport.local import LocalHost
-from tuning.verify.nccl import NcclRun, baseline_key, command, prepare, tool_args
+from tuning.verify.nccl import NcclRun, baseline_key, command, prepare, run_job, tool_args
 from tuning.verify.nccl_verdict import as_baseline, findings, judge_job, passed
 from tuning.verify.pair_verdict import Thresholds
 
@@ -111,3 +111,40 @@ def test_a_judged_job_is_what_the_report_schema_allows():
         check.validate(dataclasses.asdict(job))
     with pytest.raises(jsonschema.ValidationError):
         check.validate({**base, "status": "skipped"})
+
+
+@pytest.mark.parametrize("value,key,allowed", [
+    ("{tests: [broadcast_perf]}", "fabtune_rollout.nccl.tests", "'all_reduce_perf' or 'alltoall_perf'"),
+    ("{min_bytes: 4}", "fabtune_rollout.nccl.min_bytes", "8..17179869184"),
+    ("{min_bytes: 1024, max_bytes: 8}", "fabtune_rollout.nccl", "min_bytes <= max_bytes"),
+    ('{enabled: "true"}', "fabtune_rollout.nccl.enabled", "allowed"),
+    ("{k: 4}", "fabtune_rollout.nccl.k", "allowed"),
+])
+def test_a_bad_nccl_policy_in_the_inventory_is_one_line_naming_file_key_and_allowed(tmp_path, value, key, allowed):
+    import shutil
+
+    inv = tmp_path / "inv"
+    shutil.copytree(REPO / "inventory" / "lab", inv, ignore=shutil.ignore_patterns(".state", ".fabtune*"))
+    with (inv / "group_vars" / "all.yml").open("a") as f:
+        f.write(f"fabtune_rollout: {{nccl: {value}}}\n")
+    with pytest.raises(InputError) as ei:
+        inventory.load(inv)
+    msg = str(ei.value)
+    assert "\n" not in msg and "all.yml" in msg.split(": ")[0] and f": {key}" in msg and allowed in msg, msg
+
+
+def test_a_launch_whose_ranks_never_met_is_the_harnesss_fault_never_the_fabrics(tmp_path):
+    """N processes each alone (the binary started per node, or built without MPI=1: nccl-tests'
+    lone-ranks sample) give no bus bandwidth: ranks_alone, class harness, not-run."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    sample = REPO / "tests/parsers/cases/nccl_tests__v2.19.6_all_reduce_16_lone_ranks_no_mpi_interleaved.txt"
+    (bin_dir / "all_reduce_perf").write_text(f"#!/bin/sh\ncat '{sample}'\n")
+    (bin_dir / "all_reduce_perf").chmod(0o755)
+    dev = inventory.load(REPO / "inventory" / "lab").devices["node01"]
+    host = LocalHost("node01", env={**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"})
+    job = run_job("all_reduce_perf", [dev], {"node01": host}, (8388608, 134217728), 10.0)
+    assert (job.error_kind, job.error_class, job.busbw_gbs, job.n_ranks) == ("ranks_alone", "harness", None, 16)
+    assert job.command.endswith("all_reduce_perf -b 8388608 -e 134217728 -f 2 -g 8")
+    judge_job(job, None, Thresholds(), True)
+    assert job.status == "not-run" and findings([job], required=False)[0]["code"] == "nccl-not-run"
