@@ -179,7 +179,7 @@ class SlurmSession(Session):
         ``failed`` as ConnectError); becomes :attr:`hold`. Returns the nodes held."""
         states = node_states(nodes)
         deadline = time.monotonic() + RESPONDING_S
-        while any(st.endswith("*") and not why for st, why in states.values()) and time.monotonic() < deadline:
+        while any(s.endswith("*") and not r for s, r in states.values()) and time.monotonic() < deadline:
             time.sleep(0.2)  # a node resumed a moment ago shows idle* until slurmd answers slurmctld's ping
             states = node_states(nodes)
         for n in nodes:
@@ -225,7 +225,7 @@ class SlurmSession(Session):
         j.save()
         nodes = sorted(n for n in self.nodes if (only is None or n in only)
                        and touched(j.device(n)) and not j.device(n).get("restored"))
-        done = super().restore(j, progress, only=(only or set(j.data["devices"])) - self.nodes)
+        done = super().restore(j, progress, only=(set(j.data["devices"]) if only is None else only) - self.nodes)
         if not nodes:
             return done
         progress(f"slurm: restoring {', '.join(nodes)} through srun")
