@@ -29,12 +29,15 @@ def render(inventory: Path = INV, output: Path = typer.Option(..., "-o", "--outp
     """
     from tuning.rollout.offline import render_inventory
 
+    skipped: list = []
     try:
-        paths = render_inventory(load_inventory(inventory), output)
+        paths = render_inventory(load_inventory(inventory), output, skipped)
     except OSError as e:
         name = f"{Path(e.filename).name} " if e.filename else ""
         raise InputError("--output", str(output), f"cannot write {name}there: {e.strerror}") from None
-    out.print(f"wrote {len(paths)} file(s) to {output}")
+    for name, why in skipped:
+        out.print(f"{name}: not rendered: {why}")
+    out.print(f"wrote {len(paths)} file(s) to {output}" + (f"; {len(skipped)} device(s) need the fabric" if skipped else ""))
 
 
 def plan(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Optional[list[str]] = DOMAIN,

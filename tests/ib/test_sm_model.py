@@ -187,3 +187,26 @@ def test_a_journal_snapshot_that_fails_a_check_is_never_restored_from(tamper):
     tamper(snap)
     with pytest.raises(RollbackError, match="the journal's SM snapshot is missing or malformed"):
         snapshot_of("sm01", {"snapshot": snap})
+
+
+def test_render_of_an_inventory_with_an_sm_writes_the_rest_and_names_the_sm_it_cannot(tmp_path):
+    """An SM's partitions.conf names port GUIDs read from the fabric: `fabtune render` writes every
+    other device and says which it left (it exited 1 on the whole inventory before)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+    from tuning.lab.scale import write_inventory as write_lab_inventory
+
+    inv = write_lab_inventory(tmp_path / "lab", 2)
+    (inv / "host_vars" / "sm01.yml").write_text(yaml.safe_dump({"partitions": [DEFAULT]}))
+    hosts = yaml.safe_load((inv / "hosts.yaml").read_text())
+    hosts["all"]["children"]["subnet_managers"] = {"hosts": {"sm01": {"ansible_host": "127.0.0.1"}}}
+    (inv / "hosts.yaml").write_text(yaml.safe_dump(hosts))
+    res = subprocess.run([sys.executable, "-m", "tuning", "render", "-i", str(inv), "-o", str(tmp_path / "out")],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "sm01: not rendered: partitions.conf names the members' port GUIDs" in res.stdout
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == ["leaf01.nvue", "leaf02.nvue", "node01.files", "node02.files", "spine01.nvue"], written
+    assert f"wrote 5 file(s) to {tmp_path / 'out'}; 1 device(s) need the fabric" in " ".join(res.stdout.split())

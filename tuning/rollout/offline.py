@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tuning.errors import NotSupportedError
 from tuning.inventory import Inventory
 from tuning.outfile import write_atomic
 from tuning.rollout.run_report import RunReport
@@ -28,10 +29,15 @@ def offline_plan(inv: Inventory, limit: list[str] | None, domains_: set[str] | N
     return report
 
 
-def render_inventory(inv: Inventory, out_dir: Path) -> list[Path]:
+def render_inventory(inv: Inventory, out_dir: Path, skipped: list | None = None) -> list[Path]:
     """Write one file per device, ``<name>.<suffix>``, with what its Target renders without
     contacting it (``Target.rendered``: a switch's OS configuration, e.g. ``leaf01.nvue`` with
     ``nv set`` lines; a node's boot files, ``node01.files``).
+
+    Args:
+        skipped: when given, a device whose kind cannot render without the fabric (an SM's
+            ``partitions.conf`` names port GUIDs read from it: NotSupportedError) is appended as
+            ``(name, why)`` and the others are still written; None: that error is raised.
 
     Returns:
         The written paths, in inventory order.
@@ -39,7 +45,13 @@ def render_inventory(inv: Inventory, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for dev in inv.devices.values():
-        suffix, text = target_class(dev.role, platform_of(dev)).rendered(dev)
+        try:
+            suffix, text = target_class(dev.role, platform_of(dev)).rendered(dev)
+        except NotSupportedError as e:
+            if skipped is None:
+                raise
+            skipped.append((dev.name, e.message))
+            continue
         path = out_dir / f"{dev.name}.{suffix}"
         write_atomic(path, text.encode())  # never through a link or onto a special file
         written.append(path)
