@@ -43,7 +43,7 @@ from tuning.model.grammar import check_host_name
 from tuning.outfile import append
 
 #: every reason fabtune writes starts with this (burn-in, a rollout's batch hold in
-#: :mod:`tuning.rollout.slurm_engine`): ``fabtune:RUN_ID: ...``, issue 23's form; undrain touches only such nodes
+#: :mod:`tuning.slurm_engine`): ``fabtune:RUN_ID: ...``, issue 23's form; undrain touches only such nodes
 REASON_PREFIX = "fabtune:"
 #: longest reason written (Slurm keeps any length; long reasons wrap badly in ``sinfo -R``)
 REASON_MAX = 200
