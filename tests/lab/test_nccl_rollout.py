@@ -50,6 +50,9 @@ def test_a_kept_rollout_records_the_bus_bandwidth_of_its_nccl_job(lab_inventory:
     assert "within the 5 % mark" in after["judged"]
     saved = json.loads(baseline_path(journal, lab_inventory).read_text())
     assert saved["nccl:all_reduce_perf:node01,node02,node03,node04"]["busbw_gbs"] == after["busbw_gbs"]
+    # a second rollout changes nothing: it runs no nccl-tests job nothing would be judged against
+    again = engine.run(inventory.load(lab_inventory), _options(journal))
+    assert (again.outcome, again.nccl_before, again.nccl_after) == ("no-change", [], []), again.outcome
 
 
 def test_a_nic_degraded_after_the_baseline_makes_the_nccl_judgement_regress_and_roll_back(
@@ -67,3 +70,6 @@ def test_a_nic_degraded_after_the_baseline_makes_the_nccl_judgement_regress_and_
     assert after["status"] == "fail" and "past the 5 % mark" in after["judged"], after
     assert after["busbw_gbs"] < 0.6 * after["baseline_gbs"]  # the ring waits on its slowest NIC: -50 %
     assert rep.outcome == "rolled-back" and set(rep.restored) == set(NODES)
+    # the halt names NCCL, not the pairs that passed (the journal's last event holds why)
+    events = json.loads((journal / f"{rep.run_id}.json").read_text())["events"]
+    assert "batch 1: every pair passed, nccl-tests did not: all_reduce_perf regressed" in events[-1][1], events[-3:]

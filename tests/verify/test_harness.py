@@ -100,3 +100,7 @@ def test_a_gate_failed_by_the_harness_alone_says_the_change_is_unproven():
         "batch 2: verification failed or regressed (1 pair(s) not tested: the verification harness failed)")
     # an incast that failed with every pair passing
     assert gate_failed_why(3, [passed]) == "batch 3: verification failed or regressed"
+    # every pair passed, the nccl-tests job regressed: the halt says which and why
+    job = {"test": "all_reduce_perf", "status": "fail", "reasons": ["all_reduce_perf regressed: bus bandwidth drop 50.0 %"]}
+    assert gate_failed_why(4, [passed], [job, {"test": "alltoall_perf", "status": "pass"}]) == (
+        "batch 4: every pair passed, nccl-tests did not: all_reduce_perf regressed: bus bandwidth drop 50.0 %")

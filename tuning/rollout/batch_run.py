@@ -165,11 +165,18 @@ def run_batches(s: "Session", opts: "Options", plans: dict, report: RunReport, p
         if verifying:
             rec["verify_ok"] = _settle_and_verify(s, opts, report, progress, j, baseline, r, plans, pairs)
             if not rec["verify_ok"]:
-                halt(s, opts, report, progress, j, baseline, r, gate.gate_failed_why(b.index, rec.get("results") or []))
+                halt(s, opts, report, progress, j, baseline, r, gate.gate_failed_why(b.index, rec.get("results") or [],
+                                                                       report.nccl_after))
                 return
         confirm_batch(s, j, b)
         rec["outcome"] = BatchOutcome.KEPT
         _sync(report, j)
+    _keep(s, opts, report, j)
+
+
+def _keep(s: "Session", opts: "Options", report: RunReport, j: Journal) -> None:
+    """Every batch kept: the final verification becomes the baseline (pairs and nccl-tests jobs),
+    and the run ends ``kept`` (``applied`` without verification), journaled."""
     if report.verify_after:  # final results only (module docstring): never a half-tuned fabric's values
         save_baseline(opts.journal_dir, s.inv.path, {**as_baseline([PairResult(**x) for x in report.verify_after]),
                                                      **nccl_baseline(report.nccl_after)},

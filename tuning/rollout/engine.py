@@ -116,6 +116,21 @@ def _read_and_plan(s: Session, opts: Options, report: RunReport, progress: Progr
     return plans, batches
 
 
+def _baseline(s: Session, opts: Options, report: RunReport, progress: Progress, j, r: Run) -> tuple[dict, bool]:
+    """The verification before any change (stage ``baseline``): every pair, and the nccl-tests jobs
+    the last batch is judged against when the policy enables them and the run changes something
+    (a run with no change judges nothing against them). Fills the report and the journal.
+    Returns ``(baseline, every pair passed)``."""
+    j.stage("baseline")
+    ok, before = verify_fabric(s, opts, None, progress, baseline_pairs(r))
+    report.verify_before = [x.__dict__ for x in before]
+    j.data["verify"]["before"] = report.verify_before
+    if opts.policy.nccl.enabled and report.changes:
+        report.nccl_before = as_dicts(verify_nccl(s, opts, None, progress))
+        j.data["verify"]["nccl_before"] = report.nccl_before
+    return as_baseline(before), ok
+
+
 def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dict,
              report: RunReport, progress: Progress, r: Run) -> None:
     rollout = opts.mode == "rollout"
@@ -124,16 +139,7 @@ def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dic
         return
     j = snapshot(s, opts, plans, r)
     report.run_id = j.run_id
-    baseline, ok = None, True
-    if rollout and opts.verify:
-        j.stage("baseline")
-        ok, before = verify_fabric(s, opts, None, progress, baseline_pairs(r))
-        report.verify_before = [x.__dict__ for x in before]
-        baseline = as_baseline(before)
-        j.data["verify"]["before"] = report.verify_before
-        if opts.policy.nccl.enabled:  # the nccl-tests jobs the last batch is judged against
-            report.nccl_before = as_dicts(verify_nccl(s, opts, None, progress))
-            j.data["verify"]["nccl_before"] = report.nccl_before
+    baseline, ok = _baseline(s, opts, report, progress, j, r) if rollout and opts.verify else (None, True)
     if not report.changes:
         report.outcome = RunOutcome.NO_CHANGE
         report.verify_ok = ok if rollout and opts.verify else None

@@ -156,13 +156,18 @@ def baseline_pairs(r: Run) -> list[Pair] | None:
     return [*r.pairs, *extra]
 
 
-def gate_failed_why(index: int, results: list[dict]) -> str:
+def gate_failed_why(index: int, results: list[dict], nccl: list[dict] | None = None) -> str:
     """Why batch ``index``'s gate failed (the console, the journal's ``halt`` and the report say it),
     from its pair results (the journal's batch record ``results``): ``batch 2: verification failed
     or regressed``, with the pairs the harness kept from testing (``error_class == "harness"``); when
     the harness alone failed, it says so: the fabric was not tested, the change is unproven and
-    restored as such, not as a fabric regression."""
+    restored as such, not as a fabric regression. When every pair passed, the nccl-tests jobs that
+    did not (``nccl``: the report's ``nccl_after``) are named with their reasons."""
     bad = [x for x in results if x.get("status") != "pass"]
+    jobs = [x for x in nccl or [] if x.get("status") != "pass"]
+    if not bad and jobs:
+        return f"batch {index}: every pair passed, nccl-tests did not: " + "; ".join(
+            r for x in jobs for r in x.get("reasons") or [f"{x.get('test')} {x.get('status')}"])
     harness = [x for x in bad if x.get("error_class") == "harness"]
     if bad and len(harness) == len(bad):
         kinds = ", ".join(sorted({str(x.get("error_kind")) for x in harness}))
