@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import REPO
 from tuning import inventory
 from tuning.errors import InputError
+from tuning.lab.tools.nccl import NO_EXECUTABLE, ORTE_NO_DAEMONS
 from tuning.model.policy import NcclPolicy, RolloutPolicy
 from tuning.transport.local import LocalHost
 from tuning.verify.nccl import NcclRun, baseline_key, command, prepare, run_job, tool_args
@@ -148,3 +149,26 @@ def test_a_launch_whose_ranks_never_met_is_the_harnesss_fault_never_the_fabrics(
     assert job.command.endswith("all_reduce_perf -b 8388608 -e 134217728 -f 2 -g 8")
     judge_job(job, None, Thresholds(), True)
     assert job.status == "not-run" and findings([job], required=False)[0]["code"] == "nccl-not-run"
+
+
+@pytest.mark.parametrize("said, rc, kind, first", [
+    (f"ssh: Could not resolve hostname node02: Name or service not known\n{ORTE_NO_DAEMONS}", 1, "unreachable",
+     "ssh: Could not resolve hostname node02: Name or service not known"),
+    (NO_EXECUTABLE.format(program="all_reduce_perf", node="node02", rank=8), 131, "tool_missing",
+     "mpirun was unable to launch the specified application as it could not access")])
+def test_a_job_open_mpi_could_not_start_is_the_harnesss_fault_never_the_fabrics(tmp_path, said, rc, kind, first):
+    """Open MPI's own launch failures (a daemon it could not start, a program a node cannot run)
+    print no nccl-tests output: the job never ran, so the harness failed, not the fabric (it read
+    as no_value, a fabric fault, before)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "said.txt").write_text(said)
+    (bin_dir / "mpirun").write_text(f"#!/bin/sh\ncat '{tmp_path / 'said.txt'}' >&2\nexit {rc}\n")
+    (bin_dir / "all_reduce_perf").write_text("#!/bin/sh\nexit 0\n")
+    for tool in ("mpirun", "all_reduce_perf"):
+        (bin_dir / tool).chmod(0o755)
+    devs = [inventory.load(REPO / "inventory" / "lab").devices[n] for n in ("node01", "node02")]
+    hosts = {d.name: LocalHost(d.name, env={**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"}) for d in devs}
+    job = run_job("all_reduce_perf", devs, hosts, (8388608, 134217728), 10.0)
+    assert (job.error_kind, job.error_class, job.busbw_gbs) == (kind, "harness", None), job.error
+    assert job.error == f"node01: all_reduce_perf could not start (exit {rc}: {first})", job.error

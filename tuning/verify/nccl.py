@@ -152,6 +152,26 @@ def missing_tools(test: str, node: str, host: Host, launcher: bool, timeout_s: f
     return [f"{node}: {t}" for t in res.stdout.split() if t in want]
 
 
+#: Open MPI's own launch failures (its help texts: help-orterun.txt, help-plm-base.txt) -> the
+#: harness kind: the job never started, so it says nothing of the fabric
+_LAUNCH_TEXTS = (("was unable to launch the specified application", "tool_missing"),
+                 ("ORTE was unable to reliably start one or more daemons", "unreachable"))
+
+
+def _launch_failure(rc: int, stderr: str) -> str | None:
+    """The harness kind of a job that did not start: the shell could not run the launcher (exit
+    126/127) or Open MPI said it could not start a daemon or the program; None when it started."""
+    if rc in (126, 127):
+        return "tool_missing"
+    return next((kind for text, kind in _LAUNCH_TEXTS if text in stderr), None)
+
+
+def _first_words(stderr: str) -> str:
+    """The telling line of a launcher's stderr: the first that is not a rule of dashes."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip() and set(ln.strip()) != {"-"}]
+    return (lines or ["no output"])[0][:160]
+
+
 def run_once(job: NcclRun, hosts: dict[str, Host], timeout_s: float) -> NcclRun:
     """Run ``job.command`` once on its first node and read one sample into ``job`` (its value, or
     why there is none: :meth:`NcclRun.failed`)."""
@@ -159,9 +179,10 @@ def run_once(job: NcclRun, hosts: dict[str, Host], timeout_s: float) -> NcclRun:
         res = hosts[job.nodes[0]].run(job.command, timeout=timeout_s, privileged=False)
     except TuningError as e:
         return job.failed("unreachable", f"{job.nodes[0]}: {e}")
-    if res.rc in (126, 127):
-        return job.failed("tool_missing", f"{job.nodes[0]}: {job.test} could not start (exit {res.rc}: "
-                                          f"{(res.stderr.strip().splitlines() or ['no output'])[-1][:160]})")
+    launch = _launch_failure(res.rc, res.stderr)
+    if launch is not None:
+        return job.failed(launch, f"{job.nodes[0]}: {job.test} could not start (exit {res.rc}: "
+                                  f"{_first_words(res.stderr)})")
     try:
         parsed = parse_nccl(res.stdout, job.test)
     except TuningError as e:

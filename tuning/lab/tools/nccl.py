@@ -306,6 +306,47 @@ def _split(words: list[str], sep: str) -> list[list[str]]:
     return parts
 
 
+_RULE = "-" * 74
+#: Open MPI 1.8-4.x (ORTE, help-plm-base.txt) after ssh could not reach a host, as users' reports on
+#: the Open MPI users list quote it (mpirun 1.8.8 and 1.10.0: "ssh: Could not resolve hostname ...")
+ORTE_NO_DAEMONS = f"""{_RULE}
+ORTE was unable to reliably start one or more daemons.
+This usually is caused by:
+
+* not finding the required libraries and/or binaries on
+  one or more nodes. Please check your PATH and LD_LIBRARY_PATH
+  settings, or configure OMPI with --enable-orterun-prefix-by-default
+
+* lack of authority to execute on one or more specified nodes.
+  Please verify your allocation and authorities.
+
+* the inability to write startup files into /tmp (--tmpdir/orte_tmpdir_base).
+  Please check with your sys admin to determine the correct location to use.
+
+*  compilation of the orted with dynamic libraries when static are required
+  (e.g., on Cray). Please check your configure cmd line and consider using
+  one of the contrib/platform definitions for your system type.
+
+* an inability to create a connection back to mpirun due to a
+  lack of common network interfaces and/or no route found between
+  them. Please check network connectivity (including firewalls
+  and network routing requirements).
+{_RULE}
+"""
+#: Open MPI (help-orterun.txt) for a program a node cannot run, as quoted in users' reports and an
+#: MTT result (exit status 131)
+NO_EXECUTABLE = f"""{_RULE}
+mpirun was unable to launch the specified application as it could not access
+or execute an executable:
+
+Executable: {{program}}
+Node: {{node}}
+
+while attempting to start process rank {{rank}}.
+{_RULE}
+"""
+
+
 def mpirun(argv: list[str]) -> int:
     """``mpirun`` stand-in: one MPI job of the app contexts' processes (module docstring); only the
     lab's nccl-tests stand-ins run under it. Returns the exit status."""
@@ -320,10 +361,14 @@ def mpirun(argv: list[str]) -> int:
     ranks = []
     for ctx in contexts:
         unknown = [h for h in ctx["hosts"] if h not in nodes]
-        if unknown or ctx["program"] not in COLLECTIVES:
-            what = f"host {unknown[0]} is unknown" if unknown else f"executable {ctx['program']} not found"
-            print(f"mpirun (lab): {what}; the job did not start", file=sys.stderr)
-            return 1 if unknown else 127
+        if unknown:
+            print(f"ssh: Could not resolve hostname {unknown[0]}: Name or service not known\n{ORTE_NO_DAEMONS}",
+                  file=sys.stderr, end="")
+            return 1
+        if ctx["program"] not in COLLECTIVES:
+            print(NO_EXECUTABLE.format(program=ctx["program"], node=ctx["hosts"][0], rank=len(ranks)),
+                  file=sys.stderr, end="")
+            return 131
         for k in range(ctx["np"]):
             ranks.append({"node": ctx["hosts"][k % len(ctx["hosts"])], "env": {**base, **ctx["env"]},
                           "pid": os.getpid() + len(ranks) + 1, "program": ctx["program"], "args": ctx["args"]})
