@@ -76,6 +76,10 @@ def main() -> None:
         _fail(f"fabtune: error: {' '.join(e.format_message().split())}", type(e).__name__, _error_code(e.exit_code))
     except typer.Abort:
         _fail("fabtune: aborted", "Abort", 1)
+    except PermissionError as e:  # a file or folder another user owns (a lab, a journal, a run lock)
+        _fail(f"fabtune: error: {e.filename or 'a file'}: {e.strerror or 'permission denied'}: run as the user "
+              "that owns it, or point fabtune at a folder you may write (-i, --journal-dir, the lab folder)",
+              "PermissionError", 2)
     except TuningError as e:
         hint = ""
         if isinstance(e, ConnectError) and "127.0.0.1" in str(e):

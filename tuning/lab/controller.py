@@ -293,11 +293,24 @@ def down(state_dir: Path) -> bool:
     from tuning.lab import slurm
 
     state_dir = state_dir.resolve()
-    slurm.down(state_dir)  # `lab up --slurm`'s daemons, if any
     pid = running_pid(state_dir)
-    (state_dir / "lab.pid").unlink(missing_ok=True)
-    if pid is None:
-        return False
+    if pid is not None:
+        try:
+            os.kill(pid, 0)
+        except PermissionError:  # its lab.pid stays: removing it would orphan a live lab
+            raise SetupError(f"the lab in {state_dir} runs as another user (daemon pid {pid}); stop it as that "
+                             "user (nothing was stopped)") from None
+        except ProcessLookupError:
+            pid = None
+    slurm.down(state_dir)  # `lab up --slurm`'s daemons, if any
+    try:
+        return pid is not None and _stop(pid)
+    finally:
+        (state_dir / "lab.pid").unlink(missing_ok=True)
+
+
+def _stop(pid: int) -> bool:
+    """SIGTERM to the daemon's process group, SIGKILL after :data:`DOWN_TIMEOUT_S`; True."""
     for sig, wait_s in ((signal.SIGTERM, DOWN_TIMEOUT_S), (signal.SIGKILL, DOWN_TIMEOUT_S)):
         try:
             os.killpg(pid, sig)

@@ -281,7 +281,10 @@ def list_runs(journal_dir: Path, last: int = 20) -> list[dict]:
     if last < 1:
         raise InputError("--last", str(last), "must be 1 or more")
     out = []
-    for path in sorted(p for p in journal_dir.glob("*.json") if p.stem != "baseline")[-last:]:
+    # listed, not globbed: a folder this user may not read raises PermissionError (one line at the
+    # CLI) instead of looking empty
+    names = os.listdir(journal_dir) if journal_dir.is_dir() else []
+    for path in sorted(journal_dir / n for n in names if n.endswith(".json") and n != "baseline.json" and not n.startswith("."))[-last:]:
         d, why = _valid_doc(path)
         if d is None:
             out.append({"run_id": path.stem, "mode": None, "stage": "unreadable", "outcome": f"unreadable: {why}",
