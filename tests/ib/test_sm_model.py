@@ -189,13 +189,8 @@ def test_a_journal_snapshot_that_fails_a_check_is_never_restored_from(tamper):
         snapshot_of("sm01", {"snapshot": snap})
 
 
-def test_render_of_an_inventory_with_an_sm_writes_the_rest_and_names_the_sm_it_cannot(tmp_path):
-    """An SM's partitions.conf names port GUIDs read from the fabric: `fabtune render` writes every
-    other device and says which it left (it exited 1 on the whole inventory before)."""
-    import subprocess
-    import sys
-
-    from tests.conftest import REPO
+def _lab_with_sm(tmp_path) -> Path:
+    """A 2-node lab inventory (never started) with an SM host sm01 serving the Default partition."""
     from tuning.lab.scale import write_inventory as write_lab_inventory
 
     inv = write_lab_inventory(tmp_path / "lab", 2)
@@ -203,6 +198,40 @@ def test_render_of_an_inventory_with_an_sm_writes_the_rest_and_names_the_sm_it_c
     hosts = yaml.safe_load((inv / "hosts.yaml").read_text())
     hosts["all"]["children"]["subnet_managers"] = {"hosts": {"sm01": {"ansible_host": "127.0.0.1"}}}
     (inv / "hosts.yaml").write_text(yaml.safe_dump(hosts))
+    return inv
+
+
+@pytest.mark.parametrize("limit", [[], ["--limit", "sm01"]])
+def test_a_rollout_refuses_an_sm_no_verification_can_prove_before_reading_anything(tmp_path, limit):
+    """RoCE pairs never touch an SM's partitions (no IB verification yet): a rollout with the SM
+    selected is one line naming it and what can change it, before any device is read (the lab
+    was never started); an SM-only selection said 'gpu_nodes: no node pairs to verify with'."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    inv = _lab_with_sm(tmp_path)
+    res = subprocess.run([sys.executable, "-m", "tuning", "rollout", "-i", str(inv), *limit, "--journal-dir",
+                          str(tmp_path / "j")], capture_output=True, text=True, cwd=REPO, timeout=60)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert lines[0] == ("fabtune: error: --limit: sm01: a rollout keeps a change only when its verification proves "
+                        "it, and no verification exercises sm01 (an InfiniBand subnet manager: IB verification is not "
+                        "built yet); change it with `fabtune apply` (read back, journaled, undone by `fabtune "
+                        "rollback`) or leave it out with --limit; nothing was pushed (see `fabtune rollout --help`)"), \
+        lines[0]
+    assert not (tmp_path / "j").exists() or not list((tmp_path / "j").glob("*.json"))
+
+
+def test_render_of_an_inventory_with_an_sm_writes_the_rest_and_names_the_sm_it_cannot(tmp_path):
+    """An SM's partitions.conf names port GUIDs read from the fabric: `fabtune render` writes every
+    other device and says which it left (it exited 1 on the whole inventory before)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+    inv = _lab_with_sm(tmp_path)
     res = subprocess.run([sys.executable, "-m", "tuning", "render", "-i", str(inv), "-o", str(tmp_path / "out")],
                          capture_output=True, text=True, cwd=REPO, timeout=60)
     assert res.returncode == 0, res.stderr

@@ -43,6 +43,7 @@ from tuning.targets.base import journaled_connection
 CONTRACT = {
     "role": "test_the_registry_serves_a_target_with_the_attributes_the_engine_reads",
     "reports_findings": "test_findings_are_this_devices_and_only_a_reporting_kind_has_any",
+    "verifiable": "test_the_registry_serves_a_target_with_the_attributes_the_engine_reads",
     "name": "test_the_registry_serves_a_target_with_the_attributes_the_engine_reads",
     "platform": "test_the_registry_serves_a_target_with_the_attributes_the_engine_reads",
     "rdma_host": "test_the_registry_serves_a_target_with_the_attributes_the_engine_reads",
@@ -370,6 +371,7 @@ def test_the_registry_serves_a_target_with_the_attributes_the_engine_reads(kind:
     assert (type(t).role, t.role) == (dev.role, dev.role) and t.role in roles()
     assert isinstance(t.platform, str) and t.platform == platform_of(dev) and t.platform in platforms(t.role)
     assert t.name == kind.name and isinstance(type(t).reports_findings, bool)
+    assert type(t).verifiable is (t.role in ("node", "switch"))  # what RDMA pairs, incast and NCCL cross
     assert t.rdma_host is None  # not opened yet (a switch never has one)
     with opened(t):
         host = t.rdma_host

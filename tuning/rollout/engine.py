@@ -25,7 +25,7 @@ from tuning.rollout.lock import RunLock, lock_path
 from tuning.rollout.options import Options, Run
 from tuning.rollout.run_report import RunReport
 from tuning.rollout.session import (Session, collect, findings, findings_after, plan, refuse_firmware,
-                                    refuse_read_only_drift, snapshot)
+                                    refuse_read_only_drift, refuse_unverifiable, snapshot)
 from tuning.targets import pause_for_test
 from tuning.verify.nccl_verdict import as_dicts
 from tuning.verify.runner import as_baseline
@@ -51,8 +51,7 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None, fr
     opts = replace(opts, policy=opts.policy or inv.policy)
     devices = inv.select(opts.limit)
     verified = opts.mode == "rollout" and opts.verify
-    pairs = verify_pairs(inv, opts.rails) if verified else None  # InputError before anything is read
-    window = confirm_window(opts, pairs, len(devices), extra_s=incast_bound(inv, opts)) if verified else None
+    pairs, window = _gate_plan(inv, opts, devices) if verified else (None, None)  # InputError before any read
     run_id = new_run_id()
     # plan locks too: collecting a switch stages and discards a candidate (another run's diff would move)
     lock = RunLock(lock_path(inv.path), run_id, opts.mode, opts.journal_dir / f"{run_id}.json",
@@ -114,6 +113,14 @@ def _read_and_plan(s: Session, opts: Options, report: RunReport, progress: Progr
     report.changes = {n: [c.as_dict() for c in ch] for n, ch in plans.items() if ch}
     report.findings = findings(s, s.states, opts.domains)
     return plans, batches
+
+
+def _gate_plan(inv: Inventory, opts: Options, devices: list) -> tuple[list, int]:
+    """A verified rollout's pairs and switch confirm window (s); first, every selected device must be
+    one verification can prove (:func:`refuse_unverifiable`). Raises InputError (nothing read)."""
+    refuse_unverifiable(devices)
+    pairs = verify_pairs(inv, opts.rails)
+    return pairs, confirm_window(opts, pairs, len(devices), extra_s=incast_bound(inv, opts))
 
 
 def _baseline(s: Session, opts: Options, report: RunReport, progress: Progress, j, r: Run) -> tuple[dict, bool]:

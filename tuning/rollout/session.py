@@ -16,7 +16,7 @@ from tuning.rollout.fdlimit import ensure_fds
 from tuning.rollout.journal import Journal
 from tuning.rollout.rollback import restore_touched
 from tuning.rollout.run_report import RunReport
-from tuning.targets import Target, local_target_for, target_for
+from tuning.targets import Target, local_target_for, platform_of, target_class, target_for
 from tuning.transport.base import Host
 from tuning.model.outcomes import BatchOutcome
 
@@ -152,6 +152,22 @@ def refuse_firmware(plans: dict, allowed: bool) -> None:
         raise InputError("--allow-firmware", "firmware.version",
                          f"the plan burns NIC firmware ({', '.join(burns[:4])}{', ...' if len(burns) > 4 else ''}); "
                          "pass --allow-firmware to push it (nothing was pushed)")
+
+
+def refuse_unverifiable(devices: list) -> None:
+    """A rollout keeps a change only when its verification proves it: a selected device whose kind
+    no verification exercises (:attr:`Target.verifiable` False: an InfiniBand subnet manager, whose
+    partitions RoCE pairs never touch) is refused before anything is read.
+
+    Raises:
+        InputError: naming the devices and the commands that can change them (nothing pushed).
+    """
+    blind = [d.name for d in devices if not target_class(d.role, platform_of(d)).verifiable]
+    if blind:
+        raise InputError("--limit", ",".join(blind), f"a rollout keeps a change only when its verification proves "
+                         f"it, and no verification exercises {', '.join(blind)} (an InfiniBand subnet manager: IB "
+                         "verification is not built yet); change it with `fabtune apply` (read back, journaled, "
+                         "undone by `fabtune rollback`) or leave it out with --limit; nothing was pushed")
 
 
 def refuse_read_only_drift(found: list[dict]) -> None:

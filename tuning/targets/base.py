@@ -58,12 +58,16 @@ class Target(Protocol):
         platform: the registry key within the role (``linux``; ``nvue``, ``cumulus_linux``).
         reports_findings: whether :meth:`findings` can say anything (a run reads such a device
             again after changing it, for the report).
+        verifiable: whether a rollout's verification exercises what this kind changes (RDMA pairs,
+            incast and nccl-tests over nodes and switches); a rollout refuses a kind it cannot
+            prove (an InfiniBand subnet manager until IB verification exists).
         rdma_host: the device's shell for RDMA tests (a node's Host), None for a device that
             runs none (a switch): verification asks for it, never for the role.
     """
 
     role: ClassVar[str]
     reports_findings: ClassVar[bool]
+    verifiable: ClassVar[bool]
     name: str
     platform: str
 

@@ -28,6 +28,7 @@ class NodeTarget:
 
     role: ClassVar[str] = "node"
     reports_findings: ClassVar[bool] = True
+    verifiable: ClassVar[bool] = True  # the pairs, incast and nccl-tests run on nodes
 
     def __init__(self, name: str, connection: Connection, platform: str = "linux", device=None):
         self.name, self.connection, self.platform, self.device = name, connection, platform, device

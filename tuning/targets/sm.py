@@ -65,6 +65,7 @@ class SmTarget:
 
     role: ClassVar[str] = "sm"
     reports_findings: ClassVar[bool] = True
+    verifiable: ClassVar[bool] = False  # no InfiniBand verification yet: a rollout refuses it
 
     def __init__(self, name: str, connection: Connection, platform: str = "opensm", device=None,
                  host: Host | None = None):

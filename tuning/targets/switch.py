@@ -244,6 +244,7 @@ class SwitchTarget:
 
     role: ClassVar[str] = "switch"
     reports_findings: ClassVar[bool] = True  # a port down, drift, the live lint (read again after a push)
+    verifiable: ClassVar[bool] = True  # every pair and incast crosses the switches
     rdma_host = None  # a switch runs no RDMA test
 
     def __init__(self, name: str, connection: Connection, platform: str, device: Device | None = None):
