@@ -92,3 +92,23 @@ def test_lab_down_of_a_lab_another_user_runs_says_so_and_keeps_its_pid_file(tmp_
         if theirs is not None:
             theirs.kill()
             theirs.wait()
+
+
+def test_an_ssh_key_it_may_not_read_is_named_not_a_failed_tcp_connection(tmp_path: Path):
+    """paramiko and netmiko report an unreadable key as a failed TCP connection ('1. Incorrect
+    hostname ... is the lab up?'); the key is named instead, before any connection."""
+    from tuning.lab.scale import write_inventory
+
+    inv = write_inventory(tmp_path / "inv", 2)
+    key = inv / ".state" / "ssh" / "id_ed25519"
+    key.parent.mkdir(parents=True)
+    key.write_bytes(b"not read\n")
+    key.chmod(0o600)
+    if ROOT:
+        os.chown(key, NOBODY, NOBODY)
+    else:
+        key.chmod(0)
+    lines = (res := _fab("lint", "-i", str(inv))).stderr.strip().splitlines()
+    assert res.returncode == 4 and len(lines) == 1, res.stderr[-1200:]
+    assert lines[0].startswith("fabtune: error: ") and f"cannot read the SSH key {key}: Permission denied" in lines[0]
+    assert "lab up" not in lines[0] and "hostname" not in lines[0], lines[0]

@@ -50,6 +50,7 @@ def test_duration_burnin_with_no_reachable_node_stops_at_once(tmp_path: Path, cl
     assert r.returncode == 0, r.stderr
     (inv / ".state" / "ssh").mkdir(parents=True)
     (inv / ".state" / "ssh" / "known_hosts").write_text("")  # so each node's closed port is tried
+    (inv / ".state" / "ssh" / "id_ed25519").write_text("")  # a key to read (a missing one is named first)
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "tuning", "burnin", "-i", str(inv), "--duration", "90s"],
                        capture_output=True, text=True, cwd=REPO, timeout=60, stdin=subprocess.DEVNULL)
@@ -76,6 +77,7 @@ def closed_lab(tmp_path: Path, closed_base_port: int) -> tuple[Path, int]:
     assert r.exit_code == 0, r.output
     (inv / ".state" / "ssh").mkdir(parents=True)
     (inv / ".state" / "ssh" / "known_hosts").write_text("")
+    (inv / ".state" / "ssh" / "id_ed25519").write_text("")  # a key to read (a missing one is named first)
     return inv, base
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tuning.errors import CandidateError, CommandError, ConnectError
 from tuning.switch.base import SwitchDriver
+from tuning.transport.connection import check_key
 
 
 class CliTimeout(ConnectError):
@@ -54,6 +55,7 @@ class CliDriver(SwitchDriver):
         from tuning.switch import nvue_session as ses  # the SSH libraries, only when a session opens
 
         self._ses = ses
+        check_key(self.key_file, self.name)
         try:
             self._conn = ses.connect(self.host, self.port, self.username, self.key_file, self.known_hosts,
                                      device_type=self.device_type)

@@ -24,3 +24,27 @@ class Connection:
     #: the device is the controller itself (``fabtune_local: true``; a subnet manager host): commands
     #: run as local subprocesses, no SSH (:class:`tuning.transport.local.LocalHost`)
     local: bool = False
+
+
+def check_key(key_file, host: str | None = None) -> None:
+    """Fail in one line when the SSH private key an inventory names cannot be read: paramiko and
+    netmiko report it as a failed TCP connection or a wrong host name (a new user ran fabtune as
+    ``nobody`` against a lab whose key is root's 0600 and was told to check the host name).
+
+    Args:
+        key_file: the key's path (None: the agent-less default keys; nothing to check).
+
+    Raises:
+        ConnectError: naming the key and why (permission denied, no such file).
+    """
+    if not key_file:
+        return
+    try:
+        with open(key_file, "rb"):
+            pass
+    except OSError as e:
+        from tuning.errors import ConnectError
+
+        raise ConnectError(f"cannot read the SSH key {key_file}: {e.strerror} (run as its owner, or name a key "
+                           "this user may read)", host=host, phase="connect") from e
+

@@ -19,7 +19,7 @@ import time
 import paramiko
 
 from tuning.errors import ConnectError
-from tuning.transport.connection import Connection
+from tuning.transport.connection import Connection, check_key
 from tuning.transport import become
 from tuning.transport.base import CommandResult
 
@@ -125,6 +125,7 @@ class SshHost:
         except OSError as e:
             raise ConnectError(f"cannot read known_hosts {conn.known_hosts}: {e.strerror}", host=name) from e
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        check_key(conn.key_file, name)
         try:
             client.connect(conn.hostname, port=conn.port, username=conn.username, key_filename=conn.key_file,
                            look_for_keys=conn.key_file is None, allow_agent=False, timeout=connect_timeout,
