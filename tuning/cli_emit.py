@@ -88,6 +88,25 @@ def _tables(report, title: str, diff: bool, detail: bool = False, limited: bool 
         out.print(findings_table(report.findings, compact=out.width < 140))
     if report.verify_after:
         out.print(verify_table(report.verify_after, "verification after", report.verify_before))
+    for line in nccl_lines(getattr(report, "nccl_after", None) or getattr(report, "nccl_before", None) or []):
+        out.print(line, markup=False, highlight=False)
+
+
+def nccl_lines(jobs: list[dict]) -> list[str]:
+    """One line per nccl-tests job of a run (the report's ``nccl_after``, else ``nccl_before``):
+    ``nccl-tests all_reduce_perf over node01..node04: 286.2 GB/s bus bandwidth (baseline 191.3 GB/s):
+    pass``, or why it gave none. A new user found the jobs only in --report-json."""
+    out = []
+    for j in jobs:
+        nodes = j.get("nodes") or []
+        where = f"{nodes[0]}..{nodes[-1]}" if len(nodes) > 2 else ", ".join(nodes)
+        if j.get("busbw_gbs") is not None:
+            base = f" (baseline {j['baseline_gbs']:.1f} GB/s)" if j.get("baseline_gbs") is not None else ""
+            said = f"{j['busbw_gbs']:.1f} GB/s bus bandwidth{base}"
+        else:
+            said = f"no bus bandwidth ({j.get('error_kind')}: {j.get('error')})"
+        out.append(f"nccl-tests {j.get('test')} over {where}: {said}: {j.get('status')}")
+    return out
 
 
 def _restored(report) -> None:

@@ -8,10 +8,13 @@ the nodes' QoS stay as they are, lossy), verified on rail 0 only, incast off, to
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from tests.engine.test_verify_rails import _inject_when_verifying
 from tuning import inventory
 from tuning.lab.inject import inject
@@ -50,6 +53,11 @@ def test_a_kept_rollout_records_the_bus_bandwidth_of_its_nccl_job(lab_inventory:
     assert "within the 5 % mark" in after["judged"]
     saved = json.loads(baseline_path(journal, lab_inventory).read_text())
     assert saved["nccl:all_reduce_perf:node01,node02,node03,node04"]["busbw_gbs"] == after["busbw_gbs"]
+    # people read it too: `fabtune report RUN_ID` (from the journal) prints the job's line
+    shown = subprocess.run([sys.executable, "-m", "tuning", "report", rep.run_id, "--journal-dir", str(journal)],
+                           capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert (f"nccl-tests all_reduce_perf over node01..node04: {after['busbw_gbs']:.1f} GB/s bus bandwidth (baseline "
+            f"{after['baseline_gbs']:.1f} GB/s): pass") in " ".join(shown.stdout.split()), shown.stdout[-1500:]
     # a second rollout changes nothing: it runs no nccl-tests job nothing would be judged against
     again = engine.run(inventory.load(lab_inventory), _options(journal))
     assert (again.outcome, again.nccl_before, again.nccl_after) == ("no-change", [], []), again.outcome

@@ -121,6 +121,8 @@ def report_of(doc: dict, kept: dict[str, list[dict]]):
     rep.kept = kept
     rep.verify_before = list(doc.get("verify", {}).get("before") or [])
     rep.verify_after = list(doc.get("verify", {}).get("after") or [])
+    rep.nccl_before = [x for x in doc.get("verify", {}).get("nccl_before") or [] if isinstance(x, dict)]
+    rep.nccl_after = [x for x in doc.get("verify", {}).get("nccl_after") or [] if isinstance(x, dict)]
     rep.batches = [b for b in doc.get("batches") or [] if isinstance(b, dict)]
     rep.unreachable = sorted({n for b in rep.batches for n in b.get("unreachable") or []})
     for n in rep.unreachable:
