@@ -119,10 +119,7 @@ def report_of(doc: dict, kept: dict[str, list[dict]]):
     rep.restored = sorted(n for n, rec in devices.items() if rec.get("restored"))
     rep.errors = {n: NO_TEXT for n, rec in devices.items() if rec.get("state") == DeviceState.FAILED}
     rep.kept = kept
-    rep.verify_before = list(doc.get("verify", {}).get("before") or [])
-    rep.verify_after = list(doc.get("verify", {}).get("after") or [])
-    rep.nccl_before = [x for x in doc.get("verify", {}).get("nccl_before") or [] if isinstance(x, dict)]
-    rep.nccl_after = [x for x in doc.get("verify", {}).get("nccl_after") or [] if isinstance(x, dict)]
+    _verification(rep, doc.get("verify") if isinstance(doc.get("verify"), dict) else {})
     rep.batches = [b for b in doc.get("batches") or [] if isinstance(b, dict)]
     rep.unreachable = sorted({n for b in rep.batches for n in b.get("unreachable") or []})
     for n in rep.unreachable:
@@ -146,6 +143,14 @@ def report_of(doc: dict, kept: dict[str, list[dict]]):
     if rep.outcome == RunOutcome.ERROR:
         rep.errors["run"] = f"the journal's outcome is {str(doc.get('outcome'))[:80]!r}"
     return rep
+
+
+def _verification(rep, verify: dict) -> None:
+    """The journal's verification into ``rep``: pairs before/after and nccl-tests jobs before/after
+    (entries that are not objects are left out)."""
+    for name, key in (("verify_before", "before"), ("verify_after", "after"), ("nccl_before", "nccl_before"),
+                      ("nccl_after", "nccl_after")):
+        setattr(rep, name, [x for x in verify.get(key) or [] if isinstance(x, dict)])
 
 
 def load(journal_dir: Path, run_id: str):
