@@ -82,7 +82,8 @@ def main() -> None:
               "PermissionError", 2)
     except TuningError as e:
         hint = ""
-        if isinstance(e, ConnectError) and "127.0.0.1" in str(e):
+        lab_hosts = "/.state/ssh/known_hosts" in str(e)  # a lab never started has none yet
+        if isinstance(e, ConnectError) and ("127.0.0.1" in str(e) or lab_hosts):
             hint = " (is the lab up? `fabtune lab up`)"
         elif isinstance(e, InputError) and e.file.startswith("--"):  # a flag's value: as click's usage errors
             hint = f" (see `fabtune {_command_words()}--help`)"

@@ -112,3 +112,17 @@ def test_an_ssh_key_it_may_not_read_is_named_not_a_failed_tcp_connection(tmp_pat
     assert res.returncode == 4 and len(lines) == 1, res.stderr[-1200:]
     assert lines[0].startswith("fabtune: error: ") and f"cannot read the SSH key {key}: Permission denied" in lines[0]
     assert "lab up" not in lines[0] and "hostname" not in lines[0], lines[0]
+
+
+def test_a_lab_never_started_says_to_start_it(tmp_path: Path):
+    """A lab inventory whose lab was never started has no known_hosts yet: the one line says so
+    and points at `fabtune lab up` (a new user got 'cannot read known_hosts ...' alone)."""
+    from tuning.lab.scale import write_inventory
+
+    inv = write_inventory(tmp_path / "inv", 2)
+    res = subprocess.run([sys.executable, "-m", "tuning", "plan", "-i", str(inv)], capture_output=True, text=True,
+                         timeout=60, cwd=REPO)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 4 and lines[-1].endswith("No such file or directory (is the lab up? `fabtune lab up`)"), \
+        res.stderr[-800:]
+    assert "cannot read known_hosts" in lines[-1]
