@@ -100,7 +100,8 @@ def lab_inject(target: str = typer.Argument(..., help="node01:mlx5_0 or leaf01:s
     """Inject a fault on a link (the fabric model applies it to every RDMA test crossing it)
     or on a switch (see tuning.lab.nvue_faults).
 
-    Example: fabtune lab inject leaf01:swp1 degrade; fabtune lab inject leaf01 slow-apply 30
+    Example: fabtune lab inject leaf01:swp1 degrade; fabtune lab inject node03:mlx5_3 degrade 30;
+    fabtune lab inject leaf01:swp3 oper-mtu 1500; fabtune lab inject leaf01 slow-apply 30
     """
     from tuning.lab.inject import inject
 
