@@ -70,10 +70,16 @@ def test_rail2_leaf_port_fault_is_caught_and_rolled_back(lab_inventory: Path, tm
     monkeypatch.setenv("FABTUNE_TEST_PAUSE_AT", "verify:2")  # time for the watcher to inject
     watcher = _inject_when_verifying(journal, lab_inventory / ".state", "leaf01:swp5")
     try:
-        rep = engine.run(inventory.load(wrong), Options(mode="rollout", journal_dir=journal, limit=["leaf01"]))
+        said: list[str] = []
+        rep = engine.run(inventory.load(wrong), Options(mode="rollout", journal_dir=journal, limit=["leaf01"]),
+                         said.append)
     finally:
         watcher.join(timeout=5)
         inject(lab_inventory / ".state", "leaf01:swp5", "clear")
+    # the fault outlives the restore: the restored pairs are not back, and the run names which
+    assert rep.restored_verified is False
+    assert [m.split(": ", 2)[1] for m in said if m.startswith("restored, NOT back to the baseline")] == \
+        ["node01:mlx5_2->node02:mlx5_2"], said[-6:]
 
     assert rep.changes == {"leaf01": [c for c in rep.changes["leaf01"] if c["key"].endswith("swp5/mtu")]}, rep.changes
     assert rep.outcome == "rolled-back" and rep.restored == ["leaf01"]

@@ -418,6 +418,8 @@ def halt(s: "Session", opts: "Options", report: RunReport, progress: Progress, j
                                              timeout_s=r.policy.timeouts.verify_s)
             report.restored_verified = ok
             j.data["restored_verified"] = ok
+            for x in (x for x in again if x.status != "pass"):  # which pair is not back, and why
+                progress(f"restored, NOT back to the baseline: {x.pair}: {'; '.join(x.reasons) or x.status}")
             j.data["verify"]["restored"] = [x.__dict__ for x in again]
     j.data["outcome"] = report.outcome
     j.stage("done", why)
