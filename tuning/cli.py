@@ -112,10 +112,10 @@ def _error_document(line: str, kind: str, code: int) -> dict:
 
 
 def _command_words() -> str:
-    """The command of this process's argv, with a trailing space (``rollout ``, ``lab up ``), or ''."""
+    """The command of this process's argv, with a trailing space (``rollout ``, ``lab up ``, ``node check ``), or ''."""
     words: list[str] = []
     for a in sys.argv[1:]:
-        if a.startswith("-") or len(words) == (2 if words[:1] == ["lab"] else 1):
+        if a.startswith("-") or len(words) == (2 if words[:1] in (["lab"], ["node"]) else 1):  # the command groups
             break
         words.append(a)
     return "".join(w + " " for w in words)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -119,6 +120,58 @@ def node_restore(node: Optional[str] = NODE, run_id: str = typer.Option(..., "--
         out.print(f"{name}: restored" if done else f"{name}: nothing to restore (the run left it unchanged)")
 
 
+def node_check(inventory: Path = INV, node: Optional[str] = NODE,
+               passive: bool = typer.Option(False, "--passive", help="Slurm's HealthCheckProgram: the gate's checks and "
+                                            "the local health read; drain a failing node (fabtune: reason), resume "
+                                            "a passing one that a health check drained."),
+               prolog: bool = typer.Option(False, "--prolog", help="Slurm's Prolog: the checks a job needs (port ACTIVE, "
+                                           "RoCE v2 GID, MTU, PFC, trust); one line on stderr when one fails."),
+               sysroot: Optional[str] = SYSROOT, as_json: bool = JSON) -> None:
+    """Check this node from itself, reading only (no RDMA traffic), for Slurm's hooks: --passive
+    (HealthCheckProgram: drains a failing node through scontrol with a fabtune: reason, never
+    touching another's drain; resumes a passing node only from a health check's own drain) or
+    --prolog (a job's gate: Slurm drains the node and requeues the job on a non-zero exit).
+    Exit 0 healthy, 1 unhealthy (drained, or left to another's drain), 2 bad input, 4 could not read.
+
+    Example: HealthCheckProgram=/usr/local/bin/fabtune-health (a script: exec fabtune node check --passive -i /shared/inv)
+    """
+    from tuning.burnin import node_check as nc
+
+    if passive == prolog:
+        raise InputError("--passive", "-", "give exactly one of --passive (HealthCheckProgram) and --prolog (Prolog)")
+    dev = this_node(load_inventory(inventory, lint=False), node)
+    root = _sysroot(sysroot)
+    if prolog:
+        problems = nc.gate(dev, root)
+        if problems:
+            raise nc.NotReady(f"not ready for a job: {'; '.join(problems)}", host=dev.name)
+        _say({"command": "node check", "mode": "prolog", "node": dev.name, "problems": []}, as_json, f"{dev.name}: ready")
+        return
+    v = nc.passive(dev, root)
+    doc = {"command": "node check", "mode": "passive", "node": dev.name, "healthy": not v.problems,
+           "problems": v.problems, "drain": v.drain, "undrain": v.undrain, "run_id": v.doc["run_id"]}
+    _say(doc, as_json, _passive_line(v))
+    for what, res in (("drain", v.drain), ("resume", v.undrain)):
+        for why in ((res or {}).get("failed") or {}).values():  # scontrol failed: said, never taken as done
+            print(f"fabtune: error: {what} failed: {why}", file=sys.stderr)
+    raise typer.Exit(v.exit_code)
+
+
+def _passive_line(v) -> str:
+    """One line of a passive check: healthy (resumed or not) or what is wrong and what became of the drain."""
+    if not v.problems:
+        return f"{v.node}: healthy" + ("; resumed (a health check had drained it)" if v.undrain["resumed"] else
+                                       "; NOT resumed (scontrol failed)" if v.undrain["failed"] else "")
+    d = v.drain
+    act = ("drained" if d["drained"] else f"left alone ({d['left'][v.node]})" if v.node in d["left"]
+           else "NOT drained (the drain failed)")
+    return f"{v.node}: unhealthy, {act}: {'; '.join(v.problems)}"
+
+
+def _say(doc: dict, as_json: bool, line: str) -> None:
+    print(json.dumps(doc, indent=2, default=str) if as_json else line)  # one line, never wrapped (a log reads it)
+
+
 def _sysroot(value: Optional[str]) -> str | None:
     """A ``--sysroot`` checked by the path grammar (it reaches the node's shell commands). Raises InputError."""
     if value is None:
@@ -146,9 +199,10 @@ def _record_name(j, node: Optional[str]) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``fabtune node apply|restore`` to the ``fabtune`` app."""
+    """Add ``fabtune node apply|restore|check`` to the ``fabtune`` app."""
     node_app = typer.Typer(help="One node's part of a run, done on the node itself (under srun or a DaemonSet).",
                            no_args_is_help=True)
     node_app.command("apply")(node_apply)
     node_app.command("restore")(node_restore)
+    node_app.command("check")(node_check)
     app.add_typer(node_app, name="node")

@@ -284,11 +284,14 @@ def _apply(ad, node: str, calls: list, act: bool, out: dict, lines: list[str]) -
 
 
 def drain(findings: list[dict], run_id: str, adapter_name: str = "slurm", act: bool = False, max_drain: int = 1,
-          log: Path | None = None, backend=None) -> dict:
+          log: Path | None = None, backend=None, ours: str = REASON_PREFIX) -> dict:
     """Drain the planned nodes (:func:`plan`), or in a dry run only write what would be done.
 
     Args:
         act: False (default): dry run.  backend: an adapter object (tests, or a configured client).
+        ours: a node already drained is drained again (its reason replaced) only when its reason
+            starts with this (default :data:`REASON_PREFIX`; a health check passes ``fabtune:health-``
+            so that a rollout's batch hold keeps its reason).
         log: file the commands / API calls are appended to, one per line, ``# ``-comments naming
             the dry run, each node's finding and the nodes over the cap.
 
@@ -310,7 +313,7 @@ def drain(findings: list[dict], run_id: str, adapter_name: str = "slurm", act: b
            "capped": bool(p.over_cap), "calls": [], "left": {}, "failed": {}}
     for node, f in p.drain:
         lines.append(f"# {node}: {f['code']} ({f['target']})")
-        if act and not _ours_or_free(ad, node, out, lines):
+        if act and not _ours_or_free(ad, node, out, lines, ours):
             continue
         if _apply(ad, node, ad.drain_calls(node, reason_text(run_id, f), f["code"]), act, out, lines):
             out["drained"].append(node)
@@ -320,25 +323,27 @@ def drain(findings: list[dict], run_id: str, adapter_name: str = "slurm", act: b
     return out
 
 
-def _ours_or_free(ad, node: str, out: dict, lines: list[str]) -> bool:
-    """Whether ``node`` may be drained: no current reason, or one fabtune wrote. Otherwise the node
-    goes to ``out["left"]`` (or ``out["failed"]`` when its reason cannot be read)."""
+def _ours_or_free(ad, node: str, out: dict, lines: list[str], ours: str = REASON_PREFIX) -> bool:
+    """Whether ``node`` may be drained: no current reason, or one starting with ``ours`` (fabtune's).
+    Otherwise the node goes to ``out["left"]`` (or ``out["failed"]`` when its reason cannot be read)."""
     try:
         why = ad.reason(node)
     except DrainError as e:
         out["failed"][node] = str(e)
         return False
-    if why and not why.startswith(REASON_PREFIX):
-        out["left"][node] = f"drained by someone else: reason {why!r} is not fabtune's"
+    if why and not why.startswith(ours):
+        out["left"][node] = (f"drained by someone else: reason {why!r} is not fabtune's"
+                             if not why.startswith(REASON_PREFIX) else f"drained by another fabtune run: {why!r}")
         lines.append(f"# {node}: left alone: {out['left'][node]}")
         return False
     return True
 
 
 def undrain(passed: list[str], adapter_name: str = "slurm", act: bool = False, log: Path | None = None,
-            backend=None) -> dict:
+            backend=None, prefix: str = REASON_PREFIX) -> dict:
     """Resume the nodes of ``passed`` (a clean re-test) that fabtune drained (reason starts with
-    :data:`REASON_PREFIX`); the current reason is read in a dry run too.
+    ``prefix``: :data:`REASON_PREFIX`, or a narrower ``fabtune:health-`` for the drains of health
+    checks alone); the current reason is read in a dry run too.
 
     Returns:
         ``{"adapter": "slurm", "dry_run": True, "resumed": ["node03"], "left": {"node04":
@@ -360,8 +365,9 @@ def undrain(passed: list[str], adapter_name: str = "slurm", act: bool = False, l
         except DrainError as e:
             out["failed"][node] = str(e)
             continue
-        if not why or not why.startswith(REASON_PREFIX):
-            out["left"][node] = f"reason {why!r} is not fabtune's" if why else "not drained"
+        if not why or not why.startswith(prefix):
+            out["left"][node] = (f"reason {why!r} is not fabtune's" if not why.startswith(REASON_PREFIX) else
+                                 f"reason {why!r} is not a {prefix}... drain") if why else "not drained"
             lines.append(f"# {node}: left alone: {out['left'][node]}")
             continue
         if _apply(ad, node, ad.resume_calls(node), act, out, lines):

@@ -114,11 +114,12 @@ def nvml_gpus() -> list[dict] | None:
 
 
 def local_document(root: Path = Path("/"), opts: BurninOptions | None = None,
-                   progress: Progress | None = None) -> dict:
-    """The health document of this machine (module docstring), findings and reports included."""
+                   progress: Progress | None = None, name: str | None = None) -> dict:
+    """The health document of this machine (module docstring), findings and reports included;
+    ``name``: the node's name in it (checked by the caller; default the short host name)."""
     opts = opts or BurninOptions(kind="health")
     opts.kind = "health"
-    name = socket.gethostname().split(".")[0]
+    name = name or socket.gethostname().split(".")[0]
     text, topo = local_text(root)
     snap = parse_node(text)
     nics, gpus = deltas(None, snap, set())

@@ -25,11 +25,14 @@ class End:
         gid_type: that entry's ``gid_attrs/types`` text (``RoCE v2``).
         speed_mbps: the netdev's ``/sys/class/net/<if>/speed`` (Mb/s); None when unreadable or
             not positive (the kernel gives -1 or EINVAL for a link that is down).
+        port_state: the RDMA port's ``/sys/class/infiniband/<dev>/ports/1/state`` (``4: ACTIVE``,
+            ``1: DOWN``); None when unreadable.
     """
 
     gid_index: int
     gid_type: str | None = None
     speed_mbps: int | None = None
+    port_state: str | None = None
 
 
 def _nic_ipv4(nic) -> str:
@@ -65,12 +68,19 @@ def resolve_ends(pairs: list[Pair], hosts: dict[str, Host], workers: int = 4,
 def node_gid_indexes(host: Host, nics, timeout_s: float = PAIR_TIMEOUT_S) -> dict[str, int | TuningError]:
     """Each NIC's RoCE v2 IPv4 GID index on one node, read in one round trip (:func:`resolve_ends`
     for one node): ``{"mlx5_0": 3, ...}``; a NIC that cannot be resolved maps to the error."""
+    return {d: e if isinstance(e, TuningError) else e.gid_index for d, e in node_ends(host, nics, timeout_s).items()}
+
+
+def node_ends(host: Host, nics, timeout_s: float = PAIR_TIMEOUT_S) -> dict[str, End | TuningError]:
+    """Each NIC's :class:`End` on one node (GID index, link speed, RDMA port state), one round trip:
+    ``{"mlx5_0": End(3, "RoCE v2", 400000, "4: ACTIVE"), ...}``; a NIC that cannot be resolved (no
+    RoCE v2 GID for its IPv4 address, the read failed) maps to the error (VerifyError / CommandError /
+    ConnectError / DeviceTimeout)."""
     devs = {n.rdma_device: (_nic_ipv4(n), n.netdev) for n in nics}
     try:
-        got = _read_ends(host, devs, timeout_s)
+        return _read_ends(host, devs, timeout_s)
     except TuningError as e:
         return {d: e for d in devs}
-    return {d: e if isinstance(e, TuningError) else e.gid_index for d, e in got.items()}
 
 
 def resolve_gids(pairs: list[Pair], hosts: dict[str, Host], workers: int = 4) -> dict[GidKey, int | TuningError]:
@@ -85,12 +95,13 @@ def resolve_gids(pairs: list[Pair], hosts: dict[str, Host], workers: int = 4) ->
 
 def _read_ends(host: Host, devs: dict[str, tuple[str, str]], timeout_s: float) -> dict[str, End | TuningError]:
     """Several GID tables and link speeds in one round trip; each table is followed by
-    ``@@ <dev> <rc> <speed or ->``."""
+    ``@@ <dev> <rc> <speed or -> <port state or ->`` (the state last: it holds a space, ``4: ACTIVE``)."""
     parts = []
     for d, (_, netdev) in devs.items():
         speed = q(sysroot_path(host.sysroot, f"/sys/class/net/{netdev}/speed"))
+        port = q(sysroot_path(host.sysroot, f"/sys/class/infiniband/{d}/ports/1/state"))
         parts.append(f"( {gid_table_command(host.sysroot, d)} ); rc=$?; s=$(cat {speed} 2>/dev/null) || s=-; "
-                     f"echo \"@@ {d} $rc ${{s:--}}\"")
+                     f"p=$(cat {port} 2>/dev/null) || p=-; echo \"@@ {d} $rc ${{s:--}} ${{p:--}}\"")
     cmd = "; ".join(parts)
     res = finish(host.start(cmd, privileged=False), host, timeout_s)  # sysfs GID tables are world-readable
     out: dict[str, End | TuningError] = {}
@@ -99,11 +110,12 @@ def _read_ends(host: Host, devs: dict[str, tuple[str, str]], timeout_s: float) -
         if not line.startswith("@@ "):
             table.append(line)
             continue
-        _, dev, rc, speed = line.split()
+        _, dev, rc, speed, *state = line.split()
         ipv4 = devs[dev][0]
         idx = pick_roce_v2_ipv4("\n".join(table), ipv4) if rc == "0" else None
         mbps = int(speed) if speed.lstrip("-").isdigit() and int(speed) > 0 else None
-        out[dev] = End(idx, "RoCE v2", mbps) if idx is not None else VerifyError(
+        port = " ".join(state) if state and state != ["-"] else None
+        out[dev] = End(idx, "RoCE v2", mbps, port) if idx is not None else VerifyError(
             f"{dev}: no RoCE v2 GID for {ipv4} in the GID table" + ("" if rc == "0" else
             f" (reading it failed, exit {rc}: {res.stderr.strip()[-200:]})"), host=host.name, phase="verify")
         table = []
