@@ -17,7 +17,7 @@ from tuning.burnin import drain as dr
 from tuning.burnin.localise import localise
 from tuning.errors import InputError
 
-RUN = "20261130T160000-abcd"
+RUN = "burnin-20261130T160000-abcd"  # a burn-in run id (tuning.burnin.run.run_id)
 
 #: a stand-in for Slurm's scontrol: records each argv (JSON line) and keeps node state in a JSON
 #: file; ``show node`` answers in scontrol's multi-line layout (Slurm src/api/node_info.c,
@@ -247,7 +247,8 @@ def test_finish_undrains_clean_fabtune_drains_only(scontrol, tmp_path):
     argv_log, state = scontrol
     nodes = json.loads(state.read_text())
     for n, why in (("node02", f"fabtune:{RUN}: gpu-xid old"), ("node03", f"fabtune:{RUN}: pcie-degraded x"),
-                   ("node04", "bad DIMM, ticket 4711"), ("node05", f"fabtune:{RUN}: gpu-ecc y")):
+                   ("node04", "bad DIMM, ticket 4711"), ("node05", f"fabtune:{RUN}: gpu-ecc y"),
+                   ("node06", "fabtune:20261130T150000-1a2b3c: rollout batch 1/2")):  # a rollout's hold
         nodes[n] = {"state": "IDLE+DRAIN", "reason": why}
     state.write_text(json.dumps(nodes))
 
@@ -266,6 +267,8 @@ def test_finish_undrains_clean_fabtune_drains_only(scontrol, tmp_path):
     assert "scontrol update NodeName=node03 State=RESUME" in (tmp_path / "d.log").read_text()
     out = finish(doc, BurninOptions(drain_adapter="slurm", drain=True, undrain=True, max_drain=0), lambda _m: None)
     assert out["undrain"]["resumed"] == ["node03"] and out["undrain"]["left"]["node04"].startswith("reason 'bad DIMM")
+    assert out["undrain"]["left"]["node06"] == ("reason 'fabtune:20261130T150000-1a2b3c: rollout batch 1/2' is not a "
+                                                "fabtune:burnin-... or fabtune:health-... drain")
     now = json.loads(state.read_text())
     assert now["node03"] == {"state": "IDLE", "reason": None}
     assert [now[n]["state"] for n in ("node02", "node04", "node05")] == ["IDLE+DRAIN"] * 3

@@ -339,11 +339,17 @@ def _ours_or_free(ad, node: str, out: dict, lines: list[str], ours: str = REASON
     return True
 
 
+#: the reasons of fabtune's checks (burn-in, health): what a later clean check may resume; a
+#: rollout's batch hold (``fabtune:RUN_ID: rollout batch K/N``) is its own run's to end
+CHECK_PREFIXES = (f"{REASON_PREFIX}burnin-", f"{REASON_PREFIX}health-")
+
+
 def undrain(passed: list[str], adapter_name: str = "slurm", act: bool = False, log: Path | None = None,
-            backend=None, prefix: str = REASON_PREFIX) -> dict:
+            backend=None, prefix: str | tuple[str, ...] = REASON_PREFIX) -> dict:
     """Resume the nodes of ``passed`` (a clean re-test) that fabtune drained (reason starts with
-    ``prefix``: :data:`REASON_PREFIX`, or a narrower ``fabtune:health-`` for the drains of health
-    checks alone); the current reason is read in a dry run too.
+    ``prefix``, one string or a tuple: :data:`REASON_PREFIX`, :data:`CHECK_PREFIXES` for burn-in's
+    undrain, or a narrower ``fabtune:health-`` for the drains of health checks alone); the current
+    reason is read in a dry run too.
 
     Returns:
         ``{"adapter": "slurm", "dry_run": True, "resumed": ["node03"], "left": {"node04":
@@ -366,8 +372,9 @@ def undrain(passed: list[str], adapter_name: str = "slurm", act: bool = False, l
             out["failed"][node] = str(e)
             continue
         if not why or not why.startswith(prefix):
+            kinds = " or ".join(f"{p}..." for p in ((prefix,) if isinstance(prefix, str) else prefix))
             out["left"][node] = (f"reason {why!r} is not fabtune's" if not why.startswith(REASON_PREFIX) else
-                                 f"reason {why!r} is not a {prefix}... drain") if why else "not drained"
+                                 f"reason {why!r} is not a {kinds} drain") if why else "not drained"
             lines.append(f"# {node}: left alone: {out['left'][node]}")
             continue
         if _apply(ad, node, ad.resume_calls(node), act, out, lines):

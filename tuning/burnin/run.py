@@ -362,7 +362,8 @@ def finish(doc: dict, opts: BurninOptions, say: Progress) -> dict:
         from tuning.burnin import drain
 
         clean = clean_nodes(doc, findings)
-        doc["undrain"] = drain.undrain(clean, opts.drain_adapter, act=opts.drain, log=opts.drain_log)
+        doc["undrain"] = drain.undrain(clean, opts.drain_adapter, act=opts.drain, log=opts.drain_log,
+                                       prefix=drain.CHECK_PREFIXES)  # never a rollout's batch hold
         say(f"undrain ({'dry run' if not opts.drain else 'acted'}): {len(clean)} clean node(s), resumed "
             f"{', '.join(doc['undrain']['resumed']) or 'none'}")
     write_reports(doc, findings, opts)
