@@ -166,15 +166,21 @@ def _kill_at(inv: Path, journal: Path, pattern: str, sig: int, delay: float,
     return p.returncode, "".join(out)
 
 
-#: What CPython prints when a Ctrl-C lands inside an at-fork hook of the ansible-playbook process (its
-#: logging lock, while it forks a worker): Ansible's own SIGINT handler raises there, CPython prints
-#: "Exception ignored in" and drops the interrupt, and the play runs on (seen once in 3,300 CI runs).
-#: That is Ansible's race, not a fabtune crash; any other traceback still fails the test.
+#: What CPython prints when a Ctrl-C lands inside an at-fork hook while ansible-playbook forks a worker
+#: (the parent's logging lock, or the new worker's threading._after_fork before Ansible resets its
+#: signal handler there): Ansible's own SIGINT handler runs inside the hook and raises
+#: (KeyboardInterrupt in the parent; in the worker, multiprocessing's "can only test a child process"),
+#: CPython prints "Exception ignored in" and drops it, and the play runs on (seen twice in about 3,500
+#: CI runs, once each). Ansible's race, not a fabtune crash: a block is removed only when its own
+#: frames (no other traceback inside it) pass through task_queue_manager's _signal_handler and it ends
+#: in one of those two errors; Ansible's "[ERROR]: User interrupted execution" may interleave with
+#: it. Any other traceback still fails the test.
+_NOT_ANOTHER = r"(?:(?!Traceback \(most recent call last\)).*\n)*?"
 _LOST_INTERRUPT = re.compile(
-    r"Exception ignored in: <function (?:_releaseLock|_after_at_fork_child_reinit_locks) at 0x[0-9a-f]+>\n"
-    r"Traceback \(most recent call last\):\n(?:  .*\n)+?"
-    r"  File \"[^\"]*/ansible/executor/task_queue_manager\.py\", line \d+, in _signal_handler\n"
-    r"    raise KeyboardInterrupt\(\)\nKeyboardInterrupt: ?\n")
+    r"Exception ignored in: <function \w+ at 0x[0-9a-f]+>\n"
+    r"Traceback \(most recent call last\):\n" + _NOT_ANOTHER +
+    r"  File \"[^\"]*/ansible/executor/task_queue_manager\.py\", line \d+, in _signal_handler\n" + _NOT_ANOTHER +
+    r"(?:KeyboardInterrupt: ?|AssertionError: can only test a child process)\n")
 
 
 def _without_lost_interrupt(out: str) -> str:
