@@ -90,6 +90,8 @@ def _tables(report, title: str, diff: bool, detail: bool = False, limited: bool 
         out.print(verify_table(report.verify_after, "verification after", report.verify_before))
     for line in nccl_lines(getattr(report, "nccl_after", None) or getattr(report, "nccl_before", None) or []):
         out.print(line, markup=False, highlight=False)
+    for line in nccl_lines(getattr(report, "nccl_restored", None) or []):
+        out.print("after the restore: " + line, markup=False, highlight=False)
 
 
 def nccl_lines(jobs: list[dict]) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from tuning.cli_args import MAX_CONFIRM_S, deferred, integer, load_inventory, out_dir_arg, raise_refused
-from tuning.cli_emit import emit, interrupted_summary, out, progress
+from tuning.cli_emit import emit, interrupted_summary, nccl_lines, out, progress
 from tuning.cli_options import (BATCH_BY, DETAIL, DOMAIN, FIRMWARE, INV, JDIR_RUN, JSON, JUNIT, LIMIT, MAX_LAT, MIN_BW,
                                 MIN_BW_SHARE, PROM, RAIL, REPORT_JSON, SERIAL, chosen_domains, report_outputs,
                                 run_policy, run_thresholds)
@@ -212,22 +212,21 @@ def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR
     """
     from tuning.reports import verify_report
     from tuning.rollout.baseline import load_baseline
-    from tuning.rollout.offline import verify_only
+    from tuning.rollout.verify_run import verify_only
 
     with Recorder(report_outputs(junit, prom_file, report_json), "verify", inventory) as rec:
         raise_refused(journal_dir, min_bw, max_lat, min_bw_share, rail)
         inv, t0 = load_inventory(inventory), time.monotonic()
         th = run_thresholds(rec, run_policy(inv, min_bw_gbps=min_bw, max_lat_us=max_lat,
                                             min_bw_share=min_bw_share))
-        ok, results, incasts = verify_only(inv, journal_dir, th, progress, tuple(rail) if rail else None,
-                                           limit or None, incast=not no_incast)
-        code = rec.done(verify_report(ok, results, time.monotonic() - t0, incasts),
-                        baseline=load_baseline(journal_dir, inv.path) or {})
+        got = verify_only(inv, journal_dir, th, progress, tuple(rail) if rail else None, limit or None,
+                          incast=not no_incast)
+        code = rec.done(verify_report(got, time.monotonic() - t0), baseline=load_baseline(journal_dir, inv.path) or {})
     if as_json:  # the one report document, as --report-json writes it (tuning/reports/report.schema.json)
         print(json.dumps(rec.document(), indent=2, default=str))
     else:
-        out.print(verify_table(results, "verification"))
-        for r in incasts:
-            out.print(f"incast {r['incast']}: {r['verdict']}" + (f": {'; '.join(r['reasons'])}" if r["reasons"] else ""))
-        out.print("PASS" if ok else "FAIL")
+        out.print(verify_table(got.pairs, "verification"))
+        lines = [f"incast {r['incast']}: {r['verdict']}" + (f": {'; '.join(r['reasons'])}" if r["reasons"] else "")
+                 for r in got.incast]
+        out.print("\n".join(lines + nccl_lines(got.nccl) + ["PASS" if got.ok else "FAIL"]), markup=False)
     raise typer.Exit(code)

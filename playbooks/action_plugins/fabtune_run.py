@@ -125,16 +125,19 @@ class ActionModule(ActionBase):
 
     def _verify_only(self, inv, opts, task_vars: dict) -> dict:
         """``verify.yml``: every pair of the play's hosts against the pass marks and the baseline."""
-        from tuning.rollout.offline import verify_only
+        from tuning.rollout.verify_run import verify_only
         from tuning.verify.runner import Thresholds
 
         limit = [str(h) for h in task_vars.get("ansible_play_hosts_all") or []] or None
         th = Thresholds(**inv.policy.thresholds.model_dump())
-        ok, pairs, incasts = verify_only(inv, opts.journal_dir, th, lambda m: None, opts.rails, limit)
-        out = {"changed": False, "ok": ok, "pairs": pairs, "incast": incasts}
-        if not ok:
-            bad = [f"{p['pair']}: {'; '.join(p.get('reasons') or [])}" for p in pairs if p.get("status") != "pass"]
-            out.update(failed=True, msg=f"verification failed: {'; '.join(bad[:4]) or 'an incast failed'}")
+        got = verify_only(inv, opts.journal_dir, th, lambda m: None, opts.rails, limit)
+        out = {"changed": False, "ok": got.ok, "pairs": got.pairs, "incast": got.incast, "nccl": got.nccl,
+               "findings": got.findings}
+        if not got.ok:
+            bad = [f"{p['pair']}: {'; '.join(p.get('reasons') or [])}" for p in got.pairs if p.get("status") != "pass"]
+            bad += [f"{j['test']}: {'; '.join(j.get('reasons') or [])}" for j in got.nccl if j.get("status") == "fail"]
+            why = '; '.join(bad[:4]) or 'an incast failed or a required nccl-tests job did not run'
+            out.update(failed=True, msg=f"verification failed: {why}")
         return out
 
     def _burnin(self, inv, task_vars: dict) -> dict:

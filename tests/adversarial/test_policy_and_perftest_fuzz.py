@@ -404,7 +404,7 @@ def no_engine(monkeypatch):
             raise _Tripwire(name)
         return f
 
-    from tuning.rollout import engine, offline
+    from tuning.rollout import engine, offline, verify_run
 
     real_run = engine.run
 
@@ -416,7 +416,7 @@ def no_engine(monkeypatch):
     monkeypatch.setattr(engine, "run", run)
     monkeypatch.setattr(engine.Session, "open", trip("Session.open"))
     monkeypatch.setattr(offline, "offline_plan", trip("offline_plan"))
-    monkeypatch.setattr(offline, "verify_only", trip("verify_only"))
+    monkeypatch.setattr(verify_run, "verify_only", trip("verify_only"))
     calls.append(seen)  # calls[0]: the engine.run options seen
     return calls
 

@@ -1,7 +1,9 @@
 """A rollout with the policy's nccl enabled runs all_reduce_perf in the lab (Open MPI's mpirun on the
 first node, over real SSH, each node's NCCL environment read from it), records its bus bandwidth in
 the report and the baseline, and a NIC degraded between its baseline and its verification (on rail
-3, which the rail-0 pairs never cross: only NCCL sees it) is judged regressed and rolled back.
+3, which the rail-0 pairs never cross: only NCCL sees it) is judged regressed and rolled back, and
+the restored fabric is measured with NCCL again. `fabtune verify` alone judges the job against the
+baseline a kept rollout recorded.
 Each rollout changes the nodes' MTU alone (9000: RoCE MTU 4096 instead of 1024; the switches and
 the nodes' QoS stay as they are, lossy), verified on rail 0 only, incast off, to stay short."""
 
@@ -61,6 +63,16 @@ def test_a_kept_rollout_records_the_bus_bandwidth_of_its_nccl_job(lab_inventory:
     # a second rollout changes nothing: it runs no nccl-tests job nothing would be judged against
     again = engine.run(inventory.load(lab_inventory), _options(journal))
     assert (again.outcome, again.nccl_before, again.nccl_after) == ("no-change", [], []), again.outcome
+    # `fabtune verify` alone, the policy's nccl on: the job again, judged against the kept run's
+    with (lab_inventory / "group_vars" / "all.yml").open("a") as f:
+        f.write("fabtune_rollout: {nccl: {enabled: true}, incast: {enabled: false}}\n")
+    got = subprocess.run([sys.executable, "-m", "tuning", "verify", "-i", str(lab_inventory), "--journal-dir",
+                          str(journal), "--rail", "0", "--min-bw", "1", "--max-lat", "1000", "--json"],
+                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert got.returncode == 0, got.stdout[-1500:] + got.stderr[-1500:]
+    [job] = json.loads(got.stdout)["nccl_after"]
+    assert (job["nodes"], job["status"], job["baseline_gbs"]) == (NODES, "pass", after["busbw_gbs"]), job
+    assert job["judged"].startswith(f"bus bandwidth {job['busbw_gbs']:g} GB/s vs baseline {after['busbw_gbs']:g}")
 
 
 def test_a_nic_degraded_after_the_baseline_makes_the_nccl_judgement_regress_and_roll_back(
@@ -78,6 +90,11 @@ def test_a_nic_degraded_after_the_baseline_makes_the_nccl_judgement_regress_and_
     assert after["status"] == "fail" and "past the 5 % mark" in after["judged"], after
     assert after["busbw_gbs"] < 0.6 * after["baseline_gbs"]  # the ring waits on its slowest NIC: -50 %
     assert rep.outcome == "rolled-back" and set(rep.restored) == set(NODES)
+    # the restored fabric is measured again with NCCL: the NIC is still degraded (the change was not
+    # the fault), so the restore is NOT back to the baseline, and the report says so
+    [again] = rep.nccl_restored
+    assert again["status"] == "fail" and again["busbw_gbs"] < 0.6 * again["baseline_gbs"], again
+    assert rep.restored_verified is False
     # the halt names NCCL, not the pairs that passed (the journal's last event holds why)
     events = json.loads((journal / f"{rep.run_id}.json").read_text())["events"]
     assert "batch 1: every pair passed, nccl-tests did not: all_reduce_perf regressed" in events[-1][1], events[-3:]

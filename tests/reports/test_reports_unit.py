@@ -24,6 +24,7 @@ from tuning.reports import junit, prometheus
 from tuning.reports.json_report import (DEVICE_OUTCOMES, PAIR_OUTCOMES, RUN_OUTCOMES, Context, build, iso_utc,
                                         schema)
 from tuning.rollout.run_report import RunReport
+from tuning.rollout.verify_run import Verification
 from tuning.verify.runner import PairResult, Thresholds
 
 LAB = Path(__file__).resolve().parents[2] / "inventory" / "lab"
@@ -209,7 +210,8 @@ def test_exit_codes():
     assert exit_code(RunReport("r", "rollout", outcome="kept", verify_ok=True)) == EXIT_OK
     assert exit_code(RunReport("r", "rollout", outcome="rolled-back")) == EXIT_FAILED
     assert exit_code(RunReport(None, "rollout", outcome="no-change", verify_ok=False)) == EXIT_FAILED
-    assert exit_code(verify_report(True, [], 1.0)) == EXIT_OK and exit_code(verify_report(False, [], 1.0)) == 1
+    assert exit_code(verify_report(Verification(True, []), 1.0)) == EXIT_OK
+    assert exit_code(verify_report(Verification(False, []), 1.0)) == 1
     assert error_exit_code(InputError("f", "k", "bad")) == 2 and error_exit_code(RollbackError("x")) == 3
     assert error_exit_code(InputError("f", "k", "bad"), detailed=True) == 1  # 2 means drift there
     assert error_exit_code(KeyboardInterrupt()) == 130

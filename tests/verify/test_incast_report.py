@@ -16,6 +16,7 @@ from tuning import inventory
 from tuning.reports import prometheus, verify_report
 from tuning.reports import junit
 from tuning.reports.json_report import Context, build, schema
+from tuning.rollout.verify_run import Verification
 from tuning.verify.incast import Expectation, IncastResult, _rounds, judge_incast, leaves_of, plan_incasts
 
 LAB = Path(__file__).resolve().parents[2] / "inventory" / "lab"
@@ -96,7 +97,7 @@ def test_reports_carry_every_incast() -> None:
     rows = [dataclasses.asdict(ok), dataclasses.asdict(bad)]
     s = schema()
     assert {f.name for f in dataclasses.fields(IncastResult)} | {"batch"} == set(s["$defs"]["incast"]["properties"])
-    doc = valid_json(build(verify_report(False, [], 3.0, rows), Context("verify", inventory=str(LAB), exit_code=1)))
+    doc = valid_json(build(verify_report(Verification(False, [], rows), 3.0), Context("verify", inventory=str(LAB), exit_code=1)))
     assert [r["incast"] for r in doc["incast"]] == ["leaf02: 3->node01:mlx5_1", "leaf01: 3->node01:mlx5_0"]
     doc["incast"][0]["undocumented"] = 1
     with pytest.raises(jsonschema.ValidationError):

@@ -172,3 +172,35 @@ def test_a_job_open_mpi_could_not_start_is_the_harnesss_fault_never_the_fabrics(
     job = run_job("all_reduce_perf", devs, hosts, (8388608, 134217728), 10.0)
     assert (job.error_kind, job.error_class, job.busbw_gbs) == (kind, "harness", None), job.error
     assert job.error == f"node01: all_reduce_perf could not start (exit {rc}: {first})", job.error
+
+
+def _one_node_tool(folder, stdout: str, rc: int):
+    """node01 whose ``all_reduce_perf`` (in ``folder``/bin) prints ``stdout`` and exits ``rc`` (a LocalHost)."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(parents=True)
+    (folder / "out.txt").write_text(stdout)
+    (bin_dir / "all_reduce_perf").write_text(f"#!/bin/sh\ncat '{folder / 'out.txt'}'\nexit {rc}\n")
+    (bin_dir / "all_reduce_perf").chmod(0o755)
+    dev = inventory.load(REPO / "inventory" / "lab").devices["node01"]
+    return [dev], {"node01": LocalHost("node01", env={**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"})}
+
+
+def test_output_no_nccl_tests_run_printed_is_the_harnesss_and_a_cut_run_the_fabrics(tmp_path):
+    """An output without nccl-tests' result header (another program or build answered: here a
+    binary killed by SIGILL before printing) is ``unreadable``, the harness's: the job is not-run
+    and, without ``nccl.required``, fails nothing (it read as no_value, a fabric fault, before).
+    A run that printed its header and rows and broke off before '# Avg bus bandwidth' did start:
+    ``no_value``, the fabric's, a failure."""
+    devs, hosts = _one_node_tool(tmp_path, "", 132)
+    job = run_job("all_reduce_perf", devs, hosts, (8388608, 134217728), 10.0)
+    assert (job.error_kind, job.error_class, job.busbw_gbs) == ("unreadable", "harness", None), job.error
+    judge_job(job, None, Thresholds(), True)
+    assert job.status == "not-run" and passed([job], required=False) and not passed([job], required=True)
+
+    whole = (REPO / "tests/parsers/cases/nccl_tests__v2.11.0_all_reduce_16ranks_2node_no_check.txt").read_text()
+    cut = whole[:whole.index("# Out of bounds values")]
+    devs, hosts = _one_node_tool(tmp_path / "cut", cut, 134)
+    job = run_job("all_reduce_perf", devs, hosts, (8388608, 134217728), 10.0)
+    assert (job.error_kind, job.error_class, job.busbw_gbs) == ("no_value", "fabric", None), job.error
+    judge_job(job, None, Thresholds(), True)
+    assert job.status == "fail" and not passed([job], required=False)

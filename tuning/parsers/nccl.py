@@ -321,6 +321,10 @@ def _separate_runs(res: NcclResult, n_avg: int) -> ToolFailure | None:
     return ToolFailure(kind=kind, message=msg, likely_cause=cause)
 
 
+#: :class:`ParseError` ``expected`` of an output without a result header: no nccl-tests run printed it
+NO_HEADER = "nccl-tests output with a '#  size  count  type ...' header"
+
+
 def parse_nccl(text: str, tool: str = "nccl-tests") -> NcclResult:
     """Parse an nccl-tests output (any collective, any rank's stdout or the merged one), every format
     from NVIDIA/nccl-tests v1.0.0 (``src/common.cu``, ``src/all_reduce.cu``) to v2.19.6 (``src/util.cu``).
@@ -349,7 +353,7 @@ def parse_nccl(text: str, tool: str = "nccl-tests") -> NcclResult:
         return res
     if cols is None:
         no, line = next(((i, x) for i, x in enumerate(lines, 1) if x.strip()), (0, ""))
-        raise ParseError(tool, no, "nccl-tests output with a '#  size  count  type ...' header", line)
+        raise ParseError(tool, no, NO_HEADER, line)
     if not res.rows:
         raise ParseError(tool, header_no, "at least one result row after the header", lines[header_no - 1])
     if not n_avg:

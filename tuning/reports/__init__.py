@@ -66,14 +66,17 @@ def error_exit_code(err: BaseException, detailed: bool = False) -> int:
     return detailed_code(code, detailed)
 
 
-def verify_report(ok: bool, results: list[dict], seconds: float, incast: list[dict] | None = None):
-    """A stand-alone verification (``fabtune verify``) as a RunReport: outcome ``passed`` or
-    ``failed``, the results in ``verify_after`` (the verification judged), the incasts
-    (IncastResult dicts) in ``incast``, ``seconds`` wall time."""
+def verify_report(got, seconds: float):
+    """A stand-alone verification (``fabtune verify``; ``got``: a
+    :class:`tuning.rollout.verify_run.Verification`) as a RunReport: outcome ``passed`` or
+    ``failed``, the pairs in ``verify_after`` (the verification judged), the incasts
+    (IncastResult dicts) in ``incast``, the nccl-tests jobs in ``nccl_after`` and their findings,
+    ``seconds`` wall time."""
     from tuning.rollout.run_report import RunReport
 
-    return RunReport(None, "verify", outcome=RunOutcome.PASSED if ok else RunOutcome.FAILED, verify_after=list(results),
-                     verify_ok=ok, seconds=round(seconds, 2), incast=list(incast or []))
+    return RunReport(None, "verify", outcome=RunOutcome.PASSED if got.ok else RunOutcome.FAILED,
+                     verify_after=list(got.pairs), verify_ok=got.ok, seconds=round(seconds, 2), incast=list(got.incast),
+                     nccl_after=list(got.nccl), findings=list(got.findings))
 
 
 def report_file(flag: str, suffix: str | None = None):

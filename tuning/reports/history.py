@@ -147,9 +147,9 @@ def report_of(doc: dict, kept: dict[str, list[dict]]):
 
 def _verification(rep, verify: dict) -> None:
     """The journal's verification into ``rep``: pairs before/after and nccl-tests jobs before/after
-    (entries that are not objects are left out)."""
+    and after a restore (entries that are not objects are left out)."""
     for name, key in (("verify_before", "before"), ("verify_after", "after"), ("nccl_before", "nccl_before"),
-                      ("nccl_after", "nccl_after")):
+                      ("nccl_after", "nccl_after"), ("nccl_restored", "nccl_restored")):
         setattr(rep, name, [x for x in verify.get(key) or [] if isinstance(x, dict)])
 
 

@@ -421,5 +421,9 @@ def halt(s: "Session", opts: "Options", report: RunReport, progress: Progress, j
             for x in (x for x in again if x.status != "pass"):  # which pair is not back, and why
                 progress(f"restored, NOT back to the baseline: {x.pair}: {'; '.join(x.reasons) or x.status}")
             j.data["verify"]["restored"] = [x.__dict__ for x in again]
+        back = gate.nccl_restored(s, opts, report, progress, j)  # a halt at the last batch's nccl-tests
+        if back is not None:
+            report.restored_verified = back and report.restored_verified is not False
+            j.data["restored_verified"] = report.restored_verified
     j.data["outcome"] = report.outcome
     j.stage("done", why)

@@ -19,7 +19,7 @@ from tuning.errors import TuningError
 from tuning.inventory import Inventory
 from tuning.rollout.batch_run import restore_batches, run_batches
 from tuning.rollout.batches import plan_batches
-from tuning.rollout.gate import baseline_pairs, confirm_window, incast_bound, verify_fabric, verify_nccl, verify_pairs
+from tuning.rollout.gate import confirm_window, incast_bound, measure_baseline, verify_pairs
 from tuning.rollout.journal import Journal, new_run_id
 from tuning.rollout.lock import RunLock, lock_path
 from tuning.rollout.options import Options, Run
@@ -27,7 +27,6 @@ from tuning.rollout.run_report import RunReport
 from tuning.rollout.session import (Session, collect, findings, findings_after, plan, refuse_firmware,
                                     refuse_read_only_drift, refuse_unverifiable, snapshot)
 from tuning.targets import pause_for_test
-from tuning.verify.nccl_verdict import as_dicts
 from tuning.verify.runner import as_baseline
 from tuning.model.outcomes import BatchOutcome, RunOutcome
 
@@ -128,13 +127,9 @@ def _baseline(s: Session, opts: Options, report: RunReport, progress: Progress, 
     the last batch is judged against when the policy enables them and the run changes something
     (a run with no change judges nothing against them). Fills the report and the journal.
     Returns ``(baseline, every pair passed)``."""
-    j.stage("baseline")
-    ok, before = verify_fabric(s, opts, None, progress, baseline_pairs(r))
-    report.verify_before = [x.__dict__ for x in before]
-    j.data["verify"]["before"] = report.verify_before
-    if opts.policy.nccl.enabled and report.changes:
-        report.nccl_before = as_dicts(verify_nccl(s, opts, None, progress))
-        j.data["verify"]["nccl_before"] = report.nccl_before
+    ok, before = measure_baseline(s, opts, r, progress, j, bool(report.changes))
+    report.verify_before = j.data["verify"]["before"]
+    report.nccl_before = j.data["verify"].get("nccl_before") or []
     return as_baseline(before), ok
 
 

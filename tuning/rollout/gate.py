@@ -129,6 +129,22 @@ def verify_nccl(s: Session, opts: Options, before: list[dict] | None, progress: 
                    before, progress)
 
 
+def measure_baseline(s: Session, opts: Options, r, progress: Progress, journal, changed: bool) -> tuple[bool, list]:
+    """The stage ``baseline`` of a verified run (the engine's and the Ansible begin's, ``r``: its
+    :class:`tuning.rollout.batch_run.Run`): every pair of :func:`baseline_pairs` into the journal's
+    ``verify.before``, then, when the policy enables nccl-tests and the run ``changed`` something,
+    its jobs into ``verify.nccl_before`` (the last batch is judged against them; a run with no
+    change judges nothing against them). Returns ``(every pair passed, PairResults)``."""
+    from tuning.verify.nccl_verdict import as_dicts
+
+    journal.stage("baseline")
+    ok, before = verify_fabric(s, opts, None, progress, baseline_pairs(r))
+    journal.data["verify"]["before"] = [x.__dict__ for x in before]
+    if opts.policy.nccl.enabled and changed:
+        journal.data["verify"]["nccl_before"] = as_dicts(verify_nccl(s, opts, None, progress))
+    return ok, before
+
+
 def nccl_gate(s: Session, opts: Options, report, progress: Progress, journal) -> bool:
     """After the last batch (policy ``nccl.enabled``): :func:`verify_nccl` against the baseline
     stage's jobs (the journal's ``verify.nccl_before``), into ``report.nccl_after``, its ``nccl-not-run``
@@ -154,6 +170,28 @@ def baseline_pairs(r: Run) -> list[Pair] | None:
     extra = [p for b in r.batches for p in r.batch_pairs.get(b.index) or []
              if p.name not in seen and not seen.add(p.name)]
     return [*r.pairs, *extra]
+
+
+def nccl_restored(s: Session, opts: Options, report, progress: Progress, journal) -> bool | None:
+    """After a regression's restore put every batch back (nothing kept) in a run whose last batch
+    ran nccl-tests (policy ``nccl.enabled``): the jobs again, judged against the baseline stage's
+    (the journal's ``verify.nccl_before``), into ``verify.nccl_restored`` and ``report.nccl_restored``.
+    Returns whether the restored fabric is back to the baseline by them: False when a job regressed
+    or failed on the network, True when every job passed, None when none ran or the harness kept
+    one from running (that says nothing of the fabric)."""
+    from tuning.model.outcomes import RunOutcome
+    from tuning.verify.nccl_verdict import as_dicts
+
+    v = journal.data["verify"]
+    if not (opts.policy.nccl.enabled and v.get("nccl_before") and v.get("nccl_after")
+            and report.outcome == RunOutcome.ROLLED_BACK):
+        return None
+    progress("nccl-tests on the restored fabric against the baseline")
+    jobs = verify_nccl(s, opts, v["nccl_before"], progress)
+    report.nccl_restored = v["nccl_restored"] = as_dicts(jobs)
+    if any(j.status == "fail" for j in jobs):
+        return False
+    return True if all(j.status == "pass" for j in jobs) else None
 
 
 def gate_failed_why(index: int, results: list[dict], nccl: list[dict] | None = None) -> str:

@@ -11,7 +11,6 @@ from tuning.inventory import Inventory
 from tuning.outfile import write_atomic
 from tuning.rollout.run_report import RunReport
 from tuning.targets import platform_of, target_class
-from tuning.verify.runner import Thresholds
 from tuning.model.outcomes import RunOutcome
 
 
@@ -56,43 +55,3 @@ def render_inventory(inv: Inventory, out_dir: Path, skipped: list | None = None)
         write_atomic(path, text.encode())  # never through a link or onto a special file
         written.append(path)
     return written
-
-
-def verify_only(inv: Inventory, journal_dir: Path, th: Thresholds, progress,
-                rails: tuple[int, ...] | None = None, limit: list[str] | None = None,
-                incast: bool = True) -> tuple[bool, list[dict], list[dict]]:
-    """Measure every pair (of the devices ``limit`` names, None: all) and judge against ``th`` and
-    the recorded baseline (if any); then, when the inventory expects lossless
-    (:meth:`tuning.verify.incast.Expectation.from_inventory`), ``incast`` is True and the policy's
-    ``incast.enabled``, one k-to-1 incast per leaf of the selection
-    (:func:`tuning.verify.incast.leaves_of`, k = the policy's ``incast.k``).
-
-    Holds the inventory's lock like a run: RDMA tests beside another run's would load the same
-    links and spoil both runs' measurements.
-
-    Returns:
-        (every pair and incast passed, PairResult dicts, IncastResult dicts).
-
-    Raises:
-        LockError: another run holds the inventory (nothing measured).
-    """
-    from dataclasses import asdict
-
-    from tuning.rollout import baseline, gate, journal, lock, options, session  # live only: render needs none
-    from tuning.verify.incast import Expectation, leaves_of, plan_incasts, run_incasts
-
-    run_id = journal.new_run_id()
-    with lock.RunLock(lock.lock_path(inv.path), run_id, "verify", journal_dir / f"{run_id}.json"):
-        s = session.Session(inv, [], 1)  # no device is changed: the nodes are opened as the pairs need them
-        try:
-            ok, results = gate.verify_fabric(s, options.Options(mode="verify", thresholds=th, rails=rails, limit=limit),
-                                             baseline.load_baseline(journal_dir, inv.path), progress)
-            incasts, expect = [], Expectation.from_inventory(inv)
-            if incast and inv.policy.incast.enabled and expect.lossless:
-                planned = plan_incasts(inv, leaves_of(inv, limit), inv.policy.incast.k)
-                hosts = s.node_hosts({i.receiver for i in planned} | {n for i in planned for n, _ in i.senders})
-                inc_ok, incasts = run_incasts(planned, hosts, expect, progress)
-                ok = ok and inc_ok
-        finally:
-            s.close()
-    return ok, [r.__dict__ for r in results], [asdict(r) for r in incasts]

@@ -25,6 +25,8 @@ class RunReport:
     as planned and are not counted by :attr:`n_changes`. ``nccl_before`` / ``nccl_after``: the
     nccl-tests jobs of a rollout's baseline and of its last batch (policy ``nccl``;
     :class:`tuning.verify.nccl.NcclRun` dicts, bus bandwidth in GB/s); empty when none ran.
+    ``nccl_restored``: the jobs again after a regression's restore put every batch back
+    (:func:`tuning.rollout.gate.nccl_restored`), judged against ``nccl_before``.
     """
 
     run_id: str | None
@@ -47,6 +49,7 @@ class RunReport:
     not_run: list[str] = field(default_factory=list)
     nccl_before: list[dict] = field(default_factory=list)
     nccl_after: list[dict] = field(default_factory=list)
+    nccl_restored: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         """JSON-ready dict."""

@@ -191,9 +191,7 @@ def _journal_and_baseline(s: session.Session, eopts: Options, planned: tuple[dic
     j = session.snapshot(s, eopts, plans, r, shared=True, engine="ansible",
                          ansible={"confirm_s": None, "measured": [], "incast_pending": [], "verify": eopts.verify})
     if eopts.verify:
-        j.stage("baseline")
-        _, before = gate.verify_fabric(s, eopts, None, progress, gate.baseline_pairs(r))
-        j.data["verify"]["before"] = [x.__dict__ for x in before]
+        _, before = gate.measure_baseline(s, eopts, r, progress, j, any(plans.values()))
         out["baseline_pairs"] = len(before)
     j.data["ansible"]["confirm_s"] = out["confirm_s"]
     j.stage("apply")

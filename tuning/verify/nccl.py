@@ -29,18 +29,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from tuning.errors import InputError, TuningError
-from tuning.parsers.nccl import parse_nccl
+from tuning.errors import InputError, ParseError, TuningError
+from tuning.parsers.nccl import NO_HEADER, parse_nccl
 from tuning.transport.base import Host, q
 from tuning.verify.nccl_env import nccl_env
 
 #: the nccl-tests binaries a job may run
 TESTS = ("all_reduce_perf", "alltoall_perf")
 #: why a job gave no bus bandwidth; the harness kinds are the verification's own failure on a node
-#: (a tool missing, a launch whose ranks never met, a node that did not answer), never a fabric fault
+#: (a tool missing, a launch whose ranks never met, a node that did not answer, output that is no
+#: nccl-tests format: another program or build answered), never a fabric fault; ``no_value`` (a
+#: job that ran in nccl-tests' format and ended without a bus bandwidth) and ``nccl_failure`` are the fabric's
 ERROR_KINDS = ("tool_missing", "ranks_alone", "separate_runs", "single_rank", "nccl_failure", "no_value",
-               "unreachable")
-HARNESS_KINDS = ("tool_missing", "ranks_alone", "separate_runs", "single_rank", "unreachable")
+               "unreachable", "unreadable")
+HARNESS_KINDS = ("tool_missing", "ranks_alone", "separate_runs", "single_rank", "unreachable", "unreadable")
 #: a name mpirun's ``--host`` is given (RFC 1123 host name label rules, dots allowed)
 _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}", re.ASCII)
 #: an NCCL variable's value: what nccl_env makes (``=mlx5_0:1,...``, digits)
@@ -185,8 +187,9 @@ def run_once(job: NcclRun, hosts: dict[str, Host], timeout_s: float) -> NcclRun:
                                   f"{_first_words(res.stderr)})")
     try:
         parsed = parse_nccl(res.stdout, job.test)
-    except TuningError as e:
-        return job.failed("no_value", f"{job.test} on {job.nodes[0]} (exit {res.rc}): {e}")
+    except ParseError as e:  # no nccl-tests run printed it: the harness; one that started and broke off: no_value
+        kind = "unreadable" if e.line_no == 0 or e.expected == NO_HEADER else "no_value"
+        return job.failed(kind, f"{job.test} on {job.nodes[0]} (exit {res.rc}): {e}")
     job.n_ranks, job.rows = parsed.n_ranks, len(parsed.rows)
     if parsed.failure is not None:
         kind = parsed.failure.kind if parsed.failure.kind in ERROR_KINDS else "nccl_failure"
