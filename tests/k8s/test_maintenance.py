@@ -1,0 +1,178 @@
+"""NodeMaintenance objects against the published CRD schema, and the maintenance client against the
+API server stand-in (tests/k8s/apiserver.py): create, wait for Ready, join another requestor's
+object, report a failure, release, and the API server's refusals read as errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.k8s import apiserver
+from tuning.errors import ConnectError, InputError
+from tuning.k8s import maintenance as nm
+from tuning.k8s.api import Api, ApiError
+from tuning.k8s.client import MaintenanceClient, path
+
+RUN = "20261203T2146-ab12"
+NS = "fabtune"
+
+
+def schema_problems(obj: dict) -> list[str]:
+    """Every way ``obj`` breaks the published CRD schema (unknown fields included), [] when it fits."""
+    schema = apiserver.crd_schema()
+    return apiserver.unknown_fields(obj, schema) + [
+        f"{c['field']}: {c['message']}" for c in apiserver.schema_causes(apiserver.defaulted(obj, schema), schema)]
+
+
+def test_new_object_fits_the_published_crd_schema():
+    obj = nm.new(RUN, "node01", NS)
+    assert schema_problems(obj) == []
+    assert obj["metadata"]["name"] == "fabtune-20261203t2146-ab12-node01"
+    assert obj["spec"]["requestorID"] == "fabtune.io" and obj["spec"]["nodeName"] == "node01"
+    assert obj["spec"]["drainSpec"] == {"force": False, "deleteEmptyDir": False, "timeoutSeconds": 300}
+
+
+def test_the_schema_check_can_fail():
+    bad = nm.new(RUN, "node01", NS)
+    bad["spec"]["requestorID"] = "fabtune_io"  # '_' is outside the CRD's pattern
+    bad["spec"]["drainSpec"]["timeoutSeconds"] = -1
+    bad["spec"]["drainspec"] = {}
+    del bad["spec"]["nodeName"]
+    problems = schema_problems(bad)
+    assert "spec.drainspec" in problems
+    assert "spec.nodeName: Required value" in problems
+    assert any(p.startswith("spec.requestorID: Invalid value: \"fabtune_io\"") for p in problems)
+    assert any(p.startswith("spec.drainSpec.timeoutSeconds: Invalid value: -1") for p in problems)
+
+
+def test_failed_condition_and_joined_annotation_fit_the_schema():
+    own = nm.new(RUN, "node01", NS)
+    kind, body = nm.mark_failed(own, "verify failed: node01/mlx5_0 <-> node02/mlx5_0 12.5 Gb/s", "2026-12-03T21:46:37Z")
+    assert kind == "status" and schema_problems(body) == [] and nm.failed(body)
+    cond = body["status"]["conditions"][-1]
+    assert (cond["type"], cond["status"], cond["reason"]) == ("RequestorFailed", "True", "FailedMaintenance")
+    other = {**nm.new(RUN, "node02", NS), "spec": {"requestorID": "network.operator.nvidia.com", "nodeName": "node02"}}
+    kind, body = nm.mark_failed(nm.with_requestor(other), "x", "2026-12-03T21:46:37Z")
+    assert kind == "update" and "status" not in body and nm.failed(body)
+    assert body["metadata"]["annotations"][nm.FAILED_ANNOTATION] == "x"
+
+
+@pytest.mark.parametrize("node", ["Node01", "node_01", "-node"])
+def test_a_node_name_kubernetes_cannot_have_is_bad_input(node):
+    with pytest.raises(InputError, match="not a Kubernetes node name"):
+        nm.new(RUN, node, NS)
+
+
+def test_decisions():
+    other = {"metadata": {"name": "net-op-node01", "namespace": "nvidia", "creationTimestamp": "2026-12-03T10:00:00Z"},
+             "spec": {"requestorID": "network.operator.nvidia.com", "nodeName": "node01", "additionalRequestors": ["a.b"]}}
+    d = nm.decide([other], RUN, "node01", NS)
+    assert d.action == "join" and d.body["spec"]["additionalRequestors"] == ["a.b", "fabtune.io"]
+    assert nm.decide([d.body], RUN, "node01", NS).action == "have"
+    assert nm.leave(d.body) == ("update", other)
+    stale = nm.new("20261202T0900-zz99", "node01", NS)
+    refused = nm.decide([stale], RUN, "node01", NS)
+    assert refused.action == "refuse" and "fabtune run 20261202T0900-zz99" in refused.why
+    going = {**other, "metadata": {**other["metadata"], "deletionTimestamp": "2026-12-03T11:00:00Z"}}
+    assert nm.decide([going], RUN, "node01", NS).action == "refuse"
+    assert nm.decide([], RUN, "node01", NS).action == "create"
+
+
+@pytest.fixture
+def cluster():
+    c = apiserver.Cluster(["node01", "node02", "node03"])
+    server = apiserver.serve(c)
+    yield c, Api(f"http://127.0.0.1:{server.server_address[1]}")
+    server.shutdown()
+
+
+def client(api: Api) -> MaintenanceClient:
+    return MaintenanceClient(api, RUN, NS, sleep=lambda s: None)
+
+
+def test_hold_wait_release_cordons_then_uncordons(cluster):
+    c, api = cluster
+    mc = client(api)
+    holds = mc.wait_ready(mc.hold(["node01", "node02"]), timeout_s=60)
+    assert holds.refused == {} and holds.not_ready == {}
+    assert [nm.ready_reason(h.obj) for h in holds.held.values()] == ["Ready", "Ready"]
+    assert c.nodes["node01"]["spec"]["unschedulable"] is True
+    assert c.nodes["node03"]["spec"].get("unschedulable") is None
+    for h in holds.held.values():
+        mc.release(h)
+    api.get("/api/v1/nodes/node01")  # one more operator step: the finalizer goes
+    assert c.nms == {} and c.nodes["node01"]["spec"]["unschedulable"] is False
+
+
+def test_join_another_requestors_maintenance_and_leave_it_to_its_owner(cluster):
+    c, api = cluster
+    theirs = {"apiVersion": nm.API_VERSION, "kind": nm.KIND, "metadata": {"name": "upgrade-node02"},
+              "spec": {"requestorID": "network.operator.nvidia.com", "nodeName": "node02"}}
+    api.create(path("nvidia"), theirs)
+    mc = client(api)
+    holds = mc.wait_ready(mc.hold(["node02"]), timeout_s=60)
+    held = holds.held["node02"]
+    assert not held.created and held.obj["metadata"]["name"] == "upgrade-node02"
+    assert held.obj["spec"]["additionalRequestors"] == ["fabtune.io"] and len(c.nms) == 1
+    api.delete(path("nvidia", "upgrade-node02"))  # the owner ends first: the operator waits for fabtune
+    assert c.nodes["node02"]["spec"]["unschedulable"] is True and len(c.nms) == 1
+    held.obj = api.get(path("nvidia", "upgrade-node02"))
+    mc.release(held)
+    api.get("/api/v1/nodes/node02")
+    assert c.nms == {} and c.nodes["node02"]["spec"]["unschedulable"] is False
+
+
+def test_a_failed_verify_marks_requestor_failed_and_keeps_the_node_held(cluster):
+    c, api = cluster
+    mc = client(api)
+    held = mc.wait_ready(mc.hold(["node01"]), timeout_s=60).held["node01"]
+    mc.fail(held, "verification failed: node01/mlx5_0 <-> node02/mlx5_0 12.5 Gb/s below 300")
+    back = api.get(path(NS, held.obj["metadata"]["name"]))
+    assert nm.ready_reason(back) == "RequestorFailed"
+    assert "fabtune run 20261203T2146-ab12: verification failed" in back["status"]["conditions"][-1]["message"]
+    assert c.nodes["node01"]["spec"]["unschedulable"] is True
+    again = MaintenanceClient(api, "20261204T0800-cd34", NS).hold(["node01"])
+    assert "node01" in again.refused and "RequestorFailed" in again.refused["node01"]
+
+
+def test_not_ready_in_time_names_the_reason(cluster):
+    c, api = cluster
+    api.create(path("nvidia"), {"apiVersion": nm.API_VERSION, "kind": nm.KIND, "metadata": {"name": "first"},
+                                "spec": {"requestorID": "other.example.com", "nodeName": "node03"}})
+    api.get("/api/v1/nodes/node03")  # the operator schedules the other object first
+    clock = iter(range(0, 1000, 10))
+    mc = MaintenanceClient(api, RUN, NS, clock=lambda: next(clock), sleep=lambda s: None)
+    d = nm.new(RUN, "node03", NS)
+    api.create(path(NS), d)  # a second object on a node held already stays Pending
+    from tuning.k8s.client import Held, Holds
+
+    holds = mc.wait_ready(Holds(held={"node03": Held("node03", d, True)}), timeout_s=30)
+    assert holds.not_ready == {"node03": "Pending"}
+
+
+def test_api_refusals_are_status_errors(cluster):
+    c, api = cluster
+    bad = nm.new(RUN, "node01", NS)
+    bad["spec"]["requestorID"] = "x"
+    with pytest.raises(ApiError) as e:
+        api.create(path(NS), bad)
+    assert (e.value.code, e.value.reason) == (422, "Invalid")
+    assert e.value.status["details"]["causes"][0]["field"] == "spec.requestorID"
+    api.create(path(NS), nm.new(RUN, "node01", NS))
+    with pytest.raises(ApiError, match="409 AlreadyExists"):
+        api.create(path(NS), nm.new(RUN, "node01", NS))
+    with pytest.raises(ApiError, match="403 Forbidden: admission webhook"):
+        api.create(path(NS), {**nm.new(RUN, "node01", NS), "metadata": {"name": "x"},
+                              "spec": {**nm.new(RUN, "node01", NS)["spec"], "nodeName": "node09"}})
+    obj = client(api).wait_ready(client(api).hold(["node01"]), timeout_s=60).held["node01"].obj  # Ready: stable
+    moved = {**obj, "spec": {**obj["spec"], "nodeName": "node02"}}
+    with pytest.raises(ApiError, match="Value is immutable"):
+        api.replace(path(NS, obj["metadata"]["name"]), moved)
+    with pytest.raises(ApiError, match="409 Conflict"):
+        api.replace(path(NS, obj["metadata"]["name"]), {**obj, "metadata": {**obj["metadata"], "resourceVersion": "1"}})
+    with pytest.raises(ApiError, match="404 NotFound"):
+        api.get(path(NS, "nothing"))
+
+
+def test_no_api_server_is_a_connect_error_never_a_fabric_fault():
+    with pytest.raises(ConnectError, match="no answer"):
+        Api("http://127.0.0.1:9", timeout_s=2).get(path(NS))
