@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from tuning.model import grammar
 from tuning.model.cabling import UplinkEnd
+from tuning.model.ib_ports import IbPortsSpec
 from tuning.model.node_tuning import CpuSpec, FirmwareSpec, KernelSpec, ModulesSpec, PauseSpec, PcieSpec
 from tuning.model.platforms import check_fabric, check_not_ipoib, check_switch_platform, port_form
 
@@ -126,7 +127,9 @@ class NodeSpec(BaseModel):
         fabric: what the NICs speak: ``roce`` (RoCE v2 on Ethernet, the default and the only kind
             driven; ``ib`` gets one line saying InfiniBand is not driven yet:
             :func:`tuning.model.platforms.check_fabric`).
-        nics: the RDMA NICs (at least one; usually in ``host_vars/<node>.yml``).
+        nics: the RDMA NICs (usually in ``host_vars/<node>.yml``); at least one unless ``ib_ports`` is given.
+        ib_ports: what the node's InfiniBand HCA ports must be (:mod:`tuning.model.ib_ports`), judged by
+            the health checks; None (default): the node has no InfiniBand ports to judge.
         firmware, cpu, kernel, modules, pcie, pause: see :mod:`tuning.model.node_tuning`; each
             defaults to leaving the node as it is.
     """
@@ -140,7 +143,8 @@ class NodeSpec(BaseModel):
     irq_affinity: Literal["numa-local", "off"] = "off"
     irqbalance: Literal["stop", "ban", "leave"] = "stop"
     irq_cpus: Optional[CpuList] = None
-    nics: list[NicSpec] = Field(min_length=1)
+    ib_ports: Optional[IbPortsSpec] = None  # before nics: the nics check reads it
+    nics: list[NicSpec] = Field(default_factory=list, validate_default=True)
     firmware: FirmwareSpec = FirmwareSpec()
     cpu: CpuSpec = CpuSpec()
     kernel: KernelSpec = KernelSpec()
@@ -156,6 +160,14 @@ class NodeSpec(BaseModel):
             dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
             if dup is not None:
                 raise ValueError(f"two NICs have {attr} {dup!r}; allowed: each {attr} once per node")
+        return v
+
+    @field_validator("nics")
+    @classmethod
+    def _some_nic(cls, v: list[NicSpec], info: ValidationInfo) -> list[NicSpec]:
+        if not v and info.data.get("ib_ports") is None:
+            raise ValueError("a node needs at least one NIC; allowed: a list of nics, or ib_ports for a node "
+                             "with InfiniBand HCAs only")
         return v
 
 
