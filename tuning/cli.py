@@ -19,6 +19,7 @@ from tuning.cli_args import click, usage_line
 from tuning.cli_burnin import register as _register_burnin
 from tuning.cli_node import register as _register_node
 from tuning.cli_journal import report_cmd, rollback, runs
+from tuning.cli_k8s import register as _register_k8s
 from tuning.cli_lint import lint_cmd
 from tuning.cli_lab import lab_down, lab_inject, lab_noise, lab_reboot, lab_reset, lab_status, lab_up
 from tuning.cli_parse import parse_cmd
@@ -58,6 +59,7 @@ for _name, _command in (("up", lab_up), ("status", lab_status), ("inject", lab_i
     lab_app.command(_name)(_command)
 _register_burnin(app, lab_app)
 _register_node(app)
+_register_k8s(app)
 
 
 def main() -> None:
@@ -115,7 +117,7 @@ def _command_words() -> str:
     """The command of this process's argv, with a trailing space (``rollout ``, ``lab up ``, ``node check ``), or ''."""
     words: list[str] = []
     for a in sys.argv[1:]:
-        if a.startswith("-") or len(words) == (2 if words[:1] in (["lab"], ["node"]) else 1):  # the command groups
+        if a.startswith("-") or len(words) == (2 if words[:1] in (["lab"], ["node"], ["k8s"]) else 1):  # the command groups
             break
         words.append(a)
     return "".join(w + " " for w in words)

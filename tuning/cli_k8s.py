@@ -1,0 +1,110 @@
+"""``fabtune k8s manifests``: the Kubernetes objects that run fabtune's node work on a cluster
+(:mod:`tuning.k8s.manifests`: the agent DaemonSet and its inventory ConfigMap, RBAC, the
+node-problem-detector plugin), written as files to apply with ``kubectl apply -f DIR``. Registered
+in :mod:`tuning.cli`; docs/kubernetes.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Optional
+
+import typer
+import yaml
+
+from tuning.cli_args import load_inventory, out_dir_arg
+from tuning.cli_emit import out
+from tuning.cli_options import INV
+from tuning.errors import InputError
+
+#: a namespace name: an RFC 1123 label (63 characters at most)
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+#: an image reference: registry/path:tag or @digest, no spaces or shell characters
+_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}")
+
+
+def _namespace(value: str) -> str:
+    if not _LABEL.fullmatch(value):
+        raise InputError("--namespace", value[:64], "allowed: a DNS label (RFC 1123): 1..63 of lowercase letters, "
+                         "digits and '-', starting and ending with a letter or digit")
+    return value
+
+
+def _image(value: str) -> str:
+    if not _IMAGE.fullmatch(value):
+        raise InputError("--image", value[:64], "allowed: an image reference such as registry.example.com/fabtune:0.1.0 "
+                         "(letters, digits and ._/:@+-)")
+    return value
+
+
+def manifests(inventory: Path = INV,
+              output: Path = typer.Option(..., "-o", "--output", parser=out_dir_arg, help="Output directory."),
+              namespace: str = typer.Option("fabtune", "--namespace", "-n", help="Namespace of the agent, its "
+                                            "ConfigMaps, RBAC subjects and fabtune's NodeMaintenance objects."),
+              image: str = typer.Option("ghcr.io/fabtune/fabtune:0.1.0", "--image",
+                                        help="Container image with fabtune installed (the agent's)."),
+              run_id: Optional[str] = typer.Option(None, "--run-id", help="The run the agents push (a run the "
+                                                   "controller began); without it they plan only (--check).")) -> None:
+    """Write the Kubernetes manifests for node work on a cluster: fabtune-rbac.yaml, fabtune-agent.yaml
+    (inventory ConfigMap + DaemonSet on the inventory's nodes), fabtune-npd.yaml (node-problem-detector
+    plugin ConfigMap) and npd/ (the same plugin as files). Contacts nothing. Exit 0 written, 2 bad input.
+
+    Example: fabtune k8s manifests -i inventory/example-su -o /tmp/k8s && kubectl apply -f /tmp/k8s
+    """
+    from tuning.k8s import manifests as mf
+    from tuning.k8s.maintenance import check_node_name
+    from tuning.rollout.journal_check import check_run_id
+
+    ns, img = _namespace(namespace), _image(image)
+    run = check_run_id(run_id, "--run-id") if run_id is not None else None
+    inv = load_inventory(inventory, lint=False)
+    nodes = [check_node_name(d.name) for d in inv.nodes]
+    if not nodes:
+        raise InputError(str(inventory), "gpu_nodes", "no node in the inventory: a DaemonSet for none would run nothing")
+    files = mf.inventory_files(Path(inv.path))
+    docs = {"fabtune-rbac.yaml": mf.rbac(ns),
+            "fabtune-agent.yaml": [mf.inventory_configmap(files, ns), mf.daemonset(nodes, files, ns, img, run)],
+            "fabtune-npd.yaml": [mf.npd_configmap(ns)]}
+    written = _write(output, docs, {"npd/fabtune-plugin-monitor.json": json.dumps(mf.npd_config(), indent=2) + "\n",
+                                    "npd/fabtune-drift.sh": mf.npd_script()})
+    out.print(f"wrote {len(written)} file(s) to {output} for {len(nodes)} node(s) in namespace {ns}"
+              + ("" if run else "; the agents plan only (no --run-id)"))
+
+
+def _write(output: Path, docs: dict[str, list[dict]], plain: dict[str, str]) -> list[Path]:
+    """Write each YAML stream and plain file under ``output`` (a script executable), atomically, read
+    back. Raises InputError when the folder cannot be written."""
+    from tuning.outfile import write_atomic
+
+    texts = {name: yaml.dump_all(objs, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
+             for name, objs in docs.items()}
+    texts.update(plain)
+    paths = []
+    try:
+        for name, text in texts.items():
+            path = output / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, text.encode(), 0o755 if name.endswith(".sh") else 0o644)
+            if path.read_text() != text:
+                raise InputError("--output", str(path), "read back differs from what was written")
+            paths.append(path)
+    except OSError as e:
+        raise InputError("--output", str(output), f"cannot write there: {e.strerror}") from None
+    return paths
+
+
+class _Dumper(yaml.SafeDumper):
+    """YAML with multi-line strings (scripts, inventory files) as literal blocks, readable in a review."""
+
+
+_Dumper.add_representer(str, lambda d, s: d.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``fabtune k8s manifests`` to the ``fabtune`` app."""
+    k8s_app = typer.Typer(help="fabtune on Kubernetes: the manifests of its node agent, RBAC and "
+                               "node-problem-detector plugin.", no_args_is_help=True)
+    k8s_app.command("manifests")(manifests)
+    app.add_typer(k8s_app, name="k8s")
