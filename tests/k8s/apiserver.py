@@ -268,7 +268,7 @@ def serve(cluster: Cluster) -> ThreadingHTTPServer:
         do_GET = do_POST = do_PUT = do_DELETE = _route
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return server
 
 

@@ -15,8 +15,10 @@ from pathlib import Path
 import kubernetes_validate as kv
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 from tests.conftest import REPO
+from tuning import cli
 
 RUN = "20261203T2146-ab12"
 SCHEMAS = Path(__file__).parent / "schemas"
@@ -24,7 +26,23 @@ K8S_VERSIONS = ("1.30.0", "1.37.0")  # the oldest and newest minor this suite ch
 
 
 def fabtune(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuning", *args], capture_output=True, text=True, cwd=REPO, timeout=120)
+    """``fabtune ARGS`` through :func:`tuning.cli.main` in this process (as tests/input's fuzz runs it),
+    from the repository root: its exit code, stdout and stderr."""
+    old_argv, old_cwd = sys.argv, os.getcwd()
+    with CliRunner().isolation() as (out, err, _):
+        try:
+            os.chdir(REPO)
+            sys.argv = ["fabtune", *args]
+            cli.main()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        finally:
+            sys.argv = old_argv
+            os.chdir(old_cwd)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        return subprocess.CompletedProcess(args, code, out.getvalue().decode(), err.getvalue().decode())
 
 
 @pytest.fixture(scope="module")
