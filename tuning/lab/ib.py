@@ -33,6 +33,7 @@ from pathlib import Path
 
 from tuning.errors import SetupError, TuningError
 from tuning.lab.fabric import Fabric, default_fabric
+from tuning.lab.ib_nodes import link_state, node_sysroot, refresh
 from tuning.lab.ib_partitions import IbMember, IbPartition, partitions_conf
 from tuning.lab.ib_topology import IbTopology, net_file, topology_for
 from tuning.lab.ib_tools import PACKAGES, ib_env, program, run_tool
@@ -64,10 +65,13 @@ class IbLab:
 
     ``qos``: OpenSM's ``qos`` option (its default FALSE). A partition's ``sl=`` reaches its path
     records only with it on (measured: ``saquery PR --pkey 0x8001`` answers SL 0 with it off, 3 on).
+    ``node_trees``: keep each node's sysfs HCA tree (:mod:`tuning.lab.ib_nodes`) as ibsim's HCAs hold it, written
+    at :meth:`up` and after each fault on an HCA (3.5-5.5 s for 32 HCAs at load 6 here: opt-in).
     """
 
     def __init__(self, state_dir: Path, fabric: Fabric | None = None,
-                 partitions: tuple[IbPartition, ...] = DEFAULT_PARTITIONS, sm_priority: int = 0, qos: bool = False):
+                 partitions: tuple[IbPartition, ...] = DEFAULT_PARTITIONS, sm_priority: int = 0, qos: bool = False,
+                 node_trees: bool = False):
         self.dir = Path(state_dir) / "ib"
         if fabric is None:
             saved = Path(state_dir) / "fabric.json"
@@ -78,11 +82,14 @@ class IbLab:
             raise TuningError(f"SM priority {sm_priority!r} is outside 0..15")
         self.sm_priority = sm_priority
         self.qos = bool(qos)
+        self.node_trees = bool(node_trees)
         self._procs: dict[str, subprocess.Popen] = {}  # the processes this object started (reaped on down)
 
     # --- start and stop -------------------------------------------------------------------
-    def up(self, timeout_s: float = 30.0) -> float:
-        """Start ibsim and OpenSM; returns the seconds from OpenSM's start to MASTER and SUBNET UP.
+    def up(self, timeout_s: float = 30.0, *, sm: bool = True) -> float:
+        """Start ibsim and OpenSM; returns the seconds from OpenSM's start to MASTER and SUBNET UP. Then writes
+        every node's HCA tree when ``node_trees``. ``sm=False``: ibsim alone (no port swept: LID and SM LID 0,
+        ports INIT), returns 0.0.
 
         Raises:
             SetupError: a package is missing, or this lab is running already.
@@ -96,9 +103,13 @@ class IbLab:
         self._start_ibsim()
         try:
             started = time.monotonic()
-            self._start_opensm()
-            self.wait_subnet_up(timeout_s, sweeps=1)
-            return time.monotonic() - started
+            if sm:
+                self._start_opensm()
+                self.wait_subnet_up(timeout_s, sweeps=1)
+            seconds = time.monotonic() - started if sm else 0.0
+            if self.node_trees:
+                self.refresh_nodes()
+            return seconds
         except BaseException:
             self.down()
             raise
@@ -304,6 +315,18 @@ class IbLab:
             raise TuningError(f"ibsim console refused {command!r}: {' / '.join(errors)}")
         return answer
 
+    def node_sysroot(self, node: str) -> Path:
+        """The sysroot of lab node ``node`` (:mod:`tuning.lab.ib_nodes`): its ``/sys/class/infiniband``."""
+        return node_sysroot(self.dir, node)
+
+    def refresh_nodes(self, *node_ids: str) -> None:
+        """With ``node_trees``: rewrite the sysfs trees of HCAs ``node_ids`` (default: all) from ibsim's HCAs
+        (:func:`tuning.lab.ib_nodes.refresh`); every injection below calls it for its HCA."""
+        if not self.node_trees:
+            return
+        hcas = [self.topology.hca(self._node(n)) for n in node_ids] if node_ids else list(self.topology.hcas)
+        refresh(self.dir, hcas)
+
     def set_counter(self, node_id: str, counter: str, value: int, port: int = 1) -> None:
         """Set a PortCounters field of ``node_id``'s ``port`` (an HCA: port 1; a leaf: 1..N).
 
@@ -319,14 +342,23 @@ class IbLab:
         if f"has been set to {value}" not in answer:
             raise TuningError(f"ibsim set {counter} of {node}[{port}] to another value (it caps each "
                               f"counter at its field's maximum): {answer.strip()}")
+        if node not in self.topology.leaves:
+            self.refresh_nodes(node)
 
     def link_down(self, node_id: str) -> None:
         """Take the cable of HCA ``node_id`` down (both ends Down/Polling; trap 128 to the SM)."""
         self.console(f'Unlink "{self._node(node_id)}"[1]')
+        self.refresh_nodes(node_id)
 
-    def link_up(self, node_id: str) -> None:
-        """Bring the cable of HCA ``node_id`` back (the SM's next sweep makes it Active)."""
+    def link_up(self, node_id: str, timeout_s: float = 15.0) -> None:
+        """Bring the cable of HCA ``node_id`` back (the SM's next sweep makes it Active); with ``node_trees``
+        and OpenSM running, waits up to ``timeout_s`` for Active, then refreshes the node's tree."""
         self.console(f'ReLink "{self._node(node_id)}"[1]')
+        deadline = time.monotonic() + timeout_s
+        while self.node_trees and self._pid("opensm") and time.monotonic() < deadline and \
+                link_state(self.run("smpquery", "-D", "portinfo", "0", "1", host=node_id)) != "Active":
+            time.sleep(0.1)
+        self.refresh_nodes(node_id)
 
     def set_width(self, node_id: str, width: str) -> None:
         """Retrain the cable of HCA ``node_id`` at ``width`` (``1X``, ``4X``): LinkWidthEnabled set on
@@ -336,6 +368,7 @@ class IbLab:
         hca = self.topology.hca(self._node(node_id))
         self.run("ibportstate", "-G", f"{self.topology.leaves[hca.leaf][0]:#x}", str(hca.leaf_port),
                  "width", str(WIDTHS[width]))
+        self.refresh_nodes(hca.node_id)
 
     def _node(self, node_id: str) -> str:
         known = {h.node_id for h in self.topology.hcas} | set(self.topology.leaves)

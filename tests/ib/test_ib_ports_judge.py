@@ -1,0 +1,109 @@
+"""The node's InfiniBand port reader and verdicts (tuning.node.ib_ports) on sysfs trees written with the
+kernel's own texts (drivers/infiniband/core/sysfs.c), read through a real local shell: every port judged,
+one problem one finding with the value read, an unreadable port a harness error."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuning.errors import ParseError
+from tuning.model.ib_ports import IbPortsSpec
+from tuning.node.ib_ports import IbReadError, judge, ports_command, read_ports
+from tuning.transport.local import LocalHost
+
+HCAS = [f"mlx5_{i}" for i in range(8)]
+GOOD = {"state": "4: ACTIVE", "phys_state": "5: LinkUp", "rate": "200 Gb/sec (4X HDR)", "lid": "0x1a",
+        "sm_lid": "0x1", "link_layer": "InfiniBand", "counters/symbol_error": "0", "counters/link_downed": "0",
+        "pkeys/0": "0xffff", "pkeys/1": "0x8001", "pkeys/2": "0x0000"}
+INTENT = IbPortsSpec(hcas=HCAS, width="4X", speed="HDR")
+
+
+class Counting(LocalHost):
+    """A local shell that counts its round trips."""
+
+    calls = 0
+
+    def run(self, command, **kw):
+        self.calls += 1
+        return super().run(command, **kw)
+
+
+def tree(root, **changed: dict[str, str]):
+    """Eight single-port HCAs under ``root``; ``changed``: HCA -> files that differ from GOOD (None: absent)."""
+    for hca in HCAS:
+        for name, text in {**GOOD, **changed.get(hca, {})}.items():
+            path = root / "sys/class/infiniband" / hca / "ports/1" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if text is not None:
+                path.write_text(text + "\n")
+    return Counting("node01", str(root))
+
+
+def findings(host):
+    return [(f.code, f.message, f.evidence) for f in judge("node01", read_ports(host), INTENT)]
+
+
+def test_every_port_is_read_in_one_round_trip_and_eight_good_ports_pass(tmp_path):
+    host = tree(tmp_path)
+    ports = read_ports(host)
+    assert host.calls == 1 and sorted(ports) == HCAS
+    p = ports["mlx5_3"][0]
+    assert (p.port, p.value("rate"), p.pkeys, p.counters) == (1, "200 Gb/sec (4X HDR)", {0: 0xFFFF, 1: 0x8001},
+                                                              {"link_downed": 0, "symbol_error": 0})
+    assert judge("node01", ports, INTENT) == []
+
+
+def test_one_bad_port_of_eight_is_named_with_its_values(tmp_path):
+    host = tree(tmp_path, mlx5_3={"state": "1: DOWN", "phys_state": "3: Disabled"})
+    assert findings(host) == [
+        ("ib-port-not-active", "mlx5_3 port 1: state 1: DOWN, not ACTIVE", "state=1: DOWN"),
+        ("ib-port-phys-down", "mlx5_3 port 1: phys_state 3: Disabled, not LinkUp", "phys_state=3: Disabled")]
+
+
+def test_width_speed_sm_and_lid_each_their_own_finding(tmp_path):
+    host = tree(tmp_path, mlx5_1={"rate": "50 Gb/sec (1X HDR)"}, mlx5_2={"rate": "100 Gb/sec (4X EDR)"},
+                mlx5_4={"sm_lid": "0x0"}, mlx5_5={"lid": "0x0"}, mlx5_6={"link_layer": "Ethernet"})
+    assert findings(host) == [
+        ("ib-width-degraded", "mlx5_1 port 1: width 1X, intent 4X", "rate=50 Gb/sec (1X HDR)"),
+        ("ib-speed-degraded", "mlx5_2 port 1: speed EDR, intent HDR", "rate=100 Gb/sec (4X EDR)"),
+        ("ib-no-sm", "mlx5_4 port 1: sm_lid 0x0: no subnet manager configured it", "sm_lid=0x0"),
+        ("ib-no-lid", "mlx5_5 port 1: lid 0x0: no LID assigned", "lid=0x0"),
+        ("ib-not-infiniband", "mlx5_6 port 1: link_layer Ethernet, not InfiniBand", "link_layer=Ethernet")]
+
+
+def test_a_faster_port_than_the_intent_passes_and_a_missing_hca_is_named(tmp_path):
+    host = tree(tmp_path, mlx5_0={"rate": "400 Gb/sec (4X NDR)"})
+    wider = IbPortsSpec(hcas=[*HCAS, "mlx5_8"], width="4X", speed="HDR")
+    assert [(f.code, f.message, f.evidence) for f in judge("node01", read_ports(host), wider)] == [
+        ("ib-hca-missing", "mlx5_8: no such HCA with ports under /sys/class/infiniband",
+         "/sys/class/infiniband: " + ", ".join(HCAS))]
+
+
+@pytest.mark.parametrize("changed, said", [
+    ({"state": None}, "cannot read /sys/class/infiniband/mlx5_7/ports/1/state"),
+    ({"rate": "104"}, "mlx5_7 port 1: sysfs: output: expected '<n> Gb/sec (<w>X <speed>)' in rate: got '104'"),
+    ({"counters/symbol_error": "-1"}, None),
+])
+def test_a_port_that_cannot_be_read_is_a_harness_error_never_a_fault(tmp_path, changed, said):
+    host = tree(tmp_path, mlx5_7=changed)
+    ports = read_ports(host)
+    if said is None:  # a counter the kernel never prints: refused where it is read
+        with pytest.raises(ParseError, match="a count or 'N/A \\(no PMA\\)' in counters/: got '-1'"):
+            ports["mlx5_7"][0].counters
+        return
+    with pytest.raises(IbReadError) as e:
+        judge("node01", ports, INTENT)
+    assert str(e.value) == said
+
+
+def test_a_directory_in_place_of_a_file_reads_unreadable(tmp_path):
+    host = tree(tmp_path)
+    sm = tmp_path / "sys/class/infiniband/mlx5_2/ports/1/sm_lid"
+    sm.unlink()
+    sm.mkdir()
+    with pytest.raises(IbReadError, match="cannot read /sys/class/infiniband/mlx5_2/ports/1/sm_lid"):
+        judge("node01", read_ports(host), INTENT)
+
+
+def test_the_command_quotes_the_sysroot():
+    assert ports_command("/x y").startswith("cd '/x y/sys/class/infiniband' 2>/dev/null || exit 0; ")
