@@ -6,6 +6,12 @@ GID holding the NIC's IPv4 address (the GID table, :func:`tuning.verify.ends.nod
 tuned MTU, PFC and trust (the ``mtu`` and ``nic_qos`` domains' own readers; a setting whose live
 value is not the tuned one is a problem). One round trip for the ends, one for the domains.
 
+An InfiniBand node (``ib_ports`` in the inventory, :mod:`tuning.model.ib_ports`): the gate also judges
+EVERY port of every HCA the intent names, from sysfs in one round trip (:mod:`tuning.node.ib_ports`):
+one line per finding, ``ib-port-not-active mlx5_3 port 1: state 1: DOWN, not ACTIVE``; a node with
+``ib_ports`` and no ``nics`` gets only those (no RoCE GID, MTU or PFC to check). A port that cannot be
+read is :class:`Unread` (exit 4), never a fault.
+
 The passive check (:func:`passive`, ``--passive``, Slurm's ``HealthCheckProgram``): the gate's
 problems plus the local health read (:func:`tuning.burnin.health.local_document`: counters,
 PCIe width, XIDs, GPUs), judged by the same localisation. A failing node is drained through
@@ -56,11 +62,14 @@ def gate(dev, sysroot: str | None) -> list[str]:
     from tuning.targets.node import NodeTarget
     from tuning.verify.ends import node_ends
 
-    if not dev.spec.nics:
+    if not dev.spec.nics and dev.spec.ib_ports is None:
         raise Unread("the inventory names no NIC on this node: nothing to check", host=dev.name)
     target = NodeTarget.local(dev, sysroot)
     try:
         target.open()
+        ib = _ib_problems(dev, target.host)
+        if not dev.spec.nics:
+            return ib
         state = target.collect(GATE_DOMAINS)
         drift = [c for c in target.plan(state, GATE_DOMAINS) if c.key.startswith(GATE_KEYS)]
         ends = node_ends(target.host, dev.spec.nics)
@@ -78,7 +87,17 @@ def gate(dev, sysroot: str | None) -> list[str]:
         elif "ACTIVE" not in (end.port_state or ""):
             out.append(f"{nic.rdma_device}: port {end.port_state or 'state unreadable'}, not ACTIVE")
     out += [f"{c.key}: {c.before if c.before is not None else 'absent'}, tuned {c.after}" for c in drift]
-    return out
+    return out + ib
+
+
+def _ib_problems(dev, host) -> list[str]:
+    """The node's InfiniBand port findings as gate lines (``CODE HCA port P: ...``); [] without ``ib_ports``.
+    Raises TuningError (IbReadError, CommandError) when a port cannot be read."""
+    if dev.spec.ib_ports is None:
+        return []
+    from tuning.node.ib_ports import judge, read_ports
+
+    return [f"{f.code} {f.message}" for f in judge(dev.name, read_ports(host), dev.spec.ib_ports)]
 
 
 @dataclass
@@ -113,9 +132,9 @@ def passive(dev, sysroot: str | None, act: bool = True) -> Verdict:
 
     problems = gate(dev, sysroot)
     doc = local_document(Path(sysroot or dev.connection.sysroot or "/"), BurninOptions(kind="health"), name=dev.name)
-    if not doc["rounds"][0]["nics"].get(dev.name):
+    if dev.spec.nics and not doc["rounds"][0]["nics"].get(dev.name):
         raise Unread(f"the health read found no RDMA device under {sysroot or '/'}", host=dev.name)
-    findings = [f for f in doc["findings"] if dr.node_of(f) == dev.name]
+    findings = [f for f in doc["findings"] if dr.node_of(f) == dev.name and not _judged_ib(dev, f)]
     v = Verdict(dev.name, problems + [f"{f['code']} {f['message']}" for f in findings], doc)
     if v.problems:
         why = {"code": "node-check", "kind": "node", "target": dev.name, "message": "; ".join(v.problems)}
@@ -123,6 +142,12 @@ def passive(dev, sysroot: str | None, act: bool = True) -> Verdict:
     else:
         v.undrain = dr.undrain([dev.name], "slurm", act=act, prefix=HEALTH_PREFIX)
     return v
+
+
+def _judged_ib(dev, finding: dict) -> bool:
+    """Whether ``finding`` is the health read's ``node-nothing-read`` on a node whose InfiniBand ports the gate
+    judged: that read knows RoCE NICs and GPUs only, and every HCA port was read (a port unread is Unread)."""
+    return dev.spec.ib_ports is not None and finding.get("code") == "node-nothing-read"
 
 
 def _line(e: TuningError) -> str:
