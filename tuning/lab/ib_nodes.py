@@ -13,8 +13,9 @@ no SM and answer for a port that is down:
 - ``perfquery``: the port's PortCounters (the error counters ibsim's console sets).
 
 and writes them in the kernel's formats (:mod:`tuning.parsers.ib_sysfs`) under
-``<lab>/nodes/<node>/sys/class/infiniband/<hca>/``: ``node_type`` ``1: CA``, ``node_guid``
-(``%04x:%04x:%04x:%04x``), ``node_desc``, and ``ports/1/{state, phys_state, rate, lid, sm_lid,
+``<lab>/nodes/<node>/sys/class/infiniband/<hca>/``: ``node_type`` ``1: CA``, ``node_guid`` and
+``sys_image_guid`` (``%04x:%04x:%04x:%04x``), ``node_desc``, mlx5's ``fw_ver`` / ``hw_rev`` / ``hca_type``
+(the lab's ConnectX-7: :data:`tuning.lab.hw_nic.FW_VERSION`, ``0`` (``"%x"`` of its revision), ``MT4129``), and ``ports/1/{state, phys_state, rate, lid, sm_lid,
 lid_mask_count, sm_sl, cap_mask, link_layer, gids/0, pkeys/0..N-1, counters/<name>}``. ``link_layer`` is
 ``InfiniBand``. ibsim 0.10 tops out at HDR and 2048-byte MTUs; the rate is what its port runs.
 """
@@ -27,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tuning.errors import TuningError
+from tuning.lab.hw_nic import FW_VERSION
 from tuning.lab.ib_tools import run_tool
 from tuning.lab.ib_topology import IbHca
 from tuning.parsers.ib_counters import parse_perfquery
@@ -54,6 +56,8 @@ _PHYS_STATES = {"Sleep": 1, "Polling": 2, "Disabled": 3, "PortConfigurationTrain
 #: LinkSpeedExtActive / LinkSpeedActive as smpquery prints them -> the kernel's speed word
 _SPEEDS = {"53.125 Gbps": "HDR", "25.78125 Gbps": "EDR", "14.0625 Gbps": "FDR", "106.25 Gbps": "NDR",
            "10.0 Gbps": "QDR", "5.0 Gbps": "DDR", "2.5 Gbps": "SDR"}
+#: mlx5's ``hca_type`` (``"MT%d"`` of the PCI device id, ``hca_type_show``): a ConnectX-7 is 0x1021
+HCA_TYPE = "MT4129"
 _FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9]*):\.*(.*)$")
 #: at most this many HCAs queried at once (ibsim serves 10 clients; OpenSM and a test's tool are two)
 _WORKERS = 4
@@ -115,7 +119,9 @@ def write_hca(root: Path, hca: IbHca, files: dict[str, str]) -> None:
     """Write one HCA's tree under sysroot ``root`` (its old port folder replaced as a whole)."""
     dev = root / "sys/class/infiniband" / hca.device
     g = f"{hca.node_guid:016x}"
-    top = {"node_type": "1: CA", "node_guid": ":".join(g[i:i + 4] for i in range(0, 16, 4)), "node_desc": hca.description}
+    guid = ":".join(g[i:i + 4] for i in range(0, 16, 4))
+    top = {"node_type": "1: CA", "node_guid": guid, "sys_image_guid": guid, "node_desc": hca.description,
+           "fw_ver": FW_VERSION, "hw_rev": "0", "hca_type": HCA_TYPE}
     port = dev / "ports" / "1"
     if port.exists():
         shutil.rmtree(port)
