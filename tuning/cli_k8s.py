@@ -1,7 +1,8 @@
-"""``fabtune k8s manifests``: the Kubernetes objects that run fabtune's node work on a cluster
+"""``fabtune k8s manifests | plan``: the Kubernetes objects that run fabtune's node work on a cluster
 (:mod:`tuning.k8s.manifests`: the agent DaemonSet and its inventory ConfigMap, RBAC, the
 node-problem-detector plugin), written as files to apply with ``kubectl apply -f DIR``. Registered
-in :mod:`tuning.cli`; docs/kubernetes.md.
+in :mod:`tuning.cli`; docs/kubernetes.md. ``plan`` is the dry path of a rollout on Kubernetes
+(:mod:`tuning.k8s.plan`): the NodeMaintenance requests of each batch, offline or read from a cluster.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import yaml
 
 from tuning.cli_args import load_inventory, out_dir_arg
 from tuning.cli_emit import out
-from tuning.cli_options import INV
+from tuning.cli_options import INV, JSON
 from tuning.errors import InputError
 
 #: a namespace name: an RFC 1123 label (63 characters at most)
@@ -73,6 +74,55 @@ def manifests(inventory: Path = INV,
               + ("" if run else "; the agents plan only (no --run-id)"))
 
 
+def plan_cmd(inventory: Path = INV, run_id: Optional[str] = typer.Option(
+                 None, "--run-id", help="The run the objects are named for (default: a new run id)."),
+             namespace: str = typer.Option("fabtune", "--namespace", "-n", help="Namespace of fabtune's objects."),
+             server: Optional[str] = typer.Option(None, "--server", help="API server URL (https://HOST:6443) to read "
+                                                  "the cluster's NodeMaintenances from (GET only); default: offline."),
+             token_file: Optional[Path] = typer.Option(None, "--token-file", help="File holding a bearer token "
+                                                       "for --server (never printed)."),
+             ca_file: Optional[Path] = typer.Option(None, "--ca-file", help="CA bundle for an https --server."),
+             as_json: bool = JSON) -> None:
+    """Show what a rollout on Kubernetes would ask the NVIDIA Maintenance Operator for: the rollout's
+    batches and, per node, the NodeMaintenance fabtune would create or the one of another requestor it
+    would join. Writes nothing. Exit 0, 2 bad input, 4 the API server could not be read.
+
+    Example: fabtune k8s plan -i inventory/example-su --server https://10.0.0.1:6443 --token-file /run/fabtune/token
+    """
+    from tuning.k8s import plan as kplan
+    from tuning.rollout.journal import new_run_id
+    from tuning.rollout.journal_check import check_run_id
+
+    ns, run = _namespace(namespace), check_run_id(run_id, "--run-id") if run_id is not None else new_run_id()
+    inv = load_inventory(inventory, lint=False)
+    doc = kplan.plan(inv, run, ns, _client(server, token_file, ca_file, run, ns))
+    if as_json:
+        print(json.dumps(doc, indent=2))
+    else:
+        for line in kplan.lines(doc):
+            out.print(line, highlight=False, soft_wrap=True)
+
+
+def _client(server: Optional[str], token_file: Optional[Path], ca_file: Optional[Path], run: str, ns: str):
+    """The read-only client of ``--server`` (None without one). Raises InputError for bad flags."""
+    from tuning.k8s.api import Api
+    from tuning.k8s.client import MaintenanceClient
+
+    if server is None:
+        if token_file or ca_file:
+            raise InputError("--token-file" if token_file else "--ca-file", "-", "needs --server")
+        return None
+    if not re.fullmatch(r"https?://[A-Za-z0-9.:\[\]-]+(/[A-Za-z0-9._~/-]*)?", server):
+        raise InputError("--server", server[:80], "allowed: http(s)://HOST[:PORT][/PATH], e.g. https://10.0.0.1:6443")
+    try:
+        token = token_file.read_text().strip() if token_file else None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError("--token-file", str(token_file), f"cannot read it: {getattr(e, 'strerror', e)}") from None
+    if ca_file and not ca_file.is_file():
+        raise InputError("--ca-file", str(ca_file), "not a file")
+    return MaintenanceClient(Api(server, token, str(ca_file) if ca_file else None), run, ns)
+
+
 def _write(output: Path, docs: dict[str, list[dict]], plain: dict[str, str]) -> list[Path]:
     """Write each YAML stream and plain file under ``output`` (a script executable), atomically, read
     back. Raises InputError when the folder cannot be written."""
@@ -107,4 +157,5 @@ def register(app: typer.Typer) -> None:
     k8s_app = typer.Typer(help="fabtune on Kubernetes: the manifests of its node agent, RBAC and "
                                "node-problem-detector plugin.", no_args_is_help=True)
     k8s_app.command("manifests")(manifests)
+    k8s_app.command("plan")(plan_cmd)
     app.add_typer(k8s_app, name="k8s")

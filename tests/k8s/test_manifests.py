@@ -9,40 +9,18 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import kubernetes_validate as kv
 import pytest
 import yaml
-from typer.testing import CliRunner
 
 from tests.conftest import REPO
-from tuning import cli
+from tests.k8s.clirun import fabtune
 
 RUN = "20261203T2146-ab12"
 SCHEMAS = Path(__file__).parent / "schemas"
 K8S_VERSIONS = ("1.30.0", "1.37.0")  # the oldest and newest minor this suite checks against
-
-
-def fabtune(*args: str) -> subprocess.CompletedProcess:
-    """``fabtune ARGS`` through :func:`tuning.cli.main` in this process (as tests/input's fuzz runs it),
-    from the repository root: its exit code, stdout and stderr."""
-    old_argv, old_cwd = sys.argv, os.getcwd()
-    with CliRunner().isolation() as (out, err, _):
-        try:
-            os.chdir(REPO)
-            sys.argv = ["fabtune", *args]
-            cli.main()
-            code = 0
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        finally:
-            sys.argv = old_argv
-            os.chdir(old_cwd)
-            sys.stdout.flush()
-            sys.stderr.flush()
-        return subprocess.CompletedProcess(args, code, out.getvalue().decode(), err.getvalue().decode())
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,10 @@ SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 class ApiError(TuningError):
     """The API server refused a request: ``code`` (HTTP), ``reason`` (the Status reason, '' when the
-    answer was not a Status), ``status`` (the Status object, {} when none)."""
+    answer was not a Status), ``status`` (the Status object, {} when none). Exit 4, as a device that
+    could not be reached: the cluster could not be read or written as needed, never a fabric verdict."""
+
+    exit_code = 4
 
     def __init__(self, method: str, path: str, code: int, reason: str, message: str, status: dict | None = None):
         super().__init__(f"{method} {path}: {code} {reason or 'error'}: {message}"[:500], phase="k8s")

@@ -72,15 +72,19 @@ class MaintenanceClient:
         self.api, self.run_id, self.namespace = api, run_id, namespace
         self.clock, self.sleep = clock, sleep
 
-    def hold(self, nodes: list[str]) -> Holds:
-        """Create or join one NodeMaintenance per node (:func:`tuning.k8s.maintenance.decide`), after
-        one list of every namespace's objects. A refusal of one node is kept in ``refused``; the others go on."""
+    def preview(self, nodes: list[str]) -> dict[str, nm.Decision]:
+        """What :meth:`hold` would do for each node (:func:`tuning.k8s.maintenance.decide`), from one
+        list of every namespace's objects; reads only (the dry path)."""
         by_node: dict[str, list[dict]] = {}
         for o in self.api.get(f"{BASE}/{nm.PLURAL}").get("items") or []:
             by_node.setdefault(o.get("spec", {}).get("nodeName"), []).append(o)
+        return {node: nm.decide(by_node.get(node, []), self.run_id, node, self.namespace) for node in nodes}
+
+    def hold(self, nodes: list[str]) -> Holds:
+        """Create or join one NodeMaintenance per node as :meth:`preview` decides. A refusal of one
+        node is kept in ``refused``; the others go on."""
         out = Holds()
-        for node in nodes:
-            d = nm.decide(by_node.get(node, []), self.run_id, node, self.namespace)
+        for node, d in self.preview(nodes).items():
             try:
                 if d.action == "refuse":
                     out.refused[node] = d.why
