@@ -25,7 +25,7 @@ def check_vars_files(inv: Path, groups: set[str], hosts: set[str]) -> None:
     for folder, names, what in (("group_vars", groups, "group"), ("host_vars", hosts, "host")):
         if not (inv / folder).is_dir():
             continue
-        for path in sorted((inv / folder).iterdir()):
+        for path in sorted((inv / folder).iterdir(), key=lambda p: p.name):  # one folder: its names' order
             if path.name.startswith(".") or path.name.endswith("~"):
                 continue
             stem = path.stem if path.suffix in VARS_EXTENSIONS else path.name

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,6 +164,14 @@ def _nested_keys(role: Role) -> dict[str, str]:
     return out
 
 
+@functools.cache
+def _key_sets(role: Role) -> tuple[frozenset[str], frozenset[str], dict[str, str], list[str]]:
+    """(own keys, other roles' keys, nested names -> dotted place, every known key sorted) of ``role``:
+    built once per role, read for every host."""
+    own, other, nested = frozenset(role.own_keys()), frozenset(other_keys(role)), _nested_keys(role)
+    return own, other, nested, sorted(own | other | CONNECTION_KEYS | FABTUNE_KEYS | set(nested) | {POLICY_KEY})
+
+
 def _check_keys(role: Role, vars_: dict, where: tuple[dict, dict], host: str, mixed: set[str]) -> None:
     """Refuse fabtune's own keys in the wrong place and near-misses of them; leave other keys alone.
 
@@ -170,9 +179,7 @@ def _check_keys(role: Role, vars_: dict, where: tuple[dict, dict], host: str, mi
     there is meant for those hosts and is ignored here.
     """
     sources, scopes = where
-    own, other = role.own_keys(), other_keys(role)
-    nested = _nested_keys(role)
-    known = sorted(own | other | CONNECTION_KEYS | FABTUNE_KEYS | set(nested) | {POLICY_KEY})
+    own, other, nested, known = _key_sets(role)
     for key in vars_:
         if key == POLICY_KEY:  # the run's policy: checked once, by _policy
             continue

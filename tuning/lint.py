@@ -215,9 +215,10 @@ def _rail_cabling(nodes: list[Device]) -> Iterator[LintFinding]:
     for dev in nodes:
         for nic in dev.spec.nics:
             leaves.setdefault(nic.rail, Counter())[nic.switch] += 1
+    top = {rail: counts.most_common(1)[0] for rail, counts in leaves.items()}  # once a rail: linear in NICs
     for dev in nodes:
         for i, nic in enumerate(dev.spec.nics):
-            home, most = leaves[nic.rail].most_common(1)[0]
+            home, most = top[nic.rail]
             if leaves[nic.rail][nic.switch] == 1 and home != nic.switch and most >= 2:
                 yield LintFinding("rail-cabling", (dev.name, nic.switch, home), f"{dev.name}:{nic.netdev} (rail "
                                   f"{nic.rail}) is cabled to {nic.switch}:{nic.switch_port}, while {most} other NICs "

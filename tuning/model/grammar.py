@@ -25,6 +25,7 @@ Sources of the limits:
 
 from __future__ import annotations
 
+import functools
 import re
 
 #: the most CPUs a CPU list may name (kernel NR_CPUS maximum, arch/x86/Kconfig: 8192)
@@ -102,14 +103,22 @@ def check_port_name(value: object) -> str:
     """One switch port of any switch OS fabtune drives (NVUE ``swp1``, ``swp1s0``; EOS ``Ethernet1``,
     ``Ethernet3/1/1``: :data:`tuning.model.platforms.SWITCH_PORTS`); the switch's own OS is checked
     with the switch (:class:`tuning.model.settings.SwitchSpec`)."""
+    any_port, names = _port_forms()
+    v = _need_str(value, f"a switch port like {names}")
+    if not any_port.fullmatch(v):
+        raise ValueError(f"{v!r} is not a port like {names} (one port, no range)")
+    return v
+
+
+@functools.cache
+def _port_forms() -> tuple[re.Pattern, str]:
+    """One regex matching a port of any switch OS, and the examples an error names (built once:
+    :data:`tuning.model.platforms.SWITCH_PORTS` is imported on first use)."""
     from tuning.model.platforms import SWITCH_PORTS
 
     forms = list(dict.fromkeys(SWITCH_PORTS.values()))
     names = ", ".join(f.example.split(" or a range")[0] for f in forms)  # one port: no range here
-    v = _need_str(value, f"a switch port like {names}")
-    if not any(f.matches(v) for f in forms):
-        raise ValueError(f"{v!r} is not a port like {names} (one port, no range)")
-    return v
+    return re.compile("|".join(f"(?:{f.pattern})" for f in forms)), names
 
 
 def check_host_name(value: object) -> str:

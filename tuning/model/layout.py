@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,15 @@ class Group:
     hosts: list[str] = field(default_factory=list)
     depth: int = 0
     priority: int = 1  # ansible_group_priority: Ansible keeps it out of the group's vars
+    _held: set[str] = field(default_factory=set, repr=False)  # ``hosts`` as a set: each host added once
+
+    def add_host(self, host: str) -> None:
+        """Append ``host`` to :attr:`hosts` unless it is there (a host listed twice stays once)."""
+        if len(self._held) != len(self.hosts):  # hosts given to the constructor
+            self._held = set(self.hosts)
+        if host not in self._held:
+            self._held.add(host)
+            self.hosts.append(host)
 
 
 @dataclass
@@ -52,13 +62,22 @@ class Tree:
     inline: dict[str, dict] = field(default_factory=dict)
     _direct: dict[str, list[str]] = field(default_factory=dict, repr=False)
     _parents: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    _closure: dict[tuple[str, ...], list[str]] = field(default_factory=dict, repr=False)
 
     def groups_of(self, host: str) -> list[str]:
-        """Every group holding ``host`` (directly or through children), Ansible's order."""
+        """Every group holding ``host`` (directly or through children), Ansible's order (a new list;
+        worked out once per distinct set of direct groups: a fleet's hosts share a few)."""
         if not self._direct and not self._parents:
             self._index()
+        direct = tuple(self._direct.get(host) or ["ungrouped"])
+        if direct not in self._closure:
+            self._closure[direct] = self._groups_above(direct)
+        return list(self._closure[direct])
+
+    def _groups_above(self, direct: tuple[str, ...]) -> list[str]:
+        """``direct`` with every group above them and ``all``, in Ansible's order."""
         out = {"all"}
-        stack = list(self._direct.get(host) or ["ungrouped"])
+        stack = list(direct)
         while stack:
             name = stack.pop()
             if name not in out:
@@ -129,8 +148,7 @@ def _parse_group(tree: Tree, name: str, body: Any, where: str) -> None:
             raise InputError(str(tree.path), f"{where}.hosts.{host}", f"host variables are a "
                                                                       f"{type(hvars).__name__}; allowed: a mapping")
         tree.inline.setdefault(host, {}).update(_var_names(str(tree.path), f"{where}.hosts.{host}.", hvars or {}))
-        if host not in group.hosts:
-            group.hosts.append(host)
+        group.add_host(host)
     for raw, sub in _mapping(tree, f"{where}.children", body.get("children"), "children").items():
         child = _name(tree, f"{where}.children.{raw}", raw, "group")
         if child == "all":
@@ -183,14 +201,19 @@ def parse_tree(path: Path) -> Tree:
     return tree
 
 
-def vars_files(inv: Path, folder: str, name: str) -> list[Path]:
+def vars_files(inv: Path, folder: str, name: str, listed: set[str] | None = None) -> list[Path]:
     """The vars files Ansible reads for one group or host (see the module docstring).
+
+    Args:
+        listed: the names in ``inv/folder`` (``os.listdir``), when known: a candidate not listed is
+            not looked up (one ``stat`` per host instead of four); None: every candidate is.
 
     Raises:
         InputError: two candidates exist for one name (Ansible would ignore all but the first).
     """
     base = inv / folder
-    found = [base / (name + ext) for ext in ("",) + VARS_EXTENSIONS if (base / (name + ext)).exists()]
+    found = [base / (name + ext) for ext in ("",) + VARS_EXTENSIONS
+             if (listed is None or name + ext in listed) and (base / (name + ext)).exists()]
     if len(found) > 1:
         raise InputError(str(found[1]), "-", f"{folder}/ has {', '.join(p.name for p in found)} for {name}; Ansible "
                                              f"reads only {found[0].name} and ignores the rest: merge them into one")
@@ -219,12 +242,23 @@ class VarsCache:
         self.owner = _owner(inv)
         self._data: dict[Path, dict] = {}
         self._files: dict[tuple[str, str], list[Path]] = {}  # a group's files, looked up once per load
+        self._listed: dict[str, set[str] | None] = {}  # group_vars / host_vars -> the names in it
+
+    def listed(self, folder: str) -> set[str] | None:
+        """The names in ``inv/folder``, read once per load; None when it cannot be listed (missing,
+        or a folder its owner may enter but not list): every candidate is then looked up."""
+        if folder not in self._listed:
+            try:
+                self._listed[folder] = set(os.listdir(self.inv / folder))
+            except OSError:
+                self._listed[folder] = None
+        return self._listed[folder]
 
     def layers(self, folder: str, name: str) -> list[tuple[dict, str]]:
         """(mapping, file) for each vars file of one group or host, in Ansible's order."""
         out = []
         if (folder, name) not in self._files:
-            self._files[folder, name] = vars_files(self.inv, folder, name)
+            self._files[folder, name] = vars_files(self.inv, folder, name, self.listed(folder))
         for path in self._files[folder, name]:
             if path not in self._data:
                 data = read_yaml(path, self.owner)

@@ -72,6 +72,95 @@ def _tagged(key: str):
 _Loader.add_constructor("!vault", _tagged("__ansible_vault"))
 _Loader.add_constructor("!unsafe", _tagged("__ansible_unsafe"))
 
+#: a plain scalar's resolved tag by its text (PyYAML's resolver, a regex scan per scalar, depends on
+#: nothing else in a safe loader); bounded, so a huge inventory costs at most this many entries
+_RESOLVED: dict[str, str] = {}
+_RESOLVED_MAX = 1 << 16
+
+
+def _resolve(self: _Loader, kind: type, value: str, implicit: tuple[bool, bool]) -> str:
+    """PyYAML's ``resolve`` (called by the C composer for every node), remembered by text for plain
+    scalars: the same tag, one dict look-up instead of the implicit resolvers' regexes."""
+    if kind is yaml.ScalarNode and implicit[0] and not self.yaml_path_resolvers:
+        tag = _RESOLVED.get(value)
+        if tag is None:
+            tag = _BASE.resolve(self, kind, value, implicit)
+            if len(_RESOLVED) < _RESOLVED_MAX:
+                _RESOLVED[value] = tag
+        return tag
+    return _BASE.resolve(self, kind, value, implicit)
+
+
+_Loader.resolve = _resolve  # type: ignore[method-assign]
+
+_TAG = "tag:yaml.org,2002:"
+_STR, _MAP, _SEQ = _TAG + "str", _TAG + "map", _TAG + "seq"
+#: scalar tags the plain constructor builds (with PyYAML's own functions); any other tag, a merge key
+#: (``<<``), a ``=`` key or a non-scalar key goes through PyYAML's full constructor
+_PLAIN_SCALARS = {_TAG + t: _Loader.yaml_constructors[_TAG + t] for t in ("int", "float", "bool", "null")}
+_ODD_KEYS = {_TAG + "merge", _TAG + "value"}
+
+
+class _NotPlain(Exception):
+    """The document needs PyYAML's full constructor (or holds an error that path names)."""
+
+
+class _Plain:
+    """Builds a document of plain mappings, sequences and scalars (str, int, float, bool, null;
+    an alias's data shared as PyYAML shares it) in one pass that also measures what
+    :func:`_check_graph` bounds: the same height and expanded size, node by node. Anything else
+    raises :class:`_NotPlain` (another tag, a merge, ``=`` or non-scalar key, a key given twice,
+    a bound crossed, a scalar PyYAML's function refuses): :func:`read_yaml` then takes the full
+    path, which refuses or builds the document exactly as before.
+    """
+
+    def __init__(self, loader: _Loader):
+        self.loader = loader
+        self.memo: dict[int, tuple[Any, int, int]] = {}  # id(collection node) -> (data, height, size)
+
+    def data(self, root: yaml.Node) -> Any:
+        try:
+            return self.build(root, 1)[0]
+        except Exception:  # noqa: BLE001 (every problem is named by the full path, which runs next)
+            raise _NotPlain from None
+
+    def build(self, node: yaml.Node, depth: int) -> tuple[Any, int, int]:
+        """(data, height, expanded size) of ``node``, ``depth`` levels below the root."""
+        if node.__class__ is yaml.ScalarNode:
+            if node.tag == _STR:
+                return node.value, 1, 1
+            return _PLAIN_SCALARS[node.tag](self.loader, node), 1, 1  # KeyError: not plain
+        if id(node) in self.memo:
+            return self.memo[id(node)]
+        if depth > MAX_DEPTH:  # also ends a recursive alias
+            raise _NotPlain
+        if node.tag == _MAP and node.__class__ is yaml.MappingNode:
+            data, height, size = self.mapping(node, depth)
+        elif node.tag == _SEQ and node.__class__ is yaml.SequenceNode:
+            built = [self.build(item, depth + 1) for item in node.value]
+            data = [d for d, _, _ in built]
+            height, size = max((h for _, h, _ in built), default=1), 1 + sum(n for _, _, n in built)
+        else:
+            raise _NotPlain
+        if height + 1 > MAX_DEPTH or size > MAX_NODES:
+            raise _NotPlain
+        self.memo[id(node)] = data, height + 1, size
+        return self.memo[id(node)]
+
+    def mapping(self, node: yaml.MappingNode, depth: int) -> tuple[dict, int, int]:
+        """(data, height of the highest value, expanded size) of a mapping node."""
+        data: dict = {}
+        height, size = 1, 1
+        for key_node, value_node in node.value:
+            if key_node.__class__ is not yaml.ScalarNode or key_node.tag in _ODD_KEYS:
+                raise _NotPlain
+            key = self.build(key_node, depth + 1)[0]
+            if key in data:
+                raise _NotPlain
+            data[key], h, n = self.build(value_node, depth + 1)
+            height, size = max(height, h), size + 1 + n
+        return data, height, size
+
 
 def _check_graph(root: yaml.Node, path: Path) -> None:
     """Refuse recursive aliases, nesting deeper than MAX_DEPTH and more than MAX_NODES expanded nodes.
@@ -179,6 +268,10 @@ def read_yaml(path: Path, owner: int | None = None) -> Any:
         node = loader.get_single_node()
         if node is None:
             return {}
+        try:
+            return _Plain(loader).data(node)
+        except _NotPlain:
+            pass
         _check_graph(node, path)
         return loader.construct_document(node)
     except _DuplicateKey as e:
