@@ -14,6 +14,7 @@ from tuning.cli_args import existing_inventory, load_inventory
 from tuning.cli_emit import out
 from tuning.cli_options import INV, JSON, STATE
 from tuning.errors import InputError
+from tuning.lab.noise import DEFAULT_PCT as NOISE_PCT
 
 
 def _state_dir(inventory: Path, state_dir: Optional[Path]) -> Path:
@@ -34,18 +35,30 @@ def _running_state_dir(inventory: Path, state_dir: Optional[Path]) -> Path:
 
 def lab_up(inventory: Path = INV, state_dir: Optional[Path] = STATE,
            slurm: bool = typer.Option(False, "--slurm", help="also start a real Slurm: munged, slurmctld and one "
-                                      "slurmd per lab node on the lab's loopback ports (docs/lab.md)")) -> None:
+                                      "slurmd per lab node on the lab's loopback ports (docs/lab.md)"),
+           noise: float = typer.Option(NOISE_PCT, "--noise", help="run-to-run spread of the RDMA test results, "
+                                       "percent (one standard deviation, 0..50; 0: the fabric model's numbers); "
+                                       "`lab noise` changes it later, `lab reset` brings this back"),
+           noise_seed: Optional[int] = typer.Option(None, "--noise-seed", help="draw the noise from this seed "
+                                                    "(default: the OS's randomness)")) -> None:
     """Start the lab: 4 GPU nodes (SSH), 2 leaves and 1 spine (NVUE), untuned, listening on the
-    ports INVENTORY names (so two labs on two inventories run side by side).
+    ports INVENTORY names (so two labs on two inventories run side by side). Its RDMA test results
+    spread as a quiet real fabric's do (1 %, tuning.lab.noise), unless --noise says otherwise.
 
-    Example: fabtune lab up -i inventory/lab --slurm
+    Example: fabtune lab up -i inventory/lab --slurm --noise 3
     """
     from tuning.lab import controller
     from tuning.lab import slurm as slurm_lab
     from tuning.lab.fabric import fabric_for_inventory
+    from tuning.lab.noise import check
 
     sd = _state_dir(inventory, state_dir)
     fabric = fabric_for_inventory(existing_inventory(inventory))
+    try:
+        fabric.noise = check(noise, noise, noise_seed)
+    except ValueError as e:
+        bad = noise_seed if noise_seed is not None and noise_seed < 0 else noise
+        raise InputError("--noise-seed" if bad is noise_seed else "--noise", str(bad), str(e)) from None
     if slurm:
         slurm_lab.check(fabric)  # before the lab starts (exit 2): Slurm missing, not root, a port taken
     controller.up(sd, fabric)
@@ -120,7 +133,8 @@ def lab_noise(bw_pct: Optional[float] = typer.Option(None, "--bw-pct", help="spr
               inventory: Path = INV, state_dir: Optional[Path] = STATE, as_json: bool = JSON) -> None:
     """Set (or, without options, show) the run-to-run noise of the running lab's RDMA test results
     (tuning.lab.noise): each perftest run's bandwidth and latency are the fabric model's times
-    1 + N(0, PCT/100). A real fabric spreads about 1 % (quiet) to 3 % (busy). `lab reset` clears it.
+    1 + N(0, PCT/100). A real fabric spreads about 1 % (quiet) to 3 % (busy). `lab reset` puts back
+    what `lab up --noise` set (default 1 %).
 
     Example: fabtune lab noise --bw-pct 3 --seed 7
     """

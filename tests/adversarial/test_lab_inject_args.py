@@ -60,3 +60,30 @@ def test_inject_into_a_stopped_labs_state_is_refused(tmp_path: Path):
     code, _, err = cli("lab", "inject", "-i", str(inv), "leaf01:swp1", "down", cwd=tmp_path)
     assert_one_line(code, err, f"the lab is not running in {inv / '.state'}")
     assert (inv / ".state" / "fabric.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("flag, value, says", [
+    ("--noise", "60", "--noise: 60.0: bandwidth noise 60.0 %: must be 0..50 percent"),
+    ("--noise", "-1", "--noise: -1.0: bandwidth noise -1.0 %: must be 0..50 percent"),
+    ("--noise", "nan", "must be 0..50 percent"), ("--noise", "inf", "must be 0..50 percent"),
+    ("--noise-seed", "-3", "--noise-seed: -3: noise seed -3: must be a whole number >= 0")])
+def test_lab_up_refuses_bad_noise_before_anything_starts(tmp_path: Path, flag: str, value: str, says: str):
+    """`lab up --noise` (default 1 %, tuning.lab.noise.DEFAULT_PCT): a value outside 0..50 or a
+    negative seed is one line naming the flag, exit 2, and no lab is started."""
+    from tests.adversarial._cli import copy_lab_inventory
+
+    inv = copy_lab_inventory(tmp_path / "inv", {f"node0{k}": 1 + k for k in range(1, 5)}
+                             | {"leaf01": 101, "leaf02": 102, "spine01": 103})
+    code, _, err = cli("lab", "up", "-i", str(inv), flag, value)
+    assert_one_line(code, err, says)
+    assert not (inv / ".state").exists()
+
+
+def test_a_lab_for_an_inventory_spreads_as_a_quiet_fabric_by_default():
+    """`fabtune lab up` and `make demo` start the fabric of an inventory: its results spread 1 %
+    (bandwidth and latency, unseeded); the tests' own labs (default_fabric) have none."""
+    from tests.conftest import REPO
+    from tuning.lab.fabric import default_fabric, fabric_for_inventory
+
+    assert fabric_for_inventory(REPO / "inventory" / "lab").noise == {"bw_pct": 1.0, "lat_pct": 1.0}
+    assert default_fabric().noise == {}

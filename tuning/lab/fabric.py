@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from tuning.lab import noise
+
 #: PCI BDF of NIC i on a DGX-class node (rail order), and its netdev name.
 NIC_BDFS = ["0000:0c:00.0", "0000:12:00.0", "0000:4c:00.0", "0000:5d:00.0",
             "0000:8c:00.0", "0000:9d:00.0", "0000:ba:00.0", "0000:cc:00.0"]
@@ -248,8 +250,9 @@ def default_fabric(base_port: int = DEFAULT_BASE_PORT, n_nodes: int = 4, switch_
 
 
 def fabric_for_inventory(inv_dir: Path) -> Fabric:
-    """The default fabric listening on the ports an inventory names (``fabtune lab up -i INV``),
-    so two labs run side by side, each on its own inventory's ports. The switches a node-only
+    """The default fabric listening on the ports an inventory names (``fabtune lab up -i INV``,
+    ``make demo``), so two labs run side by side, each on its own inventory's ports; its test
+    results spread by :data:`tuning.lab.noise.DEFAULT_PCT` (a quiet real fabric's run-to-run noise). The switches a node-only
     inventory leaves out still run (the nodes' traffic crosses them), on ``base + 101..`` where
     node01 listens on ``base + 1`` (as ``fabtune lab init --base-port`` places them), untuned.
 
@@ -281,6 +284,7 @@ def fabric_for_inventory(inv_dir: Path) -> Fabric:
         for i, sw in enumerate(fabric.switches):
             if sw.name not in inv.devices:
                 sw.port = base + 101 + i
+    fabric.noise = noise.check(noise.DEFAULT_PCT, noise.DEFAULT_PCT, None)  # a quiet real fabric's spread
     return fabric
 
 

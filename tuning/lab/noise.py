@@ -27,6 +27,10 @@ from pathlib import Path
 
 #: the most a lab's noise may be, percent (a fabric noisier than this is broken, not noisy)
 MAX_PCT = 50.0
+#: the spread (percent, one standard deviation, bandwidth and latency) `fabtune lab up` gives a lab:
+#: a quiet real fabric's, the run-to-run spread verification assumes by default
+#: (:class:`tuning.model.policy.Thresholds` ``noise_pct``); `lab up --noise 0` gives the model's numbers
+DEFAULT_PCT = 1.0
 #: draws are clipped at this many standard deviations
 CLIP_SIGMAS = 3.0
 
