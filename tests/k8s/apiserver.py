@@ -9,7 +9,7 @@ update, status update, delete). Never more lenient than the real pair:
   ``spec.nodeName`` and ``spec.requestorID`` are immutable (the CRD's ``self == oldSelf`` rules);
 - refusals are ``Status`` objects as k8s.io/apimachinery ``pkg/api/errors`` builds them: NotFound
   404, AlreadyExists 409, Conflict 409 (a stale ``resourceVersion``), Invalid 422 (with causes),
-  BadRequest 400 (strict decoding), and the operator's validating webhook ``vnodemaintenance.kb.io``
+  BadRequest 400 (strict decoding), Unauthorized 401 (a wrong bearer token), and the operator's validating webhook ``vnodemaintenance.kb.io``
   (a node that does not exist: 403 Forbidden, "admission webhook ... denied the request");
 - the operator (``internal/controller``): one object per node scheduled (the oldest), then Cordon
   (the node's ``spec.unschedulable``), then the ``Ready`` condition with reason ``Ready``, one step
@@ -111,8 +111,9 @@ class Cluster:
     """The stored objects (``nodes``: name -> Node; ``nms``: (namespace, name) -> NodeMaintenance) and the
     operator's steps. Every request takes :attr:`lock`."""
 
-    def __init__(self, nodes: list[str]):
+    def __init__(self, nodes: list[str], token: str | None = None):
         self.lock = threading.Lock()
+        self.token = token  # given: every request must carry "Authorization: Bearer TOKEN", else 401
         self.schema = crd_schema()
         self.nodes = {n: {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n}, "spec": {}} for n in nodes}
         self.nms: dict[tuple[str, str], dict] = {}
@@ -259,6 +260,9 @@ def serve(cluster: Cluster) -> ThreadingHTTPServer:
             with cluster.lock:
                 cluster.requests.append((self.command, p))
                 try:
+                    if cluster.token and self.headers.get("Authorization") != f"Bearer {cluster.token}":
+                        raise Refused({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                       "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
                     code, doc = dispatch(cluster, self.command, p, body)
                 except Refused as e:
                     code, doc = e.doc["code"], e.doc

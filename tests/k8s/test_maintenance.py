@@ -10,7 +10,7 @@ from tests.k8s import apiserver
 from tuning.errors import ConnectError, InputError
 from tuning.k8s import maintenance as nm
 from tuning.k8s.api import Api, ApiError
-from tuning.k8s.client import MaintenanceClient, path
+from tuning.k8s.client import MaintenanceClient, obj_path, path
 
 RUN = "20261203T2146-ab12"
 NS = "fabtune"
@@ -176,3 +176,42 @@ def test_api_refusals_are_status_errors(cluster):
 def test_no_api_server_is_a_connect_error_never_a_fabric_fault():
     with pytest.raises(ConnectError, match="no answer"):
         Api("http://127.0.0.1:9", timeout_s=2).get(path(NS))
+
+
+def test_bearer_token_is_sent_and_a_wrong_one_is_an_api_error():
+    c = apiserver.Cluster(["node01"], token="s3cret-token")
+    server = apiserver.serve(c)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(ApiError) as e:
+            Api(url, token="wrong").get(f"/apis/{nm.GROUP}/{nm.VERSION}/{nm.PLURAL}")
+        assert (e.value.code, e.value.reason, e.value.exit_code) == (401, "Unauthorized", 4)
+        assert "wrong" not in str(e.value)
+        items = Api(url, token="s3cret-token").get(f"/apis/{nm.GROUP}/{nm.VERSION}/{nm.PLURAL}")["items"]
+        assert items == []
+    finally:
+        server.shutdown()
+
+
+def test_in_cluster_reads_the_service_account(tmp_path, monkeypatch):
+    from tuning.k8s import api as api_mod
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setattr(api_mod, "SA_DIR", tmp_path)
+    with pytest.raises(ConnectError, match="not in a Kubernetes pod"):
+        Api.in_cluster()
+    (tmp_path / "token").write_text("tok\n")
+    (tmp_path / "ca.crt").write_text("")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00::1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    monkeypatch.setattr(api_mod.ssl, "create_default_context", lambda cafile=None: ("ctx", cafile))
+    a = Api.in_cluster()
+    assert a.server == "https://[fd00::1]:443" and a._ctx == ("ctx", str(tmp_path / "ca.crt"))
+
+
+def test_a_hold_deleted_before_ready_is_named_not_waited_for(cluster):
+    c, api = cluster
+    mc = client(api)
+    holds = mc.hold(["node01"])
+    api.delete(obj_path(holds.held["node01"].obj))  # no finalizer yet (Pending): gone at once
+    assert mc.wait_ready(holds, timeout_s=60).not_ready == {"node01": "deleted by someone else before it was Ready"}

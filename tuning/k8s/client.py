@@ -106,7 +106,14 @@ class MaintenanceClient:
         while waiting:
             for node in sorted(waiting):
                 h = holds.held[node]
-                h.obj = self.api.get(obj_path(h.obj))
+                try:
+                    h.obj = self.api.get(obj_path(h.obj))
+                except ApiError as e:
+                    if e.reason != "NotFound":
+                        raise
+                    holds.not_ready[node] = "deleted by someone else before it was Ready"
+                    waiting.discard(node)
+                    continue
                 if nm.is_ready(h.obj):
                     waiting.discard(node)
             if waiting and self.clock() >= deadline:

@@ -133,12 +133,12 @@ def decide(existing: list[dict], run_id: str, node: str, namespace: str) -> Deci
     others = sorted(existing, key=lambda o: (o["metadata"].get("creationTimestamp", ""), o["metadata"]["name"]))
     if not others:
         return Decision("create", new(run_id, node, namespace))
+    if any(joined(o) for o in others):
+        return Decision("have", next(o for o in others if joined(o)))
     first = others[0]
     if first["metadata"].get("deletionTimestamp"):
         return Decision("refuse", why=f"NodeMaintenance {_ref(first)} of {first['spec'].get('requestorID')} "
                                       f"on {node} is being deleted: try again once it is gone")
-    if joined(first):
-        return Decision("have", first)
     return Decision("join", with_requestor(first))
 
 
