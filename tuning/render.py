@@ -41,16 +41,15 @@ def node_files(dev: Device) -> dict[str, str]:
     Settings that need discovery (IRQ numbers, the ECN files of the NIC's driver) are left out:
     the files a rollout lays are computed from the node's own facts.
     """
-    from tuning.node import offline_desired
+    from tuning.node import offline_settings
     from tuning.node.base import NodeFacts
-    from tuning.node.files import FilesDomain, boot_settings
+    from tuning.node.files import boot_settings
 
     spec = dev.spec
     raw = {f"sysctl/{k}": "?" for k in spec.sysctl} | {f"mtu/{n.netdev}": "?" for n in spec.nics}
     facts = NodeFacts(raw=raw)
-    wanted, _ = offline_desired(spec, facts)  # domains that need the node's facts are left out
-    files = next(d for d, _ in wanted if isinstance(d, FilesDomain))
-    commands, sysctls = boot_settings(files.settings, spec, facts)
+    settings, _ = offline_settings(spec, facts)  # domains that need the node's facts are left out
+    commands, sysctls = boot_settings([d for d, _ in settings], spec, facts)
     return node_files_from_plan([OFFLINE_NOTE, *commands], sysctls)
 
 

@@ -118,15 +118,22 @@ def offline_desired(spec, facts: NodeFacts) -> tuple[list[tuple[Domain, dict[str
     node's own facts (IRQ numbers, lspci's bridges, the CPU list, the NIC's mlxconfig table) raises
     Unfit on empty facts: it is skipped and named, never guessed; the files domain is built from the
     domains that did answer."""
+    out, skipped = offline_settings(spec, facts, (ServicesDomain(),))
+    files = FilesDomain([d for d, _ in out if d.name != "services"])
+    out.append((files, files.desired(spec, facts)))
+    return out, skipped
+
+
+def offline_settings(spec, facts: NodeFacts, first: tuple[Domain, ...] = ()) -> tuple[list[tuple[Domain, dict]], list[str]]:
+    """:func:`offline_desired` without the files domain (``render`` lays its own files from these
+    domains: :func:`tuning.render.node_files`): ``first`` then every setting domain, with their
+    desired values, and the names of those that need the node's facts (Unfit: skipped)."""
     out, skipped = [], []
-    settings = [d for d in domains() if d.name not in ("services", "files")]
-    for d in [ServicesDomain(), *settings]:
+    for d in [*first, *(d for d in domains() if d.name not in ("services", "files"))]:
         try:
             out.append((d, d.desired(spec, facts)))
         except Unfit:
             skipped.append(d.name)
-    files = FilesDomain([d for d in settings if d.name not in skipped])
-    out.append((files, files.desired(spec, facts)))
     return out, skipped
 
 
