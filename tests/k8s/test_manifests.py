@@ -9,6 +9,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import kubernetes_validate as kv
@@ -152,3 +153,43 @@ def test_bad_flags_are_one_line_exit_2_and_write_nothing(tmp_path, flag, value, 
 def test_help_has_an_example():
     r = fabtune("k8s", "manifests", "--help")
     assert r.returncode == 0 and "Example: fabtune k8s manifests -i" in r.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the lab stand-ins refuse privileged writes to a non-root user, as the "
+                    "kernel does")
+def test_the_agents_command_plans_a_lab_node_from_the_configmaps_inventory(tmp_path):
+    """The DaemonSet's script as written (only its paths moved: the ConfigMap's items laid out under
+    tmp_path, the host's / as node01's lab sysroot) runs `fabtune node apply --check` on node01's
+    sysroot through the lab stand-ins, and plans the profile's changes from the ConfigMap's inventory
+    (the mtu domain only: each domain's own plan is proved in tests/node)."""
+    from tuning.lab.controller import write_wrappers
+    from tuning.lab.fabric import default_fabric
+    from tuning.lab.nodeserver import node_env
+    from tuning.lab.sysroot import build_sysroot
+
+    out = tmp_path / "k8s"
+    assert fabtune("k8s", "manifests", "-i", "inventory/lab", "-o", str(out)).returncode == 0
+    docs = objects(out)
+    cm = next(d for d in docs if d["metadata"]["name"] == "fabtune-inventory")
+    pod = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
+    inv = tmp_path / "inventory"
+    for item in next(v for v in pod["volumes"] if v["name"] == "inventory")["configMap"]["items"]:
+        (inv / item["path"]).parent.mkdir(parents=True, exist_ok=True)
+        (inv / item["path"]).write_text(cm["data"][item["key"]])
+    state = tmp_path / "state"
+    build_sysroot(state / "nodes" / "node01" / "sysroot", next(n for n in default_fabric().nodes if n.name == "node01"))
+    write_wrappers(state / "bin")
+    default_fabric().save(state / "fabric.json")
+    script = pod["containers"][0]["command"][2].splitlines()[0]
+    assert "--check" in script and "--run-id" not in script
+    script = (script.replace("/etc/fabtune/inventory", str(inv)).replace("--sysroot /host", f"--sysroot {state}/nodes/node01/sysroot")
+              .replace("/var/lib/fabtune/journal", str(tmp_path / "journal"))) + " -d mtu"  # one domain: the fast tier's cost
+    env = {**node_env(state, "node01"), "NODE_NAME": "node01"}
+    env["PATH"] += f":{Path(sys.executable).parent}"
+    r = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, env=env, cwd=state / "nodes" / "node01",
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["node"] == "node01" and doc["check"] is True
+    assert {"key": "mtu/enp12s0np0", "before": "1500", "after": "9000"}.items() <= next(
+        c for c in doc["changes"] if c["key"] == "mtu/enp12s0np0").items()
