@@ -87,6 +87,7 @@ def test_batch_by_rail_and_none_and_switches_only():
     assert [b.nodes for b in none] == [["node04", "node03", "node02"], ["node01"]]
     only = plan_batches(inv, inv.switches, RolloutPolicy(serial=[1]))
     assert [b.switches for b in only] == [["leaf01"], ["leaf02"], ["spine01"]]
+    assert only[0].why == "no node: 1 device(s) (switches) (serial 1)"  # by role group: an SM is no switch
     assert len(plan_batches(inv, inv.switches, RolloutPolicy())) == 1
     # a leaf no selected node is cabled to goes to batch 1
     sel = [inv.devices["node01"], inv.devices["node02"], inv.devices["leaf02"]]

@@ -138,12 +138,18 @@ def plan_batches(inv, selected: list, policy: RolloutPolicy, changes: dict[str, 
             chunk = switches[at:at + size]
             at += size
             batches.append(Batch(i + 1, [], [d.name for d in chunk],
-                                 why=f"switches only: {size} switch(es) (serial "
+                                 why=f"no node: {size} {_kinds(chunk)} (serial "
                                      f"{policy.serial[min(i, len(policy.serial) - 1)]})"))
     run_rules = _rules(changes or {})
     for b in batches:
         b.phases, b.order = phases(b, changes or {}, run_rules)
     return batches
+
+
+def _kinds(devices: list) -> str:
+    """``device(s) (switches)``: what a batch without nodes holds, by the devices' inventory role
+    groups (:data:`tuning.model.roles.ROLES`), e.g. ``device(s) (subnet_managers, switches)``."""
+    return f"device(s) ({', '.join(sorted({d.kind.group for d in devices}))})"
 
 
 def _names(names: list[str], shown: int = 3) -> str:

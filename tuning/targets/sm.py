@@ -34,7 +34,7 @@ import re
 import time
 from typing import ClassVar
 
-from tuning.errors import CommandError, CommitError, TuningError, VerifyError
+from tuning.errors import CommandError, CommitError, SetupError, TuningError, VerifyError
 from tuning.model.ib_sm import SmSpec
 from tuning.model.outcomes import DeviceState
 from tuning.node.base import Change, Finding
@@ -111,9 +111,20 @@ class SmTarget:
         return sysroot_path(self.connection.sysroot or "/", paths[field])
 
     def _run(self, cmd: str, what: str, timeout: float = 60.0) -> str:
+        """``cmd``'s stdout. Raises SetupError when the host cannot run the IB diagnostics at all (the
+        shell's 127: not installed; libibmad's "can't open UMAD port": no HCA port or ib_umad there),
+        CommandError for any other failure."""
         res = self.host.run(cmd, timeout=timeout, privileged=True)
         if res.rc != 0:
-            raise CommandError(what, res.rc, res.stderr or res.stdout, host=self.name, phase="sm")
+            said = res.stderr or res.stdout
+            if res.rc == 127:
+                raise SetupError(f"{what} is not installed there (infiniband-diags): {said.strip()[-200:]}",
+                                 host=self.name, phase="sm")
+            if "can't open UMAD port" in said:  # libibmad's mad_rpc_open_port (infiniband-diags 3.x)
+                raise SetupError(f"{what} finds no InfiniBand port to query ({_umad_line(said)}): "
+                                 "the SM Target runs on the host of OpenSM and its HCA (ib_umad loaded), or on "
+                                 "the IB lab's", host=self.name, phase="sm")
+            raise CommandError(what, res.rc, said, host=self.name, phase="sm")
         return res.stdout
 
     def _ports(self) -> list[sp.CaPort]:
@@ -396,3 +407,12 @@ def _want_tables(rec: dict, changes: list[Change]) -> dict[str, sp.Table]:
             else:
                 table[pk] = c.after
     return want
+
+
+def _umad_line(said: str) -> str:
+    """The telling line of libibmad's open failure: ``can't read ABI version from ... is ib_umad
+    module loaded?`` when it says so (without its ``ibwarn: [pid] get_abi_version:`` prefix), else
+    its last line (``Failed to open (null) port 0``)."""
+    lines = [ln.strip() for ln in said.splitlines() if ln.strip()]
+    hint = next((ln.split(": ", 2)[-1] for ln in lines if "ib_umad module loaded" in ln), None)
+    return (hint or (lines or ["no output"])[-1])[:200]
