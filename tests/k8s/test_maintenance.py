@@ -5,7 +5,9 @@ object, report a failure, release, and the API server's refusals read as errors.
 from __future__ import annotations
 
 import pytest
+import yaml
 
+from tests.conftest import REPO
 from tests.k8s import apiserver
 from tuning.errors import ConnectError, InputError
 from tuning.k8s import maintenance as nm
@@ -215,3 +217,9 @@ def test_a_hold_deleted_before_ready_is_named_not_waited_for(cluster):
     holds = mc.hold(["node01"])
     api.delete(obj_path(holds.held["node01"].obj))  # no finalizer yet (Pending): gone at once
     assert mc.wait_ready(holds, timeout_s=60).not_ready == {"node01": "deleted by someone else before it was Ready"}
+
+
+def test_the_documented_object_is_the_one_fabtune_writes():
+    text = (REPO / "docs" / "kubernetes.md").read_text()
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert yaml.safe_load(block) == nm.new(RUN, "node01", "fabtune")
