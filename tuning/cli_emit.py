@@ -98,10 +98,11 @@ def nccl_lines(jobs: list[dict]) -> list[str]:
     """One line per nccl-tests job of a run (the report's ``nccl_after``, else ``nccl_before``):
     ``nccl-tests all_reduce_perf over node01..node04: 286.2 GB/s bus bandwidth (baseline 191.3 GB/s):
     pass``, or why it gave none. A new user found the jobs only in --report-json."""
+    from tuning.verify.nccl import span
+
     out = []
     for j in jobs:
-        nodes = j.get("nodes") or []
-        where = f"{nodes[0]}..{nodes[-1]}" if len(nodes) > 2 else ", ".join(nodes)
+        where = span(j.get("nodes") or [])
         if j.get("busbw_gbs") is not None:
             base = f" (baseline {j['baseline_gbs']:.1f} GB/s)" if j.get("baseline_gbs") is not None else ""
             said = f"{j['busbw_gbs']:.1f} GB/s bus bandwidth{base}"

@@ -65,14 +65,18 @@ def test_a_kept_rollout_records_the_bus_bandwidth_of_its_nccl_job(lab_inventory:
     assert (again.outcome, again.nccl_before, again.nccl_after) == ("no-change", [], []), again.outcome
     # `fabtune verify` alone, the policy's nccl on: the job again, judged against the kept run's
     with (lab_inventory / "group_vars" / "all.yml").open("a") as f:
-        f.write("fabtune_rollout: {nccl: {enabled: true}, incast: {enabled: false}}\n")
+        f.write("fabtune_rollout: {nccl: {enabled: true, pairs: true}, incast: {enabled: false}}\n")
     got = subprocess.run([sys.executable, "-m", "tuning", "verify", "-i", str(lab_inventory), "--journal-dir",
                           str(journal), "--rail", "0", "--min-bw", "1", "--max-lat", "1000", "--json"],
                          capture_output=True, text=True, cwd=REPO, timeout=300)
     assert got.returncode == 0, got.stdout[-1500:] + got.stderr[-1500:]
-    [job] = json.loads(got.stdout)["nccl_after"]
+    job, *pairs = json.loads(got.stdout)["nccl_after"]
     assert (job["nodes"], job["status"], job["baseline_gbs"]) == (NODES, "pass", after["busbw_gbs"]), job
     assert job["judged"].startswith(f"bus bandwidth {job['busbw_gbs']:g} GB/s vs baseline {after['busbw_gbs']:g}")
+    # nccl.pairs: a job per node pair too (no baseline of theirs yet: judged on a value alone)
+    assert [(p["nodes"], p["status"], p["baseline_gbs"]) for p in pairs] == [
+        (["node01", "node02"], "pass", None), (["node03", "node04"], "pass", None)], pairs
+    assert all(p["busbw_gbs"] > 0 and p["n_ranks"] == 16 for p in pairs), pairs
 
 
 def test_a_nic_degraded_after_the_baseline_makes_the_nccl_judgement_regress_and_roll_back(
@@ -97,4 +101,4 @@ def test_a_nic_degraded_after_the_baseline_makes_the_nccl_judgement_regress_and_
     assert rep.restored_verified is False
     # the halt names NCCL, not the pairs that passed (the journal's last event holds why)
     events = json.loads((journal / f"{rep.run_id}.json").read_text())["events"]
-    assert "batch 1: every pair passed, nccl-tests did not: all_reduce_perf regressed" in events[-1][1], events[-3:]
+    assert "batch 1: every pair passed, nccl-tests did not: all_reduce_perf over node01..node04 regressed" in events[-1][1], events[-3:]

@@ -204,3 +204,13 @@ def test_output_no_nccl_tests_run_printed_is_the_harnesss_and_a_cut_run_the_fabr
     assert (job.error_kind, job.error_class, job.busbw_gbs) == ("no_value", "fabric", None), job.error
     judge_job(job, None, Thresholds(), True)
     assert job.status == "fail" and not passed([job], required=False)
+
+
+def test_nccl_pairs_add_a_job_per_two_consecutive_nodes_an_odd_last_with_the_first():
+    from tuning.verify.nccl_verdict import node_groups
+
+    assert node_groups(list("abcd"), False) == [list("abcd")]
+    assert node_groups(list("abcd"), True) == [list("abcd"), ["a", "b"], ["c", "d"]]
+    assert node_groups(list("abcde"), True) == [list("abcde"), ["a", "b"], ["c", "d"], ["e", "a"]]
+    assert node_groups(list("ab"), True) == [["a", "b"]]  # the pair is the whole job
+    assert NcclPolicy(pairs=True).pairs and not NcclPolicy().pairs

@@ -98,12 +98,15 @@ class NcclPolicy(BaseModel):
     ``tests`` (``all_reduce_perf``, ``alltoall_perf``) each one MPI job with a process per node,
     launched with the node's NCCL environment, sizes ``min_bytes``..``max_bytes`` (8..2^34, x2 per
     step; default 8 MiB..128 MiB, burn-in's), its bus bandwidth judged against the baseline as a
-    pair's. A job that cannot run (nccl-tests or mpirun missing, a misconfigured launch) is the
-    finding ``nccl-not-run``; with ``required`` it also fails the verification."""
+    pair's. With ``pairs``, also one job per pair of nodes (consecutive in inventory order: a node
+    pair's own links, as nccl-tests is run node pair by node pair to find a slow node). A job that
+    cannot run (nccl-tests or mpirun missing, a misconfigured launch) is the finding
+    ``nccl-not-run``; with ``required`` it also fails the verification."""
 
     model_config = _STRICT
     enabled: bool = False
     required: bool = False
+    pairs: bool = False
     tests: list[Literal["all_reduce_perf", "alltoall_perf"]] = Field(
         default_factory=lambda: ["all_reduce_perf"], min_length=1, max_length=2)
     min_bytes: int = Field(8388608, ge=8, le=2**34)

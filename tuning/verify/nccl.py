@@ -174,6 +174,11 @@ def _first_words(stderr: str) -> str:
     return (lines or ["no output"])[0][:160]
 
 
+def span(nodes: list[str]) -> str:
+    """A job's nodes for people: ``node01, node02`` or ``node01..node04`` (more than two)."""
+    return f"{nodes[0]}..{nodes[-1]}" if len(nodes) > 2 else ", ".join(nodes) or "no node"
+
+
 def run_once(job: NcclRun, hosts: dict[str, Host], timeout_s: float) -> NcclRun:
     """Run ``job.command`` once on its first node and read one sample into ``job`` (its value, or
     why there is none: :meth:`NcclRun.failed`)."""

@@ -25,7 +25,7 @@ from dataclasses import asdict
 from typing import Callable
 
 from tuning.transport.base import Host
-from tuning.verify.nccl import NcclRun, baseline_key, run_job, run_once
+from tuning.verify.nccl import NcclRun, baseline_key, run_job, run_once, span
 from tuning.verify.pair_verdict import Thresholds
 from tuning.verify.samples import judge_change, observed_noise
 
@@ -39,7 +39,8 @@ def judge_job(job: NcclRun, base: dict | None, th: Thresholds, last: bool) -> st
     job.reasons, job.judged = [], None
     if job.error_kind:
         job.status = "not-run" if job.error_class == "harness" else "fail"
-        job.reasons = [f"{job.test} gave no bus bandwidth ({job.error_kind}, {job.error_class}): {job.error}"]
+        job.reasons = [f"{job.test} over {span(job.nodes)} gave no bus bandwidth ({job.error_kind}, "
+                       f"{job.error_class}): {job.error}"]
         return "none"
     before = [float(x) for x in (base or {}).get("samples") or [] if x]
     job.status = "pass"
@@ -51,43 +52,64 @@ def judge_job(job: NcclRun, base: dict | None, th: Thresholds, last: bool) -> st
     job.judged = f"bus bandwidth {job.busbw_gbs:g} GB/s vs baseline {job.baseline_gbs:g} GB/s: {got.text}"
     if got.outcome == "regressed":
         job.status = "fail"
-        job.reasons = [f"{job.test} regressed: {job.judged}"]
+        job.reasons = [f"{job.test} over {span(job.nodes)} regressed: {job.judged}"]
     return got.outcome
 
 
 def measure(devices: list, hosts: dict[str, Host], policy, th: Thresholds, timeout_s: float,
             before: list[dict] | None = None, progress: Progress | None = None) -> list[NcclRun]:
-    """Run and judge each of ``policy.tests`` over ``devices`` (the selection's nodes, rank order).
+    """Run and judge each of ``policy.tests`` over ``devices`` (the selection's nodes, rank order):
+    one job over all of them (the ring a training job forms) and, with ``policy.pairs``, one per
+    pair of nodes (:func:`node_groups`), one job at a time.
 
     Args:
         policy: the :class:`tuning.model.policy.NcclPolicy`.  th: the pairs' thresholds (the noise rule).
         before: the baseline's jobs (dicts of :class:`NcclRun`); None: this is the baseline
             (``th.baseline_samples()`` samples, else ``th.first_samples()`` and more while undecided).
+            A job is judged against the baseline's job of the same test over the same nodes.
 
     Returns:
-        One judged :class:`NcclRun` per test; a job over fewer than 2 nodes is ``not-run``
-        (one node's job crosses no link).
+        One judged :class:`NcclRun` per test and node group; a job over fewer than 2 nodes is
+        ``not-run`` (one node's job crosses no link).
     """
-    base = {b["test"]: b for b in before or [] if isinstance(b, dict) and "test" in b}
+    base = {(b["test"], tuple(b.get("nodes") or ())): b for b in before or [] if isinstance(b, dict) and "test" in b}
     out = []
     for test in policy.tests:
-        if len(devices) < 2:
-            job = NcclRun(test, [d.name for d in devices]).failed(
-                "single_rank", f"{len(devices)} node(s) selected: an nccl-tests job across nodes needs 2 or more")
-            judge_job(job, None, th, True)
+        for group in node_groups(devices, getattr(policy, "pairs", False)):
+            job = _measure_one(test, group, hosts, policy, th, timeout_s, base, before is None)
+            if progress:
+                progress(line(job))
             out.append(job)
-            continue
-        want = th.first_samples() if before is not None else th.baseline_samples()
-        job = run_job(test, devices, hosts, (policy.min_bytes, policy.max_bytes), timeout_s, want)
-        prior = base.get(test) if base.get(test, {}).get("nodes") == job.nodes else None
-        while judge_job(job, prior, th, len(job.samples) >= th.max_samples) == "undecided":
-            if run_once(job, hosts, timeout_s).error_kind:
-                judge_job(job, prior, th, True)
-                break
-        if progress:
-            progress(line(job))
-        out.append(job)
     return out
+
+
+def node_groups(devices: list, pairs: bool) -> list[list]:
+    """The node sets nccl-tests jobs run over: all of ``devices``, then with ``pairs`` each two
+    consecutive ones (an odd last node with the first) when there are more than two."""
+    groups = [list(devices)]
+    if pairs and len(devices) > 2:
+        groups += [[devices[i], devices[(i + 1) % len(devices)]] for i in range(0, len(devices), 2)]
+    return groups
+
+
+def _measure_one(test: str, devices: list, hosts: dict[str, Host], policy, th: Thresholds, timeout_s: float,
+                 base: dict, baseline: bool) -> NcclRun:
+    """One job of ``test`` over ``devices``, sampled and judged against ``base``'s job of the same
+    test and nodes (:func:`measure`)."""
+    nodes = [d.name for d in devices]
+    if len(devices) < 2:
+        job = NcclRun(test, nodes).failed(
+            "single_rank", f"{len(devices)} node(s) selected: an nccl-tests job across nodes needs 2 or more")
+        judge_job(job, None, th, True)
+        return job
+    want = th.baseline_samples() if baseline else th.first_samples()
+    job = run_job(test, devices, hosts, (policy.min_bytes, policy.max_bytes), timeout_s, want)
+    prior = base.get((test, tuple(job.nodes)))
+    while judge_job(job, prior, th, len(job.samples) >= th.max_samples) == "undecided":
+        if run_once(job, hosts, timeout_s).error_kind:
+            judge_job(job, prior, th, True)
+            break
+    return job
 
 
 def line(job: NcclRun) -> str:
