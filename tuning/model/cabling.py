@@ -19,7 +19,6 @@ inventory: the schedule then assumes one (and says so).
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Annotated
 
@@ -39,16 +38,14 @@ def check_uplink_end(value: object) -> str:
         raise ValueError(f"{value!r} is not SWITCH:PORT; allowed: a switch of the inventory and one of its "
                          "ports, like spine01:swp1")
     switch, port = value.split(":")
-    _checked(grammar.check_host_name, switch)
-    _checked(grammar.check_port_name, port)
+    _host_name(switch)
+    _port_name(port)
     return value
 
 
-@functools.lru_cache(maxsize=4096)
-def _checked(check, text: str) -> str:
-    """``check(text)``, once per distinct text (a fleet's 20,000 uplinks name a few hundred spines and
-    a few dozen ports; a refused text raises, and is not cached, every time)."""
-    return check(text)
+#: the grammars, once per distinct text (a fleet's 20,000 uplinks name a few hundred spines and ports)
+_host_name = grammar.once_per_text(grammar.check_host_name)
+_port_name = grammar.once_per_text(grammar.check_port_name)
 
 
 #: a validated ``SWITCH:PORT`` (the type of ``SwitchSpec.uplinks``' values)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Callable
 
 #: the most CPUs a CPU list may name (kernel NR_CPUS maximum, arch/x86/Kconfig: 8192)
 MAX_CPUS = 8192
@@ -41,6 +42,19 @@ _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 _ADDRESS = re.compile(r"[A-Za-z0-9_.:-]{1,253}")
 _USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}")
 _PATH = re.compile(r"[A-Za-z0-9_./~+-]{1,4096}")
+
+
+def once_per_text(check: Callable[[object], str]) -> Callable[[object], str]:
+    """``check`` run once per distinct string (a fleet's 80,000 NICs name a few netdev, RDMA device,
+    switch and port names over and over); anything but a ``str`` is checked every time, and a
+    refusal raises every time (an exception is never remembered)."""
+    memo = functools.lru_cache(maxsize=8192)(check)
+
+    def checked(value: object) -> str:
+        return memo(value) if type(value) is str else check(value)
+
+    checked.__doc__ = check.__doc__
+    return checked
 
 
 def _need_str(value: object, what: str) -> str:

@@ -28,10 +28,10 @@ from tuning.model.platforms import check_fabric, check_not_ipoib, check_switch_p
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-Netdev = Annotated[str, BeforeValidator(grammar.check_netdev)]
-RdmaDevice = Annotated[str, BeforeValidator(grammar.check_rdma_device)]
-PortName = Annotated[str, BeforeValidator(grammar.check_port_name)]
-HostName = Annotated[str, BeforeValidator(grammar.check_host_name)]
+Netdev = Annotated[str, BeforeValidator(grammar.once_per_text(grammar.check_netdev))]
+RdmaDevice = Annotated[str, BeforeValidator(grammar.once_per_text(grammar.check_rdma_device))]
+PortName = Annotated[str, BeforeValidator(grammar.once_per_text(grammar.check_port_name))]
+HostName = Annotated[str, BeforeValidator(grammar.once_per_text(grammar.check_host_name))]
 SysctlName = Annotated[str, BeforeValidator(grammar.check_sysctl_name)]
 SysctlValue = Annotated[Union[str, int], BeforeValidator(grammar.check_sysctl_value)]
 CpuList = Annotated[str, BeforeValidator(grammar.check_cpulist)]
@@ -76,7 +76,7 @@ class NicSpec(BaseModel):
     """
 
     model_config = _STRICT
-    netdev: Annotated[Netdev, AfterValidator(check_not_ipoib)]
+    netdev: Annotated[Netdev, AfterValidator(grammar.once_per_text(check_not_ipoib))]
     rdma_device: RdmaDevice
     rail: int = Field(ge=0, le=31)
     ipv4: Ipv4

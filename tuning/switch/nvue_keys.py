@@ -68,6 +68,10 @@ def expand_interfaces(token: str) -> list[str]:
     return names
 
 
+#: a line without quotes, escapes or odd white space: ``str.split`` gives exactly ``shlex.split``'s words
+_PLAIN_LINE = re.compile(r"[A-Za-z0-9_.,:/=+@%\- ]*")
+
+
 def command_leaves(text: str) -> dict[Path, str]:
     """``nv set`` lines (a rendered candidate, ``nv config show -o commands``) -> ``{path: value}``.
 
@@ -81,8 +85,8 @@ def command_leaves(text: str) -> dict[Path, str]:
         line = line.strip()
         if not line or line.startswith("#") or line.startswith("nv unset "):
             continue
-        try:
-            words = shlex.split(line)
+        try:  # a line of plain words splits as shlex splits it; shlex (pure Python) only for quotes
+            words = line.split() if _PLAIN_LINE.fullmatch(line) else shlex.split(line)
         except ValueError as exc:
             raise ParseError("nv set", no, "balanced quotes", line) from exc
         if words[:2] != ["nv", "set"] or len(words) < 4:
