@@ -154,9 +154,13 @@ class _Plain:
         for key_node, value_node in node.value:
             if key_node.__class__ is not yaml.ScalarNode or key_node.tag in _ODD_KEYS:
                 raise _NotPlain
-            key = self.build(key_node, depth + 1)[0]
+            key = key_node.value if key_node.tag == _STR else self.build(key_node, depth + 1)[0]
             if key in data:
                 raise _NotPlain
+            if value_node.tag == _STR and value_node.__class__ is yaml.ScalarNode:  # most values: no call
+                data[key] = value_node.value
+                size += 2
+                continue
             data[key], h, n = self.build(value_node, depth + 1)
             height, size = max(height, h), size + 1 + n
         return data, height, size
