@@ -49,7 +49,11 @@ def test_a_bad_value_is_one_line_naming_file_key_and_allowed_values(tmp_path, ib
 def test_a_node_with_neither_nics_nor_ib_ports_is_refused(tmp_path):
     with pytest.raises(InputError) as e:
         _load(tmp_path, {"mtu": 9000})
-    assert "nics: a node needs at least one NIC; allowed: a list of nics, or ib_ports" in str(e.value)
+    assert str(e.value) == "host_vars/node01.yml: nics: required for node01 but set nowhere (host_vars/node01.yml " \
+                           "missing?) (host node01)"
+    with pytest.raises(InputError) as e:
+        _load(tmp_path, {"nics": []})
+    assert str(e.value) == f"{tmp_path}/group_vars/gpu_nodes.yml: nics: needs at least 1 entry (got none) (host node01)"
 
 
 def test_the_intent_speeds_are_the_kernel_rate_words():
