@@ -49,7 +49,7 @@ def node_files(dev: Device) -> dict[str, str]:
     raw = {f"sysctl/{k}": "?" for k in spec.sysctl} | {f"mtu/{n.netdev}": "?" for n in spec.nics}
     facts = NodeFacts(raw=raw)
     settings, _ = offline_settings(spec, facts)  # domains that need the node's facts are left out
-    commands, sysctls = boot_settings([d for d, _ in settings], spec, facts)
+    commands, sysctls = boot_settings([d for d, _ in settings], spec, facts, [want for _, want in settings])
     return node_files_from_plan([OFFLINE_NOTE, *commands], sysctls)
 
 

@@ -42,7 +42,7 @@ class Group:
     hosts: list[str] = field(default_factory=list)
     depth: int = 0
     priority: int = 1  # ansible_group_priority: Ansible keeps it out of the group's vars
-    _held: set[str] = field(default_factory=set, repr=False)  # ``hosts`` as a set: each host added once
+    _held: set[str] = field(default_factory=set, repr=False, compare=False)  # ``hosts`` as a set: each host added once
 
     def add_host(self, host: str) -> None:
         """Append ``host`` to :attr:`hosts` unless it is there (a host listed twice stays once)."""
@@ -62,7 +62,7 @@ class Tree:
     inline: dict[str, dict] = field(default_factory=dict)
     _direct: dict[str, list[str]] = field(default_factory=dict, repr=False)
     _parents: dict[str, list[str]] = field(default_factory=dict, repr=False)
-    _closure: dict[tuple[str, ...], list[str]] = field(default_factory=dict, repr=False)
+    _closure: dict[tuple[str, ...], list[str]] = field(default_factory=dict, repr=False, compare=False)
 
     def groups_of(self, host: str) -> list[str]:
         """Every group holding ``host`` (directly or through children), Ansible's order (a new list;

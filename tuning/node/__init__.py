@@ -124,7 +124,8 @@ def offline_desired(spec, facts: NodeFacts) -> tuple[list[tuple[Domain, dict[str
     return out, skipped
 
 
-def offline_settings(spec, facts: NodeFacts, first: tuple[Domain, ...] = ()) -> tuple[list[tuple[Domain, dict]], list[str]]:
+def offline_settings(spec, facts: NodeFacts,
+                     first: tuple[Domain, ...] = ()) -> tuple[list[tuple[Domain, dict]], list[str]]:
     """:func:`offline_desired` without the files domain (``render`` lays its own files from these
     domains: :func:`tuning.render.node_files`): ``first`` then every setting domain, with their
     desired values, and the names of those that need the node's facts (Unfit: skipped)."""

@@ -24,16 +24,18 @@ UNIT = "fabtune-nic.service"
 WANTS_LINK = f"/etc/systemd/system/multi-user.target.wants/{UNIT}"
 
 
-def boot_settings(settings: Sequence[Domain], spec: NodeSpec, facts: NodeFacts) -> tuple[list[str], dict[str, str]]:
-    """The boot script's commands and the sysctl drop-in's values, from the domains' desired values.
+def boot_settings(settings: Sequence[Domain], spec: NodeSpec, facts: NodeFacts,
+                  wanted: Sequence[dict] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The boot script's commands and the sysctl drop-in's values, from the domains' desired values
+    (``wanted``, one per domain of ``settings``, when the caller has them already: ``render``).
 
     Returns:
         (commands relative to ``/``, ``{sysctl name: value}``).
     """
     cmds: list[str] = []
     sysctls: dict[str, str] = {}
-    for d in settings:
-        want = d.desired(spec, facts)
+    for i, d in enumerate(settings):
+        want = wanted[i] if wanted is not None else d.desired(spec, facts)
         if d.name == "sysctl":
             sysctls = {k.split("/", 1)[1]: v for k, v in want.items()}
         elif d.boot_script:
