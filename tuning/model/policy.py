@@ -130,6 +130,9 @@ class RolloutPolicy(BaseModel):
         max_failed_devices: whole run, exceeded halts; None: no global cap.
         settle_s: seconds between a batch's apply and its verification (0..3600).
         on_regression: ``restore-batch`` (keep earlier batches) or ``restore-all``.
+        max_connections: the most device sessions a ``plan`` holds at once (1..1,000,000, default
+            1,024): it connects, collects and closes that many at a time, so a fleet larger than
+            the file-descriptor limit is planned; a push keeps its sessions to the end (restore).
     """
 
     model_config = _STRICT
@@ -139,6 +142,7 @@ class RolloutPolicy(BaseModel):
     max_failed_devices: Optional[int] = Field(None, ge=0, le=1000000)
     settle_s: Union[int, float] = Field(0, ge=0, le=3600)
     on_regression: Literal["restore-batch", "restore-all"] = "restore-batch"
+    max_connections: int = Field(1024, ge=1, le=1000000)
     timeouts: PhaseTimeouts = Field(default_factory=PhaseTimeouts)
     thresholds: PolicyThresholds = Field(default_factory=PolicyThresholds)
     incast: IncastPolicy = Field(default_factory=IncastPolicy)

@@ -100,10 +100,15 @@ def _read_and_plan(s: Session, opts: Options, report: RunReport, progress: Progr
     changes, findings). Returns ``(plans, batches)``. Raises ConnectError, InputError (a plan a
     device cannot take, no safe push order: nothing pushed)."""
     progress(f"connecting to {len(s.devices)} device(s)")
-    s.open()
-    pause_for_test("collect", run_id)
-    progress("collecting state (one round trip per device)")
-    s.states = collect(s, opts.domains)
+    if opts.mode == "plan":  # nothing pushed: at most max_connections sessions at once
+        pause_for_test("collect", run_id)
+        progress("collecting state (one round trip per device)")
+        s.states = s.read_in_waves(opts.domains, opts.policy.max_connections, progress)
+    else:
+        s.open()
+        pause_for_test("collect", run_id)
+        progress("collecting state (one round trip per device)")
+        s.states = collect(s, opts.domains)
     plans = plan(s, s.states, opts.domains)
     batches = plan_batches(s.inv, s.devices, opts.policy, plans)
     report.policy = opts.policy.model_dump(mode="json")

@@ -43,16 +43,37 @@ class Session:
             self.readers[n] = t
         return {n: (self.targets.get(n) or self.readers[n]).rdma_host for n in names}
 
-    def open(self) -> None:
-        """Connect to every device in parallel, after making room for a session per inventory device
-        (:func:`tuning.rollout.fdlimit.ensure_fds`: the selection's and the nodes verification reads).
-        Raises the first ConnectError; SetupError when the file-descriptor limit cannot hold them."""
-        ensure_fds(len(self.inv.devices))
-        ok, failed = outcomes(fan_out(self.nr, open_target, "connect", timeout_s=self.timeouts.connect_s))
+    def open(self, only: set[str] | None = None) -> None:
+        """Connect to every device (or those in ``only``) in parallel; for every device, after making
+        room for a session per inventory device (:func:`tuning.rollout.fdlimit.ensure_fds`: the
+        selection's and the nodes verification reads). Raises the first ConnectError (every session
+        closed); SetupError when the file-descriptor limit cannot hold them."""
+        if only is None:
+            ensure_fds(len(self.inv.devices))
+        ok, failed = outcomes(fan_out(self.nr, open_target, "connect", only=only, timeout_s=self.timeouts.connect_s))
         self.targets.update(ok)
         if failed:
             self.close()
             raise next(iter(failed.values()))
+
+    def read_in_waves(self, domains: set[str] | None, wave: int, progress: Progress) -> dict[str, object]:
+        """A plan's read: nothing is pushed, so no session need outlive its collect. Connect, collect
+        (:func:`collect`) and close at most ``wave`` devices at a time (policy ``max_connections``),
+        so a fleet larger than the file-descriptor limit is planned (one descriptor a session).
+        Returns every device's state. Raises as :meth:`open` and :func:`collect` (sessions closed)."""
+        names = [d.name for d in self.devices]
+        ensure_fds(min(wave, len(names)))
+        states: dict[str, object] = {}
+        for i in range(0, len(names), wave):
+            chunk = set(names[i:i + wave])
+            if len(names) > wave:
+                progress(f"devices {i + 1}-{i + len(chunk)} of {len(names)} (at most {wave} connected at once)")
+            try:
+                self.open(chunk)
+                states.update(collect(self, domains, chunk))
+            finally:
+                self.close(chunk)
+        return states
 
     #: the journal is written by the nodes too (a front end that starts ``fabtune node`` on them)
     shared_journal = False
@@ -80,9 +101,10 @@ class Session:
         for t in self.targets.values():
             t.reopen()
 
-    def close(self) -> None:
-        """Close every connection."""
-        for c in [*self.targets.values(), *self.readers.values()]:
+    def close(self, only: set[str] | None = None) -> None:
+        """Close every connection (or those of the devices in ``only``; their Targets stay, closed,
+        for the pure steps: plan, findings)."""
+        for c in [t for n, t in [*self.targets.items(), *self.readers.items()] if only is None or n in only]:
             try:
                 c.close()
             except Exception:  # noqa: BLE001 - closing must not mask the run's own error
@@ -98,10 +120,10 @@ def open_target(dev: Device, here: bool | str = False) -> Target:
     return t
 
 
-def collect(s: Session, only: set[str] | None = None) -> dict[str, object]:
-    """Every session device's state (of the domains ``only``), in parallel (:meth:`Target.collect`).
-    Raises the first device's error."""
-    ok, failed = outcomes(fan_out(s.nr, lambda dev: s.targets[dev.name].collect(only), "collect",
+def collect(s: Session, only: set[str] | None = None, devices: set[str] | None = None) -> dict[str, object]:
+    """Every session device's (or those in ``devices``) state, of the domains ``only``, in parallel
+    (:meth:`Target.collect`). Raises the first device's error."""
+    ok, failed = outcomes(fan_out(s.nr, lambda dev: s.targets[dev.name].collect(only), "collect", only=devices,
                                   timeout_s=s.timeouts.collect_s))
     if failed:
         raise next(iter(failed.values()))
