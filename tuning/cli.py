@@ -11,6 +11,7 @@ and :mod:`tuning.cli_burnin` (lab init, burnin, health); their shared options ar
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import typer
@@ -25,7 +26,7 @@ from tuning.cli_lab import lab_down, lab_inject, lab_noise, lab_reboot, lab_rese
 from tuning.cli_parse import parse_cmd
 from tuning.cli_run import apply, plan, render, rollout, verify
 from tuning.cli_topology import topology as topology_cmd
-from tuning.errors import ConnectError, InputError, TuningError
+from tuning.errors import ConnectError, InputError, Terminated, TuningError
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=True,
                   help="Tune a GPU/RDMA fabric's nodes and switches, and prove every change.\n\n"
@@ -67,6 +68,7 @@ def main() -> None:
     with their code (2 for bad input, see :mod:`tuning.errors`), never a Rich box or a traceback.
     With ``--json`` the error is also a JSON document on stdout (:func:`_error_document`), so a
     machine reading stdout never gets nothing."""
+    signal.signal(signal.SIGTERM, _terminated)  # as Ctrl-C: a run restores what it changed, exit 143
     try:
         code = app(prog_name="fabtune", standalone_mode=False)
     except click.NoArgsIsHelpError as e:
@@ -78,6 +80,9 @@ def main() -> None:
         _fail(f"fabtune: error: {' '.join(e.format_message().split())}", type(e).__name__, _error_code(e.exit_code))
     except typer.Abort:
         _fail("fabtune: aborted", "Abort", 1)
+    except KeyboardInterrupt as e:  # outside a run's own ending (cli_emit.interrupted_summary): nothing changed
+        _fail(f"fabtune: interrupted ({'SIGTERM' if isinstance(e, Terminated) else 'Ctrl-C'})", type(e).__name__,
+              getattr(e, "exit_code", 130))
     except PermissionError as e:  # a file or folder another user owns (a lab, a journal, a run lock)
         _fail(f"fabtune: error: {e.filename or 'a file'}: {e.strerror or 'permission denied'}: run as the user "
               "that owns it, or point fabtune at a folder you may write (-i, --journal-dir, the lab folder)",
@@ -91,6 +96,12 @@ def main() -> None:
             hint = f" (see `fabtune {_command_words()}--help`)"
         _fail(f"fabtune: error: {e}{hint}", type(e).__name__, _error_code(e.exit_code))  # one line, never wrapped
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _terminated(signum: int, frame) -> None:
+    """SIGTERM's handler: :class:`tuning.errors.Terminated` on the main thread, where a run's Ctrl-C
+    lands (its restore, its summary, its journal)."""
+    raise Terminated("SIGTERM")
 
 
 def _fail(line: str, kind: str, code: int) -> None:

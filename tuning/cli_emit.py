@@ -14,6 +14,7 @@ import typer
 from tuning.report import (batches_text, changes_summary, changes_table, console, file_diffs, per_setting,
                            findings_table, verify_table)
 from tuning.model.outcomes import BatchOutcome, RunOutcome
+from tuning.errors import Terminated
 
 out = console()
 err = console(stderr=True)
@@ -62,9 +63,10 @@ def interrupted_summary(as_json: bool, title: str) -> Iterator[None]:
             raise
         emit(report, as_json, title)
         kept = sum(1 for b in report.batches if b.get("outcome") == BatchOutcome.KEPT)
-        err.print(f"interrupted (Ctrl-C): {len(report.restored)} device(s) restored"
+        how = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C"
+        err.print(f"interrupted ({how}): {len(report.restored)} device(s) restored"
                   + (f"; {kept} batch(es) kept before it stay tuned" if kept else ""))
-        raise typer.Exit(130) from None
+        raise typer.Exit(getattr(e, "exit_code", 130)) from None
 
 
 def _tables(report, title: str, diff: bool, detail: bool = False, limited: bool = False) -> None:
@@ -88,8 +90,9 @@ def _tables(report, title: str, diff: bool, detail: bool = False, limited: bool 
         out.print(findings_table(report.findings, compact=out.width < 140))
     if report.verify_after:
         out.print(verify_table(report.verify_after, "verification after", report.verify_before))
-    for line in nccl_lines(getattr(report, "nccl_after", None) or getattr(report, "nccl_before", None) or []):
-        out.print(line, markup=False, highlight=False)
+    after = getattr(report, "nccl_after", None)  # none when the run stopped before its last batch's jobs
+    for line in nccl_lines(after or getattr(report, "nccl_before", None) or []):
+        out.print(line if after else "baseline: " + line, markup=False, highlight=False)
     for line in nccl_lines(getattr(report, "nccl_restored", None) or []):
         out.print("after the restore: " + line, markup=False, highlight=False)
 

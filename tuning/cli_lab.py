@@ -145,10 +145,13 @@ def lab_noise(bw_pct: Optional[float] = typer.Option(None, "--bw-pct", help="spr
     fabric = Fabric.load(sd / "fabric.json")
     if bw_pct is not None or lat_pct is not None or seed is not None:
         bw = bw_pct if bw_pct is not None else float(fabric.noise.get("bw_pct", 0))
+        lat = lat_pct if lat_pct is not None else bw
         try:
-            fabric.noise = check(bw, lat_pct if lat_pct is not None else bw, seed)
-        except ValueError as e:
-            raise InputError("--bw-pct/--lat-pct/--seed", str(bw_pct if bw_pct is not None else lat_pct), str(e)) from None
+            fabric.noise = check(bw, lat, seed)
+        except ValueError as e:  # the flag whose value check names (its message starts with what it checked)
+            flag, value = (("--seed", seed) if str(e).startswith("noise seed") else
+                           ("--bw-pct", bw) if str(e).startswith("bandwidth") else ("--lat-pct", lat))
+            raise InputError(flag, str(value), str(e)) from None
         fabric.save(sd / "fabric.json")
     if as_json:
         print(json.dumps(fabric.noise, sort_keys=True))

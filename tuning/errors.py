@@ -192,3 +192,11 @@ class DeviceTimeout(TuningError):
     def __init__(self, host: str, phase: str, seconds: float):
         self.seconds = seconds
         super().__init__(f"no answer in {phase} after {seconds:g} s", host=host, phase=phase)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (Slurm's ``scancel``, systemd, Kubernetes, a CI job's timeout) taken as Ctrl-C is: a
+    run restores what it changed and says so, then exits 143 (128 + 15, the shell's code for it).
+    Raised by the signal handler :func:`tuning.cli.main` installs."""
+
+    exit_code = 143

@@ -111,6 +111,7 @@ def _rollback_exact(inv: Path, journal: Path, rid: str, pre: dict, unfinished: b
     ("apply-node-batch-3", signal.SIGKILL),     # batches 1-2 done, node03/node04 written
     ("apply-batch-3", signal.SIGINT),           # between batches: Ctrl-C on the main thread
     ("apply-node-batch-3:3", signal.SIGINT),    # Ctrl-C while batch 3 is written: batch 3 restored, 1-2 kept
+    ("apply-node-batch-3:3", signal.SIGTERM),   # scancel / systemd / a CI timeout: as Ctrl-C, exit 143
 ])
 def test_kill_at_batch_stage_then_rollback_exact(lab: Path, tmp_path: Path, stage: str, sig: int):
     pre = snapshot_fabric(lab)
@@ -120,7 +121,7 @@ def test_kill_at_batch_stage_then_rollback_exact(lab: Path, tmp_path: Path, stag
     j = _journal(journal)
     batches = {b["index"]: b["outcome"] for b in j["batches"]}
     n = int(re.search(r"batch-(\d)", stage).group(1))
-    assert batches == {i: ("kept" if i < n else "not-run") for i in (1, 2, 3)} or sig == signal.SIGINT, batches
+    assert batches == {i: ("kept" if i < n else "not-run") for i in (1, 2, 3)} or sig != signal.SIGKILL, batches
     states = {name: d.get("state") for name, d in j["devices"].items()}
     if sig == signal.SIGKILL:
         assert code == -9
@@ -128,24 +129,26 @@ def test_kill_at_batch_stage_then_rollback_exact(lab: Path, tmp_path: Path, stag
             if d.get("batch", 9) < n and d.get("changes"):  # a device with nothing to change is never pushed
                 assert states[name] in ("applied", "unchanged"), states
     else:
-        assert code == 130, out[-600:]
-        restored = _console_report_and_journal_agree(out, json.loads(doc_path.read_text()), j)
+        assert code == (143 if sig == signal.SIGTERM else 130), out[-600:]
+        restored = _console_report_and_journal_agree(out, json.loads(doc_path.read_text()), j, sig)
         assert restored == (["node03", "node04"] if stage.startswith("apply-node") else []), restored
     _rollback_exact(lab, journal, j["run_id"], pre, unfinished=sig == signal.SIGKILL)
 
 
-def _console_report_and_journal_agree(out: str, doc: dict, j: dict) -> list[str]:
-    """A Ctrl-C'd run prints and writes the same summary as any other ending, and as its journal
-    (issue 19): the outcome, the restored devices and each batch's outcome; exit 130 in both."""
+def _console_report_and_journal_agree(out: str, doc: dict, j: dict, sig: int = signal.SIGINT) -> list[str]:
+    """A Ctrl-C'd (or SIGTERM'd) run prints and writes the same summary as any other ending, and as
+    its journal (issue 19): the outcome, the restored devices and each batch's outcome; exit 130
+    (SIGTERM: 143) in both."""
     restored = sorted(n for n, d in j["devices"].items() if d.get("restored"))
     assert doc["restored"] == restored, (doc["restored"], restored)
     assert doc["outcome"] == j["outcome"] and doc["outcome"] in ("halted", "rolled-back"), (doc["outcome"], j["outcome"])
     assert [b["outcome"] for b in doc["batches"]] == [b["outcome"] for b in j["batches"]]
-    assert (doc["exit_code"], doc["error"]["type"]) == (130, "KeyboardInterrupt")
+    term = sig == signal.SIGTERM
+    assert (doc["exit_code"], doc["error"]["type"]) == ((143, "Terminated") if term else (130, "KeyboardInterrupt"))
     text = " ".join(out.split())
     assert not restored or f"restored: {', '.join(restored)} (every touched device is back" in text, out[-1500:]
     kept = sum(1 for b in j["batches"] if b["outcome"] == "kept")
     said = f"HALTED at batch {len(j['batches'])}: that batch restored, {kept} earlier batch(es) kept" \
         if doc["outcome"] == "halted" else "ROLLED BACK"
-    assert said in text and "interrupted (Ctrl-C)" in text, out[-1500:]
+    assert said in text and f"interrupted ({'SIGTERM' if term else 'Ctrl-C'})" in text, out[-1500:]
     return restored

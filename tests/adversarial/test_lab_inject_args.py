@@ -87,3 +87,15 @@ def test_a_lab_for_an_inventory_spreads_as_a_quiet_fabric_by_default():
 
     assert fabric_for_inventory(REPO / "inventory" / "lab").noise == {"bw_pct": 1.0, "lat_pct": 1.0}
     assert default_fabric().noise == {}
+
+
+@pytest.mark.parametrize("args, says", [
+    (("--bw-pct", "2", "--seed", "-1"), "--seed: -1: noise seed -1: must be a whole number >= 0"),
+    (("--lat-pct", "51"), "--lat-pct: 51.0: latency noise 51.0 %: must be 0..50 percent"),
+    (("--bw-pct", "nan"), "--bw-pct: nan: bandwidth noise nan %: must be 0..50 percent")])
+def test_lab_noise_names_the_flag_and_value_it_refuses(adv_lab: Path, args, says):
+    """The tryout's finding: every refusal named '--bw-pct/--lat-pct/--seed' and --bw-pct's value."""
+    before = (adv_lab / ".state" / "fabric.json").read_text()
+    code, _, err = cli("lab", "noise", "-i", str(adv_lab), *args)
+    assert_one_line(code, err, says)
+    assert (adv_lab / ".state" / "fabric.json").read_text() == before

@@ -214,3 +214,10 @@ def test_nccl_pairs_add_a_job_per_two_consecutive_nodes_an_odd_last_with_the_fir
     assert node_groups(list("abcde"), True) == [list("abcde"), ["a", "b"], ["c", "d"], ["e", "a"]]
     assert node_groups(list("ab"), True) == [["a", "b"]]  # the pair is the whole job
     assert NcclPolicy(pairs=True).pairs and not NcclPolicy().pairs
+
+
+def test_a_policy_naming_a_test_twice_is_refused():
+    """Two jobs of one test over the same nodes would share one baseline entry (tryout finding)."""
+    with pytest.raises(ValueError, match=r"names a test twice; allowed: each of all_reduce_perf, alltoall_perf once"):
+        NcclPolicy(tests=["all_reduce_perf", "all_reduce_perf"])
+    assert NcclPolicy(tests=["all_reduce_perf", "alltoall_perf"]).tests == ["all_reduce_perf", "alltoall_perf"]

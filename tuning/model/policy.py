@@ -114,6 +114,8 @@ class NcclPolicy(BaseModel):
 
     @model_validator(mode="after")
     def _sizes(self) -> "NcclPolicy":
+        if len(set(self.tests)) < len(self.tests):  # one job (and one baseline entry) per test and nodes
+            raise ValueError(f"tests {self.tests} names a test twice; allowed: each of all_reduce_perf, alltoall_perf once")
         if self.min_bytes > self.max_bytes:
             raise ValueError(f"min_bytes {self.min_bytes} > max_bytes {self.max_bytes}; allowed: min_bytes <= max_bytes")
         return self

@@ -57,10 +57,10 @@ def detailed_code(code: int, detailed: bool) -> int:
 
 def error_exit_code(err: BaseException, detailed: bool = False) -> int:
     """The exit code of a run stopped by ``err``: a TuningError's own ``exit_code``
-    (:mod:`tuning.errors`), 130 for Ctrl-C, else 1; every error is 1 when ``detailed``
-    (:func:`detailed_code`)."""
+    (:mod:`tuning.errors`), 130 for Ctrl-C, 143 for SIGTERM (:class:`tuning.errors.Terminated`),
+    else 1; every error is 1 when ``detailed`` (:func:`detailed_code`)."""
     if isinstance(err, KeyboardInterrupt):
-        return EXIT_INTERRUPTED
+        return getattr(err, "exit_code", EXIT_INTERRUPTED)
     code = getattr(err, "exit_code", EXIT_FAILED)
     code = code if isinstance(code, int) and not isinstance(code, bool) else EXIT_FAILED
     return detailed_code(code, detailed)

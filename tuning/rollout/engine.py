@@ -163,7 +163,7 @@ def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dic
         _fail(s, j, report, progress, f"{type(e).__name__}: {e}", r)
     except BaseException as e:  # Ctrl-C or a bug mid-change: restore, say so, re-raise
         if j.data["outcome"] is None:
-            report.errors["run"] = f"{type(e).__name__}: {e}"
+            report.errors["run"] = f"{type(e).__name__}: {e or 'Ctrl-C'}"
             s.reopen()  # a switch command cut short leaves its output in the session
             _fail(s, j, report, progress, f"stopped by {type(e).__name__}", r)
             # what the restore did travels with the interrupt: the front end prints and writes the
