@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 
 import typer
 
@@ -67,8 +68,20 @@ def main() -> None:
     """Console entry point: usage errors (click) and fabtune errors print ONE line on stderr and exit
     with their code (2 for bad input, see :mod:`tuning.errors`), never a Rich box or a traceback.
     With ``--json`` the error is also a JSON document on stdout (:func:`_error_document`), so a
-    machine reading stdout never gets nothing."""
-    signal.signal(signal.SIGTERM, _terminated)  # as Ctrl-C: a run restores what it changed, exit 143
+    machine reading stdout never gets nothing. SIGTERM is taken as Ctrl-C while it runs
+    (:func:`_terminated`; on the main thread only, where Python delivers signals)."""
+    here = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _terminated) if here else None
+    try:
+        _main()
+    finally:
+        if here:
+            # a host process (tests) gets its own handler back (None: one not set from Python)
+            signal.signal(signal.SIGTERM, before if before is not None else signal.SIG_DFL)
+
+
+def _main() -> None:
+    """:func:`main`'s body."""
     try:
         code = app(prog_name="fabtune", standalone_mode=False)
     except click.NoArgsIsHelpError as e:
