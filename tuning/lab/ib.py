@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import signal
 import shlex
 import shutil
@@ -366,8 +367,13 @@ class IbLab:
         if width not in WIDTHS:
             raise TuningError(f"width {width!r}: one of {', '.join(WIDTHS)}")
         hca = self.topology.hca(self._node(node_id))
-        self.run("ibportstate", "-G", f"{self.topology.leaves[hca.leaf][0]:#x}", str(hca.leaf_port),
-                 "width", str(WIDTHS[width]))
+        guid = f"{self.topology.leaves[hca.leaf][0]:#x}"
+        self.run("ibportstate", "-G", guid, str(hca.leaf_port), "width", str(WIDTHS[width]))
+        deadline = time.monotonic() + 10.0  # read back: the link runs the width before the fault is in
+        while (got := _width_active(self.run("smpquery", "portinfo", "-G", guid, str(hca.leaf_port)))) != width:
+            if time.monotonic() > deadline:
+                raise TuningError(f"{hca.node_id}: the link runs {got} after ibportstate width {width}")
+            time.sleep(0.1)
         self.refresh_nodes(hca.node_id)
 
     def _node(self, node_id: str) -> str:
@@ -397,3 +403,9 @@ def _stop(pid: int, grace_s: float = 5.0) -> None:
                     pass
                 return
             time.sleep(0.05)
+
+
+def _width_active(portinfo: str) -> str | None:
+    """``LinkWidthActive`` of ``smpquery portinfo``'s dotted layout (``LinkWidthActive:....4X``)."""
+    m = re.search(r"^LinkWidthActive:\.*(\S+)", portinfo, re.M)
+    return m.group(1) if m else None
