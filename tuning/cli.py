@@ -58,7 +58,8 @@ app.command("topology")(topology_cmd)
 for _name, _command in (("up", lab_up), ("status", lab_status), ("inject", lab_inject), ("noise", lab_noise),
                         ("reboot", lab_reboot),
                         ("down", lab_down), ("reset", lab_reset)):
-    lab_app.command(_name)(_command)
+    # a VALUE may be negative (`degrade -5`): inject refuses it by its own range, not click as "No such option"
+    lab_app.command(_name, context_settings={"ignore_unknown_options": True} if _name == "inject" else None)(_command)
 _register_burnin(app, lab_app)
 _register_node(app)
 _register_k8s(app)

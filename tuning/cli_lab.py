@@ -116,8 +116,10 @@ def lab_inject(target: str = typer.Argument(..., help="node01:mlx5_0 or leaf01:s
     Example: fabtune lab inject leaf01:swp1 degrade; fabtune lab inject node03:mlx5_3 degrade 30;
     fabtune lab inject leaf01:swp3 oper-mtu 1500; fabtune lab inject leaf01 slow-apply 30
     """
-    from tuning.lab.inject import inject
+    from tuning.lab.inject import degrade_pct, inject
 
+    if kind == "degrade":
+        degrade_pct(value)  # a bad PERCENT (`degrade -5`) is named before the lab is looked for
     sd = _running_state_dir(inventory, state_dir)
     inject(sd, target, kind, value)
     out.print(f"{kind}{'' if value is None else ' ' + value} on {target}")

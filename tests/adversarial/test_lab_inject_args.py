@@ -47,6 +47,14 @@ def test_inject_without_a_lab_says_how_to_start_it(tmp_path: Path):
     assert_one_line(code, err, f"the lab is not running in {inv / '.state'}", f"fabtune lab up -i {inv}")
 
 
+@pytest.mark.parametrize("value", ["-5", "-50%", "0", "100"])
+def test_a_degrade_percent_out_of_range_is_named_even_when_negative(tmp_path: Path, value: str):
+    """`degrade -5` without `--`: click read "-5" as an option ("No such option: -5"); the PERCENT's
+    own range is the message, before any lab is looked for."""
+    code, _, err = cli("lab", "inject", "-i", str(tmp_path), "node01:mlx5_0", "degrade", value, cwd=tmp_path)
+    assert_one_line(code, err, f"VALUE: {value}: degrade takes the bandwidth lost in percent, a whole number 1..99")
+
+
 def test_inject_into_a_stopped_labs_state_is_refused(tmp_path: Path):
     """A stopped lab keeps its fabric.json, but the next `lab up` starts from power-on: a fault set
     there would vanish in silence, so it is refused as for no lab at all."""

@@ -36,7 +36,7 @@ KINDS = ("degrade", "down", "clear", SSH_CUT) + hw_faults.KINDS
 VALUE_KINDS = {"degrade": "PERCENT", "slow-apply": "SECONDS", "oper-mtu": "MTU", **hw_faults.VALUE_KINDS}
 
 
-def _degrade_pct(value: str | None) -> int | None:
+def degrade_pct(value: str | None) -> int | None:
     """A ``degrade`` VALUE: the bandwidth lost, 1..99 percent (``8`` or ``8%``); None: the default
     half. Raises InputError naming VALUE."""
     if value is None:
@@ -108,7 +108,7 @@ def inject(state_dir: Path | str, target: str, kind: str, value: str | None = No
         privileges.require_write_access(path.parent / "nodes" / target.split(":")[0] / "sysroot", "fabtune lab inject")
     if kind == "clear":
         _clear_hw(path, fabric, target)
-    pct = _degrade_pct(value) if kind == "degrade" else None
+    pct = degrade_pct(value) if kind == "degrade" else None
     fabric.injections = [i for i in fabric.injections if i.get("target") != target]
     if kind != "clear":
         fabric.injections.append({"target": target, "kind": kind, **({"value": pct} if pct else {})})
