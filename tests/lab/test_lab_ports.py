@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,61 @@ def test_an_inventory_host_the_lab_lacks_is_refused(tmp_path: Path):
     (inv / "host_vars" / "node04.yml").rename(inv / "host_vars" / "node09.yml")
     with pytest.raises(InputError, match="node09"):
         fabric_for_inventory(inv)
+
+
+def _hold(port: int) -> socket.socket:
+    """A socket bound to ``port`` without listening, as another program may hold it: a connect
+    finds nothing there, only a bind shows it."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", port))
+    return s
+
+
+def test_a_port_bound_without_listening_is_named_before_anything_starts(tmp_path: Path):
+    """`lab up` checked ports by connecting: a port bound but not listening passed, and the daemon
+    died in FakeNOS's bind with a traceback (exit 1). Now it is one line, exit 2, no daemon."""
+    from tuning.errors import SetupError
+    from tuning.lab import controller
+
+    fabric = default_fabric(base_port=TEST_BASE_PORT + 160)
+    with _hold(fabric.switch("spine01").port):
+        with pytest.raises(SetupError) as err:
+            controller.up(tmp_path / "state", fabric)
+    assert str(err.value) == (f"lab ports already in use (spine01:{TEST_BASE_PORT + 263}): another lab or program "
+                              "holds them; stop it (a lab: `fabtune lab down -i <its inventory>`) or give this lab "
+                              "other ports (`fabtune lab init DIR --base-port N`); nothing was started")
+    assert not (tmp_path / "state" / "lab.pid").exists()
+
+
+@pytest.mark.lab
+def test_a_port_taken_while_the_lab_starts_is_one_line_naming_it(tmp_path: Path):
+    """A port free when `lab up` checked it and bound by another program before the daemon's
+    switches bound it (here: as soon as the daemon's pid file appears, during its power-on copy):
+    the daemon exits, and `lab up` says which port, exit 2, instead of the daemon's traceback."""
+    import threading
+    import time
+
+    from tuning.errors import SetupError
+    from tuning.lab import controller
+
+    fabric = default_fabric(base_port=TEST_BASE_PORT + 160, n_nodes=1)  # one node: its sysroot copy is the wait
+    state, held = tmp_path / "state", []
+
+    def take() -> None:
+        deadline = time.monotonic() + 60
+        while not (state / "lab.pid").exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        held.append(_hold(fabric.switch("leaf02").port))
+
+    t = threading.Thread(target=take)
+    t.start()
+    try:
+        with pytest.raises(SetupError) as err:
+            controller.up(state, fabric)
+    finally:
+        t.join()
+        for s in held:
+            s.close()
+    assert str(err.value).startswith(f"lab ports taken while the lab started (leaf02:{TEST_BASE_PORT + 262}): "
+                                     "another lab or program holds them"), err.value
+    assert controller.running_pid(state) is None

@@ -192,10 +192,7 @@ def up(state_dir: Path, fabric: Fabric | None = None) -> None:
         raise SetupError(f"the lab is already running in {state_dir} (pid {pid}); "
                           "run `fabtune lab down` first", phase="lab")
     fabric = fabric or default_fabric()
-    busy = [f"{name}:{port}" for name, _kind, port in endpoints(fabric) if port_open(port)]
-    if busy:
-        raise SetupError(f"lab ports already in use ({', '.join(busy[:3])}{'...' if len(busy) > 3 else ''}): "
-                          "another lab is running; stop it with `fabtune lab down -i <its inventory>`", phase="lab")
+    _refuse_taken_ports(fabric, "already in use")
     argv, extra_env = _daemon_argv(state_dir)
     prepare(state_dir, fabric)
     env = {**os.environ, **extra_env, "PYTHONPATH": os.pathsep.join(
@@ -236,6 +233,8 @@ def _wait_up(state_dir: Path, fabric: Fabric, proc: subprocess.Popen) -> None:
     while waiting:
         if proc.poll() is not None:
             (state_dir / "lab.pid").unlink(missing_ok=True)
+            if "Address already in use" in log_tail(state_dir):  # a port taken after up() checked it
+                _refuse_taken_ports(fabric, "taken while the lab started")
             raise TuningError(f"the lab daemon exited with {proc.returncode}:\n{log_tail(state_dir)}", phase="lab")
         if deadline is None and (state_dir / FOLDER / MANIFEST).exists():
             deadline = time.monotonic() + UP_TIMEOUT_S
@@ -247,6 +246,29 @@ def _wait_up(state_dir: Path, fabric: Fabric, proc: subprocess.Popen) -> None:
         waiting = [port for port in waiting if not port_open(port)]
         if waiting:
             time.sleep(0.05)
+
+
+def _refuse_taken_ports(fabric: Fabric, when: str) -> None:
+    """Raise SetupError (exit 2) naming the endpoints of ``fabric`` another program holds: one that
+    accepts a connection (another lab) or one bound without listening (only a bind shows it)."""
+    busy = [f"{name}:{port}" for name, _kind, port in endpoints(fabric)
+            if port_open(port) or not port_bindable(port)]
+    if busy:
+        raise SetupError(f"lab ports {when} ({', '.join(busy[:3])}{'...' if len(busy) > 3 else ''}): another lab "
+                          "or program holds them; stop it (a lab: `fabtune lab down -i <its inventory>`) or give this "
+                          "lab other ports (`fabtune lab init DIR --base-port N`); nothing was started", phase="lab")
+
+
+def port_bindable(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server could bind ``host:port`` now (SO_REUSEADDR, as asyncssh and FakeNOS set it:
+    a port in TIME_WAIT is free, one another socket is bound to is not)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+            return True
+        except OSError:
+            return False
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:

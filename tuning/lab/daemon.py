@@ -77,7 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     switches = None
     if fabric.switches:
         from tuning.lab.switches import start_switches  # the switch lab (FakeNOS)
-        switches = start_switches(state_dir, fabric)
+        try:
+            switches = start_switches(state_dir, fabric)
+        except OSError as exc:  # a port bound by another program since `lab up` checked it
+            log.error("switches not started: %s", exc)  # the controller names the port (controller.up)
+            logging.shutdown()
+            os._exit(3)  # FakeNOS's threads of the switches that did start would keep the process alive
         log.info("switches up: %s", ", ".join(f"{s.name}:{s.port}" for s in fabric.switches))
     tool_servers = toolserver.start(state_dir) if fabric.nodes else []
     try:
