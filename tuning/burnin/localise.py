@@ -29,6 +29,10 @@ Explanation (:func:`explain_slow`), on the networkx graph NIC - leaf port - leaf
    uplink, a leaf or a spine (``switch-congested``). Ties: fewer pairs through it first (the
    more specific), then NIC before uplink before switch.
 3. links named only by their counters (flap, speed below capability, loss) are added.
+4. on an InfiniBand fabric read through its subnet managers (the document's ``ib`` reads), each
+   cable with a link signal (down, flap, width or speed below capability, error counters) is one
+   more link finding, both ends named and the end that counts errors in its evidence
+   (:mod:`tuning.burnin.ib_judge`).
 
 A pair whose test failed in the verification harness itself (``error_class == "harness"``: a port
 another process held, a tool that could not start; :data:`tuning.verify.pair_result.HARNESS_KINDS`)
@@ -42,7 +46,7 @@ from __future__ import annotations
 import statistics
 import networkx as nx
 
-from tuning.burnin import signals
+from tuning.burnin import ib_judge, signals
 from tuning.verify.pair_result import harness_node
 
 #: a pair is slow below this share of its rail's reference rate (75th percentile of the round)
@@ -301,7 +305,7 @@ def localise(doc: dict) -> list[dict]:
 
     Returns:
         Findings sorted by kind (node, link, switch) then target; empty for a healthy fabric.
-        Codes: :data:`NODE_CODES`, :data:`LINK_CODES`, ``switch-congested``.
+        Codes: :data:`NODE_CODES`, :data:`LINK_CODES`, ``switch-congested``, ``ib_judge.IB_CODES``.
 
     Raises:
         KeyError / TypeError: a document without ``rounds`` or ``topology`` of the documented shape.
@@ -334,7 +338,8 @@ def localise(doc: dict) -> list[dict]:
             continue  # absorbed by the node's finding
         out.append(_link_finding(nic, entry["pairs"], nic_sig.get(nic, {}), stats, g))
     order = {"node": 0, "link": 1, "switch": 2, "harness": 3}
-    return sorted(out + switches + harness_findings(doc), key=lambda f: (order[f["kind"]], f["target"]))
+    ib = ib_judge.findings(doc, skip_nodes=set(nodes))
+    return sorted(out + switches + ib + harness_findings(doc), key=lambda f: (order[f["kind"]], f["target"]))
 
 
 def harness_findings(doc: dict) -> list[dict]:

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tuning.burnin.collect import deltas, read_nodes
+from tuning.burnin.ib_read import IbWindow
+from tuning.burnin.report_files import write_reports
 from tuning.errors import ConnectError, InputError, TuningError
-from tuning.outfile import write_atomic
 from tuning.verify.pairs import round_robin, with_mtu_allowed
 from tuning.verify.runner import Thresholds, verify
 
@@ -56,6 +57,8 @@ class BurninOptions:
             dry run unless ``drain``.
         kind: ``burnin`` or ``health`` (one quick round).  timeout_s: per node round trip / perftest client.
         nccl: run ``all_reduce_perf`` where installed.
+        ib_recovery_s: with subnet managers in the inventory, the idle seconds after the last round
+            before the IB fabric's last read (:mod:`tuning.burnin.ib_judge`: the recovery window; 0: none).
     """
 
     iterations: int | None = 1
@@ -74,6 +77,7 @@ class BurninOptions:
     kind: str = "burnin"
     timeout_s: float = 60.0
     nccl: bool = True
+    ib_recovery_s: float = 10.0
 
     def check(self) -> "BurninOptions":
         """Validate. Raises InputError naming the option and the allowed values."""
@@ -87,6 +91,8 @@ class BurninOptions:
             raise InputError("--drain-adapter", str(self.drain_adapter), "slurm or k8s")
         if self.max_drain < 0:
             raise InputError("--max-drain", str(self.max_drain), "an integer 0 or more")
+        if not (math.isfinite(self.ib_recovery_s) and 0 <= self.ib_recovery_s <= 3600):
+            raise InputError("--ib-recovery", str(self.ib_recovery_s), "a duration 0..1h (e.g. 10s, 2m)")
         if self.undrain and not self.drain_adapter:
             raise InputError("--undrain", "", "needs --drain-adapter slurm or k8s (the scheduler to resume nodes in)")
         return self
@@ -173,12 +179,14 @@ def _nodes(inv: Any, limit: list[str] | None, rails: tuple[int, ...] | None) -> 
     """The nodes to burn in (``--limit``'s, else every node), checked against ``--rail``.
 
     Raises:
-        InputError: no node, a ``--limit`` name that is not a node, a ``--rail`` no node has.
+        InputError: no node (and no subnet manager), a ``--limit`` name that is not a node, a
+            ``--rail`` no node has.
     """
+    from tuning.burnin.ib_read import has_sm
     from tuning.verify.pairs import node_rails
 
     nodes = list(inv.nodes)
-    if not nodes:
+    if not nodes and not has_sm(inv):
         raise InputError("--inventory", str(inv.path), "has no GPU node to test")
     if limit:
         unknown = [n for n in limit if n not in {d.name for d in nodes}]
@@ -233,14 +241,18 @@ def _run_locked(inv: Any, opts: BurninOptions, say: Progress, devices: list[Any]
                            "thresholds": {"slow_ratio": SLOW_RATIO, "min_line_share": MIN_LINE_SHARE}}
     hosts, unreachable = open_hosts(devices)
     doc["unreachable"] = unreachable
+    ib = IbWindow(inv, doc, opts.ib_recovery_s if opts.kind == "burnin" else 0.0)  # IB via the SMs: baseline
     try:
         reach = [d for d in devices if d.name in hosts]
         pairs = [p for rnd in round_robin(reach, opts.rails) for p in rnd] if len(reach) > 1 else []
         pairs = with_mtu_allowed(pairs, list(inv.nodes), list(inv.switches)) if pairs else []
         say(f"{doc['run_id']}: {len(reach)} node(s), {len(pairs)} pair(s) a round; baseline read")
         prev = {n: s for n, s in read_nodes(reach, hosts, opts.timeout_s).items() if isinstance(s, dict)}
-        _rounds(doc, _Fleet(devices, reach, hosts, pairs, unreachable), opts, say, started, prev)
+        _rounds(doc, _Fleet(devices, reach, hosts, pairs, unreachable, ib), opts, say, started, prev)
+        if not doc.get("stopped"):
+            ib.recover(doc, say)
     finally:
+        ib.close()
         for h in hosts.values():
             h.close()
     doc["seconds"] = round(time.monotonic() - started, 3)
@@ -250,20 +262,23 @@ def _run_locked(inv: Any, opts: BurninOptions, say: Progress, devices: list[Any]
 @dataclass
 class _Fleet:
     """What the rounds of one run test: the selected nodes, those reached (and their sessions), the
-    pairs of a round and the unreachable nodes (name -> one-line reason)."""
+    pairs of a round, the unreachable nodes (name -> one-line reason) and the IB fabric's reads."""
 
     devices: list[Any]
     reach: list[Any]
     hosts: dict
     pairs: list
     unreachable: dict[str, str]
+    ib: Any
 
 
 def tested(rnd: dict) -> int:
-    """How many checks round ``rnd`` ran: pairs that gave a value, nccl runs that gave one, nodes read."""
+    """How many checks round ``rnd`` ran: pairs that gave a value, nccl runs that gave one, nodes read,
+    IB ports read."""
     pairs = sum(1 for p in rnd.get("pairs") or [] if p.get("status") != "error")
     nccl = sum(1 for v in (rnd.get("nccl") or {}).values() if not v.get("error"))
-    return pairs + nccl + len(set(rnd.get("nics") or {}) | set(rnd.get("gpus") or {}))
+    ib = sum(len(r.get("ports") or {}) for r in (rnd.get("ib") or {}).values())
+    return pairs + nccl + ib + len(set(rnd.get("nics") or {}) | set(rnd.get("gpus") or {}))
 
 
 def nothing_tested(rnd: dict, devices: list[Any]) -> str:
@@ -312,6 +327,8 @@ def _rounds(doc: dict, fleet: _Fleet, opts: BurninOptions, say: Progress, starte
         say(f"round {i + 1}{total}: {len(fleet.pairs)} pair(s), {_eta(started, i, opts) if i else 'ETA after round 1'}")
         rnd = one_round(i, doc["started"], fleet.pairs, fleet.reach, fleet.hosts, opts, prev, reported)
         rnd["errors"].update(fleet.unreachable)
+        if fleet.ib.sms:
+            rnd["ib"] = fleet.ib.read()
         doc["rounds"].append(rnd)
         i += 1
         if not tested(rnd):
@@ -370,28 +387,3 @@ def finish(doc: dict, opts: BurninOptions, say: Progress) -> dict:
     say(f"{len(findings)} finding(s): " + ", ".join(f"{f['code']} {f['target']}" for f in findings) if findings
         else "no findings")
     return doc
-
-
-def write_reports(doc: dict, findings: list[dict], opts: BurninOptions) -> None:
-    """Write the reports ``opts`` asks for and list them in ``doc["reports"]`` (kind -> path).
-
-    Raises:
-        InputError: a report could not be written (names its flag and the OS's reason).
-    """
-    import json
-
-    from tuning.burnin import html_report, prom
-
-    doc["reports"] = {}
-    writers = (("json", "--report-json", opts.report_json,
-                lambda p: write_atomic(p, (json.dumps(doc, indent=2, default=str) + "\n").encode())),
-               ("html", "--html", opts.html, lambda p: html_report.write(doc, findings, p)),
-               ("prom", "--prom-file", opts.prom_file, lambda p: prom.write(doc, findings, p)))
-    for kind, flag, path, write in writers:
-        if not path:
-            continue
-        try:
-            write(Path(path))
-        except OSError as e:
-            raise InputError(flag, str(path), f"cannot write: {e.strerror or e}") from None
-        doc["reports"][kind] = str(path)

@@ -16,6 +16,9 @@ found errors.
 
 The IBA PortCounters error fields are 4 to 16 bits wide and stop at their maximum: a counter at it
 (``SymbolErrorCounter`` 65535) is *saturated*, its real count unknown (:attr:`PerfCounters.saturated`).
+A value printed as ``-1`` or ``0xfffffffffffffffe`` (:data:`UNKNOWN_VALUES`, issue 22: a counter that
+was not read, never a count) is *unknown*: parsed as None, never as 0 or as 2**64-2
+(:attr:`PerfCounters.unknown`); a burn-in takes no delta from it.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ from pydantic import BaseModel, Field
 from tuning.errors import ParseError
 from tuning.parsers.base import Finding, Parsed, clean_lines, parser, require_text
 
-__all__ = ["ERROR_COUNTERS", "IbErrorPort", "IbQueryErrors", "PerfCounters", "PerfQuery", "parse_ibqueryerrors",
-           "parse_perfquery"]
+__all__ = ["ERROR_COUNTERS", "UNKNOWN_VALUES", "IbErrorPort", "IbQueryErrors", "PerfCounters", "PerfQuery",
+           "parse_ibqueryerrors", "parse_perfquery"]
 
 #: the PortCounters error fields and their width in bits (IBA 1.3 Table 247)
 ERROR_COUNTERS = {"SymbolErrorCounter": 16, "LinkErrorRecoveryCounter": 8, "LinkDownedCounter": 8,
@@ -37,7 +40,9 @@ ERROR_COUNTERS = {"SymbolErrorCounter": 16, "LinkErrorRecoveryCounter": 8, "Link
                   "LocalLinkIntegrityErrors": 4, "ExcessiveBufferOverrunErrors": 4, "VL15Dropped": 16}
 _PQ_HEADER = re.compile(r"^# Port (extended )?counters: Lid (\d+) port (\d+) \(CapMask: (0x[0-9a-fA-F]+)"
                         r"(?: CapMask2: (0x[0-9a-fA-F]+))?\)$")
-_PQ_FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9]*):\.*(0x[0-9a-fA-F]+|\d+)$")
+_PQ_FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9]*):\.*(0x[0-9a-fA-F]+|\d+|-1)$")
+#: printed values that mean "not read" (module docstring): parsed as None
+UNKNOWN_VALUES = ("-1", "0xfffffffffffffffe")
 _QE_NODE = re.compile(r'^Errors for (?:(0x[0-9a-f]+) )?"(.*)"$')
 _QE_PORT = re.compile(r"^\s+GUID (0x[0-9a-f]+) port (\d+|ALL):((?: \[[A-Za-z0-9]+ == \d+\])+)$")
 _QE_COUNTER = re.compile(r"\[([A-Za-z0-9]+) == (\d+)\]")
@@ -53,12 +58,17 @@ class PerfCounters(BaseModel):
     extended: bool = False
     cap_mask: str
     cap_mask2: str | None = None
-    counters: dict[str, int] = Field(default_factory=dict)
+    counters: dict[str, int | None] = Field(default_factory=dict)
 
     @property
     def errors(self) -> dict[str, int]:
-        """The error fields above zero."""
+        """The error fields above zero (an unknown one is not among them: see :attr:`unknown`)."""
         return {k: v for k, v in self.counters.items() if k in ERROR_COUNTERS and v}
+
+    @property
+    def unknown(self) -> list[str]:
+        """Fields printed as one of :data:`UNKNOWN_VALUES`: their count is not known."""
+        return [k for k, v in self.counters.items() if v is None]
 
     @property
     def saturated(self) -> list[str]:
@@ -87,7 +97,8 @@ def parse_perfquery(text: str) -> PerfQuery:
             res.blocks.append(PerfCounters(lid=int(h.group(2)), port=int(h.group(3)), extended=bool(h.group(1)),
                                            cap_mask=h.group(4), cap_mask2=h.group(5)))
         elif (f := _PQ_FIELD.match(line)) and res.blocks:
-            res.blocks[-1].counters[f.group(1)] = int(f.group(2), 0)
+            raw = f.group(2).lower()
+            res.blocks[-1].counters[f.group(1)] = None if raw in UNKNOWN_VALUES else int(raw, 0)
         else:
             raise ParseError("perfquery", no, "'# Port counters: Lid L port P (CapMask: 0x...)' or 'Name:....value'", line)
     if not res.blocks:
