@@ -56,21 +56,21 @@ def lab_init(directory: Path = typer.Argument(..., metavar="DIR", help="A new (o
     print(f"lab inventory of {nodes} node(s) in {dest}; start it with `fabtune lab up -i {dest}`")
 
 
-def parse_duration(text: str) -> float:
-    """``90s`` / ``45m`` / ``2h`` / ``1d`` (or plain seconds) -> seconds.
+def parse_duration(text: str, flag: str = "--duration", zero: bool = False) -> float:
+    """``90s`` / ``45m`` / ``2h`` / ``1d`` (or plain seconds) -> seconds; 0 only with ``zero``.
 
     Digits are ASCII only (``\u0661h``, Arabic-Indic one, is refused though ``float`` reads it).
 
     Raises:
-        InputError: anything else (names ``--duration`` and the allowed forms).
+        InputError: anything else (names ``flag`` and the allowed forms).
     """
     import re
 
     from tuning.errors import InputError
 
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([smhd]?)\s*", text or "", re.ASCII)
-    if not m or float(m.group(1)) <= 0:
-        raise InputError("--duration", (text or "")[:40], "a duration like 90s, 45m, 2h or 1d (above 0)")
+    if not m or (float(m.group(1)) <= 0 and not zero):
+        raise InputError(flag, (text or "")[:40], "a duration like 90s, 45m, 2h or 1d " + ("(0 or more)" if zero else "(above 0)"))
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
 
 
@@ -166,6 +166,8 @@ PROM = typer.Option(None, "--prom-file", metavar="FILE.prom", help="Write Promet
 DRAIN_LOG = typer.Option(None, "--drain-log", metavar="FILE", help="Where the drain commands are logged.",
                          parser=file_arg("--drain-log"))
 JSON = typer.Option(False, "--json", help="Print the document as JSON on stdout.")
+IB_RECOVERY = typer.Option("10s", "--ib-recovery", metavar="10s", help="With subnet_managers: idle time after "
+                           "the last round before the IB fabric's last read (0 none).")
 UNDRAIN_HELP = ("Resume (Slurm State=RESUME / uncordon) the nodes this run found clean whose drain reason "
                 "starts with 'fabtune:' (needs --drain-adapter; dry run unless --drain).")
 
@@ -183,15 +185,18 @@ def burnin(inventory: Path = INV,
            drain: bool = typer.Option(False, "--drain", help="Act on the drain (default: dry run, commands logged)."),
            max_drain: int = typer.Option(1, "--max-drain", metavar="N", parser=MAX_DRAIN,
                                          help="Drain at most N nodes in this run (0..1000000, default 1)."),
-           drain_log: Optional[Path] = DRAIN_LOG,
+           drain_log: Optional[Path] = DRAIN_LOG, ib_recovery: str = IB_RECOVERY,
            undrain: bool = typer.Option(False, "--undrain", help=UNDRAIN_HELP), as_json: bool = JSON) -> None:
-    """Burn in a fabric: repeated all-pairs RDMA rounds (bandwidth, latency; nccl-tests when present),
-    NIC counter deltas, link and PCIe state against capability, GPU health; then name the bad nodes
-    and links, drain (dry run by default) and write the reports. Exit 0 healthy, 1 findings, 2 bad
-    input, 4 a node unreachable (a round that reached no node stops the run: one line naming them) or
-    the verification harness failed (harness-error: not a fabric fault, nothing drained).
+    """Burn in a fabric: repeated all-pairs RDMA rounds (bandwidth, latency; nccl-tests when present), NIC
+    counter deltas, link and PCIe state against capability, GPU health; with subnet_managers, the IB fabric
+    read on each SM host (iblinkinfo width/speed and its 'Could be' hint, perfquery -x error counter deltas
+    over the window and a recovery window); then name the bad nodes and links (an IB cable by both ends and
+    the end counting errors), drain (dry run by default), write the reports. Exit 0 healthy, 1 findings, 2 bad
+    input, 4 a node or SM unreachable, a round that reached none (one line naming them) or the verification
+    harness failed (harness-error: not a fabric fault, nothing drained).
 
     Example: fabtune burnin -i inventory/lab --iterations 3 --html burnin.html --drain-adapter slurm
+    Example (IB, the SM in subnet_managers): fabtune burnin -i inventory/ib --duration 30m --ib-recovery 60s
     """
     from tuning.burnin.run import BurninOptions, run_burnin
     from tuning.errors import InputError
@@ -202,7 +207,8 @@ def burnin(inventory: Path = INV,
                          duration_s=parse_duration(duration) if duration else None,
                          rails=tuple(rail) if rail else None, limit=limit or None, html=html,
                          report_json=report_json, prom_file=prom_file, drain_adapter=drain_adapter, drain=drain,
-                         max_drain=max_drain, drain_log=drain_log, undrain=undrain).check()
+                         max_drain=max_drain, drain_log=drain_log, undrain=undrain,
+                         ib_recovery_s=parse_duration(ib_recovery, "--ib-recovery", zero=True)).check()
     doc = run_burnin(load_inventory(inventory), opts, lambda m: print(f"... {m}", file=sys.stderr))
     _show(doc, as_json)
     raise typer.Exit(_exit_code(doc))

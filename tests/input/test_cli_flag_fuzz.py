@@ -63,7 +63,8 @@ ACCEPTED = {"--journal-dir": NAMES, "--junit": NAMES, "--report-json": NAMES, "-
             "--state-dir": NAMES, "--serial": {"90"}, "--confirm-s": {"90"}, "--min-bw": {"0", "90"},
             "--max-lat": {"0", "90"}, "--min-bw-share": {"0"}, "--rail": {"0"}, "--max-fail-percentage": {"0", "90"},
             "--max-failed": {"0", "90"}, "--settle-s": {"0", "90"}, "--duration": {"90", "1h"},
-            "--iterations": {"90"}, "--max-drain": {"0", "90"}, "--gpu-type": {"nan", "abc", "1h", "1e309"}}
+            "--iterations": {"90"}, "--max-drain": {"0", "90"}, "--gpu-type": {"nan", "abc", "1h", "1e309"},
+            "--ib-recovery": {"0", "90", "1h"}}
 #: (command, option) whose accepted values run a slow step (``burnin --html``: the real HTML report,
 #: :func:`tuning.burnin.html_report.render`): only the first value of :data:`ACCEPTED` it gets runs
 SLOW = {(("burnin",), "--html")}
