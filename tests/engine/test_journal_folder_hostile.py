@@ -323,3 +323,18 @@ def test_a_journal_folder_unwritable_after_a_push_is_exit_3_and_the_restore_stil
     doc = json.loads((tmp_path / "moved" / f"{GOOD}.json").read_text())
     assert doc["devices"]["leaf01"]["state"] == "pushing"  # what rollback restores once it is writable
     assert [r["stage"] for r in list_runs(tmp_path / "moved")] == ["validate"]  # whole and valid
+
+
+@pytest.mark.parametrize("mode", ["apply", "rollout"])
+def test_a_journal_folder_that_cannot_be_made_is_refused_before_any_device_is_read(tmp_path: Path, mode: str):
+    """The tryout of session 13 (uid 65534, cwd /): a rollout collected from every device and only
+    then refused the journal folder. Now the folder is made and written to first: every device
+    here answers on a port below 8 (refused: exit 4 had it been read), and the run is exit 2 naming the folder."""
+    from tests.adversarial._cli import copy_lab_inventory
+
+    names = ["node01", "node02", "node03", "node04", "leaf01", "leaf02", "spine01"]
+    inv = copy_lab_inventory(tmp_path / "inv", {n: k for k, n in enumerate(names, 1)})  # ports 1..7: refused
+    (tmp_path / "file").write_text("")
+    jdir = tmp_path / "file" / "j"
+    code, out, err = cli(mode, "-i", str(inv), "--journal-dir", str(jdir))
+    assert code == 2 and err.strip() == f"fabtune: error: cannot write {jdir}: Not a directory; nothing was pushed", err

@@ -20,7 +20,7 @@ from tuning.inventory import Inventory
 from tuning.rollout.batch_run import restore_batches, run_batches
 from tuning.rollout.batches import plan_batches
 from tuning.rollout.gate import confirm_window, incast_bound, measure_baseline, verify_pairs
-from tuning.rollout.journal import Journal, new_run_id
+from tuning.rollout.journal import Journal, new_run_id, probe_writable
 from tuning.rollout.lock import RunLock, lock_path
 from tuning.rollout.options import Options, Run
 from tuning.rollout.run_report import RunReport
@@ -51,6 +51,8 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None, fr
     devices = inv.select(opts.limit)
     verified = opts.mode == "rollout" and opts.verify
     pairs, window = _gate_plan(inv, opts, devices) if verified else (None, None)  # InputError before any read
+    if opts.mode != "plan":
+        probe_writable(opts.journal_dir)  # JournalWriteError (exit 2) before any device is read
     run_id = new_run_id()
     # plan locks too: collecting a switch stages and discards a candidate (another run's diff would move)
     lock = RunLock(lock_path(inv.path), run_id, opts.mode, opts.journal_dir / f"{run_id}.json",

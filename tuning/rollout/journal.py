@@ -226,6 +226,24 @@ def write_private(path: Path, text: str) -> None:
     write_atomic(path, text.encode(), 0o600)
 
 
+def probe_writable(journal_dir: Path) -> None:
+    """Make ``journal_dir`` (0700) and write then remove one file in it, before a run reads any
+    device: a folder the run could not journal into is found first, not after every device was
+    collected.
+
+    Raises:
+        JournalWriteError: the OS's words (``Permission denied``, ``Read-only file system``); nothing
+            was pushed (exit 2).
+    """
+    probe = journal_dir / f".probe-{os.getpid()}"
+    try:
+        journal_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        probe.touch(mode=0o600, exist_ok=False)
+        probe.unlink()
+    except OSError as e:
+        raise JournalWriteError(str(journal_dir), e.strerror or str(e), pushed=False) from None
+
+
 def check_dir(journal_dir: Path | str, flag: str = "--journal-dir") -> Path:
     """A usable journal directory: not empty, not an existing non-directory, and (when it exists)
     owned by the invoking user or root and not group/world-writable. Every front end checks its
