@@ -61,6 +61,10 @@ def test_judge_change_is_confident_undecided_or_decided_by_the_mean():
     lat = judge_change("latency", [2.5], [2.0], 15, 0.0, 0.99, last=False)  # exact: a 25 % rise
     assert (lat.outcome, lat.margin_pct, lat.text) == ("regressed", 0.0, "latency rise 25.0 % (99 %, 1 vs 1 sample): "
                                                        "past the 15 % mark")
+    gain = judge_change("bandwidth", [780.0], [400.0], 5, 0.0, 0.99, last=False)  # a tuning that doubled it
+    fall = judge_change("latency", [1.5], [2.0], 15, 0.0, 0.99, last=False)
+    assert (gain.change_pct, gain.text) == (-95.0, "bandwidth gain 95.0 % (99 %, 1 vs 1 sample): within the 5 % mark")
+    assert (fall.change_pct, fall.text) == (-25.0, "latency fall 25.0 % (99 %, 1 vs 1 sample): within the 15 % mark")
 
 
 def test_judge_uses_means_of_samples_and_says_so():

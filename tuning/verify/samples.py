@@ -101,7 +101,8 @@ def judge_change(metric: str, now: list[float], before: list[float], limit_pct: 
 
     Returns:
         The :class:`Judged`; its text e.g. ``"bandwidth drop 8.1 % +/- 2.4 % (99 %, 4 vs 8 samples):
-        past the 5 % mark"``.
+        past the 5 % mark"`` (a higher bandwidth is a ``gain``, a lower latency a ``fall``; the
+        ``change`` field keeps its sign: negative is better).
 
     Raises:
         ValueError: an unknown metric or an empty series.
@@ -117,8 +118,8 @@ def judge_change(metric: str, now: list[float], before: list[float], limit_pct: 
         outcome = "held"
     else:
         outcome = "undecided" if not last else ("regressed" if change > limit_pct else "held")
-    word = "drop" if metric == "bandwidth" else "rise"
-    stat = (f"{metric} {word} {change:.1f} %" + (f" +/- {margin:.1f} %" if margin else "")
+    word = ("drop", "gain") if metric == "bandwidth" else ("rise", "fall")
+    stat = (f"{metric} {word[change < 0]} {abs(change):.1f} %" + (f" +/- {margin:.1f} %" if margin else "")
             + f" ({confidence * 100:g} %, {len(now)} vs {len(before)} sample{'s' if len(before) > 1 else ''})")
     close = last and change - margin <= limit_pct < change + margin
     verdict = {"regressed": f"past the {limit_pct:g} % mark", "held": f"within the {limit_pct:g} % mark",
