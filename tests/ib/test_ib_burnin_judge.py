@@ -136,3 +136,15 @@ def test_a_link_gone_down_in_the_window_names_its_cable():
     del after["ports"]["node01:mlx5_5/1"], after["ports"]["leaf02/5"]
     [f] = ib_judge.findings(doc_of(clean, after))
     assert (f["code"], f["target"]) == ("ib-link-down", "node01:mlx5_5/1<->leaf02/5")
+
+
+def test_a_nodes_ib_ports_intent_is_the_width_its_cables_are_judged_against():
+    """All at 4X, as most of the fabric: node01's intent of 8X (iblinkinfo: could be 12X) names its 8
+    cables, and says whose intent; node02 (no intent) is judged against the fabric's 4X: nothing."""
+    clean = read(CLEAN)[0]
+    doc = doc_of(clean, clean)
+    doc["ib"]["intent"] = {"node01": {"width": "8X", "generation": "HDR"}}
+    found = ib_judge.findings(doc)
+    assert [f["target"] for f in found] == [f"node01:mlx5_{i}/1<->leaf0{i % 2 + 1}/{i // 2 * 2 + 1}" for i in range(8)]
+    assert {f["code"] for f in found} == {"ib-width-degraded"} and \
+        found[0]["message"] == "node01:mlx5_0/1 runs 4X 53.125 Gbps (iblinkinfo: could be 12X); its node's ib_ports intent is 8X"

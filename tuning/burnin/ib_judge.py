@@ -12,8 +12,9 @@ One finding per cable (both ends named, the HCA end first: ``node01:mlx5_0/1<->l
 - ``ib-link-down``: a port Active at the baseline is not Active (or gone) in a later read;
 - ``ib-link-flap``: ``LinkDownedCounter`` rose on an end;
 - ``ib-width-degraded`` / ``ib-speed-degraded``: an end runs fewer lanes (a slower generation) than
-  most cabled ports of the fabric in the same read *and* ``iblinkinfo`` hints it could run more
-  (``Could be 4X``): the hint alone is not enough, since ibsim 0.10 hints ``12X`` on every link;
+  its node's ``ib_ports`` intent (``doc["ib"]["intent"]``, an HCA end), else than most cabled ports of
+  the fabric in the same read, *and* ``iblinkinfo`` hints it could run more (``Could be 4X``): the
+  hint alone is not enough, since ibsim 0.10 hints ``12X`` on every link;
 - ``ib-link-errors``: a counter of :data:`LINK_ERRORS` rose on an end (IBA 1.3 PortCounters: each
   counts at the *receiving* port, so the end that counts is named in ``evidence.end`` when only
   one does, with every end's rises as ``evidence.counters``).
@@ -97,16 +98,20 @@ def _rank(gen: str | None) -> int:
     return _GENERATIONS.index(gen) if gen in _GENERATIONS else -1
 
 
-def _rate_signals(sig: dict, idx, ports: dict) -> None:
-    """Width and speed below the read's usual ones, with the tool's hint (module docstring)."""
-    width, gen = _usual(ports, "width"), _usual(ports, "generation")
+def _rate_signals(sig: dict, idx, ports: dict, intent: dict) -> None:
+    """Width and speed below the node's ``ib_ports`` intent (an HCA port of a node that has one), else
+    below the read's usual ones, with the tool's hint (module docstring)."""
+    usual = {"width": _usual(ports, "width"), "generation": _usual(ports, "generation")}
     for name, p in ports.items():
+        want = intent.get(name.split(":")[0], {}) if p.get("type") == "CA" and ":" in name else {}
+        width, gen = want.get("width") or usual["width"], want.get("generation") or usual["generation"]
+        whose = "its node's ib_ports intent is" if want else "the fabric's links run"
         hints = p.get("could_be") or []
         said = f"{p.get('width')} {p.get('speed')}" + (f" (iblinkinfo: could be {', '.join(hints)})" if hints else "")
         if _lanes(p.get("width")) < _lanes(width) and any(h.endswith("X") for h in hints):
-            _add(sig, name, p, "ib-width-degraded", idx, f"{name} runs {said}; the fabric's links run {width}")
+            _add(sig, name, p, "ib-width-degraded", idx, f"{name} runs {said}; {whose} {width}")
         if _rank(p.get("generation")) < _rank(gen) and any(h.endswith("Gbps") or "FDR10" in h for h in hints):
-            _add(sig, name, p, "ib-speed-degraded", idx, f"{name} runs {said}; the fabric's links run {gen}")
+            _add(sig, name, p, "ib-speed-degraded", idx, f"{name} runs {said}; {whose} {gen}")
 
 
 def _add(sig: dict, name: str, port: dict, code: str, idx, message: str) -> None:
@@ -162,7 +167,7 @@ def _judge_sm(doc: dict, sm: str) -> tuple[dict, dict, list[dict]]:
     sig: dict = {}
     counters: dict = {}
     for i, r in reads:
-        _rate_signals(sig, i, r.get("ports") or {})
+        _rate_signals(sig, i, r.get("ports") or {}, (doc.get("ib") or {}).get("intent") or {})
     rounds = [(i, r) for i, r in reads if i != "recovery"]
     compared, unknown = _window(sig, counters, "window", rounds[0][1], rounds[-1][1], rounds[-1][0])
     if reads[-1][0] == "recovery" and len(rounds) > 0:

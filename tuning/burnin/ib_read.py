@@ -155,7 +155,8 @@ class IbWindow:
     into the document, judged by :mod:`tuning.burnin.ib_judge`.
 
     ``IbWindow(inv, doc)`` opens every SM (one that cannot be reached goes to ``doc["unreachable"]``) and
-    reads the baseline into ``doc["ib"]``; :meth:`read` is a round's read; :meth:`recover` waits the
+    reads the baseline into ``doc["ib"]``, beside ``intent``: each ``ib_ports`` node's width and speed
+    (:class:`tuning.model.ib_ports.IbPortsSpec`, ``{"node01": {"width": "4X", "generation": "HDR"}}``); :meth:`read` is a round's read; :meth:`recover` waits the
     recovery window and reads once more; :meth:`close` ends the sessions.
 
     Raises:
@@ -165,8 +166,11 @@ class IbWindow:
     def __init__(self, inv: Any, doc: dict, recovery_s: float):
         self.sms, errors = open_sms(inv)
         doc.setdefault("unreachable", {}).update(errors)
+        intent = {d.name: {"width": d.spec.ib_ports.width, "generation": d.spec.ib_ports.speed}
+                  for d in inv.nodes if getattr(d.spec, "ib_ports", None)}
         try:
-            doc["ib"] = {"sms": sorted(self.sms), "baseline": read_all(self.sms), "recovery_s": recovery_s}
+            doc["ib"] = {"sms": sorted(self.sms), "baseline": read_all(self.sms), "recovery_s": recovery_s,
+                         "intent": intent}
         except BaseException:
             self.close()
             raise
