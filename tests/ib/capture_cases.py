@@ -36,6 +36,7 @@ def capture(lab: IbLab, out: Path) -> None:
     save("iblinkinfo__hdr_4x_all_active.txt", links)
     save("smpquery_pkeys__full_member_0x8001.txt", lab.run("smpquery", "pkeys", "-G", hex(h1.port_guid), "1"))
     save("smpquery_pkeys__limited_member_0x0001.txt", lab.run("smpquery", "pkeys", "-G", hex(h2.port_guid), "1"))
+    save("smpquery_portinfo__hca_mtucap_2048.txt", lab.run("smpquery", "portinfo", "-G", hex(h1.port_guid), "1"))
     pair = f"{_lid(links, h1.description)}:{_lid(links, h2.description)}"
     save("saquery_pr__no_pkey_asked_sa_picks_0x8001.txt", lab.run("saquery", "PR", "--src-to-dst", pair))
     save("saquery_pr__tenant_pkey_0x8001_mtu2048_sl0.txt", lab.run("saquery", "PR", "--src-to-dst", pair, "--pkey", "0x8001"))

@@ -17,7 +17,7 @@ CASES = Path(__file__).parent / "cases"
 #: file-name prefix -> the tool name of ``fabtune parse``
 TOOLS = {"iblinkinfo": "iblinkinfo", "iblinkinfo_l": "iblinkinfo", "ibqueryerrors": "ibqueryerrors",
          "perfquery": "perfquery", "perfquery_x": "perfquery", "saquery_pr": "saquery-pr", "sminfo": "sminfo",
-         "smpquery_pkeys": "smpquery-pkeys", "ibstat": "ibstat"}
+         "smpquery_pkeys": "smpquery-pkeys", "smpquery_portinfo": "smpquery-portinfo", "ibstat": "ibstat"}
 
 
 def _text(name: str) -> str:

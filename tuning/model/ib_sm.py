@@ -53,6 +53,11 @@ NAME_ALLOWED = "a letter, then up to 31 of [A-Za-z0-9_-]"
 PKEY_ALLOWED = "0x0001..0x7fff (an integer or a 0x hex string; the membership bit 0x8000 is the member's)"
 
 
+def pkey_word(pkey: int) -> str:
+    """``0x7fff``: a 15-bit pkey as plans, the journal, ``partitions.conf`` and verdicts write it."""
+    return f"{pkey & 0x7FFF:#06x}"
+
+
 def check_pkey(value: object) -> int:
     """A partition key: 0x0001..0x7fff as an int (YAML ``0x7fff``) or a ``0x`` hex string; never a bool."""
     if isinstance(value, str) and _HEX_PKEY.fullmatch(value):

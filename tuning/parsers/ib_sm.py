@@ -10,6 +10,10 @@ captured from the real tools over the IB lab's fabric in ``tests/ib/cases/``.
 ``rate`` and ``pkt_life`` hold a 2-bit selector (top) and a 6-bit code: mtu code 1..5 = 256..4096
 bytes; rate code -> Gb/s per IBA's rate table (3 = 10, 17 = 200, 20 = 50...).
 
+``smpquery portinfo <lid|-G guid> [port]``: ``# Port info: Lid 2 port 1`` then one ``Name:....value``
+line per PortInfo field (a capability's flags on tab-indented lines below it); ``MtuCap`` and
+``NeighborMTU`` in bytes (``2048``).
+
 ``sminfo``: ``sminfo: sm lid 1 sm guid 0x..., activity count 589 priority 0 state 3 SMINFO_MASTER``.
 """
 
@@ -22,12 +26,14 @@ from pydantic import BaseModel, Field
 from tuning.errors import ParseError
 from tuning.parsers.base import Finding, Parsed, clean_lines, parser, require_text
 
-__all__ = ["IbPathRecord", "IbPkey", "PathRecords", "PkeyTable", "SmInfo", "parse_pkeys", "parse_saquery_pr",
-           "parse_sminfo"]
+__all__ = ["IbPathRecord", "IbPkey", "PathRecords", "PkeyTable", "PortInfo", "SmInfo", "parse_pkeys", "parse_portinfo",
+           "parse_saquery_pr", "parse_sminfo", "umad_line"]
 
 _PKEY_ROW = re.compile(r"^\s*(\d+):((?: 0x[0-9a-f]{4})+)$")
 _CAPACITY = re.compile(r"^(\d+) pkeys capacity for this port$")
 _PR_FIELD = re.compile(r"^\s+([a-z_0-9]+)\.+(\S+)$")
+_PI_HEAD = re.compile(r"^# Port info: (?:Lid (\d+)|DR path .*) port (\d+)$")
+_PI_FIELD = re.compile(r"^([A-Za-z0-9]+):\.*(.*)$")
 _SMINFO = re.compile(r"^sminfo: sm lid (\d+) sm guid (0x[0-9a-f]+), activity count (\d+) priority (\d+) "
                      r"state (\d+) SMINFO_([A-Z_]+)$")
 #: PathRecord/PortInfo rate code -> Gb/s (IBA 1.3 Table 225; ``ib_types.h`` ``IB_PATH_RECORD_RATE_*``)
@@ -141,6 +147,50 @@ def parse_saquery_pr(text: str) -> PathRecords:
     return res
 
 
+class PortInfo(Parsed):
+    """``smpquery portinfo``: the port's LID (None for a direct-route query), number, every field as
+    printed (``fields``: ``{"MtuCap": "2048", ...}``) and ``mtu_cap_bytes`` (IBA PortInfo MtuCap: the
+    largest MTU the port supports; OpenSM caps a path's MTU at the lowest on the path)."""
+
+    lid: int | None
+    port: int
+    fields: dict[str, str] = Field(default_factory=dict)
+    mtu_cap_bytes: int
+
+
+def parse_portinfo(text: str) -> PortInfo:
+    """Parse ``smpquery portinfo`` output (infiniband-diags, rdma-core 44).
+
+    Raises:
+        ParseError: no ``# Port info:`` header, an unknown line, or no numeric ``MtuCap``.
+    """
+    require_text("smpquery-portinfo", text)
+    lines = clean_lines(text)
+    head = _PI_HEAD.match(lines[0])
+    if not head:
+        raise ParseError("smpquery-portinfo", 1, "'# Port info: Lid L port P'", lines[0])
+    fields: dict[str, str] = {}
+    for no, line in enumerate(lines[1:], 2):
+        if m := _PI_FIELD.match(line):
+            fields[m.group(1)] = m.group(2)
+        elif line.strip() and not line.startswith("\t"):  # a capability flag sits on a tab-indented line
+            raise ParseError("smpquery-portinfo", no, "'Name:....value' lines", line)
+    if not fields.get("MtuCap", "").isdigit():
+        raise ParseError("smpquery-portinfo", 0, "a 'MtuCap:....N' line in bytes")
+    return PortInfo(tool="smpquery-portinfo", lid=int(head.group(1)) if head.group(1) else None,
+                    port=int(head.group(2)), fields=fields, mtu_cap_bytes=int(fields["MtuCap"]))
+
+
+def umad_line(said: str) -> str:
+    """The telling line of libibmad's open failure (any infiniband-diags tool): ``can't read ABI
+    version from ... is ib_umad module loaded?`` when it says so (without its ``ibwarn: [pid]
+    get_abi_version:`` prefix), else its last line (``Failed to open (null) port 0``); at most 200
+    characters."""
+    lines = [ln.strip() for ln in said.splitlines() if ln.strip()]
+    hint = next((ln.split(": ", 2)[-1] for ln in lines if "ib_umad module loaded" in ln), None)
+    return (hint or (lines or ["no output"])[-1])[:200]
+
+
 class SmInfo(Parsed):
     """``sminfo``: the master SM's LID and GUID, its activity count, priority and state."""
 
@@ -178,3 +228,4 @@ def parse_sminfo(text: str) -> SmInfo:
 parser("smpquery-pkeys")(parse_pkeys)
 parser("saquery-pr")(parse_saquery_pr)
 parser("sminfo")(parse_sminfo)
+parser("smpquery-portinfo")(parse_portinfo)
