@@ -14,12 +14,13 @@ from tuning.verify.pairs import Pair
 
 #: ``PairResult.error_kind`` values: why a test produced no value (``status == "error"``)
 ERROR_KINDS = ("connect_failed", "qp_rtr_failed", "qp_rts_failed", "completion_error", "gid_type_mismatch",
-               "no_rdma_device", "timeout", "no_value", "gid_unresolved", "port_in_use", "tool_missing", "unknown")
+               "no_rdma_device", "timeout", "no_value", "gid_unresolved", "port_in_use", "tool_missing", "no_pairs", "unknown")
 #: the kinds that are a local failure of the verification harness on one node, not of the fabric:
 #: a perftest server that could not listen on its TCP port (another process holds it: perftest's
-#: ``Couldn't listen to port N``), a tool that could not start (shell exit 126 or 127). The pair's
+#: ``Couldn't listen to port N``), a tool that could not start (shell exit 126 or 127), an InfiniBand
+#: check with nothing to read (``no_pairs``: :mod:`tuning.verify.ib_sm`). The pair's
 #: fabric was not tested: no link, NIC or node fault may be read from it, and a drain never follows.
-HARNESS_KINDS = ("port_in_use", "tool_missing")
+HARNESS_KINDS = ("port_in_use", "tool_missing", "no_pairs")
 
 
 def error_class(kind: str | None) -> str | None:
