@@ -201,26 +201,29 @@ def _lab_with_sm(tmp_path) -> Path:
     return inv
 
 
+#: a partition no verification can read: it asks an SL, and two limited members have no path record
+UNPROVABLE = {"name": "storage", "pkey": 2, "sl": 1, "members": {"node01": "limited", "node02": "limited"}}
+
+
 @pytest.mark.parametrize("limit", [[], ["--limit", "sm01"]])
-def test_a_rollout_refuses_an_sm_no_verification_can_prove_before_reading_anything(tmp_path, limit):
-    """RoCE pairs never touch an SM's partitions (no IB verification yet): a rollout with the SM
-    selected is one line naming it and what can change it, before any device is read (the lab
-    was never started); an SM-only selection said 'gpu_nodes: no node pairs to verify with'."""
+def test_a_rollout_refuses_an_sm_partition_no_verification_can_prove_before_reading_anything(tmp_path, limit):
+    """The IB verification reads a partition's path records from a full member: a partition asking
+    an SL with limited members only is one line naming the file, the key and why, before any device
+    is read (the lab was never started); nothing is pushed or journaled."""
     import subprocess
     import sys
 
     from tests.conftest import REPO
 
     inv = _lab_with_sm(tmp_path)
+    (inv / "host_vars" / "sm01.yml").write_text(yaml.safe_dump({"partitions": [DEFAULT, UNPROVABLE]}))
     res = subprocess.run([sys.executable, "-m", "tuning", "rollout", "-i", str(inv), *limit, "--journal-dir",
                           str(tmp_path / "j")], capture_output=True, text=True, cwd=REPO, timeout=60)
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2 and len(lines) == 1, res.stderr
-    assert lines[0] == ("fabtune: error: --limit: sm01: a rollout keeps a change only when its verification proves "
-                        "it, and no verification exercises sm01 (an InfiniBand subnet manager: IB verification is not "
-                        "built yet); change it with `fabtune apply` (read back, journaled, undone by `fabtune "
-                        "rollback`) or leave it out with --limit; nothing was pushed (see `fabtune rollout --help`)"), \
-        lines[0]
+    assert lines[0] == (f"fabtune: error: {inv / 'host_vars/sm01.yml'}: partitions: partition storage asks mtu/sl "
+                        "and has no full member: limited members have no path record between them: a rollout keeps "
+                        "a change only when its verification proves it (host sm01); nothing was pushed"), lines[0]
     assert not (tmp_path / "j").exists() or not list((tmp_path / "j").glob("*.json"))
 
 

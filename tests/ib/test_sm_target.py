@@ -196,10 +196,16 @@ def test_a_controller_killed_mid_push_is_restored_by_fabtune_rollback(lab, tmp_p
     finally:
         child.kill()
         child.wait()
+    rolled_back_mid_push(lab, tmp_path, env, run_id, before)
+
+
+def rolled_back_mid_push(lab: IbLab, root: Path, env: dict, run_id: str, before: dict) -> None:
+    """A run killed after OpenSM took the new file (journal ``pushing``): ``fabtune rollback RUN_ID``
+    in a new process puts the files and every port's pkey table back as ``before``."""
     assert pkeys(lab, "node02-mlx5_0") == ["0xffff", "0x0001"]  # OpenSM serves the new policy
-    assert Journal.load(tmp_path / "journal", run_id).device("sm01")["state"] == DeviceState.PUSHING
-    done = subprocess.run([sys.executable, "-m", "tuning", "rollback", run_id, "-i", str(tmp_path / "inv"),
-                           "--journal-dir", str(tmp_path / "journal")], capture_output=True, text=True, env=env)
+    assert Journal.load(root / "journal", run_id).device("sm01")["state"] == DeviceState.PUSHING
+    done = subprocess.run([sys.executable, "-m", "tuning", "rollback", run_id, "-i", str(root / "inv"),
+                           "--journal-dir", str(root / "journal")], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert lab_before(lab) == before
 

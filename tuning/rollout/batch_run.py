@@ -244,11 +244,13 @@ def _account(s: "Session", j: Journal, report: RunReport, progress: Progress, b:
 
 def _verify_batch(s: "Session", opts: "Options", report: RunReport, progress: Progress, j: Journal,
                   baseline: dict | None, r: "Run", b: Batch, plans: dict, pairs) -> bool:
-    """Pairs of the batch (absolute marks in the last batch only) and the incasts of its changed leaves."""
+    """Pairs of the batch (absolute marks in the last batch only), the incasts of its changed leaves
+    and the InfiniBand verification of its changed subnet managers (:func:`gate.verify_sm`, its
+    verdicts in the batch's ``results`` after the pairs'; not baselines)."""
 
     last = is_last(r, b)
     ok, after = gate.verify_fabric(s, opts, baseline, progress, pairs, absolute=last,
-                                     timeout_s=r.policy.timeouts.verify_s)
+                                     timeout_s=r.policy.timeouts.verify_s) if pairs else (True, [])
     ids = {id(x) for x in after}
     if not last:  # a pair whose every end and hop already holds the new settings meets the absolute marks
         done = _tuned(s, r, b, plans, report)
@@ -263,6 +265,10 @@ def _verify_batch(s: "Session", opts: "Options", report: RunReport, progress: Pr
     rec = j.data["batches"][b.index - 1]
     rec["pairs"] = [x.pair for x in after]
     rec["results"] = [m.result for m in r.measured[-len(after):]] if after else []
+    ib_ok, ib = gate.verify_sm(s, b.devices, j, plans, progress, set(report.errors) | set(report.unreachable))
+    rec["pairs"] += [x.pair for x in ib]
+    rec["results"] += [dict(x.__dict__) for x in ib]
+    ok = ok and ib_ok
     report.verify_after = final_results(r, b.index, complete=last)
     j.data["verify"]["after"] = report.verify_after
     inc_ok = _incast(s, report, progress, r, b, plans)

@@ -19,7 +19,8 @@ from tuning.errors import TuningError
 from tuning.inventory import Inventory
 from tuning.rollout.batch_run import restore_batches, run_batches
 from tuning.rollout.batches import plan_batches
-from tuning.rollout.gate import confirm_window, incast_bound, measure_baseline, verify_pairs
+from tuning.rollout.gate import (batch_pairs, confirm_window, incast_bound, measure_baseline, rollout_pairs,  # noqa: F401
+                                 verify_pairs)  # verify_pairs: the tests import it from here
 from tuning.rollout.journal import Journal, new_run_id, probe_writable
 from tuning.rollout.lock import RunLock, lock_path
 from tuning.rollout.options import Options, Run
@@ -67,7 +68,7 @@ def run(inv: Inventory, opts: Options, progress: Progress = lambda msg: None, fr
         refuse_firmware(plans, opts.allow_firmware)
         refuse_read_only_drift(report.findings)
         r = Run(run_id, pairs, window, opts.policy, batches, batch_pairs={
-            b.index: (pairs if len(batches) == 1 else verify_pairs(inv, opts.rails, b.devices))
+            b.index: (pairs if len(batches) == 1 else batch_pairs(inv, opts, b.devices))
             for b in batches} if verified else {}, started=started)
         _execute(s, inv, opts, s.states, plans, report, progress, r)
         if report.outcome in (RunOutcome.APPLIED, RunOutcome.KEPT):  # the verification's own findings stay
@@ -123,9 +124,10 @@ def _read_and_plan(s: Session, opts: Options, report: RunReport, progress: Progr
 
 def _gate_plan(inv: Inventory, opts: Options, devices: list) -> tuple[list, int]:
     """A verified rollout's pairs and switch confirm window (s); first, every selected device must be
-    one verification can prove (:func:`refuse_unverifiable`). Raises InputError (nothing read)."""
+    one verification can prove (:func:`refuse_unverifiable`, :func:`rollout_pairs`: [] for subnet
+    managers alone, proven by the IB verification). Raises InputError (nothing read)."""
     refuse_unverifiable(devices)
-    pairs = verify_pairs(inv, opts.rails)
+    pairs = rollout_pairs(inv, opts, devices)
     return pairs, confirm_window(opts, pairs, len(devices), extra_s=incast_bound(inv, opts))
 
 

@@ -11,6 +11,7 @@ from tuning.errors import InputError
 from tuning.inventory import Inventory
 from tuning.rollout.options import Options, Run
 from tuning.rollout.session import Session
+from tuning.targets import platform_of, target_class
 from tuning.verify.pairs import Pair, build_rounds, default_per_node, node_rails
 from tuning.verify.pair_result import harness_node
 from tuning.verify.runner import expected_seconds, verify
@@ -40,6 +41,68 @@ def verify_pairs(inv: Inventory, rails: tuple[int, ...] | None, limit: list[str]
         raise InputError(str(inv.path), "gpu_nodes", "no node pairs to verify with (fewer than 2 nodes with NICs "
                          "on the verified rails): a verification that runs nothing cannot prove a change")
     return pairs
+
+
+def ib_verified(dev) -> bool:
+    """Whether the IB verification (:func:`verify_sm`) proves ``dev`` (its Target's ``ib_verified``:
+    a subnet manager), not RoCE pairs."""
+    return getattr(target_class(dev.role, platform_of(dev)), "ib_verified", False)
+
+
+def subnet_managers_only(inv: Inventory, names) -> bool:
+    """Whether every device ``names`` lists is proven by the IB verification alone (:func:`ib_verified`):
+    a selection with no RoCE pair."""
+    return all(ib_verified(inv.devices[n]) for n in names)
+
+
+def rollout_pairs(inv: Inventory, opts: Options, devices: list) -> list[Pair]:
+    """A rollout's RoCE pairs (:func:`verify_pairs` of the whole inventory), [] when the selection
+    holds subnet managers only; before that, a subnet manager whose partitions cannot be proven
+    (:func:`tuning.verify.ib_sm.unprovable`) is refused.
+
+    Raises:
+        InputError: naming the SM's file, ``partitions`` and why (nothing read or pushed), or as
+            :func:`verify_pairs`.
+    """
+    from tuning.verify.ib_sm import unprovable
+
+    for d in devices:
+        why = unprovable(d.spec) if ib_verified(d) else []
+        if why:
+            raise InputError(d.sources.get("partitions", str(inv.path)), "partitions",
+                             f"{'; '.join(why)}: a rollout keeps a change only when its verification proves it "
+                             f"(host {d.name}); nothing was pushed")
+    return [] if subnet_managers_only(inv, [d.name for d in devices]) else verify_pairs(inv, opts.rails)
+
+
+def batch_pairs(inv: Inventory, opts: Options, names: list[str]) -> list[Pair]:
+    """A batch's own RoCE pairs (:func:`verify_pairs` limited to its devices); [] for a batch of
+    subnet managers only (proven by :func:`verify_sm`)."""
+    return [] if subnet_managers_only(inv, names) else verify_pairs(inv, opts.rails, names)
+
+
+def verify_sm(s: Session, names: list[str], j, plans: dict, progress: Progress,
+              skip: set[str] = frozenset()) -> tuple[bool, list]:
+    """The InfiniBand verification (:func:`tuning.targets.sm_verify.prove`) of each subnet manager of
+    ``names`` that the run changed (``plans``) and that holds its push (not in ``skip``: failed or
+    unreachable, restored or left), with the session's SM shells and each SM's journal record.
+
+    Returns:
+        ``(every verdict passed, [PairResult, ...])``; ``(True, [])`` when no such SM.
+
+    Raises:
+        TuningError: a read on an SM host failed (:func:`tuning.targets.sm_verify.prove`).
+    """
+    from tuning.targets.sm_verify import prove
+
+    out = []
+    for name in names:
+        t = s.targets.get(name)
+        if not getattr(t, "ib_verified", False) or not plans.get(name) or name in skip:
+            continue
+        progress(f"verify: {name}: partitions' pkey tables (smpquery) and path records (saquery PR)")
+        out += prove(t, s.inv.devices[name].spec, j.device(name), plans[name])
+    return all(x.status == "pass" for x in out), out
 
 
 #: seconds the confirm window must hold beyond verification and apply: the confirm round trips,

@@ -178,8 +178,9 @@ def refuse_firmware(plans: dict, allowed: bool) -> None:
 
 def refuse_unverifiable(devices: list) -> None:
     """A rollout keeps a change only when its verification proves it: a selected device whose kind
-    no verification exercises (:attr:`Target.verifiable` False: an InfiniBand subnet manager, whose
-    partitions RoCE pairs never touch) is refused before anything is read.
+    no verification exercises (:attr:`Target.verifiable` False; every kind today has one: RoCE pairs,
+    incasts and nccl-tests for nodes and switches, :mod:`tuning.verify.ib_sm` for a subnet manager)
+    is refused before anything is read.
 
     Raises:
         InputError: naming the devices and the commands that can change them (nothing pushed).
@@ -187,9 +188,8 @@ def refuse_unverifiable(devices: list) -> None:
     blind = [d.name for d in devices if not target_class(d.role, platform_of(d)).verifiable]
     if blind:
         raise InputError("--limit", ",".join(blind), f"a rollout keeps a change only when its verification proves "
-                         f"it, and no verification exercises {', '.join(blind)} (an InfiniBand subnet manager: IB "
-                         "verification is not built yet); change it with `fabtune apply` (read back, journaled, "
-                         "undone by `fabtune rollback`) or leave it out with --limit; nothing was pushed")
+                         f"it, and no verification exercises {', '.join(blind)}; change it with `fabtune apply` "
+                         "(read back, journaled, undone by `fabtune rollback`) or leave it out with --limit; nothing was pushed")
 
 
 def refuse_read_only_drift(found: list[dict]) -> None:

@@ -59,8 +59,9 @@ class Target(Protocol):
         reports_findings: whether :meth:`findings` can say anything (a run reads such a device
             again after changing it, for the report).
         verifiable: whether a rollout's verification exercises what this kind changes (RDMA pairs,
-            incast and nccl-tests over nodes and switches); a rollout refuses a kind it cannot
-            prove (an InfiniBand subnet manager until IB verification exists).
+            incast and nccl-tests over nodes and switches; :mod:`tuning.verify.ib_sm` for a subnet
+            manager); a rollout refuses a kind it cannot prove. A kind the IB verification proves
+            (a subnet manager) says so with ``ib_verified = True`` (absent: False).
         rdma_host: the device's shell for RDMA tests (a node's Host), None for a device that
             runs none (a switch): verification asks for it, never for the role.
     """

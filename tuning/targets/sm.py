@@ -13,9 +13,9 @@ or other special file in its place is refused), then SIGHUP to the pid of its pi
 NOTES: on a HUP signal OpenSM starts a new heavy sweep; the sweep reads the partition file and
 opensm.conf's runtime options again: measured on the lab); the push waits for the sweep's end
 (:meth:`SmTarget._reload`: ``SUBNET UP`` in its log or a rewritten ``opensm-subnet.lst``) and fails
-on any ERROR line (``0x01 ->``) the sweep logged (``parse_part_conf: PARSE ERROR: line 3: bad
-partition definition`` / ``Partition configuration in error; retrying with default config``: OpenSM
-then serves the default policy) or when OpenSM exited. Read back: every
+on an ERROR line (``0x01 ->``) the sweep logged that OpenSM did not log before (``parse_part_conf:
+PARSE ERROR: line 3: bad partition definition`` / ``Partition configuration in error; retrying with
+default config``, always: OpenSM then serves the default policy) or when OpenSM exited. Read back: every
 HCA port's pkey table equals the plan's, and ``sminfo`` the priority. Restore: the journaled files
 written back the same way, SIGHUP, and the pkey tables read back equal to the journaled ones.
 
@@ -39,7 +39,7 @@ from tuning.model.ib_sm import SmSpec
 from tuning.model.outcomes import DeviceState
 from tuning.node.base import Change, Finding
 from tuning.parsers.ib_links import parse_iblinkinfo
-from tuning.parsers.ib_sm import parse_pkeys, parse_saquery_pr, parse_sminfo
+from tuning.parsers.ib_sm import parse_pkeys, parse_portinfo, parse_saquery_pr, parse_sminfo, umad_line
 from tuning.targets import sm_partitions as sp
 from tuning.targets.base import DeviceJournal, connection_facts, pause_for_test
 from tuning.transport.base import Host, q, sysroot_path
@@ -49,6 +49,8 @@ from tuning.transport.connection import Connection
 FILES = ("opensm_partitions_file", "opensm_conf_file")
 #: every path of OpenSM's the target reads or writes (the journal's ``snapshot.paths``)
 PATHS = FILES + ("opensm_log_file", "opensm_pid_file", "opensm_subnet_list_file")
+#: the partition parser's ERROR lines: always the push's, even when OpenSM logged them before
+OWN_ERRORS = ("parse_part_conf", "osm_prtn_")
 _ENGINE = re.compile(r"(\S+) tables configured on all switches")
 _ABSENT = "-"
 
@@ -65,7 +67,8 @@ class SmTarget:
 
     role: ClassVar[str] = "sm"
     reports_findings: ClassVar[bool] = True
-    verifiable: ClassVar[bool] = False  # no InfiniBand verification yet: a rollout refuses it
+    verifiable: ClassVar[bool] = True
+    ib_verified: ClassVar[bool] = True  # proven by the IB verification (tuning.verify.ib_sm), not RoCE pairs
 
     def __init__(self, name: str, connection: Connection, platform: str = "opensm", device=None,
                  host: Host | None = None):
@@ -73,10 +76,7 @@ class SmTarget:
         self.host: Host | None = host
         self._given = host is not None
 
-    @property
-    def rdma_host(self) -> Host | None:
-        """None: the SM runs no RDMA test."""
-        return None
+    rdma_host: Host | None = None  # the SM runs no RDMA test
 
     # --- session --------------------------------------------------------------------------
     def open(self) -> None:
@@ -121,33 +121,54 @@ class SmTarget:
                 raise SetupError(f"{what} is not installed there (infiniband-diags): {said.strip()[-200:]}",
                                  host=self.name, phase="sm")
             if "can't open UMAD port" in said:  # libibmad's mad_rpc_open_port (infiniband-diags 3.x)
-                raise SetupError(f"{what} finds no InfiniBand port to query ({_umad_line(said)}): "
+                raise SetupError(f"{what} finds no InfiniBand port to query ({umad_line(said)}): "
                                  "the SM Target runs on the host of OpenSM and its HCA (ib_umad loaded), or on "
                                  "the IB lab's", host=self.name, phase="sm")
             raise CommandError(what, res.rc, said, host=self.name, phase="sm")
         return res.stdout
 
-    def _ports(self) -> list[sp.CaPort]:
+    def read_ports(self) -> list[sp.CaPort]:
+        """The fabric's Active HCA ports (``iblinkinfo``), sorted by description and port."""
         links = parse_iblinkinfo(self._run("iblinkinfo", "iblinkinfo"))
         ports = [sp.CaPort(p.node, p.port, int(p.port_guid, 16), p.lid) for p in links.ports
                  if p.node_type == "CA" and p.port_guid and p.state == "Active"]
         return sorted(ports, key=lambda p: (p.description, p.port))
 
-    def _pkeys(self, guids: list[str]) -> dict[str, sp.Table]:
-        """Port GUID -> its pkey table (``0x7fff`` -> ``full``), one ``smpquery pkeys`` a port, one command."""
+    def _per_port(self, guids: list[str], query: str) -> dict[str, str]:
+        """Port GUID -> the output of ``smpquery QUERY -G <guid> 1`` (one command for all, the first
+        failure stops it). Raises TuningError (as :meth:`_run`; a port left unanswered)."""
         if not guids:
             return {}
         loop = " ".join(q(g) for g in guids)
-        out = self._run(f"for g in {loop}; do printf '== %s\\n' \"$g\"; smpquery pkeys -G \"$g\" 1 || exit; done",
-                        "smpquery pkeys")
+        out = self._run(f"for g in {loop}; do printf '== %s\\n' \"$g\"; smpquery {query} -G \"$g\" 1 || exit; done",
+                        f"smpquery {query}")
+        texts = dict(chunk.partition("\n")[::2] for chunk in out.split("== ")[1:])
+        if sorted(texts) != sorted(guids):
+            raise TuningError(f"smpquery {query} answered for {len(texts)} of {len(guids)} ports", host=self.name)
+        return texts
+
+    def read_pkeys(self, guids: list[str]) -> dict[str, sp.Table]:
+        """Port GUID -> its pkey table (``0x7fff`` -> ``full``), ``smpquery pkeys``. Raises TuningError."""
         tables: dict[str, sp.Table] = {}
-        for chunk in out.split("== ")[1:]:
-            guid, _, text = chunk.partition("\n")
+        for guid, text in self._per_port(guids, "pkeys").items():
             table = parse_pkeys(text)
             tables[guid] = {sp.pkey_word(e.pkey): table.membership(e.pkey) for e in table.entries}
-        if sorted(tables) != sorted(guids):
-            raise TuningError(f"smpquery pkeys answered for {len(tables)} of {len(guids)} ports", host=self.name)
         return tables
+
+    def read_mtu_caps(self, guids: list[str]) -> dict[str, int]:
+        """Port GUID -> its PortInfo MtuCap in bytes (``smpquery portinfo``). Raises TuningError."""
+        return {g: parse_portinfo(text).mtu_cap_bytes for g, text in self._per_port(guids, "portinfo").items()}
+
+    def read_path_records(self, queries: dict[str, str]) -> dict[str, list]:
+        """Label -> the :class:`~tuning.parsers.ib_sm.IbPathRecord` list ``saquery PR ARGS`` answers
+        (``queries``: label -> ARGS such as ``--slid 2 --pkey 0x8001``, built from numbers only), one
+        command for all; no output is no record (the SA found no path: []). Raises TuningError (as
+        :meth:`_run`)."""
+        if not queries:
+            return {}
+        cmd = "; ".join(f"printf '== %s\\n' {q(label)} && saquery PR {args} || exit" for label, args in queries.items())
+        return {label: parse_saquery_pr(text).records if text.strip() else []
+                for label, text in (c.partition("\n")[::2] for c in self._run(cmd, "saquery PR").split("== ")[1:])}
 
     def _files(self, paths: dict) -> tuple[dict[str, str | None], str | None]:
         """``({path: text or None when absent}, routing engine of the last sweep or None)``."""
@@ -169,27 +190,20 @@ class SmTarget:
         spec: SmSpec = self.device.spec
         paths = spec.model_dump(include=set(PATHS))
         files, engine = self._files(paths)
-        ports = self._ports()
+        ports = self.read_ports()
         conf = files[paths["opensm_conf_file"]] or ""
         prio = next((x.split()[1] for x in conf.splitlines() if x.startswith("sm_priority ") and len(x.split()) == 2), None)
         state = {"paths": paths, "files": files, "partitions": files[paths["opensm_partitions_file"]] or "",
                  "sm_priority": prio, "routing_engine": engine, "ports": ports,
-                 "pkeys": self._pkeys([f"{p.guid:#018x}" for p in ports])}
+                 "pkeys": self.read_pkeys([f"{p.guid:#018x}" for p in ports])}
         state["path_records"] = self._path_records(sp.path_pairs(spec, state))
         return state
 
     def _path_records(self, pairs: dict[str, tuple[int, int, int]]) -> dict[str, dict]:
         """Partition -> its path record's ``mtu_bytes``, ``sl``, ``slid``, ``dlid`` (``saquery PR``, one command)."""
-        if not pairs:
-            return {}
-        cmd = "; ".join(f"printf '== %s\\n' {q(name)} && saquery PR --src-to-dst {s}:{d} --pkey {pk:#06x} || exit"
-                        for name, (s, d, pk) in pairs.items())
-        out: dict[str, dict] = {}
-        for chunk in self._run(cmd, "saquery PR").split("== ")[1:]:
-            name, _, text = chunk.partition("\n")
-            pr = parse_saquery_pr(text).records[0]
-            out[name] = {"mtu_bytes": pr.mtu_bytes, "sl": pr.sl, "slid": pr.slid, "dlid": pr.dlid}
-        return out
+        read = self.read_path_records({name: f"--src-to-dst {s}:{d} --pkey {pk:#06x}" for name, (s, d, pk) in pairs.items()})
+        return {name: {"mtu_bytes": prs[0].mtu_bytes, "sl": prs[0].sl, "slid": prs[0].slid, "dlid": prs[0].dlid}
+                for name, prs in read.items()}
 
     def plan(self, state: dict, domains: set[str] | None = None) -> list[Change]:
         """:func:`tuning.targets.sm_partitions.plan` (the ``sm`` domain). Raises InputError."""
@@ -255,8 +269,11 @@ class SmTarget:
         logged since. The sweep's end is ``SUBNET UP`` in the log or a new ``opensm-subnet.lst``
         (rewritten at each heavy sweep's end): with OpenSM's default ``force_log_flush FALSE`` its
         INFO lines stay in its buffer, while ERROR lines (``0x01``) are written at once (both
-        measured on the lab's OpenSM). Raises CommitError: a write refused, no OpenSM, an ERROR
-        line, no sweep within 30 s, OpenSM gone."""
+        measured on the lab's OpenSM). An ERROR line OpenSM logged before the push too (the last 64 KiB
+        of its log) is its standing noise, not the push's (``qos TRUE`` without a QoS policy file logs
+        ``osm_qos_parse_policy_file: ERR AC01`` at every sweep, and only then does a partition's ``sl``
+        reach path records: measured), except the partition parser's (:data:`OWN_ERRORS`). Raises
+        CommitError: a write refused, no OpenSM, an ERROR line, no sweep within 30 s, OpenSM gone."""
         pid, log = q(self._path(paths, "opensm_pid_file")), q(self._path(paths, "opensm_log_file"))
         lst = q(self._path(paths, "opensm_subnet_list_file"))
         writes = " && ".join(f"{{ {self._write(sysroot_path(self.connection.sysroot or '/', p), t)}; }}"
@@ -264,27 +281,32 @@ class SmTarget:
         swept = f"[ \"$(stat -c %y {lst} 2>/dev/null)\" != \"$m\" ]"
         cmd = (f"p=$(cat {pid}) && [[ $p =~ ^[0-9]+$ ]] && kill -0 \"$p\" || {{ echo 'fabtune: no running OpenSM in "
                f"'{pid} >&2; exit 1; }}; n=$(stat -c %s {log}) || exit; m=$(stat -c %y {lst} 2>/dev/null); "
+               f"s=$((n>65536?n-65536:0)); o=$(tail -c +$((s+1)) {log} | head -c $((n-s)) | grep -F ' 0x01 -> '); "
                f"{writes} || exit; kill -HUP \"$p\" || exit; "
-               f"for i in $(seq 300); do t=$(tail -c +$((n+1)) {log}); case $t in *'SUBNET UP'*|*' 0x01 -> '*) break;; "
-               f"esac; {swept} && break; kill -0 \"$p\" 2>/dev/null || break; sleep 0.1; done; tail -c +$((n+1)) {log}; "
+               f"for i in $(seq 300); do t=$(tail -c +$((n+1)) {log}); case $t in *'SUBNET UP'*) break;; "
+               f"esac; {swept} && break; kill -0 \"$p\" 2>/dev/null || break; sleep 0.1; done; "
+               f"printf '%s\\n== fabtune: new\\n' \"$o\"; tail -c +$((n+1)) {log}; "
                f"echo; {swept} && echo '== fabtune: swept' || echo '== fabtune: no sweep'; "
                f"kill -0 \"$p\" 2>/dev/null || {{ echo 'fabtune: OpenSM exited after SIGHUP' >&2; exit 3; }}")
         res = self.host.run(cmd, timeout=60.0, privileged=True)
         if res.rc != 0:
             raise CommitError(f"OpenSM re-read: {(res.stderr or res.stdout).strip()[-300:]}", host=self.name, phase="sm")
-        errors = [x.split(" -> ", 1)[1] for x in res.stdout.splitlines() if " 0x01 -> " in x]
+        before, _, logged = res.stdout.partition("== fabtune: new\n")
+        standing = {x.split(" -> ", 1)[1] for x in before.splitlines() if " 0x01 -> " in x}
+        errors = [m for x in logged.splitlines() if " 0x01 -> " in x
+                  and ((m := x.split(" -> ", 1)[1]) not in standing or m.startswith(OWN_ERRORS))]
         if errors:
             raise CommitError(f"OpenSM refused the new files: {' / '.join(errors[:3])}", host=self.name, phase="sm")
-        if "SUBNET UP" not in res.stdout and not res.stdout.rstrip().endswith("== fabtune: swept"):
+        if "SUBNET UP" not in logged and not logged.rstrip().endswith("== fabtune: swept"):
             raise CommitError(f"no heavy sweep within 30 s of SIGHUP: no SUBNET UP in {paths['opensm_log_file']} "
                               f"and {paths['opensm_subnet_list_file']} not rewritten", host=self.name, phase="sm")
-        return res.stdout
+        return logged
 
     def _read_back(self, ports: dict[str, str], want: dict[str, sp.Table], prio: str | None) -> None:
         """Every port's pkey table equals ``want`` and sminfo the priority ``prio`` (a few reads: the
         SM programs the ports during the sweep). Raises VerifyError naming the first port that differs."""
         for attempt in range(5):
-            have = self._pkeys(sorted(ports))
+            have = self.read_pkeys(sorted(ports))
             bad = [g for g in sorted(ports) if have.get(g) != want.get(g)]
             if not bad:
                 break
@@ -308,8 +330,8 @@ class SmTarget:
             journal.update(state=DeviceState.UNCHANGED)
             return []
         journal.update(state=DeviceState.PUSHING, changes=[c.as_dict() for c in changes])
-        files = _new_files(rec, changes)
-        want = _want_tables(rec, changes)
+        files = sp.files_after(rec, changes)
+        want = sp.tables_after(rec, changes)
         prio = next((c.after for c in changes if c.key == sp.PRIORITY_KEY), None)
         try:
             self._reload(rec["paths"], files)
@@ -376,43 +398,3 @@ def snapshot_of(name: str, record: dict) -> dict:
         raise RollbackError("the journal's SM snapshot is missing or malformed (paths, files_before, ports, "
                             "pkeys_before, sm_priority_before): restore OpenSM's files by hand", host=name, phase="restore")
     return snap
-
-
-def _new_files(rec: dict, changes: list[Change]) -> dict[str, str | None]:
-    """Path -> text of the files the push writes (the partitions file; opensm.conf for a priority)."""
-    paths, before = rec["paths"], rec["files_before"]
-    out: dict[str, str | None] = {}
-    for c in changes:
-        if c.key == sp.FILE_KEY:
-            out[paths["opensm_partitions_file"]] = c.after
-        elif c.key == sp.PRIORITY_KEY:
-            lines = (before.get(paths["opensm_conf_file"]) or "").splitlines()
-            line = f"sm_priority {int(c.after)}"
-            at = next((i for i, x in enumerate(lines) if x.startswith("sm_priority ")), None)
-            lines = lines + [line] if at is None else lines[:at] + [line] + lines[at + 1:]
-            out[paths["opensm_conf_file"]] = "\n".join(lines) + "\n"
-    return out
-
-
-def _want_tables(rec: dict, changes: list[Change]) -> dict[str, sp.Table]:
-    """Port GUID -> the pkey table after the push: the journaled tables with each planned move."""
-    by_name = {name: g for g, name in rec["ports"].items()}
-    want = {g: dict(t) for g, t in rec["pkeys_before"].items()}
-    for c in changes:
-        if c.key.startswith("pkey/"):
-            port, _, pk = c.key[len("pkey/"):].rpartition("/")
-            table = want.setdefault(by_name[port], {})
-            if c.after is None:
-                table.pop(pk, None)
-            else:
-                table[pk] = c.after
-    return want
-
-
-def _umad_line(said: str) -> str:
-    """The telling line of libibmad's open failure: ``can't read ABI version from ... is ib_umad
-    module loaded?`` when it says so (without its ``ibwarn: [pid] get_abi_version:`` prefix), else
-    its last line (``Failed to open (null) port 0``)."""
-    lines = [ln.strip() for ln in said.splitlines() if ln.strip()]
-    hint = next((ln.split(": ", 2)[-1] for ln in lines if "ib_umad module loaded" in ln), None)
-    return (hint or (lines or ["no output"])[-1])[:200]

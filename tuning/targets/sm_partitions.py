@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tuning.errors import InputError
-from tuning.model.ib_sm import DEFAULT_PKEY, IbPartitionSpec, SmSpec
+from tuning.model.ib_sm import DEFAULT_PKEY, IbPartitionSpec, SmSpec, pkey_word
 from tuning.parsers.ib_sm import MTUS
 from tuning.node.base import Change, Finding
 
@@ -67,11 +67,6 @@ class CaPort:
 
 #: a port's pkey table as plans compare it: ``0x7fff`` -> ``full`` | ``limited``
 Table = dict[str, str]
-
-
-def pkey_word(pkey: int) -> str:
-    """``0x7fff``: a 15-bit pkey as plans, the journal and the file write it."""
-    return f"{pkey & 0x7FFF:#06x}"
 
 
 def _members(part: IbPartitionSpec, i: int, ports: list[CaPort], src: str) -> list[tuple[str, str, list[CaPort]]]:
@@ -217,3 +212,34 @@ def path_findings(name: str, spec: SmSpec, state: dict) -> list[Finding]:
             out.append(Finding(name, DOMAIN, "ib-path-sl", f"partition {part.name}: path records carry SL {pr['sl']}, "
                                f"not its sl={part.sl} (OpenSM puts it there only with qos TRUE)", ev))
     return out
+
+
+def files_after(rec: dict, changes: list[Change]) -> dict[str, str | None]:
+    """Path -> text of the files the push writes (the partitions file; opensm.conf for a priority)."""
+    paths, before = rec["paths"], rec["files_before"]
+    out: dict[str, str | None] = {}
+    for c in changes:
+        if c.key == FILE_KEY:
+            out[paths["opensm_partitions_file"]] = c.after
+        elif c.key == PRIORITY_KEY:
+            lines = (before.get(paths["opensm_conf_file"]) or "").splitlines()
+            line = f"sm_priority {int(c.after)}"
+            at = next((i for i, x in enumerate(lines) if x.startswith("sm_priority ")), None)
+            lines = lines + [line] if at is None else lines[:at] + [line] + lines[at + 1:]
+            out[paths["opensm_conf_file"]] = "\n".join(lines) + "\n"
+    return out
+
+
+def tables_after(rec: dict, changes: list[Change]) -> dict[str, Table]:
+    """Port GUID -> the pkey table after the push: the journaled tables with each planned move."""
+    by_name = {name: g for g, name in rec["ports"].items()}
+    want = {g: dict(t) for g, t in rec["pkeys_before"].items()}
+    for c in changes:
+        if c.key.startswith("pkey/"):
+            port, _, pk = c.key[len("pkey/"):].rpartition("/")
+            table = want.setdefault(by_name[port], {})
+            if c.after is None:
+                table.pop(pk, None)
+            else:
+                table[pk] = c.after
+    return want

@@ -1,0 +1,102 @@
+"""``fabtune rollout`` of a subnet manager over the IB lab's real OpenSM 3.3.23 (issue 22, must-show 1),
+proven by the IB verification (:mod:`tuning.verify.ib_sm`): the ports' pkey tables (smpquery) and the
+path records between member pairs (saquery PR), read after OpenSM re-read partitions.conf.
+
+One 2-node lab (16 HCA ports) with OpenSM's ``qos`` on (a partition's SL reaches its path records
+only then) for the module; every test leaves the lab's files and pkey tables as it found them. The
+inventory is a real one (``fabtune_local``: the SM is this controller, the lab's IB tools on PATH).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tuning.lab.fabric import default_fabric
+from tuning.lab.ib import IbLab
+from tuning.model.outcomes import DeviceState
+from tuning.rollout.journal import Journal
+
+from tests.ib.test_sm_target import (DEFAULT, TENANT, lab_before, pkeys, restored_from_journal, rolled_back_mid_push,
+                                     sm_target)
+
+pytestmark = pytest.mark.lab
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    lab = IbLab(tmp_path_factory.mktemp("ibverify"), default_fabric(n_nodes=2), qos=True)
+    lab.up()
+    yield lab
+    assert lab.down()
+
+
+def rollout(lab: IbLab, tmp_path, sm_vars: dict, **env_extra: str) -> subprocess.CompletedProcess:
+    """``fabtune rollout --json`` of an inventory whose SM is the lab's OpenSM, in a new process."""
+    sm_target(lab, tmp_path, sm_vars, local=True)
+    env = {**os.environ, "PATH": f"{lab.tools_dir}{os.pathsep}{os.environ['PATH']}", **env_extra}
+    return subprocess.run([sys.executable, "-m", "tuning", "rollout", "-i", str(tmp_path / "inv"), "--journal-dir",
+                           str(tmp_path / "journal"), "--json"], capture_output=True, text=True, env=env, timeout=300)
+
+
+def ib_results(report: dict) -> dict[str, dict]:
+    """The batch's IB verdicts by name."""
+    [batch] = report["batches"]
+    return {r["pair"]: r for r in batch["results"] if r["pair"].startswith("ib ")}
+
+
+def test_a_tenant_partition_with_mtu_and_sl_is_rolled_out_proven_and_kept(lab, tmp_path):
+    before = lab_before(lab)
+    done = rollout(lab, tmp_path, {"partitions": [DEFAULT, TENANT]})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert (report["outcome"], report["verify_ok"]) == ("kept", True)
+    keys = {(c["key"], c["before"], c["after"]) for c in report["changes"]["sm01"]}
+    assert ("pkey/node02 mlx5_7/1/0x0001", None, "limited") in keys and len(keys) == 1 + 16  # the diff: file + pkeys
+    ib = ib_results(report)
+    assert ib["ib tenant1 0x0001 pkeys"]["judged"] == [
+        "smpquery pkeys: 16 member port(s) hold 0x0001 as intended (inventory): 8 full (0x8001), 8 limited (0x0001)"]
+    assert ib["ib Default 0x7fff pkeys"]["status"] == "pass"
+    paths = {k: v for k, v in ib.items() if k.startswith("ib tenant1 node01 mlx5_0/1 -> ")}
+    assert len(paths) == 15 and all(v["status"] == "pass" for v in paths.values())
+    # ibsim's ports cap every path at 2048 (MtuCap): mtu=5 (4096) capped there; sl 3 with qos on
+    one = paths["ib tenant1 node01 mlx5_0/1 -> node02 mlx5_7/1"]
+    assert one["judged"][0].endswith(": mtu 2048 (MtuCap 2048), sl 3") and (one["mtu_bytes"], one["mtu_allowed"]) == (
+        2048, 2048)
+    j = Journal.load(tmp_path / "journal", report["run_id"])
+    assert j.data["outcome"] == "kept" and j.device("sm01")["state"] == DeviceState.APPLIED
+    assert {r["pair"] for r in j.data["batches"][0]["results"]} == set(ib)
+    assert pkeys(lab, "node02-mlx5_7") == ["0xffff", "0x0001"]
+    restored_from_journal(lab, j, before)
+
+
+def test_dropping_the_default_rule_is_caught_by_the_verification_and_restored_byte_for_byte(lab, tmp_path):
+    before = lab_before(lab)
+    done = rollout(lab, tmp_path, {"partitions": [TENANT]})
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert (report["outcome"], report["verify_ok"], report["restored"]) == ("rolled-back", False, ["sm01"])
+    bad = ib_results(report)["ib Default 0x7fff pkeys"]
+    assert bad["status"] == "fail" and len(bad["reasons"]) == 16
+    assert bad["reasons"][0] == ("node01 mlx5_0/1: 0x7fff limited, want full (full before the run: it cannot talk "
+                                 "to other limited members)")
+    assert lab_before(lab) == before  # partitions.conf, opensm.conf and every port's pkey table as before
+
+
+def test_a_controller_killed_mid_apply_of_a_rollout_is_restored_by_fabtune_rollback(lab, tmp_path):
+    before = lab_before(lab)
+    sm_target(lab, tmp_path, {"partitions": [DEFAULT, TENANT]}, local=True)
+    env = {**os.environ, "PATH": f"{lab.tools_dir}{os.pathsep}{os.environ['PATH']}"}
+    child = subprocess.Popen([sys.executable, "-m", "tuning", "rollout", "-i", str(tmp_path / "inv"), "--journal-dir",
+                              str(tmp_path / "journal")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**env, "FABTUNE_TEST_PAUSE_AT": "apply-sm"})
+    try:
+        line = next(x for x in child.stderr if "fabtune: test pause at" in x)
+    finally:
+        child.kill()
+        child.wait()
+    rolled_back_mid_push(lab, tmp_path, env, line.split("(run ")[1].rstrip(")\n"), before)

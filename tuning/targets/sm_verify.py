@@ -1,0 +1,96 @@
+"""The InfiniBand verification of an OpenSM change (:mod:`tuning.verify.ib_sm` judges, this module
+reads): which partitions a run's plan makes it prove and what each must hold (from the SM's policy,
+:mod:`tuning.targets.sm_partitions`), read through the :class:`~tuning.targets.sm.SmTarget`'s own
+readers (``iblinkinfo``, ``smpquery pkeys`` as its read back, ``smpquery portinfo``, ``saquery PR``).
+The rollout gate calls :func:`prove` for each subnet manager a batch changed
+(:func:`tuning.rollout.gate.verify_sm`).
+"""
+
+from __future__ import annotations
+
+from tuning.errors import SetupError
+from tuning.model.ib_sm import DEFAULT_PKEY, SmSpec
+from tuning.parsers.ib_sm import MTUS
+from tuning.targets import sm_partitions as sp
+from tuning.targets.sm import SmTarget
+from tuning.verify import ib_sm as ib
+
+
+def _changed(spec: SmSpec, ports: list[sp.CaPort], changes: list) -> set[int]:
+    """The pkeys the plan ``changes``: a port's membership moves, or its definition in the file differs."""
+    pkeys = {int(c.key.rpartition("/")[2], 16) for c in changes if c.key.startswith("pkey/")}
+    before = next((c.before or "" for c in changes if c.key == sp.FILE_KEY), None)
+    if before is not None:
+        for part in spec.partitions:
+            body = sp.render(spec.model_copy(update={"partitions": [part]}), ports).split("\n", 1)[1]
+            if body not in before:
+                pkeys.add(part.pkey)
+    return pkeys
+
+
+def intents(spec: SmSpec, ports: list[sp.CaPort], changes: list, before: dict[str, sp.Table]) -> list[ib.Intent]:
+    """The partitions to prove (:mod:`tuning.verify.ib_sm`), in pkey order: those ``changes`` touches and the
+    Default one. ``before``: port GUID -> pkey table before the run (the journal's ``pkeys_before``).
+    A partition the plan removes is proven absent (no member). Raises InputError (as
+    :func:`tuning.targets.sm_partitions.render`)."""
+    want = sp.expected_tables(spec, ports)
+    by_pkey = {p.pkey: p for p in spec.partitions}
+    out = []
+    for pkey in sorted(_changed(spec, ports, changes) | {DEFAULT_PKEY}):
+        word, part = sp.pkey_word(pkey), by_pkey.get(pkey)
+        if part is not None:
+            members = {g: t[word] for g, t in want.items() if word in t}
+            out.append(ib.Intent(part.name, pkey, members, MTUS.get(part.mtu), part.sl, "inventory"))
+        elif pkey == DEFAULT_PKEY:
+            members = {g: t[word] for g, t in before.items() if word in t}
+            out.append(ib.Intent("Default", pkey, members, None, None, "before the run"))
+        else:
+            out.append(ib.Intent(f"removed {word}", pkey, {}, None, None, "inventory"))
+    return out
+
+
+def prove(target: SmTarget, spec: SmSpec, record: dict, changes: list) -> list:
+    """The IB verification of one SM (``target``: an open :class:`tuning.targets.sm.SmTarget`) after
+    its push: ``record`` its journal record (the snapshot's ``pkeys_before``), ``changes`` its plan.
+    One round trip per kind of read: ``iblinkinfo``, ``smpquery pkeys`` of the member ports,
+    ``smpquery portinfo`` and ``saquery PR`` (one per member pair of a partition asking an mtu or sl).
+
+    Returns:
+        verdicts: one ``pkeys`` result per partition, one per hub -> member path, harness errors
+        (``no_pairs``, ``tool_missing``) for a check that ran nothing.
+
+    Raises:
+        TuningError: a read failed on the SM host (CommandError, ParseError): the run restores.
+    """
+    sm = target.name
+    try:
+        ports = {f"{p.guid:#018x}": p for p in target.read_ports()}
+        wanted = intents(spec, list(ports.values()), changes, record["snapshot"]["pkeys_before"])
+        names = {g: p.name for g, p in ports.items()}
+        removed = any(not it.members and it.name.startswith("removed ") for it in wanted)
+        read = sorted(ports) if removed else sorted({g for it in wanted for g in it.members} & set(ports))
+        tables = target.read_pkeys(read)
+        out = [ib.judge_pkeys(sm, it, names, tables) for it in wanted]
+        return out + _paths(target, [it for it in wanted if it.mtu_bytes is not None or it.sl is not None], ports)
+    except SetupError as e:
+        return [ib.harness(sm, "verification", "tool_missing", e.message)]
+
+
+def _paths(target: SmTarget, wanted: list[ib.Intent], ports: dict[str, sp.CaPort]) -> list:
+    """The path verdicts of the partitions asking an mtu or sl (:func:`tuning.verify.ib_sm.judge_paths`); a partition
+    without a member pair is a ``no_pairs`` harness error."""
+    plans = {it.name: ib.path_plan(it, ports) for it in wanted}
+    out = [ib.harness(target.name, f"{it.name} paths", "no_pairs", f"partition {it.name}: no full member with "
+                      "another member in the fabric: no path record to read") for it in wanted if plans[it.name] is None]
+    todo = [it for it in wanted if plans[it.name] is not None]
+    if not todo:
+        return out
+    ends = sorted({f"{p.guid:#018x}" for it in todo for hub, others in [plans[it.name]] for p in [hub, *others]})
+    caps = target.read_mtu_caps(ends)
+    # one query a pair: a GetTable from the hub alone (``--slid``) answers a few paths only (measured)
+    records = target.read_path_records({f"{it.pkey}:{m.lid}": f"--src-to-dst {plans[it.name][0].lid}:{m.lid} "
+                                        f"--pkey {0x8000 | it.pkey:#06x}" for it in todo for m in plans[it.name][1]})
+    for it in todo:
+        hub, others = plans[it.name]
+        out += ib.judge_paths(it, hub, others, [r for m in others for r in records[f"{it.pkey}:{m.lid}"]], caps)
+    return out
