@@ -15,6 +15,7 @@ import pytest
 from tuning.burnin import ib_judge
 from tuning.burnin.ib_read import read_fabric
 from tuning.burnin.localise import localise
+from tuning.burnin import run as burnin_run
 from tuning.parsers.ib_counters import parse_perfquery
 from tuning.targets.sm import SmTarget
 from tuning.transport.base import CommandResult
@@ -148,3 +149,13 @@ def test_a_nodes_ib_ports_intent_is_the_width_its_cables_are_judged_against():
     assert [f["target"] for f in found] == [f"node01:mlx5_{i}/1<->leaf0{i % 2 + 1}/{i // 2 * 2 + 1}" for i in range(8)]
     assert {f["code"] for f in found} == {"ib-width-degraded"} and \
         found[0]["message"] == "node01:mlx5_0/1 runs 4X 53.125 Gbps (iblinkinfo: could be 12X); its node's ib_ports intent is 8X"
+
+
+def test_a_round_of_an_sm_only_inventory_that_read_no_port_stops_naming_the_sm():
+    rnd = {"index": 0, "pairs": [], "nics": {}, "gpus": {}, "errors": {},
+           "ib": {"sm01": {"ports": {}, "error": "perfquery: exit 1: ibwarn: mad_rpc failed"}}}
+    assert burnin_run.tested(rnd) == 0
+    assert burnin_run.nothing_tested(rnd, []) == ("round 1 tested nothing, stopped: no node to test; the IB fabric was not "
+                                       "read through sm01 (perfquery: exit 1: ibwarn: mad_rpc failed)")
+    rnd["ib"]["sm01"] = read(CLEAN)[0]
+    assert burnin_run.tested(rnd) == 34

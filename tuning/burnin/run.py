@@ -283,13 +283,15 @@ def tested(rnd: dict) -> int:
 
 def nothing_tested(rnd: dict, devices: list[Any]) -> str:
     """The one line of a round that tested nothing: the nodes not reached or read (the first 8, in
-    inventory order) and the first reason."""
+    inventory order) and the first reason; the subnet managers whose IB read failed or saw no port."""
     errors = rnd.get("errors") or {}
     names = [d.name for d in devices if d.name in errors] or [d.name for d in devices]
     listed = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
     first = next(iter(errors.values()), "")
-    return (f"round {rnd['index'] + 1} tested nothing, stopped: no node could be reached or read: {listed}"
-            + (f" ({first})" if first else ""))
+    ib = [f"{sm} ({r.get('error') or 'no Active cabled port'})" for sm, r in (rnd.get("ib") or {}).items()]
+    return (f"round {rnd['index'] + 1} tested nothing, stopped: " + (f"no node could be reached or read: {listed}"
+            + (f" ({first})" if first else "") if names else "no node to test")
+            + (f"; the IB fabric was not read through {', '.join(ib)}" if ib else ""))
 
 
 def next_round_wait(done: int, round_started: float, now: float, started: float, opts: BurninOptions,
