@@ -136,7 +136,10 @@ def test_a_link_gone_down_in_the_window_names_its_cable():
     after = copy.deepcopy(clean)
     del after["ports"]["node01:mlx5_5/1"], after["ports"]["leaf02/5"]
     [f] = ib_judge.findings(doc_of(clean, after))
-    assert (f["code"], f["target"]) == ("ib-link-down", "node01:mlx5_5/1<->leaf02/5")
+    assert (f["code"], f["target"], f["evidence"]["rounds"]) == ("ib-link-down", "node01:mlx5_5/1<->leaf02/5", [0])
+    assert f["message"] == "node01:mlx5_5/1 was Active at the baseline and is not in the window read"
+    [f] = ib_judge.findings(doc_of(clean, clean, recovery=after))  # down in the recovery window: named too
+    assert (f["code"], f["target"], f["evidence"]["rounds"]) == ("ib-link-down", "node01:mlx5_5/1<->leaf02/5", ["recovery"])
 
 
 def test_a_nodes_ib_ports_intent_is_the_width_its_cables_are_judged_against():

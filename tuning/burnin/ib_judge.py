@@ -9,7 +9,8 @@ One finding per cable (both ends named, the HCA end first: ``node01:mlx5_0/1<->l
 ``link`` (``switch`` for a switch-to-switch cable: no node to drain), its code the first of
 :data:`IB_CODES` its evidence shows:
 
-- ``ib-link-down``: a port Active at the baseline is not Active (or gone) in a later read;
+- ``ib-link-down``: a port Active at the baseline (after the last round) is not Active, or gone, at
+  the window's end (after the recovery window);
 - ``ib-link-flap``: ``LinkDownedCounter`` rose on an end;
 - ``ib-width-degraded`` / ``ib-speed-degraded``: an end runs fewer lanes (a slower generation) than
   its node's ``ib_ports`` intent (``doc["ib"]["intent"]``, an HCA end), else than most cabled ports of
@@ -130,8 +131,8 @@ def _window(sig: dict, counters: dict, label: str, before: dict, after: dict, id
     for name, p in before.get("ports", {}).items():
         q = after.get("ports", {}).get(name)
         if q is None or q.get("state") != "Active":
-            if label == "window":
-                _add(sig, name, p, "ib-link-down", idx, f"{name} was Active at the baseline and is not now")
+            when = "at the baseline" if label == "window" else "after the last round"
+            _add(sig, name, p, "ib-link-down", idx, f"{name} was Active {when} and is not in the {label} read")
             continue
         got, unk, sat = rises(p, q)
         read = [k for k in ERROR_COUNTERS if k in (q.get("counters") or {})]
