@@ -1,7 +1,8 @@
-"""``make demo``: the main job end to end on the embedded lab, with its switches on two OSes.
+"""``make demo``: the main job end to end on the embedded lab, with its switches on three OSes.
 
-1. start the lab with leaf02 on Arista EOS beside the NVUE leaf01 and spine01 (the inventory of
-   ``fabtune lab init --switch-os leaf02=eos`` on the default ports; untuned: MTU 1500, no PFC/ECN,
+1. start the lab with its switches on the three OSes fabtune drives: leaf02 on Arista EOS, spine01
+   on community SONiC, leaf01 on NVUE (the inventory of
+   ``fabtune lab init --switch-os leaf02=eos --switch-os spine01=sonic`` on the default ports; untuned: MTU 1500, no PFC/ECN,
    IRQs remote, switches lossy);
 2. roll it out: performance improves, the change is kept;
 3. roll out a deliberately wrong variant (leaf01's uplink to the spine at MTU 1500: consistent
@@ -29,8 +30,8 @@ from tuning.rollout import engine
 from tuning.model.outcomes import RunOutcome
 
 LAB = Path("inventory/lab")
-#: the demo lab's switch OSes where not NVUE
-SWITCH_OS = {"leaf02": "eos"}
+#: the demo lab's switch OSes where not NVUE (:data:`tuning.lab.fabric.SWITCH_OSES`)
+SWITCH_OS = {"leaf02": "eos", "spine01": "sonic"}
 
 
 def wrong_variant(src: Path, dst: Path) -> Path:
@@ -46,6 +47,12 @@ def wrong_variant(src: Path, dst: Path) -> Path:
     return dst
 
 
+def _oses() -> str:
+    """``leaf01 on nvue, leaf02 on eos, spine01 on sonic``: what the demo's switches run."""
+    names = ("leaf01", "leaf02", "spine01")
+    return ", ".join(f"{n} on {SWITCH_OS.get(n, 'nvue')}" for n in names)
+
+
 def main() -> int:
     """Run the demo; returns the exit status."""
     out, err = console(), console(stderr=True)
@@ -59,7 +66,7 @@ def main() -> int:
     ok = True
     try:
         journal = root / "journal"
-        out.rule("1. roll out the lab: leaf02 on Arista EOS, leaf01 and spine01 on NVUE (untuned -> tuned)")
+        out.rule(f"1. roll out the lab: {_oses()} (untuned -> tuned)")
         good = engine.run(inventory.load(lab), engine.Options(mode="rollout", journal_dir=journal), progress)
         out.print(verify_table(good.verify_after, "per pair, before -> after", good.verify_before))
         out.print(f"outcome: [bold]{good.outcome}[/bold], {good.n_changes} changes, run {good.run_id}, {good.seconds} s")
