@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tuning.burnin import ib_judge
+from tuning.burnin.drain import node_of
 from tuning.burnin.ib_read import read_fabric
 from tuning.burnin.localise import localise
 from tuning.burnin import run as burnin_run
@@ -75,6 +76,7 @@ def test_the_1x_cable_and_the_node_port_counting_symbol_errors_are_named_and_not
     assert found[1]["message"] == ("the node port node02:mlx5_3/1 counts errors: node02:mlx5_3/1 counted "
                                    "SymbolErrorCounter +500 in the window, none in the 10 s recovery window")
     assert "runs 1X 53.125 Gbps (iblinkinfo: could be 12X); the fabric's links run 4X" in found[0]["message"]
+    assert [node_of(f) for f in found] == ["node01", "node02"]  # what a drain would take out
 
 
 def test_a_clean_fabric_names_nothing():
