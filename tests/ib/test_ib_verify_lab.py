@@ -100,3 +100,24 @@ def test_a_controller_killed_mid_apply_of_a_rollout_is_restored_by_fabtune_rollb
         child.kill()
         child.wait()
     rolled_back_mid_push(lab, tmp_path, env, line.split("(run ")[1].rstrip(")\n"), before)
+
+
+def test_a_partition_sl_that_does_not_reach_its_path_records_fails_the_gate_and_is_restored(tmp_path):
+    """OpenSM with ``qos`` off (its default) serves the tenant's pkeys but SL 0 in its path records:
+    each member pair's record is the evidence, the batch is restored byte for byte."""
+    lab = IbLab(tmp_path / "lab", default_fabric(n_nodes=2))
+    lab.up()
+    try:
+        before = lab_before(lab)
+        done = rollout(lab, tmp_path, {"partitions": [DEFAULT, TENANT]})
+        assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+        report = json.loads(done.stdout)
+        assert (report["outcome"], report["verify_ok"]) == ("rolled-back", False)
+        ib = ib_results(report)
+        assert (ib["ib tenant1 0x0001 pkeys"]["status"], ib["ib Default 0x7fff pkeys"]["status"]) == ("pass", "pass")
+        paths = [v for k, v in ib.items() if " -> " in k]
+        assert len(paths) == 15 and {v["status"] for v in paths} == {"fail"}
+        assert paths[0]["reasons"][0].endswith(": mtu 2048 (MtuCap 2048), sl 0: sl 0, want 3")
+        assert lab_before(lab) == before
+    finally:
+        assert lab.down()
