@@ -113,6 +113,21 @@ def test_partitions_no_verification_can_read_are_named_from_the_inventory_alone(
         "partition st asks mtu/sl and has no full member: limited members have no path record between them"]
 
 
+def test_a_failed_gate_names_the_ib_verdicts_and_their_evidence():
+    from tuning.rollout.gate import gate_failed_why
+
+    s = spec(TENANT)
+    default = intents(s, PORTS, plan(s), ALL_FULL)[1]
+    bad = ib_sm.judge_pkeys("sm01", default, NAMES, {g: {"0x7fff": "limited"} for g in GUIDS})
+    lone = ib_sm.harness("sm01", "solo paths", "no_pairs", "partition solo: no full member")
+    assert gate_failed_why(1, [dict(bad.__dict__), dict(lone.__dict__)]) == (
+        "batch 1: verification failed or regressed (1 pair(s) not tested: the verification harness failed); "
+        "ib Default 0x7fff pkeys: node01 mlx5_0/1: 0x7fff limited, want full (full before the run: it cannot talk "
+        "to other limited members) (+15 more)")
+    assert gate_failed_why(1, [dict(lone.__dict__)]).startswith(
+        "batch 1: the verification harness failed on 1 pair(s) (no_pairs on sm01): the fabric was not tested")
+
+
 def test_portinfo_of_the_real_smpquery_gives_the_ports_mtu_cap():
     info = parse_portinfo((CASES / "smpquery_portinfo__hca_mtucap_2048.txt").read_text())
     assert (info.lid, info.port, info.mtu_cap_bytes, info.fields["LinkWidthActive"]) == (2, 1, 2048, "4X")

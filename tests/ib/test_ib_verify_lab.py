@@ -84,6 +84,9 @@ def test_dropping_the_default_rule_is_caught_by_the_verification_and_restored_by
     assert bad["status"] == "fail" and len(bad["reasons"]) == 16
     assert bad["reasons"][0] == ("node01 mlx5_0/1: 0x7fff limited, want full (full before the run: it cannot talk "
                                  "to other limited members)")
+    assert report["batches"][0]["halt"] == (
+        "batch 1: verification failed or regressed; ib Default 0x7fff pkeys: node01 mlx5_0/1: 0x7fff limited, want "
+        "full (full before the run: it cannot talk to other limited members) (+15 more)")
     assert lab_before(lab) == before  # partitions.conf, opensm.conf and every port's pkey table as before
 
 

@@ -101,7 +101,9 @@ def verify_sm(s: Session, names: list[str], j, plans: dict, progress: Progress,
         if not getattr(t, "ib_verified", False) or not plans.get(name) or name in skip:
             continue
         progress(f"verify: {name}: partitions' pkey tables (smpquery) and path records (saquery PR)")
-        out += prove(t, s.inv.devices[name].spec, j.device(name), plans[name])
+        got = prove(t, s.inv.devices[name].spec, j.device(name), plans[name])
+        progress(f"verify: {name}: {sum(x.status == 'pass' for x in got)}/{len(got)} IB check(s) passed")
+        out += got
     return all(x.status == "pass" for x in out), out
 
 
@@ -262,7 +264,8 @@ def gate_failed_why(index: int, results: list[dict], nccl: list[dict] | None = N
     from its pair results (the journal's batch record ``results``): ``batch 2: verification failed
     or regressed``, with the pairs the harness kept from testing (``error_class == "harness"``); when
     the harness alone failed, it says so: the fabric was not tested, the change is unproven and
-    restored as such, not as a fabric regression. When every pair passed, the nccl-tests jobs that
+    restored as such, not as a fabric regression. Up to 3 failed IB verdicts (``ib ...``,
+    :func:`verify_sm`) are named with their first reason, the evidence read. When every pair passed, the nccl-tests jobs that
     did not (``nccl``: the report's ``nccl_after``) are named with their reasons."""
     bad = [x for x in results if x.get("status") != "pass"]
     jobs = [x for x in nccl or [] if x.get("status") != "pass"]
@@ -276,4 +279,7 @@ def gate_failed_why(index: int, results: list[dict], nccl: list[dict] | None = N
         return (f"batch {index}: the verification harness failed on {len(harness)} pair(s) ({kinds} on {nodes}): "
                 f"the fabric was not tested, the change is unproven (not a fabric regression)")
     tail = f" ({len(harness)} pair(s) not tested: the verification harness failed)" if harness else ""
+    ib = [x for x in bad if str(x.get("pair")).startswith("ib ") and x.get("error_class") != "harness"]
+    tail += "".join(f"; {x['pair']}: {(x.get('reasons') or [x.get('status')])[0]}"
+                    + (f" (+{len(x['reasons']) - 1} more)" if len(x.get("reasons") or []) > 1 else "") for x in ib[:3])
     return f"batch {index}: verification failed or regressed{tail}"
