@@ -43,6 +43,9 @@ MIN_BW_SHARE = typer.Option(None, "--min-bw-share", parser=deferred(number("--mi
                             "end's line rate (default: the policy's; none: not judged).")
 FIRMWARE = typer.Option(False, "--allow-firmware", help="Push NIC firmware burns the profile pins "
                         "(firmware.version); without it a plan that burns firmware is refused (exit 2).")
+REBOOT = typer.Option(False, "--allow-reboot", help="Let Slurm reboot (scontrol reboot ASAP nextstate=RESUME, once "
+                      "per node) the nodes whose pushed changes need a boot (kernel command line) before the batch "
+                      "is verified: --engine slurm only; the playbooks' fabtune_allow_reboot (docs/burnin.md).")
 JUNIT = typer.Option(None, "--junit", metavar="FILE", parser=file_arg("--junit", report_file("--junit")),
                      help="Write JUnit XML: a test case per device and per verified pair (docs/reports.md).")
 PROM = typer.Option(None, "--prom-file", metavar="FILE.prom",

@@ -14,7 +14,7 @@ import typer
 from tuning.cli_args import MAX_CONFIRM_S, deferred, integer, load_inventory, out_dir_arg, raise_refused
 from tuning.cli_emit import emit, interrupted_summary, nccl_lines, out, progress
 from tuning.cli_options import (BATCH_BY, DETAIL, DOMAIN, FIRMWARE, INV, JDIR_RUN, JSON, JUNIT, LIMIT, MAX_LAT, MIN_BW,
-                                MIN_BW_SHARE, PROM, RAIL, REPORT_JSON, SERIAL, chosen_domains, report_outputs,
+                                MIN_BW_SHARE, PROM, RAIL, REBOOT, REPORT_JSON, SERIAL, chosen_domains, report_outputs,
                                 run_policy, run_thresholds)
 from tuning.errors import InputError
 from tuning.report import verify_table
@@ -136,7 +136,7 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
             batch_by: Optional[str] = BATCH_BY, max_fail_percentage: Optional[int] = MAX_FAIL_PERCENTAGE,
             max_failed: Optional[int] = MAX_FAILED, settle_s: Optional[int] = SETTLE_S,
             on_regression: Optional[str] = ON_REGRESSION, no_incast: bool = NO_INCAST_LEAF,
-            engine_name: str = ENGINE, detail: bool = DETAIL) -> None:
+            engine_name: str = ENGINE, allow_reboot: bool = REBOOT, detail: bool = DETAIL) -> None:
     """Snapshot, then per batch (the policy's: inventory fabtune_rollout, flags): apply in a safe
     order, verify with RDMA tests (and an incast per changed leaf), confirm; on a regression restore
     the batch (or every batch) and halt.
@@ -153,15 +153,15 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
             Recorder(report_outputs(junit, prom_file, report_json), "rollout", inventory) as rec:
         raise_refused(journal_dir, confirm_s, min_bw, max_lat, min_bw_share, rail, max_fail_percentage, max_failed,
                       settle_s)
-        _known_engine(engine_name)
+        _known_engine(engine_name, allow_reboot)
         inv = load_inventory(inventory)
         policy = run_policy(inv, serial, batch_by=batch_by, max_fail_percentage=max_fail_percentage,
                             max_failed_devices=max_failed, settle_s=settle_s, on_regression=on_regression,
                             min_bw_gbps=min_bw, max_lat_us=max_lat, min_bw_share=min_bw_share,
                             incast_enabled=False if no_incast else None)
-        opts = engine.Options(mode="rollout", limit=limit, journal_dir=journal_dir, confirm_s=confirm_s,
+        opts = engine.Options(mode="rollout", limit=limit, journal_dir=journal_dir, confirm_s=confirm_s, policy=policy,
                               thresholds=run_thresholds(rec, policy), rails=tuple(rail) if rail else None,
-                              allow_firmware=allow_firmware, policy=policy, domains=chosen_domains(domain))
+                              allow_firmware=allow_firmware, allow_reboot=allow_reboot, domains=chosen_domains(domain))
         rec.select(inv.select(limit))
         report = _drive(engine_name, inventory, inv, opts, rail, batch_by)
         code = rec.done(report)
@@ -169,10 +169,14 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
     raise typer.Exit(code)
 
 
-def _known_engine(name: str) -> None:
-    """Raises InputError unless ``name`` is ``nornir``, ``ansible`` or ``slurm``."""
+def _known_engine(name: str, allow_reboot: bool = False) -> None:
+    """Raises InputError unless ``name`` is ``nornir``, ``ansible`` or ``slurm``, and ``--allow-reboot``
+    comes with ``slurm`` (the only engine that reboots in a rollout: tuning/slurm_reboot.py)."""
     if name not in ("nornir", "ansible", "slurm"):
         raise InputError("--engine", name, "unknown engine; allowed: nornir, ansible, slurm")
+    if allow_reboot and name != "slurm":
+        raise InputError("--allow-reboot", name, "only --engine slurm reboots nodes in a rollout (the playbooks: "
+                         "-e fabtune_allow_reboot=true); allowed: --engine slurm")
 
 
 def _drive(engine_name: str, inventory: Path, inv, opts, rail: Optional[list[int]], batch_by: Optional[str]):
