@@ -45,7 +45,7 @@ def intents(spec: SmSpec, ports: list[sp.CaPort], changes: list, before: dict[st
             members = {g: t[word] for g, t in before.items() if word in t}
             out.append(ib.Intent("Default", pkey, members, None, None, "before the run"))
         else:
-            out.append(ib.Intent(f"removed {word}", pkey, {}, None, None, "inventory"))
+            out.append(ib.Intent(f"removed {word}", pkey, {}, None, None, ib.REMOVED))
     return out
 
 
@@ -67,7 +67,7 @@ def prove(target: SmTarget, spec: SmSpec, record: dict, changes: list) -> list:
         ports = {f"{p.guid:#018x}": p for p in target.read_ports()}
         wanted = intents(spec, list(ports.values()), changes, record["snapshot"]["pkeys_before"])
         names = {g: p.name for g, p in ports.items()}
-        removed = any(not it.members and it.name.startswith("removed ") for it in wanted)
+        removed = any(it.source == ib.REMOVED for it in wanted)
         read = sorted(ports) if removed else sorted({g for it in wanted for g in it.members} & set(ports))
         tables = target.read_pkeys(read)
         out = [ib.judge_pkeys(sm, it, names, tables) for it in wanted]

@@ -33,6 +33,8 @@ from tuning.verify.pair_result import PairResult, error_class
 
 #: member words that name no HCA port (OpenSM's partition-config.txt)
 NO_CA = ("SELF", "ALL_SWITCHES")
+#: :attr:`Intent.source` of a partition the plan removes: proven absent from every port
+REMOVED = "removed by the plan"
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,8 @@ class Intent:
         name: the partition's name (``Default`` when the inventory leaves it to OpenSM).
         pkey: its 15-bit pkey (``0x7fff``).  members: port GUID (``0x...``) -> ``full`` | ``limited``.
         mtu_bytes: the MTU it asks (``mtu=5``: 4096), None when not asked.  sl: the SL it asks or None.
-        source: ``inventory`` or ``before the run`` (the Default partition no rule of the inventory sets).
+        source: ``inventory``, ``before the run`` (the Default partition no rule of the inventory sets) or
+            :data:`REMOVED`.
     """
 
     name: str
@@ -89,7 +92,7 @@ def judge_pkeys(sm: str, it: Intent, names: dict[str, str], tables: dict[str, di
     name): pass naming how many full and limited members hold the pkey, else fail naming each port,
     what it holds and what it should."""
     word, bad = pkey_word(it.pkey), []
-    if it.name.startswith("removed "):
+    if it.source == REMOVED:
         bad = [f"{names.get(g, g)}: holds {word} ({t[word]}), the partition was removed" for g, t in tables.items()
                if word in t]
         return _result(it.name, "smpquery pkeys", not bad, bad or [f"smpquery pkeys of {len(tables)} port(s): none "
@@ -99,7 +102,8 @@ def judge_pkeys(sm: str, it: Intent, names: dict[str, str], tables: dict[str, di
     for g, how in sorted(it.members.items(), key=lambda x: names.get(x[0], x[0])):
         read = tables[g].get(word) if g in tables else "no Active port (iblinkinfo)"
         if read != how:
-            was = " (full before the run: it cannot talk to other limited members)" if it.source != "inventory" else ""
+            was = (" (full before the run: it cannot talk to other limited members)"
+                   if it.source != "inventory" and how == "full" else "")
             bad.append(f"{names.get(g, g)}: {word} {read or 'absent'}, want {how}{was}")
     full = sum(1 for how in it.members.values() if how == "full")
     said = bad or [f"smpquery pkeys: {len(it.members)} member port(s) hold {word} as intended ({it.source}): {full} "
