@@ -63,7 +63,7 @@ def bench_size(n: int, base_port: int) -> dict[str, tuple[Sample, str]]:
     # a task's PATH is its lab node shell's: the node command is this interpreter (as tests/slurm does)
     env = {**os.environ, "PYTHONPATH": str(REPO), NODE_COMMAND_ENV: f"{sys.executable} -m tuning"}
     try:
-        slurm.up(state, fabric)
+        slurm.up(state, fabric, inv)
         env.update(slurm.client_env(state))
         got = {}
         for engine in ("nornir", "slurm"):

@@ -64,7 +64,7 @@ def lab_up(inventory: Path = INV, state_dir: Optional[Path] = STATE,
     controller.up(sd, fabric)
     if slurm:
         try:
-            took = slurm_lab.up(sd, fabric)
+            took = slurm_lab.up(sd, fabric, inventory)
         except BaseException:
             controller.down(sd)  # nothing half up
             raise

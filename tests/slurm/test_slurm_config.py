@@ -5,6 +5,7 @@ per-node environment, and the grammar checks on what reaches the files."""
 from __future__ import annotations
 
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,13 +26,14 @@ def test_ports_lie_above_the_lab_and_are_unique():
 
 def test_write_lays_out_conf_key_and_task_env(tmp_path):
     state = tmp_path / "lab" / ".state"
-    conf = slurm.write(state, default_fabric(base_port=31000, n_nodes=2))
+    conf = slurm.write(state, default_fabric(base_port=31000, n_nodes=2), tmp_path / "lab")
     text = conf.read_text()
     base = state.resolve() / "slurm"
     for line in ("ClusterName=fabtune-lab", "SlurmctldHost=localhost", "SlurmctldPort=31104",
                  "SrunPortRange=31107-31138", "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
                  "SelectType=select/cons_tres", "ReturnToService=2", f"AuthInfo=socket={base}/munge/run/munge.sock",
                  f"StateSaveLocation={base}/state", f"SlurmdSpoolDir={base}/spool/%n", f"TaskProlog={base}/task_prolog",
+                 f"RebootProgram={base}/reboot_program", "ResumeTimeout=180",
                  "NodeName=node01 NodeHostname=localhost Port=31105 CPUs=1 State=UNKNOWN",
                  "NodeName=node02 NodeHostname=localhost Port=31106 CPUs=1 State=UNKNOWN"):
         assert line in text.splitlines(), line
@@ -44,15 +46,22 @@ def test_write_lays_out_conf_key_and_task_env(tmp_path):
                    f"export PATH={state.resolve()}/bin:/usr/local/bin:/usr/bin:/bin",
                    f"export FABTUNE_SYSROOT={state.resolve()}/nodes/node02/sysroot"]
     assert slurm.client_env(state) == {"SLURM_CONF": str(conf)}
+    # the RebootProgram: this interpreter runs tuning.lab.slurm_reboot on the lab's state and inventory
+    program = (base / "reboot_program").read_text().splitlines()
+    assert program[-1] == (f'PYTHONPATH="{REPO.resolve()}" exec "{sys.executable}" -m tuning.lab.slurm_reboot '
+                           f'"{state.resolve()}" "{(tmp_path / "lab").resolve()}"')
+    assert stat.S_IMODE((base / "reboot_program").stat().st_mode) == 0o755
 
 
 def test_a_state_folder_slurm_conf_cannot_carry_is_refused(tmp_path):
     with pytest.raises(InputError, match="slurm.conf"):
-        slurm.write(tmp_path / "my lab" / ".state", default_fabric(base_port=31000, n_nodes=2))
+        slurm.write(tmp_path / "my lab" / ".state", default_fabric(base_port=31000, n_nodes=2), tmp_path)
+    with pytest.raises(InputError, match="--inventory"):
+        slurm.write(tmp_path / "lab" / ".state", default_fabric(base_port=31000, n_nodes=2), tmp_path / "my lab")
     fabric = default_fabric(base_port=31000, n_nodes=2)
     fabric.nodes[1].name = "node02 Port=1"
     with pytest.raises(InputError, match="node02 Port=1"):
-        slurm.write(tmp_path / "lab", fabric)
+        slurm.write(tmp_path / "lab", fabric, tmp_path)
     assert not (tmp_path / "lab" / "slurm").exists()
 
 
@@ -73,13 +82,13 @@ def test_a_daemon_that_exits_fails_up_at_once_with_its_log(tmp_path: Path, monke
         return
     write = slurm.write
 
-    def write_short_key(state_dir, fabric):
-        conf = write(state_dir, fabric)
+    def write_short_key(state_dir, fabric, inventory):
+        conf = write(state_dir, fabric, inventory)
         (conf.parent / "munge" / "etc" / "munge.key").write_bytes(b"short")
         return conf
 
     monkeypatch.setattr(slurm, "write", write_short_key)
     state, start = tmp_path / "lab" / ".state", time.monotonic()
     with pytest.raises(TuningError, match=r"munged made no socket: munged exited\):\n(.|\n)*munged.log: "):
-        slurm.up(state, default_fabric(base_port=TEST_BASE_PORT + 150, n_nodes=1))  # this process's ports
+        slurm.up(state, default_fabric(base_port=TEST_BASE_PORT + 150, n_nodes=1), tmp_path / "lab")
     assert time.monotonic() - start < 10 and slurm.running(state) == {}

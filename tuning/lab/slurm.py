@@ -41,12 +41,13 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from tuning.errors import InputError, SetupError, TuningError
-from tuning.lab import privileges
+from tuning.lab import privileges, slurm_reboot
 from tuning.lab.fabric import Fabric
 from tuning.model.grammar import check_host_name, check_path
 
@@ -58,6 +59,11 @@ SRUN_PORTS = 32
 UP_TIMEOUT_S = 30.0
 DOWN_TIMEOUT_S = 5.0
 FOLDER = "slurm"
+#: the lab's RebootProgram (:mod:`tuning.lab.slurm_reboot`) in ``<state>/slurm/``, and the seconds
+#: slurmctld gives a reboot before it marks the node DOWN ("reboot timed out"; slurm.conf(5)
+#: ResumeTimeout, default 60: a lab node's reboot rebuilds its sysroot, which takes longer on a loaded machine)
+REBOOT_PROGRAM = "reboot_program"
+RESUME_TIMEOUT_S = 180
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,7 @@ def config(state_dir: Path, fabric: Fabric, user: str) -> str:
         f"SlurmctldPidFile={base / 'run' / 'slurmctld.pid'}", f"SlurmdPidFile={base / 'run' / 'slurmd.%n.pid'}",
         f"SlurmctldLogFile={base / 'log' / 'slurmctld.log'}", f"SlurmdLogFile={base / 'log' / 'slurmd.%n.log'}",
         f"PlugStackConfig={base / 'plugstack.conf'}", f"TaskProlog={base / 'task_prolog'}",
+        f"RebootProgram={base / REBOOT_PROGRAM}", f"ResumeTimeout={RESUME_TIMEOUT_S}",
         "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
         "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
         "ReturnToService=2", "MpiDefault=none", "SchedulerType=sched/backfill",
@@ -118,20 +125,22 @@ def config(state_dir: Path, fabric: Fabric, user: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(state_dir: Path, fabric: Fabric) -> Path:
+def write(state_dir: Path, fabric: Fabric, inventory: Path) -> Path:
     """Lay out ``<state>/slurm/`` afresh: munge key and folders (munged(8)'s modes), ``slurm.conf``,
     an empty ``plugstack.conf`` (no SPANK plugin of this host), the ``TaskProlog`` and one
-    environment file per node. Returns the ``slurm.conf`` path.
+    environment file per node, and the ``RebootProgram`` (``fabtune lab reboot`` of ``inventory``'s
+    node, :mod:`tuning.lab.slurm_reboot`). Returns the ``slurm.conf`` path.
 
     Raises:
-        InputError: a node name outside the inventory grammar, or a state folder path that
-            ``slurm.conf`` cannot carry as is.
+        InputError: a node name outside the inventory grammar, or a state folder or inventory path
+            that ``slurm.conf`` or the RebootProgram cannot carry as is.
     """
-    state_dir = state_dir.resolve()
-    try:
-        check_path(str(state_dir))
-    except ValueError as e:
-        raise InputError("--state-dir", str(state_dir), f"the Slurm lab writes it into slurm.conf: {e}") from e
+    state_dir, inventory = state_dir.resolve(), inventory.resolve()
+    for flag, path in (("--state-dir", state_dir), ("--inventory", inventory)):
+        try:
+            check_path(str(path))
+        except ValueError as e:
+            raise InputError(flag, str(path), f"the Slurm lab writes it into slurm.conf: {e}") from e
     for node in fabric.nodes:
         try:
             check_host_name(node.name)
@@ -151,6 +160,10 @@ def write(state_dir: Path, fabric: Fabric) -> Path:
         f.write(secrets.token_bytes(1024))
     _task_env(state_dir, fabric)
     (base / "plugstack.conf").write_text("")
+    program = base / REBOOT_PROGRAM
+    program.write_text(slurm_reboot.program_text(sys.executable, str(Path(__file__).resolve().parents[2]),
+                                                 state_dir, inventory))
+    program.chmod(0o755)
     conf = base / "slurm.conf"
     conf.write_text(config(state_dir, fabric, pwd.getpwuid(os.geteuid()).pw_name))
     return conf
@@ -229,8 +242,10 @@ def _spawn(argv: list[str], log: Path, env: dict[str, str], cwd: Path) -> int:
     return proc.pid
 
 
-def up(state_dir: Path, fabric: Fabric) -> float:
-    """Start munged, slurmctld and one slurmd per node of ``fabric`` for the lab of ``state_dir``.
+def up(state_dir: Path, fabric: Fabric, inventory: Path) -> float:
+    """Start munged, slurmctld and one slurmd per node of ``fabric`` for the lab of ``state_dir``
+    (``inventory``: the lab's, for the RebootProgram). Each slurmd has its node in
+    :data:`tuning.lab.slurm_reboot.NODE_ENV`.
 
     Returns:
         The seconds until ``sinfo`` showed every node idle.
@@ -244,7 +259,7 @@ def up(state_dir: Path, fabric: Fabric) -> float:
     state_dir = state_dir.resolve()
     down(state_dir)  # a Slurm lab left over from a lab that was not stopped
     tools = check(fabric)
-    base = write(state_dir, fabric).parent
+    base = write(state_dir, fabric, inventory).parent
     env = {**os.environ, **client_env(state_dir)}
     pids: dict[str, int] = {}
     munge = base / "munge"
@@ -258,7 +273,8 @@ def up(state_dir: Path, fabric: Fabric) -> float:
     for node in fabric.nodes:
         (base / "spool" / node.name).mkdir()
         pids[f"slurmd {node.name}"] = _spawn([tools["slurmd"], "-D", "-N", node.name],
-                                             base / "log" / f"slurmd.{node.name}.out", env, base)
+                                             base / "log" / f"slurmd.{node.name}.out",
+                                             {**env, slurm_reboot.NODE_ENV: node.name}, base)
     _save(base, pids)
     names = {n.name for n in fabric.nodes}
     _wait(lambda: _idle(tools["sinfo"], env) >= names, state_dir, "not every node is idle in sinfo")
