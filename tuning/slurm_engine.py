@@ -23,7 +23,9 @@ Per batch, before its nodes' first push (:meth:`SlurmSession.push_devices`):
    code C`` / ``Killed``) fails with the node's own ``fabtune: error:`` line: exit 4, killed or no
    result is unreachable, 3 a failed restore, else a failed push.
 
-The batch is verified, confirmed or restored by the engine as over SSH; a restore of nodes is
+With ``--allow-reboot``, the nodes whose pushed changes need a boot are rebooted by Slurm before the
+batch is verified (``scontrol reboot ASAP nextstate=RESUME``, once per node per run, then held again:
+:mod:`tuning.slurm_reboot`). The batch is verified, confirmed or restored by the engine as over SSH; a restore of nodes is
 ``srun ... fabtune node restore`` in the batch's allocation (:meth:`SlurmSession.restore`; nodes of
 earlier batches, ``on_regression: restore-all``, are held again for it). The hold ends when the next
 batch begins and when the run ends (:meth:`SlurmSession.close`): ``scancel JOB``, then
@@ -49,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from tuning import slurm_reboot
 from tuning.burnin import drain
 from tuning.errors import ConnectError, InputError, RollbackError, TuningError
 from tuning.model.grammar import check_path
@@ -135,9 +138,10 @@ class SlurmSession(Session):
     shared_journal = True  # the nodes journal their own pushes into the run's journal
 
     def __init__(self, inv, devices, workers, policy=None, *, domains: set[str] | None = None,
-                 allow_firmware: bool = False, progress: Progress = lambda m: None):
+                 allow_firmware: bool = False, allow_reboot: bool = False, progress: Progress = lambda m: None):
         super().__init__(inv, devices, workers, policy)
         self.domains, self.allow_firmware, self.progress = domains, allow_firmware, progress
+        self.allow_reboot = allow_reboot
         self.nodes = {d.name for d in devices if d.kind.endpoint}
         self.hold: Hold | None = None
         self.batch: int | None = None
@@ -162,7 +166,7 @@ class SlurmSession(Session):
             self.release()
         self.batch = batch
         failed: dict[str, BaseException] = {}
-        held = self._hold(nodes, j, failed, f"rollout batch {batch}/{len(j.data.get('batches') or [])}")
+        held = self.hold_nodes(nodes, j, failed, f"rollout batch {batch}/{len(j.data.get('batches') or [])}")
         if held:
             args = ["node", "apply", "-i", self._path(self.inv.path), "--run-id", j.run_id,
                     "--journal-dir", self._path(j.path.parent), "--json"]
@@ -171,10 +175,14 @@ class SlurmSession(Session):
             results, errors = self._step(self.hold.job, held, args, j, f"apply-b{batch}")
             failed.update(errors)
             failed.update(_unplanned(results, plans))
+            boot = [n for n in held if n not in failed and slurm_reboot.needs_reboot(results[n])]
+            if boot and self.allow_reboot:  # tuning/slurm_reboot.py: once per node, then held again
+                label = f"batch {batch}/{len(j.data.get('batches') or [])}"
+                failed.update(slurm_reboot.reboot_batch(self, boot, j, label))
         j.save()  # the nodes' records (pushing, applied, restored) into this process's journal
         return failed
 
-    def _hold(self, nodes: list[str], j: Journal, failed: dict, why: str) -> list[str]:
+    def hold_nodes(self, nodes: list[str], j: Journal, failed: dict, why: str) -> list[str]:
         """Allocate and drain the nodes of ``nodes`` Slurm can hold (:func:`refusal`; the others go to
         ``failed`` as ConnectError); becomes :attr:`hold`. Returns the nodes held."""
         states = node_states(nodes)
@@ -249,7 +257,7 @@ class SlurmSession(Session):
         if rest:  # nodes of earlier batches (restore-all): held again for their restore
             current, self.hold = self.hold, None
             try:
-                held = self._hold(rest, j, errors, "rollout restore")
+                held = self.hold_nodes(rest, j, errors, "rollout restore")
                 if held:
                     errors.update(self._step(self.hold.job, held, args, j, "restore-again")[1])
             finally:
@@ -267,8 +275,15 @@ class SlurmSession(Session):
         rc, out, err = call(["scancel", hold.job])
         if rc != 0:
             self.release_errors.append(f"scancel {hold.job}: exit {rc}: {said(out, err)}")
+        self.resume(hold.drained)
+        self.progress(f"slurm: job {hold.job} ended, resumed the nodes it drained")
+
+    def resume(self, drained: dict[str, str]) -> None:
+        """``State=RESUME`` for each node of ``drained`` (node -> the reason this run drained it with)
+        whose reason is still that one; another reason is left and said; a failure goes to
+        :attr:`release_errors` and the next node is tried."""
         ad = drain.Slurm()
-        for n, reason in hold.drained.items():
+        for n, reason in drained.items():
             try:
                 now = ad.reason(n)
                 if now != reason:
@@ -277,7 +292,6 @@ class SlurmSession(Session):
                 ad.call(ad.resume_calls(n)[0])
             except drain.DrainError as e:
                 self.release_errors.append(str(e))
-        self.progress(f"slurm: job {hold.job} ended, resumed the nodes it drained")
 
     def close(self) -> None:
         """End the hold (:meth:`release`), then close every connection."""
@@ -362,9 +376,10 @@ def run(inv, opts: Options, progress: Progress = lambda m: None) -> RunReport:
     ``errors["slurm"]``. Raises as :func:`tuning.rollout.engine.run`."""
     made: list[SlurmSession] = []
 
-    class Front(SlurmSession):  # this run's: its domains, firmware consent and progress
+    class Front(SlurmSession):  # this run's: its domains, firmware and reboot consent, and progress
         def __init__(self, *args) -> None:
-            super().__init__(*args, domains=opts.domains, allow_firmware=opts.allow_firmware, progress=progress)
+            super().__init__(*args, domains=opts.domains, allow_firmware=opts.allow_firmware,
+                             allow_reboot=opts.allow_reboot, progress=progress)
             made.append(self)
 
     report = engine.run(inv, opts, progress, front=Front)

@@ -7,9 +7,11 @@ drained with the reason ``fabtune:RUN_ID: ...`` while it runs, its nodes resumed
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
+from datetime import datetime
 
 import pytest
 
@@ -112,3 +114,89 @@ def test_regression_restores_through_srun_byte_for_byte_and_another_drain_is_lef
     assert snapshot_fabric(inv) == untuned
     # node01 resumed (it was this run's drain), node02 still drained with its owner's reason
     assert states == {"node01": "idle", "node02": "drained"} and after == {"node02": OTHER}
+
+
+#: a change that needs a boot (kernel command line, reboot_required) with the MTU it is verified on and
+#: the boot files (the setup unit puts the MTU back at boot, as on a real node)
+BOOT_CHANGE = ("--domain", "cmdline", "--domain", "mtu", "--domain", "files", "--min-bw", "200", "--rail", "0")
+IOMMU = "kernel:\n  cmdline: {iommu: pt}\n"
+
+
+def _boot_times(env: dict, timeout_s: float = 30.0) -> dict[str, str]:
+    """Each node's BootTime as ``scontrol show node`` gives it, once it gives one for every node (it
+    said ``BootTime=None`` for a node once, after a rollout at load ~13, and a time again later)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = {line.split()[0].split("=")[1]: line.split(" BootTime=")[1].split()[0]
+               for line in client(env, "scontrol", "show", "node", "-o").splitlines()}
+        if "None" not in got.values() or time.monotonic() > deadline:
+            return got
+        time.sleep(0.5)
+
+
+def _seconds(a: str, b: str) -> float:
+    """How far apart two BootTimes are, s. slurmctld computes BootTime from the uptime slurmd reports at
+    each registration, in whole seconds: two reads with no reboot between them may be 1 s apart."""
+    return abs((datetime.fromisoformat(a) - datetime.fromisoformat(b)).total_seconds())
+
+
+def _cmdline(inv, node: str) -> list[str]:
+    return (inv / ".state" / "nodes" / node / "sysroot" / "proc" / "cmdline").read_text().split()
+
+
+def test_a_change_that_needs_a_boot_is_rebooted_once_by_slurm_only_with_allow_reboot(slurm_lab, tmp_path):
+    """``--allow-reboot``: one ``scontrol reboot ASAP nextstate=RESUME`` per node (BootTime moved once,
+    the lab's RebootProgram ran once per node), ``iommu=pt`` in the running kernel's command line, the
+    MTU back from the boot unit, the run kept and the nodes resumed. Without it: the same result as the
+    SSH engine (kept, exit 0, the ``reboot-required`` finding in the same words), no reboot."""
+    inv, env = slurm_lab
+    gv = inv / "group_vars" / "gpu_nodes.yml"
+    plain = gv.read_text()
+    gv.write_text(plain + IOMMU)
+    try:
+        runs = {}
+        for name, engine, extra in (("ssh", "nornir", ()), ("slurm", "slurm", ()),
+                                    ("boot", "slurm", ("--allow-reboot",))):
+            assert fab("lab", "reset", "-i", str(inv)).returncode == 0
+            booted = _boot_times(env)
+            r = fab("rollout", "-i", str(inv), "--engine", engine, "--journal-dir", str(tmp_path / name),
+                    *BOOT_CHANGE, *extra, "--json", env=_env(env), timeout=400)
+            runs[name] = (r, json.loads(r.stdout) if r.stdout.startswith("{") else {}, booted, _boot_times(env),
+                          {n: _cmdline(inv, n) for n in ("node01", "node02")},
+                          sorted(p.name for p in (inv / ".state" / "slurm" / "log").glob("reboot.*.log")))
+    finally:
+        gv.write_text(plain)
+    found = {}
+    for name, (r, doc, booted, boots, cmdlines, _) in runs.items():
+        assert r.returncode == 0 and doc["outcome"] == "kept" and not doc["errors"], name + r.stderr[-3000:]
+        assert [c["effect"] for c in doc["changes"]["node01"] if c["key"] == "cmdline/iommu"] == ["reboot_required"]
+        found[name] = sorted((f["device"], f["code"], f["message"]) for f in doc["findings"]
+                             if f["domain"] == "cmdline")
+    # without --allow-reboot: what the SSH engine gives, word for word, and no node rebooted
+    why = ("iommu=pt is in the boot loader config but not in the running kernel's command line (absent): active "
+           "after the next reboot")
+    assert found["ssh"] == found["slurm"] == [("node01", "reboot-required", why), ("node02", "reboot-required", why)]
+    for name in ("ssh", "slurm"):  # the RebootProgram never ran; BootTime as before (+-1 s: slurmctld's rounding)
+        _, _, booted, boots, cmdlines, rebooted = runs[name]
+        assert rebooted == [] and all(_seconds(boots[n], booted[n]) <= 1 for n in booted), (booted, boots)
+        assert all("iommu=pt" not in c for c in cmdlines.values())
+    # with it: one reboot per node, through Slurm's RebootProgram, the option live after it
+    r, doc, booted, boots, cmdlines, rebooted = runs["boot"]
+    assert rebooted == ["reboot.node01.log", "reboot.node02.log"]
+    assert found["boot"] == [] and all(c[-1] == "iommu=pt" for c in cmdlines.values()), cmdlines
+    assert all(boots[n] > booted[n] for n in booted), (booted, boots)
+    events = [e[:2] for e in json.loads((tmp_path / "boot" / f"{doc['run_id']}.json").read_text())["events"]
+              if e[0].startswith("reboot")]
+    assert events[0] == ["reboot", "node01,node02: scontrol reboot ASAP nextstate=RESUME"] and len(events) == 2
+    # the journal names each node's BootTime when it came back (a later read may be 1 s off: _seconds)
+    said = dict(zip(("node01", "node02"), re.fullmatch(r"rebooted node01 BootTime=(\S+); node02 BootTime=(\S+)",
+                                                        " ".join(events[1])).groups()))
+    for node, boot in said.items():
+        assert boot > booted[node] and _seconds(boots[node], boot) <= 1, (node, boot, booted, boots)
+    logs = inv / ".state" / "slurm" / "log"
+    for node in ("node01", "node02"):
+        assert (logs / f"reboot.{node}.log").read_text().count("slurmd -b started") == 1
+        nics = (inv / ".state" / "nodes" / node / "sysroot" / "sys" / "class" / "net").glob("*/mtu")
+        mtus = {p.read_text().strip() for p in nics}
+        assert mtus == {"9000"}, mtus  # the boot unit put the MTU back: verification passed after the boot
+    assert reasons(env) == {} and _idle(env) == {"node01": "idle", "node02": "idle"}
