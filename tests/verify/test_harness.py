@@ -42,7 +42,7 @@ def test_a_client_that_cannot_connect_is_no_harness_fault():
 
 
 def test_judge_names_the_class_of_every_error_kind():
-    assert set(HARNESS_KINDS) <= set(ERROR_KINDS) and HARNESS_KINDS == ("port_in_use", "tool_missing")
+    assert set(HARNESS_KINDS) <= set(ERROR_KINDS) and HARNESS_KINDS == ("port_in_use", "tool_missing", "no_pairs")
     for kind in ERROR_KINDS:
         r = PairResult("a->b", "leaf", error_kind=kind, error=f"{kind}: x")
         assert judge([r], Thresholds(), None) is False
