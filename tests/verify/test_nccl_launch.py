@@ -76,6 +76,22 @@ def test_the_bus_bandwidth_is_judged_with_the_pairs_noise_rule(now, outcome, sta
     assert job.judged.startswith(f"bus bandwidth {job.busbw_gbs:g} GB/s vs baseline 200 GB/s: bandwidth drop")
 
 
+def test_the_progress_line_names_the_jobs_nodes():
+    """A ring's line spans its nodes, a pair's names both (the tryout of session 13: '4 node(s)' did
+    not say which job was slow)."""
+    from tuning.verify.nccl_verdict import line
+
+    pair = _job([198.0])
+    judge_job(pair, dataclasses.asdict(_job([200.0])), Thresholds(noise_pct=0.0), last=True)
+    assert line(pair) == ("nccl all_reduce_perf over node01, node02 (2 nodes): 198 GB/s bus bandwidth (1 sample(s), "
+                          "traffic class 0): pass; bus bandwidth 198 GB/s vs baseline 200 GB/s: bandwidth drop 1.0 % "
+                          "(99 %, 1 vs 1 sample): within the 5 % mark")
+    ring = NcclRun("all_reduce_perf", ["node01", "node02", "node03", "node04"], tos=106, samples=[184.4], busbw_gbs=184.4)
+    ring.status = "pass"
+    assert line(ring).startswith("nccl all_reduce_perf over node01..node04 (4 nodes): 184.4 GB/s bus bandwidth "
+                                 "(1 sample(s), class 106): pass")
+
+
 def test_an_nccl_failure_on_the_network_fails_as_a_fabric_fault():
     job = _job([1.0]).failed("nccl_failure", "node01: Test NCCL failure common.cu:1031 'remote process exited'")
     judge_job(job, None, Thresholds(), True)

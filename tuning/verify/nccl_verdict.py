@@ -113,11 +113,12 @@ def _measure_one(test: str, devices: list, hosts: dict[str, Host], policy, th: T
 
 
 def line(job: NcclRun) -> str:
-    """``nccl all_reduce_perf over 4 node(s): 184.4 GB/s bus bandwidth (2 samples, class 106): pass``."""
+    """``nccl all_reduce_perf over node01..node04 (4 nodes): 184.4 GB/s bus bandwidth (2 sample(s), class
+    106): pass``; a pair's job names both nodes (``over node01, node02 (2 nodes)``)."""
     what = (f"{job.busbw_gbs:g} GB/s bus bandwidth ({len(job.samples)} sample(s), "
             f"{'class ' + str(job.tos) if job.tos is not None else 'traffic class 0'})"
             if not job.error_kind else f"no value ({job.error_kind}: {job.error})")
-    return f"nccl {job.test} over {len(job.nodes)} node(s): {what}: {job.status}" + (
+    return f"nccl {job.test} over {span(job.nodes)} ({len(job.nodes)} nodes): {what}: {job.status}" + (
         f"; {job.judged}" if job.judged else "")
 
 
