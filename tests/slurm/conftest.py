@@ -70,15 +70,9 @@ def slurm_lab(tmp_path_factory):
     try:
         r = fab("lab", "init", str(inv), "--nodes", "2", "--base-port", str(base))
         assert r.returncode == 0, r.stderr
+        # no second start: "munged made no socket: munged exited" with an empty log was the lab reading
+        # an empty /proc/PID/cmdline of a daemon still inside execve (tuning.lab.slurm.runs)
         r = fab("lab", "up", "-i", str(inv), "--slurm")
-        if r.returncode != 0 and "munged made no socket: munged exited" in r.stderr:
-            # seen once in CI (2 Slurm labs of 2 workers, load ~19): munged gone before its socket with
-            # nothing in its log; not reproduced by hand (two munged side by side run). One more start,
-            # the first failure kept in the assertion message; the cause is left for a later session
-            first = r.stderr
-            fab("lab", "down", "-i", str(inv))
-            r = fab("lab", "up", "-i", str(inv), "--slurm")
-            assert r.returncode == 0, f"{first}\nand again: {r.stdout}{r.stderr}"
         assert r.returncode == 0, r.stdout + r.stderr
         assert "SLURM_CONF=" in r.stdout
         daemons = slurm.running(inv / ".state")

@@ -314,7 +314,8 @@ def _save(base: Path, pids: dict[str, int]) -> None:
 
 
 def _program(pid: int) -> str | None:
-    """The program name of a live pid (``/proc/PID/cmdline``'s first word), None when gone or a zombie."""
+    """The program name of a live pid (``/proc/PID/cmdline``'s first word), None when gone or a zombie;
+    ``""`` while the process is still inside execve (:func:`runs`)."""
     try:
         if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
             return None
@@ -323,10 +324,19 @@ def _program(pid: int) -> str | None:
         return None
 
 
+def runs(pid: int, program: str) -> bool:
+    """Whether ``pid`` runs ``program``, or is still becoming it: Popen returns once execve has closed
+    the close-on-exec pipe, before the kernel lays out the new command line, and in that window
+    ``/proc/PID/cmdline`` reads empty. Taking it as "exited" made ``lab up --slurm`` fail with
+    "munged made no socket: munged exited" and an empty log, and leave munged running (``down`` saw
+    the same empty line): 2 of 6 hand starts at load 2-30 on 2026-12-04."""
+    return _program(pid) in (program, "")
+
+
 def running(state_dir: Path) -> dict[str, int]:
     """The Slurm lab's daemons of ``state_dir`` that still run (``{"slurmd node01": pid, ...}``):
     each pid of ``pids.json`` whose process still runs its program."""
-    return {name: pid for name, pid in _recorded(state_dir).items() if _program(pid) == name.split()[0]}
+    return {name: pid for name, pid in _recorded(state_dir).items() if runs(pid, name.split()[0])}
 
 
 def _recorded(state_dir: Path) -> dict[str, int]:
@@ -345,12 +355,12 @@ def down(state_dir: Path) -> bool:
              sorted(live.items(), key=lambda item: ("slurmd" not in item[0], item[0] == "munged"))]
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid, program in order:
-            if _program(pid) == program:
+            if runs(pid, program):
                 os.kill(pid, sig)
         deadline = time.monotonic() + DOWN_TIMEOUT_S
-        while time.monotonic() < deadline and any(_program(pid) == prog for pid, prog in order):
+        while time.monotonic() < deadline and any(runs(pid, prog) for pid, prog in order):
             time.sleep(0.05)
-        if not any(_program(pid) == prog for pid, prog in order):
+        if not any(runs(pid, prog) for pid, prog in order):
             break
     (Path(state_dir).resolve() / FOLDER / "pids.json").unlink(missing_ok=True)
     return bool(live)

@@ -62,14 +62,14 @@ def _pids(base: Path, update: dict[str, int] | None = None) -> dict[str, int]:
 
 def _stop(pid: int) -> None:
     """SIGTERM, then SIGKILL after :data:`STOP_S`; returns once ``pid`` is gone (or is not slurmd)."""
-    from tuning.lab.slurm import _program
+    from tuning.lab.slurm import runs
 
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        if _program(pid) != "slurmd":
+        if not runs(pid, "slurmd"):
             return
         os.kill(pid, sig)
         deadline = time.monotonic() + STOP_S
-        while time.monotonic() < deadline and _program(pid) == "slurmd":
+        while time.monotonic() < deadline and runs(pid, "slurmd"):
             time.sleep(0.05)
 
 
