@@ -279,7 +279,6 @@ def gate_failed_why(index: int, results: list[dict], nccl: list[dict] | None = N
         return (f"batch {index}: the verification harness failed on {len(harness)} pair(s) ({kinds} on {nodes}): "
                 f"the fabric was not tested, the change is unproven (not a fabric regression)")
     tail = f" ({len(harness)} pair(s) not tested: the verification harness failed)" if harness else ""
-    ib = [x for x in bad if str(x.get("pair")).startswith("ib ") and x.get("error_class") != "harness"]
-    tail += "".join(f"; {x['pair']}: {(x.get('reasons') or [x.get('status')])[0]}"
-                    + (f" (+{len(x['reasons']) - 1} more)" if len(x.get("reasons") or []) > 1 else "") for x in ib[:3])
-    return f"batch {index}: verification failed or regressed{tail}"
+    from tuning.verify.ib_sm import failed_words
+
+    return f"batch {index}: verification failed or regressed{tail}{failed_words(bad)}"

@@ -35,6 +35,9 @@ from tuning.verify.pair_result import PairResult, error_class
 NO_CA = ("SELF", "ALL_SWITCHES")
 #: :attr:`Intent.source` of a partition the plan removes: proven absent from every port
 REMOVED = "removed by the plan"
+#: how every IB verdict's ``pair`` starts (``ib tenant1 0x0001 pkeys``): a batch's ``results`` hold them
+#: after its RoCE pairs (node pairs are named ``node01:mlx5_0->node02:mlx5_0``)
+PREFIX = "ib "
 
 
 @dataclass(frozen=True)
@@ -76,15 +79,42 @@ def _result(name: str, path: str, ok: bool, said: list[str], ends: tuple[str | N
             **kw) -> PairResult:
     """A judged IB verdict: ``said`` is its evidence (``judged`` on a pass, ``reasons`` on a fail)."""
     status = "pass" if ok else "fail"
-    return PairResult(f"ib {name}", path, *ends, verdict=status, status=status, reasons=[] if ok else said,
+    return PairResult(f"{PREFIX}{name}", path, *ends, verdict=status, status=status, reasons=[] if ok else said,
                       judged=said if ok else [], **kw)
 
 
 def harness(sm: str, name: str, kind: str, why: str) -> PairResult:
     """A check that ran nothing: ``status`` error, ``error_kind`` ``kind`` (``no_pairs`` |
     ``tool_missing``), ``error_class`` harness; the fabric was not tested."""
-    return PairResult(f"ib {name}", "ib verification", sm, None, verdict="fail", status="error", error=f"{sm}: {why}",
+    return PairResult(f"{PREFIX}{name}", "ib verification", sm, None, verdict="fail", status="error", error=f"{sm}: {why}",
                       reasons=[why], error_kind=kind, error_class=error_class(kind))
+
+
+def failed_words(results: list[dict], shown: int = 3) -> str:
+    """Up to ``shown`` failed IB verdicts of ``results`` (a batch's result dicts; RoCE pairs and the
+    harness's errors left out), each with its first reason, the evidence read:
+    ``; ib Default 0x7fff pkeys: node01 mlx5_0/1: 0x7fff limited, want full (...) (+15 more)``;
+    ``""`` when none failed."""
+    bad = [x for x in results if str(x.get("pair")).startswith(PREFIX) and x.get("status") != "pass"
+           and x.get("error_class") != "harness"]
+    return "".join(f"; {x['pair']}: {(x.get('reasons') or [x.get('status')])[0]}"
+                   + (f" (+{len(x['reasons']) - 1} more)" if len(x.get("reasons") or []) > 1 else "")
+                   for x in bad[:shown])
+
+
+def summarise(results: list[dict]) -> str | None:
+    """One line about the IB verdicts among a batch's ``results`` (dicts), for people, beside the RoCE
+    pairs' ``N/N pairs passed``: ``17/17 checks passed``, or ``1/17 checks failed`` with
+    :func:`failed_words` and how many the harness kept from running; None when the batch has none."""
+    ib = [x for x in results if str(x.get("pair")).startswith(PREFIX)]
+    if not ib:
+        return None
+    bad = [x for x in ib if x.get("status") != "pass"]
+    if not bad:
+        return f"{len(ib)}/{len(ib)} checks passed"
+    harness_n = sum(1 for x in bad if x.get("error_class") == "harness")
+    return (f"{len(bad)}/{len(ib)} checks failed" + failed_words(bad)
+            + (f" ({harness_n} not run: the verification harness failed)" if harness_n else ""))
 
 
 def judge_pkeys(sm: str, it: Intent, names: dict[str, str], tables: dict[str, dict[str, str]]) -> PairResult:
