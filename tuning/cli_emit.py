@@ -15,6 +15,7 @@ from tuning.report import (batches_text, changes_summary, changes_table, console
                            findings_table, verify_table)
 from tuning.model.outcomes import BatchOutcome, RunOutcome
 from tuning.errors import Terminated
+from tuning.verify.ib_sm import summarise as ib_summary
 
 out = console()
 err = console(stderr=True)
@@ -70,8 +71,8 @@ def interrupted_summary(as_json: bool, title: str) -> Iterator[None]:
 
 
 def _tables(report, title: str, diff: bool, detail: bool = False, limited: bool = False) -> None:
-    """The batches, the verification before, the changes (and their diffs), the findings and the
-    verification after, each when the report has them."""
+    """The batches, the verification before, the changes (and their diffs), the findings, the
+    verification after and each batch's IB checks, each when the report has them."""
     if report.batches and (report.mode == "plan" or len(report.batches) > 1):
         out.print(batches_text(report.batches), markup=False, highlight=False, soft_wrap=True)
     if report.verify_before:
@@ -90,6 +91,10 @@ def _tables(report, title: str, diff: bool, detail: bool = False, limited: bool 
         out.print(findings_table(report.findings, compact=out.width < 140))
     if report.verify_after:
         out.print(verify_table(report.verify_after, "verification after", report.verify_before))
+    for b in report.batches or []:  # an SM's IB checks, beside the RoCE pairs (a mixed fabric: both)
+        said = ib_summary(b.get("results") or [])
+        if said:
+            out.print(f"InfiniBand verification, batch {b['index']}: {said}", markup=False, highlight=False)
     after = getattr(report, "nccl_after", None)  # none when the run stopped before its last batch's jobs
     for line in nccl_lines(after or getattr(report, "nccl_before", None) or []):
         out.print(line if after else "baseline: " + line, markup=False, highlight=False)
