@@ -1,10 +1,23 @@
-"""A mixed fabric's report for people (issue 22, must-show 4), no lab: a batch holding RoCE pairs and an
-SM's IB checks says both, ``1/1 pairs passed`` and ``InfiniBand verification, batch 1: 17/17 checks
-passed`` (the console counted the RoCE pairs only). The verdicts are the IB verification's own
+"""A mixed fabric (issue 22, must-show 4), no lab. Its report for people: a batch holding RoCE pairs and
+an SM's IB checks says both, ``1/1 pairs passed`` and ``InfiniBand verification, batch 1: 17/17 checks
+passed`` (the console counted the RoCE pairs only). Its gate in the Ansible front end's stages: the
+engine's pairs (:func:`tuning.rollout.gate.rollout_pairs`, ``batch_pairs``), none for a subnet manager
+(the stages asked every selection for node pairs, so an SM alone was refused). The verdicts are the IB verification's own
 (:mod:`tuning.verify.ib_sm`) over the fixture fabric of ``tests/ib/test_sm_model.py``; the lab test is
 ``test_ib_mixed_lab.py``."""
 
 from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from tuning import inventory
+from tuning.lab.ib import SM_PATHS
+from tuning.lab.scale import write_inventory
+from tuning.rollout import steps
+from tuning.rollout.batches import plan_batches
+from tuning.rollout.options import Options, Run
 
 from tuning.model.ib_sm import pkey_word
 from tuning.verify import ib_sm
@@ -41,3 +54,26 @@ def test_a_failed_ib_check_is_named_with_its_evidence_and_the_harness_apart():
                     "ib Default 0x7fff pkeys: node01 mlx5_0/1: 0x7fff limited, want full (full before the run: it "
                     "cannot talk to other limited members) (+15 more) (1 not run: the verification harness failed)")
     assert ib_sm.failed_words([ROCE, lone]) == ""  # neither a RoCE pair nor the harness's error is an IB failure
+
+
+def mixed_inventory(inv: Path, sysroot: Path, partitions: list[dict]) -> Path:
+    """``inv`` (a lab inventory of RoCE nodes and switches) with a subnet manager ``sm01`` (``fabtune_local``:
+    this controller; OpenSM's files under ``sysroot``, the IB lab's layout) serving ``partitions``."""
+    hosts = yaml.safe_load((inv / "hosts.yaml").read_text())
+    hosts["all"]["children"]["subnet_managers"] = {"hosts": {"sm01": {
+        "ansible_host": "127.0.0.1", "fabtune_local": True, "fabtune_sysroot": str(sysroot)}}}
+    (inv / "hosts.yaml").write_text(yaml.safe_dump(hosts, sort_keys=False))
+    (inv / "host_vars" / "sm01.yml").write_text(yaml.safe_dump({**SM_PATHS, "partitions": partitions},
+                                                                 sort_keys=False))
+    return inv
+
+
+def test_the_ansible_stages_gate_a_mixed_selection_and_an_sm_alone_as_the_engine_does(tmp_path):
+    inv = inventory.load(mixed_inventory(write_inventory(tmp_path / "inv", 2), tmp_path / "ib", [TENANT]))
+    opts = Options(mode="rollout", rails=(0,), policy=inv.policy)
+    every, sm = list(inv.devices.values()), [inv.devices["sm01"]]
+    mixed = Run("r1", None, None, inv.policy, plan_batches(inv, every, inv.policy))
+    assert steps._gate(mixed, inv, opts, every) == 600  # NVUE's default window: well above what 1 pair needs
+    assert [p.name for p in mixed.pairs] == [p.name for p in mixed.batch_pairs[1]] == ["node01:mlx5_0->node02:mlx5_0"]
+    alone = Run("r2", None, None, inv.policy, plan_batches(inv, sm, inv.policy))
+    assert steps._gate(alone, inv, opts, sm) == 600 and (alone.pairs, alone.batch_pairs) == ([], {1: []})

@@ -172,21 +172,21 @@ def _plan_and_journal(s: session.Session, opts: StepOptions, eopts: Options, run
         if not opts.check:
             session.refuse_firmware(plans, opts.allow_firmware)
             session.refuse_read_only_drift(session.findings(s, s.states, opts.domains))
-            _journal_and_baseline(s, eopts, (plans, Run(run_id, None, None, eopts.policy, batches)), len(selected),
+            _journal_and_baseline(s, eopts, (plans, Run(run_id, None, None, eopts.policy, batches)), selected,
                                   gone, out, progress)
         return out
     finally:
         s.close()
 
 
-def _journal_and_baseline(s: session.Session, eopts: Options, planned: tuple[dict, Run], n_devices: int,
+def _journal_and_baseline(s: session.Session, eopts: Options, planned: tuple[dict, Run], devices: list,
                           gone: dict[str, BaseException], out: dict, progress: Progress) -> None:
-    """Size a verified run's gate for ``n_devices`` selected devices (``out["confirm_s"]``), refuse
+    """Size a verified run's gate for its selected ``devices`` (``out["confirm_s"]``), refuse
     a baseline with an unreachable end, write the journal snapshot (before any push), measure the baseline
     (``out["baseline_pairs"]``) and enter the ``apply`` stage."""
     plans, r = planned
     if eopts.verify:
-        out["confirm_s"] = _gate(r, s.inv, eopts, n_devices)
+        out["confirm_s"] = _gate(r, s.inv, eopts, devices)
         _refuse_unmeasurable(gone, gate.baseline_pairs(r))
     j = session.snapshot(s, eopts, plans, r, shared=True, engine="ansible",
                          ansible={"confirm_s": None, "measured": [], "incast_pending": [], "verify": eopts.verify})
@@ -197,17 +197,19 @@ def _journal_and_baseline(s: session.Session, eopts: Options, planned: tuple[dic
     j.stage("apply")
 
 
-def _gate(r: Run, inv: Inventory, eopts: Options, n_devices: int) -> int:
-    """Fill ``r``'s verification pairs (the whole schedule, and each batch's) and return the switch
+def _gate(r: Run, inv: Inventory, eopts: Options, devices: list) -> int:
+    """Fill ``r``'s verification pairs (the whole schedule, and each batch's, as the engine does:
+    :func:`tuning.rollout.gate.rollout_pairs`, ``batch_pairs``; none for subnet managers, proven by the
+    IB verification) for the selected ``devices`` and return the switch
     confirm window (s) that outlasts every batch's verification and incasts, and the last batch's
     re-measured pairs (:func:`tuning.rollout.batch_run.missing_pairs`: within ``r.pairs``): the
     front end pushes every switch before the node batches. Raises InputError (no pair, too short)."""
-    r.pairs = gate.verify_pairs(inv, eopts.rails)
-    r.batch_pairs = {b.index: gate.verify_pairs(inv, eopts.rails, b.devices) for b in r.batches}
+    r.pairs = gate.rollout_pairs(inv, eopts, devices)
+    r.batch_pairs = {b.index: gate.batch_pairs(inv, eopts, b.devices) for b in r.batches}
     every = [p for b in r.batches for p in r.batch_pairs[b.index]]
     if len(r.batches) > 1:
         every += r.pairs
-    return gate.confirm_window(eopts, every, n_devices, extra_s=gate.incast_bound(inv, eopts) * len(r.batches))
+    return gate.confirm_window(eopts, every, len(devices), extra_s=gate.incast_bound(inv, eopts) * len(r.batches))
 
 
 def _refuse_unmeasurable(gone: dict[str, BaseException], pairs: list | None) -> None:

@@ -57,8 +57,8 @@ def _run_state(j: Journal, inv: Inventory, eopts: Options, b: Batch) -> Run:
     r.incast_pending = set(j.data["ansible"].get("incast_pending") or [])
     r.measured = [Measured(**m) for m in j.data["ansible"].get("measured") or []]
     if eopts.verify:
-        r.pairs = gate.verify_pairs(inv, eopts.rails)
-        r.batch_pairs = {x.index: gate.verify_pairs(inv, eopts.rails, x.devices) for x in batches}
+        r.pairs = gate.rollout_pairs(inv, eopts, [inv.devices[n] for x in batches for n in x.devices])  # begin's
+        r.batch_pairs = {x.index: gate.batch_pairs(inv, eopts, x.devices) for x in batches}
         for p in [*r.pairs, *(p for ps in r.batch_pairs.values() for p in ps)]:
             r.pair_devs[p.name] = pair_devices(p)
     return r
