@@ -2,7 +2,8 @@
 an SM's IB checks says both, ``1/1 pairs passed`` and ``InfiniBand verification, batch 1: 17/17 checks
 passed`` (the console counted the RoCE pairs only). Its gate in the Ansible front end's stages: the
 engine's pairs (:func:`tuning.rollout.gate.rollout_pairs`, ``batch_pairs``), none for a subnet manager
-(the stages asked every selection for node pairs, so an SM alone was refused). The verdicts are the IB verification's own
+(the stages asked every selection for node pairs, so an SM alone was refused). Its RoCE lab: the
+nodes' and switches' ports, the SM left to the IB lab. The verdicts are the IB verification's own
 (:mod:`tuning.verify.ib_sm`) over the fixture fabric of ``tests/ib/test_sm_model.py``; the lab test is
 ``test_ib_mixed_lab.py``."""
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from tuning import inventory
+from tuning.lab.fabric import default_fabric, fabric_for_inventory, retarget_inventory
 from tuning.lab.ib import SM_PATHS
 from tuning.lab.scale import write_inventory
 from tuning.rollout import steps
@@ -77,3 +79,14 @@ def test_the_ansible_stages_gate_a_mixed_selection_and_an_sm_alone_as_the_engine
     assert [p.name for p in mixed.pairs] == [p.name for p in mixed.batch_pairs[1]] == ["node01:mlx5_0->node02:mlx5_0"]
     alone = Run("r2", None, None, inv.policy, plan_batches(inv, sm, inv.policy))
     assert steps._gate(alone, inv, opts, sm) == 600 and (alone.pairs, alone.batch_pairs) == ([], {1: []})
+
+
+def test_the_roce_lab_serves_a_mixed_inventory_and_leaves_its_subnet_manager_alone(tmp_path):
+    inv = mixed_inventory(write_inventory(tmp_path / "inv", 2, base_port=18000), tmp_path / "ib", [TENANT])
+    fabric = fabric_for_inventory(inv)
+    assert [n.name for n in fabric.nodes] == ["node01", "node02"] and fabric.nodes[1].port == 18002
+    retarget_inventory(inv / "hosts.yaml", default_fabric(base_port=18100, n_nodes=2))
+    hosts = yaml.safe_load((inv / "hosts.yaml").read_text())["all"]["children"]
+    assert hosts["gpu_nodes"]["hosts"]["node02"]["ansible_port"] == 18102
+    assert hosts["subnet_managers"]["hosts"]["sm01"] == {"ansible_host": "127.0.0.1", "fabtune_local": True,
+                                                        "fabtune_sysroot": str(tmp_path / "ib")}

@@ -254,7 +254,8 @@ def fabric_for_inventory(inv_dir: Path) -> Fabric:
     ``make demo``), so two labs run side by side, each on its own inventory's ports; its test
     results spread by :data:`tuning.lab.noise.DEFAULT_PCT` (a quiet real fabric's run-to-run noise). The switches a node-only
     inventory leaves out still run (the nodes' traffic crosses them), on ``base + 101..`` where
-    node01 listens on ``base + 1`` (as ``fabtune lab init --base-port`` places them), untuned.
+    node01 listens on ``base + 1`` (as ``fabtune lab init --base-port`` places them), untuned. A
+    subnet manager beside them (a mixed inventory) is not this fabric's: the IB lab stands for it.
 
     Raises:
         InputError: the inventory is invalid, or names a host the default fabric does not have.
@@ -274,6 +275,8 @@ def fabric_for_inventory(inv_dir: Path) -> Fabric:
     fabric = _shape_of(inv)(n_nodes=_node_count(inv_dir, inv.devices), switch_os=oses)
     lab = {n.name: n for n in fabric.nodes} | {s.name: s for s in fabric.switches}
     for name, dev in inv.devices.items():
+        if not (dev.kind.endpoint or dev.kind.fabric):
+            continue  # a subnet manager: the IB lab's (tuning.lab.ib), beside the RoCE fabric
         if name not in lab:
             raise InputError(str(inv_dir / "hosts.yaml"), name,
                              f"not a lab device; the lab has {', '.join(sorted(lab))}")
@@ -335,10 +338,15 @@ def retarget_inventory(hosts_yaml: Path, fabric: Fabric) -> None:
     """Point a copy of ``inventory/lab/hosts.yaml`` at the ports of ``fabric`` (tests and benches
     run their own lab on another port range, beside an operator's lab).
 
+    Hosts of a group whose role is neither endpoint nor fabric (``subnet_managers``: the IB lab's
+    OpenSM, :mod:`tuning.lab.ib`) are left as they are.
+
     Raises:
         KeyError: the inventory names a host the fabric does not have.
     """
     import yaml
+
+    from tuning.model.roles import ROLE_GROUPS
 
     ports = {n.name: n.port for n in fabric.nodes} | {s.name: s.port for s in fabric.switches}
     data = yaml.safe_load(hosts_yaml.read_text())
@@ -346,8 +354,10 @@ def retarget_inventory(hosts_yaml: Path, fabric: Fabric) -> None:
     def walk(group: dict) -> None:
         for name, host in (group.get("hosts") or {}).items():
             host["ansible_port"] = ports[name]
-        for child in (group.get("children") or {}).values():
-            walk(child or {})
+        for gname, child in (group.get("children") or {}).items():
+            role = ROLE_GROUPS.get(gname)
+            if role is None or role.endpoint or role.fabric:  # subnet managers: not this lab's devices
+                walk(child or {})
 
     walk(data["all"])
     hosts_yaml.write_text(yaml.safe_dump(data, sort_keys=False))
