@@ -25,6 +25,10 @@ sysroot for ``fabtune node`` (its ``--sysroot``, as a Kubernetes pod would set `
 stdout are set in the task), so ``srun -N2 fabtune node apply ...`` acts on each node's own
 sysroot. The task runs as the ``srun`` user (root in CI), not as the node shells' unprivileged user.
 
+``scontrol reboot`` reboots a lab node for real: ``RebootProgram`` is :mod:`tuning.lab.slurm_reboot`
+(``fabtune lab reboot NODE``, then that node's ``slurmd -b``: a new BootTime), ``ResumeTimeout``
+:data:`RESUME_TIMEOUT_S`.
+
 The daemons run in the foreground (``-D``, ``-F``), detached, with output in ``<state>/slurm/log/``;
 their pids are in ``<state>/slurm/pids.json``. Their command lines name no path of the state
 folder (the config comes from ``SLURM_CONF``, munged runs in its folder with relative paths), so
