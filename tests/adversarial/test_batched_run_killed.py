@@ -51,19 +51,22 @@ def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           timeout=timeout, cwd=REPO)
 
 
-def _killed_at(inv: Path, journal: Path, stage: str, sig: int, *cmd: str) -> tuple[int, str]:
-    """``fabtune CMD`` paused at ``stage`` and hit with ``sig``; (exit code, output). SIGKILL after 20 s."""
+def _killed_at(inv: Path, journal: Path, stage: str, sig: int, *cmd: str, again: str | None = None) -> tuple[int, str]:
+    """``fabtune CMD`` paused at ``stage`` and hit with ``sig``; with ``again`` (a second pause stage),
+    hit with ``sig`` once more when it pauses there; (exit code, output). SIGKILL after 20 s."""
     p = subprocess.Popen([sys.executable, "-m", "tuning", *cmd, "-i", str(inv), "--journal-dir", str(journal)],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
-                         env={**os.environ, "FABTUNE_TEST_PAUSE_AT": stage},
+                         env={**os.environ, "FABTUNE_TEST_PAUSE_AT": stage + (f",{again}" if again else "")},
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     out: list[str] = []
-    hit = threading.Event()
+    hit, hit_again = threading.Event(), threading.Event()
 
     def pump():
         for line in p.stdout:
             out.append(line)
-            if "test pause at" in line:
+            if again and f"test pause at {again.partition(':')[0]} " in line:
+                hit_again.set()
+            elif "test pause at" in line:
                 hit.set()
 
     t = threading.Thread(target=pump, daemon=True)
@@ -74,6 +77,11 @@ def _killed_at(inv: Path, journal: Path, stage: str, sig: int, *cmd: str) -> tup
         p.kill()  # a run left holding the inventory's lock would fail the next test for this one's reason
         raise AssertionError("".join(out)[-800:])
     p.send_signal(sig)
+    if again:
+        if not hit_again.wait(60):
+            p.kill()
+            raise AssertionError("".join(out)[-800:])
+        p.send_signal(sig)
     try:
         p.wait(20)
     except subprocess.TimeoutExpired:
@@ -133,6 +141,24 @@ def test_kill_at_batch_stage_then_rollback_exact(lab: Path, tmp_path: Path, stag
         restored = _console_report_and_journal_agree(out, json.loads(doc_path.read_text()), j, sig)
         assert restored == (["node03", "node04"] if stage.startswith("apply-node") else []), restored
     _rollback_exact(lab, journal, j["run_id"], pre, unfinished=sig == signal.SIGKILL)
+
+
+def test_a_second_ctrl_c_during_the_restore_still_prints_what_was_restored(lab: Path, tmp_path: Path):
+    """Ctrl-C while batch 3 is written, then Ctrl-C again while its restore runs (an impatient
+    operator): the restore's workers finish the devices they hold, and the summary counts what the
+    journal records restored (it said "0 device(s) restored" with every device back, session 13's
+    tryout); the run is left unfinished in the journal, and `fabtune rollback` finds it whole."""
+    pre = snapshot_fabric(lab)
+    journal, doc_path = tmp_path / "j", tmp_path / "report.json"
+    code, out = _killed_at(lab, journal, "apply-node-batch-3:3", signal.SIGINT, "apply", "--report-json",
+                           str(doc_path), again="restore-device:3")
+    assert "still running" not in out and code == 130, out[-800:]
+    j = _journal(journal)
+    restored = sorted(n for n, d in j["devices"].items() if d.get("restored"))
+    assert restored == ["node03", "node04"], restored
+    assert json.loads(doc_path.read_text())["restored"] == restored
+    assert "interrupted (Ctrl-C): 2 device(s) restored" in " ".join(out.split()), out[-1500:]
+    _rollback_exact(lab, journal, j["run_id"], pre)
 
 
 def _console_report_and_journal_agree(out: str, doc: dict, j: dict, sig: int = signal.SIGINT) -> list[str]:

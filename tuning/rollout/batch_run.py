@@ -375,6 +375,12 @@ def restore_scope(r: "Run", policy_all: bool) -> set[str]:
     return set(r.current.devices)
 
 
+def journaled_restored(j: Journal, scope: set[str]) -> set[str]:
+    """The devices of ``scope`` the journal records as restored (``restored: true``, written per
+    device as each restore ends): what a summary counts when the restore itself was interrupted."""
+    return {n for n in scope if (j.data.get("devices", {}).get(n) or {}).get("restored")}
+
+
 def restore_batches(s: "Session", report: RunReport, progress: Progress, j: Journal, r: "Run", why: str) -> None:
     """Restore :func:`restore_scope`'s devices and record it (batch outcomes ``restored``; the
     current one ``failed`` when its restore failed, then the RollbackError goes on); sets
@@ -391,12 +397,13 @@ def restore_batches(s: "Session", report: RunReport, progress: Progress, j: Jour
         j.data["batches"][upto - 1]["halt"] = why
     try:
         got = s.restore(j, progress, only=scope)
-    except Exception:
-        if upto and j.data.get("batches"):
+    except BaseException as e:  # a failed restore, or Ctrl-C/SIGTERM (the restore's pool finishes its devices first)
+        report.restored = sorted(set(report.restored) | journaled_restored(j, scope))
+        if isinstance(e, Exception) and upto and j.data.get("batches"):
             j.data["batches"][upto - 1]["outcome"] = BatchOutcome.FAILED
             _sync(report, j)
         raise
-    report.restored = sorted(set(report.restored) | set(got))
+    report.restored = sorted(set(report.restored) | set(got) | journaled_restored(j, scope))
     report.kept = kept_changes(j)
     if r.measured:  # the run stops here: each pair's last word, as far as the batches that ran go
         report.verify_after = final_results(r, upto, complete=False)

@@ -169,7 +169,11 @@ def _execute(s: Session, inv: Inventory, opts: Options, states: dict, plans: dic
         if j.data["outcome"] is None:
             report.errors["run"] = f"{type(e).__name__}: {e or 'Ctrl-C'}"
             s.reopen()  # a switch command cut short leaves its output in the session
-            _fail(s, j, report, progress, f"stopped by {type(e).__name__}", r)
+            try:
+                _fail(s, j, report, progress, f"stopped by {type(e).__name__}", r)
+            except KeyboardInterrupt as again:  # a second Ctrl-C in the restore: its summary too
+                again.fabtune_report = report  # type: ignore[attr-defined]
+                raise
             # what the restore did travels with the interrupt: the front end prints and writes the
             # same summary as the journal holds (restored devices, kept batches)
             e.fabtune_report = report  # type: ignore[attr-defined]

@@ -23,7 +23,7 @@ from tuning.rollout.journal import ROLLBACK_NOTE, Journal, later_conflicts, touc
 from tuning.rollout.run_report import RunReport
 from tuning.rollout.lock import RunLock, lock_path
 from tuning.targets import Target, target_from_record
-from tuning.targets.base import journaled_changes
+from tuning.targets.base import journaled_changes, pause_for_test
 from tuning.model.outcomes import RunOutcome
 
 Progress = Callable[[str], None]
@@ -63,6 +63,7 @@ def _undo(j: Journal, conns: dict, name: str, irreversible: bool = False) -> Non
     except ConnectError:  # the session was cut (mid-push): restore over a new one, once
         conns[name].reopen()
         kept = conns[name].restore(rec, irreversible)
+    pause_for_test("restore-device", j.run_id)
     j.update(name, restored=True, kept=kept)
 
 

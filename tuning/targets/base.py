@@ -147,15 +147,20 @@ def pause_for_test(stage: str, run_id: str | None = None) -> None:
     (``collect``, ``apply-node``, ``apply-switch``, ``apply-switch-committed`` (a switch's commit made,
     neither read back nor journaled), ``verify``, ``confirm``, and per batch N
     ``apply-batch-N``, ``apply-node-batch-N``, ``apply-switch-batch-N``, ``verify-batch-N``,
-    ``confirm-batch-N``): for SECONDS, else until killed.
+    ``confirm-batch-N``, ``restore-device`` (each device a restore puts back, before it is
+    journaled restored)): for SECONDS, else until killed. Several stages are comma-separated
+    (``apply-node-batch-3:3,restore-device:3``: a second signal during the restore of a first).
     It says ``fabtune: test pause at STAGE`` on stderr first. Used only by tests (a controller
     killed, or a fault injected, at a known point); unset, it costs one environment lookup."""
     want = os.environ.get("FABTUNE_TEST_PAUSE_AT", "")
-    name, _, secs = want.partition(":")
-    if name != stage:
+    if not want:
         return
-    print(f"fabtune: test pause at {stage} (run {run_id})", file=sys.stderr, flush=True)
-    time.sleep(float(secs) if secs else 600.0)
+    for item in want.split(","):
+        name, _, secs = item.partition(":")
+        if name == stage:
+            print(f"fabtune: test pause at {stage} (run {run_id})", file=sys.stderr, flush=True)
+            time.sleep(float(secs) if secs else 600.0)
+            return
 
 
 def connection_facts(conn: Connection) -> dict:
