@@ -1,6 +1,7 @@
 """The community SONiC switch stand-in: CONFIG_DB behind the generic config updater (apply-patch,
 checkpoints, rollback, save), transient systemd timers that really fire, and a bash-like login
-(:class:`SonicTerminal`: prompt ``<user>@<host>:~$ ``, heredocs, ``echo $?``, ``sudo``).
+(:class:`SonicTerminal`: prompt ``<user>@<host>:~$ ``, heredocs, ``echo $?``, ``sudo``,
+coreutils' ``sha256sum FILE``: ``<64 hex>  FILE``).
 
 It reproduces shared/cases/cli/sonic__*.txt (cli/INDEX-switch.md) and refuses what GCU refuses,
 with GCU's texts (:mod:`tuning.lab.sonic_db`, :mod:`tuning.lab.sonic_show`); the SSH side is
@@ -16,6 +17,7 @@ failure layout of sonic__apply_patch_failure_yang_invalid_value.txt naming the f
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import re
 import shlex
@@ -240,6 +242,12 @@ class SonicTerminal:
             return f"cat: {args[0] if args else ''}: No such file or directory\n", 1
         return self.sw.files[args[0]], 0
 
+    def _sha256sum(self, args: list[str], root: bool) -> tuple[str, int]:
+        """coreutils sha256sum of one file: ``<64 hex>  PATH`` (two spaces: text mode), else its error."""
+        if len(args) != 1 or args[0] not in self.sw.files:
+            return f"sha256sum: {args[0] if args else '-'}: No such file or directory\n", 1
+        return f"{hashlib.sha256(self.sw.files[args[0]].encode()).hexdigest()}  {args[0]}\n", 0
+
     def _mkdir(self, args: list[str], root: bool) -> tuple[str, int]:
         """coreutils mkdir of one folder (atomic: a second one fails)."""
         if len(args) != 1 or args[0] in self.sw.dirs:
@@ -314,7 +322,8 @@ class SonicTerminal:
         return f"Unknown command verb {args[0] if args else ''}.\n", 1
 
 
-_COMMANDS = {"echo": SonicTerminal._echo, "cat": SonicTerminal._cat, "exit": SonicTerminal._exit,
+_COMMANDS = {"echo": SonicTerminal._echo, "cat": SonicTerminal._cat, "sha256sum": SonicTerminal._sha256sum,
+             "exit": SonicTerminal._exit,
              "logout": SonicTerminal._exit, "mkdir": SonicTerminal._mkdir, "rmdir": SonicTerminal._rmdir,
              "show": SonicTerminal._show, "config": SonicTerminal._config,
              "systemd-run": SonicTerminal._systemd_run, "systemctl": SonicTerminal._systemctl}

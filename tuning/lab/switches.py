@@ -14,6 +14,10 @@ FakeNOS matches commands exactly and its paramiko server only knows passwords
 
 Each switch listens on ``127.0.0.1:<Switch.port>``; its host key line goes to
 ``ssh/known_hosts``. Prompt: ``cumulus@<name>:mgmt:~$ ``.
+
+With ``start_switches(..., command_log=True)`` every switch keeps a :class:`CommandLog` of the lines
+it received, grouped in round trips (:meth:`SwitchLab.round_trips`): what a bench or a test counts
+of a driver's SSH traffic, read on the switch's side of the channel.
 """
 
 from __future__ import annotations
@@ -42,16 +46,50 @@ USER = "fabtune"
 PROMPT = "cumulus@{base_prompt}:mgmt:~$ "
 
 
+class CommandLog:
+    """The lines one lab switch received over SSH, grouped in round trips.
+
+    A round trip starts with a line whose first byte came while the switch had answered everything
+    it had received and waited on an empty channel (:class:`ChannelIO`): the client waited for the
+    answer before it sent. Lines already received, or arriving while the switch still worked on
+    earlier ones, belong to the round trip they came with (a candidate written in one send is one
+    round trip however many lines it holds). One client write of up to paramiko's packet size
+    (32 KiB) arrives whole, so it is never counted twice.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._trips: list[list[str]] = []
+        self._current: dict[int, list[str]] = {}  # SSH session -> its open round trip
+
+    def add(self, session: int, line: str, new_trip: bool) -> None:
+        """Record ``line`` (without its line end) of ``session``; ``new_trip``: it starts a round trip."""
+        with self._lock:
+            trip = self._current.get(session)
+            if new_trip or trip is None:
+                trip = self._current[session] = []
+                self._trips.append(trip)
+            trip.append(line)
+
+    def trips(self) -> list[list[str]]:
+        """Every round trip so far, oldest first, each the lines it carried: ``[["nv config diff"], ...]``."""
+        with self._lock:
+            return [list(t) for t in self._trips]
+
+
 class ChannelIO:
     """Line I/O over a paramiko channel as a terminal gives it: echo, CR/LF handling.
 
-    ``readline()`` returns ``"exit\\n"`` when the client has gone, which ends the shell.
+    ``readline()`` returns ``"exit\\n"`` when the client has gone, which ends the shell. With a
+    ``log`` every line read is recorded in it (:class:`CommandLog`).
     """
 
-    def __init__(self, channel: paramiko.Channel) -> None:
+    def __init__(self, channel: paramiko.Channel, log: CommandLog | None = None) -> None:
         self.channel = channel
         self._buf = b""
         self._last_cr = False
+        self._log = log
+        self._idle = False  # the switch waited on an empty channel since the last line it read
 
     def readline(self) -> str:
         """Read up to CR or LF, echoing what was typed; CRLF counts as one line end."""
@@ -64,8 +102,14 @@ class ChannelIO:
                     line, self._buf = self._buf[:i], self._buf[i + 1:]
                     self._last_cr = byte == 13
                     self._send(b"\r\n")
-                    return line.decode("utf-8", "replace") + "\n"
+                    text = line.decode("utf-8", "replace")
+                    if self._log is not None:
+                        self._log.add(id(self), text, self._idle)
+                        self._idle = False
+                    return text + "\n"
             else:
+                if not self._buf and not self.channel.recv_ready():
+                    self._idle = True  # all answered, nothing received: what comes next is a new send
                 try:
                     data = self.channel.recv(4096)
                 except (OSError, EOFError):
@@ -157,7 +201,7 @@ class NvueSshServer(ParamikoSshServer):
             channel = session.accept(timeout=10)
             if channel is None:
                 return
-            io = ChannelIO(channel)
+            io = ChannelIO(channel, getattr(self.nos, "command_log", None))
             # the shell of the switch's OS (start_switches sets it on the Nos; FakeNOS's inventory
             # names only its own CMDShell)
             shell_class = getattr(self.nos, "shell_class", self.shell)
@@ -181,6 +225,17 @@ class SwitchLab:
     fabric: Fabric
     state_dir: Path
     nos: dict[str, Nos]
+
+    def round_trips(self, name: str) -> list[list[str]]:
+        """The round trips switch ``name`` received so far (:meth:`CommandLog.trips`).
+
+        Raises:
+            KeyError: the lab was started without ``command_log``, or has no switch ``name``.
+        """
+        log = getattr(self.nos[name], "command_log", None)
+        if log is None:
+            raise KeyError(f"{name} keeps no command log: start_switches(..., command_log=True)")
+        return log.trips()
 
     def reset(self) -> dict[str, int]:
         """Power-cycle every switch: a fresh NVUE state machine (revision 1, nothing pending, no
@@ -243,9 +298,9 @@ def _shell(os_: str) -> tuple[type, str]:
     return NvueShell, PROMPT
 
 
-def start_switches(state_dir: Path, fabric: Fabric) -> SwitchLab:
+def start_switches(state_dir: Path, fabric: Fabric, command_log: bool = False) -> SwitchLab:
     """Start one FakeNOS switch per ``fabric.switches`` on ``127.0.0.1:<port>``, each speaking its
-    ``os``'s CLI.
+    ``os``'s CLI; with ``command_log`` each records what it receives (:meth:`SwitchLab.round_trips`).
 
     Makes the client key and host keys if missing, writes their ``known_hosts`` lines
     and each switch's ``switches/<name>.fabric.json``.
@@ -262,6 +317,7 @@ def start_switches(state_dir: Path, fabric: Fabric) -> SwitchLab:
         shell, prompt = _shell(sw.os)
         nos = Nos(name=f"nvue_{sw.name}", initial_prompt=prompt)
         nos.device, nos.shell_class = device, shell
+        nos.command_log = CommandLog() if command_log else None
         plugins.append(nos)
         by_name[sw.name] = nos
         devices[sw.name] = device
