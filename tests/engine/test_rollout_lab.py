@@ -85,6 +85,13 @@ def test_rollout_keeps_good_then_restores_wrong_byte_for_byte(lab_inventory: Pat
     assert len(only_leaf.verify_after) == 18  # every rail: 16 leaf pairs + 2 through the spine
     _injected_degrade_fails_exactly_the_pairs_crossing_it(lab_inventory, journal, good)
 
+    # the kept run rolled back: the baseline is again what it measured before it changed anything
+    # (a verify after the rollback judged the untuned fabric against the tuned values, session 13)
+    from tuning.rollout.rollback import rollback_run
+
+    assert rollback_run(journal, good.run_id).outcome == "rolled-back"
+    assert {p: r["bw_gbps"] for p, r in load_baseline(journal, lab_inventory).items()} == before_bw
+
 
 def _injected_degrade_fails_exactly_the_pairs_crossing_it(lab_inventory: Path, journal: Path, good) -> None:
     """On the tuned fabric of ``good`` (the kept rollout): a degrade on node01:mlx5_0 fails the two

@@ -225,6 +225,23 @@ def _restore_locked(j: Journal, names: list[str], report, progress: Progress, fo
         lock.release()
 
 
+def _baseline_back(journal_dir: Path, j: Journal, progress: Progress) -> None:
+    """(Called for a run that was kept.) A kept rollout saved its final verification as the inventory's baseline
+    (:mod:`tuning.rollout.baseline`); rolled back, the fabric is again what the run measured before
+    it changed anything: those results (pairs and nccl-tests jobs) go back into the baseline, so a
+    `fabtune verify` after the rollback judges against the fabric it now is, not the tuned one."""
+    from tuning.rollout.baseline import save_baseline
+    from tuning.verify.nccl_verdict import as_baseline as nccl_baseline
+    from tuning.verify.runner import PairResult, as_baseline
+
+    verify = j.data.get("verify") or {}
+    if not verify.get("before"):
+        return
+    back = {**as_baseline([PairResult(**x) for x in verify["before"]]), **nccl_baseline(verify.get("nccl_before") or [])}
+    save_baseline(journal_dir, j.data["inventory"], back)
+    progress(f"baseline: {len(back)} result(s) of before run {j.run_id} put back (the fabric it restored)")
+
+
 def rollback_run(journal_dir: Path, run_id: str, inventory: Path | None = None, force: bool = False,
                  progress: Progress = lambda m: None, firmware: bool = False):
     """Restore every device a journaled run touched and did not already restore, from the
@@ -264,7 +281,10 @@ def rollback_run(journal_dir: Path, run_id: str, inventory: Path | None = None, 
         raise InputError("RUN_ID", run_id, f"later runs changed the same settings and were not rolled back: "
                          f"{shown}; roll those back first, or use --force")
     report.changes = _now_and_restored(j, names, firmware)
+    kept = j.data.get("outcome") == RunOutcome.KEPT  # the run saved its results as the baseline
     _restore_locked(j, names, report, progress, bool(clash), firmware)
+    if kept and not clash:
+        _baseline_back(journal_dir, j, progress)
     report.kept = kept_changes(j)
     report.seconds = round(time.monotonic() - t0, 2)
     return report
