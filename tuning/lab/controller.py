@@ -29,8 +29,11 @@ from tuning.lab.tools import RELAYED, SHELL_TOOLS, TOOLS
 #: seconds from the daemon's power-on copy (:func:`tuning.lab.power_on.keep`) to every endpoint listening
 UP_TIMEOUT_S = 30.0
 #: seconds the daemon may take to copy the built node trees to ``power-on/`` before it serves
-#: (about 10 s for 4 nodes' ~57,000 entries at load 5 on this project's 2-core machine; more loaded, more)
+#: (about 10 s for 4 nodes' ~57,000 entries at load 5 on this project's 2-core machine; more loaded, more),
+#: plus :data:`COPY_S_PER_NODE` per node: the copy grows with the lab (a 64-node lab's ran past 300 s at
+#: load 10-25, about 6 s a node, bench/slurm_vs_ssh.py on 2026-12-04)
 COPY_TIMEOUT_S = 300.0
+COPY_S_PER_NODE = 10.0
 #: what the daemon imports beyond the core (the ``lab`` extra of pyproject.toml)
 LAB_MODULES = ("asyncssh", "fakenos")
 DOWN_TIMEOUT_S = 5.0
@@ -224,11 +227,13 @@ def _log_start(state_dir: Path) -> None:
 def _wait_up(state_dir: Path, fabric: Fabric, proc: subprocess.Popen) -> None:
     """Wait until every endpoint of ``fabric`` accepts TCP: :data:`UP_TIMEOUT_S` from the moment the
     daemon has its power-on copy (``power-on/manifest.json``; the copy of the node trees grows with
-    the lab and the machine's load and proves the daemon alive), :data:`COPY_TIMEOUT_S` for that copy.
+    the lab and the machine's load and proves the daemon alive), :data:`COPY_TIMEOUT_S` plus
+    :data:`COPY_S_PER_NODE` per node for that copy.
     Raises TuningError (the daemon stopped) past either, or when the daemon exits."""
     from tuning.lab.power_on import FOLDER, MANIFEST
 
     started, deadline = time.monotonic(), None
+    copy_s = COPY_TIMEOUT_S + COPY_S_PER_NODE * len(fabric.nodes)
     waiting = [port for _, _, port in endpoints(fabric)]
     while waiting:
         if proc.poll() is not None:
@@ -238,10 +243,10 @@ def _wait_up(state_dir: Path, fabric: Fabric, proc: subprocess.Popen) -> None:
             raise TuningError(f"the lab daemon exited with {proc.returncode}:\n{log_tail(state_dir)}", phase="lab")
         if deadline is None and (state_dir / FOLDER / MANIFEST).exists():
             deadline = time.monotonic() + UP_TIMEOUT_S
-        if time.monotonic() > (deadline or started + COPY_TIMEOUT_S):
+        if time.monotonic() > (deadline or started + copy_s):
             down(state_dir)
             what = (f"did not come up within {UP_TIMEOUT_S:.0f} s of its power-on copy" if deadline else
-                    f"did not finish its power-on copy within {COPY_TIMEOUT_S:.0f} s")
+                    f"did not finish its power-on copy within {copy_s:.0f} s")
             raise TuningError(f"the lab {what} (ports {waiting} not listening):\n{log_tail(state_dir)}", phase="lab")
         waiting = [port for port in waiting if not port_open(port)]
         if waiting:
