@@ -69,11 +69,20 @@ def bench_size(n: int, base_port: int) -> dict[str, tuple[Sample, str]]:
         for engine in ("nornir", "slurm"):
             power_on.reset(state)
             got[engine] = _rollout(inv, engine, tmp / "journal", env)
+        _row(n, got)  # before the clean-up: removing a 64-node lab's trees takes minutes on a loaded machine
         return got
     finally:
         slurm.down(state)
         controller.down(state)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _row(n: int, got: dict[str, tuple[Sample, str]]) -> None:
+    """Print one size's line: each engine's wall, CPU, CPU per node, outcome, and the CPU ratio."""
+    (ssh, o1), (srun, o2) = got["nornir"], got["slurm"]
+    print(f"{n:5d} | {ssh.wall_s:7.1f}s {ssh.cpu_s:6.2f}s {ssh.cpu_s / n:7.3f}s {o1:>8s} | "
+          f"{srun.wall_s:9.1f}s {srun.cpu_s:6.2f}s {srun.cpu_s / n:7.3f}s {o2:>8s} | "
+          f"{srun.cpu_s / max(ssh.cpu_s, 1e-9):5.2f}x", flush=True)
 
 
 def main() -> int:
@@ -84,11 +93,7 @@ def main() -> int:
     print(f"{'nodes':>5s} | {'ssh wall':>8s} {'cpu':>7s} {'cpu/node':>8s} {'outcome':>8s} | "
           f"{'slurm wall':>10s} {'cpu':>7s} {'cpu/node':>8s} {'outcome':>8s} | {'cpu x':>6s}", flush=True)
     for n in args.nodes:
-        got = bench_size(n, args.base_port)
-        (ssh, o1), (srun, o2) = got["nornir"], got["slurm"]
-        print(f"{n:5d} | {ssh.wall_s:7.1f}s {ssh.cpu_s:6.2f}s {ssh.cpu_s / n:7.3f}s {o1:>8s} | "
-              f"{srun.wall_s:9.1f}s {srun.cpu_s:6.2f}s {srun.cpu_s / n:7.3f}s {o2:>8s} | "
-              f"{srun.cpu_s / max(ssh.cpu_s, 1e-9):5.2f}x", flush=True)
+        bench_size(n, args.base_port)
     print("rollout of the nodes' MTU from power-on; cpu = user+sys of the controller and what it waited for; "
           "x = slurm / ssh")
     return 0
