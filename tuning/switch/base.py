@@ -73,7 +73,8 @@ class SwitchState:
         revision: the applied revision id.  ports: switch port name -> operational MTU (bytes).
         roce: RoCE QoS.  diff / running / candidate: filled by the engine's collect
         (:func:`tuning.targets.switch.collect`): the device's diff of ``candidate`` (the
-        rendered configuration) and the applied configuration as the device prints it.
+        rendered configuration) and the applied configuration as the device prints it;
+        ``running`` also by ``get_state`` where the OS's state read includes it (EOS, SONiC).
     """
 
     revision: str

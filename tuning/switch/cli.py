@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from tuning.errors import CandidateError, CommandError, ConnectError
@@ -20,6 +21,24 @@ from tuning.transport.connection import check_key
 
 class CliTimeout(ConnectError):
     """A command printed no prompt within its read timeout (the device may still be working)."""
+
+
+@dataclass
+class Staged:
+    """A candidate this session staged on the switch (EOS, SONiC: the transaction's one private object).
+
+    Attributes:
+        name: where it is staged: the EOS configuration session (``fabtune-cfg-...``), the SONiC patch file.
+        on: the revision it was staged on: the one this session read last before staging (None:
+            none read).
+        diff: the switch's diff of it (:meth:`~tuning.switch.base.SwitchDriver.compare`), once read.
+            A commit reuses it only while the running configuration, read again then, is still
+            ``on`` (the staged candidate is this session's alone: the run holds the inventory's lock).
+    """
+
+    name: str
+    on: str | None
+    diff: str | None = None
 
 
 class CliDriver(SwitchDriver):
@@ -49,6 +68,9 @@ class CliDriver(SwitchDriver):
         self._conn = None
         self._ses = None  # tuning.switch.nvue_session once a session opened (netmiko imported then)
         self._tx: dict[str, str | None] = {"before": None, "committed": None}
+        self._running: str | None = None  # the running configuration this session read last (EOS, SONiC)
+        self._seen: str | None = None  # the revision this session read last: what a candidate is staged on
+        self._stage: Staged | None = None  # what this session staged (EOS, SONiC)
 
     def open(self) -> None:
         """Connect (host key checked) and prepare the session (:meth:`_after_open`). Raises ConnectError."""

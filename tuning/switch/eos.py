@@ -7,9 +7,10 @@ driver sends through eAPI (``napalm/eos/eos.py``).
 
 The transaction (NAPALM's EOS driver; shared/cases/cli/INDEX-switch.md):
 
-- stage: ``configure session fabtune-<revision>``, the candidate's lines, ``end`` (a session's
-  configuration is a copy of running plus the lines: a merge; the name says which revision it was
-  staged on, so a commit nobody journaled is recognised as the run's: :meth:`EosDriver.applied_parent`);
+- stage: ``configure session fabtune-<revision>``, ``abort``, ``configure session fabtune-<revision>``,
+  the candidate's lines, ``end``, typed in one send (a session's configuration is a copy of running
+  plus the lines: a merge; the name says which revision it was staged on, so a commit nobody
+  journaled is recognised as the run's: :meth:`EosDriver.applied_parent`);
 - diff: ``show session-config named NAME diffs`` (a unified diff against running);
 - before a commit: ``copy running-config flash:fabtune-<revision>.cfg``, the configuration a
   rollback returns to (NAPALM: ``flash:rollback-0``);
@@ -35,7 +36,7 @@ from tuning.errors import (CandidateError, CommandError, CommitConfirmError, Com
                            InputError, NotSupportedError, ParseError, RollbackError, TuningError)
 from tuning.switch import eos_keys
 from tuning.switch.base import Capabilities, RoceState, SwitchState, as_step_error
-from tuning.switch.cli import CliDriver, CliTimeout
+from tuning.switch.cli import CliDriver, CliTimeout, Staged
 
 #: a CLI error: one line starting with ``% `` in place of output (eos__errors_invalid_incomplete_ambiguous.txt)
 _FAILURE = re.compile(r"^% .*$", re.M)
@@ -85,10 +86,6 @@ class EosDriver(CliDriver):
 
     device_type, os_name = "arista_eos", "EOS"
 
-    def __init__(self, host: str, **kwargs) -> None:
-        super().__init__(host, **kwargs)
-        self._session: str | None = None  # the configuration session this driver staged
-
     def _after_open(self) -> None:
         self._conn.enable()  # privileged exec (eos__prompts_modes_session_prep.txt: `leaf1>` -> `leaf1#`)
 
@@ -136,18 +133,21 @@ class EosDriver(CliDriver):
         out = self._send("show running-config", phase="collect")
         if "! Command: show running-config" not in out:
             raise ParseError("show running-config", 0, "EOS's `! Command: show running-config` header", out[:120])
-        return out.strip("\n") + "\n"
+        self._running = out.strip("\n") + "\n"
+        self._seen = eos_keys.digest(self._running)
+        return self._running
 
     def current_revision(self) -> str:
-        """The digest of the running configuration (:func:`tuning.switch.eos_keys.digest`)."""
-        return eos_keys.digest(self.running_config())
+        """The digest of the running configuration (:func:`tuning.switch.eos_keys.digest`), read now."""
+        self.running_config()
+        return self._seen
 
     def get_state(self) -> SwitchState:
         data = self._json("show interfaces", phase="collect").get("interfaces", {})
         ports = {n: int(v["mtu"]) for n, v in data.items() if n.startswith("Ethernet") and isinstance(v, dict)
                  and isinstance(v.get("mtu"), int)}
         running = self.running_config()
-        return SwitchState(revision=eos_keys.digest(running), ports=ports, roce=_roce_state(eos_keys.settings(running)))
+        return SwitchState(revision=self._seen, ports=ports, roce=_roce_state(eos_keys.settings(running)), running=running)
 
     def _sessions(self) -> dict:
         return self._json("show configuration sessions detail", phase="collect")
@@ -171,11 +171,14 @@ class EosDriver(CliDriver):
 
     def next_revision(self) -> str | None:
         """The revision the staged session will make: the digest of running patched with the
-        session's diff (:func:`tuning.switch.eos_keys.patched`); None when nothing is staged."""
-        if self._session is None:
+        session's diff (:func:`tuning.switch.eos_keys.patched`), both as this session read them last
+        (read now where it has not: a push has just read both to check its plan); None when nothing
+        is staged. A commit refuses a running configuration that moved since staging."""
+        if self._stage is None:
             return None
-        diff = self.compare()
-        return eos_keys.digest(eos_keys.patched(diff, self.running_config())) if diff else None
+        diff = self._stage.diff if self._stage.diff is not None else self.compare()
+        running = self._running if self._running is not None else self.running_config()
+        return eos_keys.digest(eos_keys.patched(diff, running)) if diff else None
 
     def applied_parent(self) -> str | None:
         """The revision a commit under a running timer was made on: fabtune names its sessions
@@ -186,8 +189,12 @@ class EosDriver(CliDriver):
 
     # ----- candidate -------------------------------------------------------------------------
     def load_candidate(self, config: str, *, replace: bool = False) -> None:
-        """Open a configuration session and type every line of ``config`` into it at once, then
-        ``end``; read back until one prompt per line came back.
+        """Type the session's opening, every line of ``config`` and ``end`` at once (one round trip),
+        and read until one prompt per line came back. A first load opens the session ``fabtune-<the
+        revision it is staged on>`` (the running configuration this session read last, read now
+        where none was: every plan and push reads the switch's state first), aborts whatever a push
+        cut short left in a session of that name (``abort`` inside it: EOS then leaves the session,
+        eos__prompts_modes_session_prep.txt) and opens it again, empty; a later load adds to it.
 
         Raises:
             CandidateError: a line EOS refused (``% Invalid input ...``, naming the line; the
@@ -199,29 +206,33 @@ class EosDriver(CliDriver):
         bad = [ln for ln in lines if re.search(r"[;|`$<>\\]", ln)]
         if bad:
             raise CandidateError(f"not an EOS configuration line: {bad[0]!r}", host=self.name, phase="apply")
-        if self._session is None:
+        if self._stage is None:
             # named after the revision it was staged on: a commit of it that a cut session or a
             # killed run never journaled still says which snapshot it sits on (applied_parent)
-            self._session = f"fabtune-{self.current_revision()}"
-            if self._session in self._pending_sessions():
-                self._send(f"configure session {self._session} abort", phase="apply")  # stale lines
-        self._send(f"configure session {self._session}", phase="apply")
-        out = self._batch([*lines, "end"])
+            on = self._seen or self.current_revision()
+            self._stage = Staged(f"fabtune-{on}", on)
+            opening = [f"configure session {self._stage.name}", "abort", f"configure session {self._stage.name}"]
+        else:
+            opening, self._stage.diff = [f"configure session {self._stage.name}"], None
+        sent = [*opening, *lines, "end"]
+        out = self._batch(sent)
         why = _FAILURE.search(out)
         if why:
             # line k answers between the prompts k-1 and k (the echo of typed-ahead lines comes anywhere)
-            culprit = lines[min(len(re.findall(self._prompt(), out[:why.start()])), len(lines) - 1)]
+            culprit = sent[min(len(re.findall(self._prompt(), out[:why.start()])), len(sent) - 1)]
             self.discard()
             raise CandidateError(f"rejected `{culprit}`: {why.group(0)}", host=self.name, phase="apply")
 
     def compare(self) -> str:
-        if self._session is None:
+        """``show session-config named NAME diffs``, read now (and kept for the commit: :class:`Staged`)."""
+        if self._stage is None:
             return ""
-        out = self._send(f"show session-config named {self._session} diffs", phase="plan")
+        out = self._send(f"show session-config named {self._stage.name} diffs", phase="plan")
         body = [ln for ln in out.splitlines() if ln.strip()]
         if body and not (body[0].startswith("--- ") and all(ln[:1] in " +-@\\" for ln in body)):
             raise ParseError("show session-config diffs", 0, "nothing or a unified diff", out.strip()[:120])
-        return out.strip("\n") + "\n" if any(ln.startswith("@@") for ln in body) else ""
+        self._stage.diff = out.strip("\n") + "\n" if any(ln.startswith("@@") for ln in body) else ""
+        return self._stage.diff
 
     def discard(self) -> None:
         """Abort this driver's session and every other ``fabtune-`` session left pending by a push
@@ -229,8 +240,8 @@ class EosDriver(CliDriver):
         stale = [n for n in self._pending_sessions() if n.startswith("fabtune-")]
         for name in stale:
             self._send(f"configure session {name} abort", phase="apply")
-        self._session = None
-        left = [n for n in self._pending_sessions() if n in stale]
+        self._stage = None
+        left = [n for n in self._pending_sessions() if n in stale] if stale else []  # each abort read back
         if left:
             raise CommandError("configure session abort", 1, f"sessions still pending: {', '.join(left)}",
                                host=self.name, phase="apply")
@@ -246,12 +257,18 @@ class EosDriver(CliDriver):
     def _commit(self, confirm_within_s: int | None) -> str:
         if self.has_pending_commit():
             raise CommitError("a commit timer is already running", host=self.name, phase="apply")
-        before = self.current_revision()
-        if not self.compare():
+        before, stage = self.current_revision(), self._stage
+        if stage is None:
+            return before
+        if before != stage.on:  # the session's name would give a wrong parent, its diff may be stale
+            self.discard()
+            raise CandidateError(f"the running configuration moved since session {stage.name} was staged on "
+                                 f"it (now {before}): nothing committed; plan again", host=self.name, phase="apply")
+        if not (stage.diff if stage.diff is not None else self.compare()):
             return before
         self._checkpoint(before)
         timer = "" if confirm_within_s is None else " timer " + _hms(confirm_within_s)
-        cmd = f"configure session {self._session} commit{timer}"
+        cmd = f"configure session {stage.name} commit{timer}"
         out = self._step(cmd, phase="apply", error=CommitError)
         now, pending = self.current_revision(), self.has_pending_commit()
         when = "" if out is not None else f" (no answer within {self.apply_timeout_s:g} s; read from the device)"
@@ -262,7 +279,7 @@ class EosDriver(CliDriver):
             raise CommitError(f"`{cmd}`{when}: no commit timer runs after it", host=self.name, phase="apply")
         if not timer:
             self._save("apply")
-        self._tx, self._session = {"before": before, "committed": now}, None
+        self._tx, self._stage = {"before": before, "committed": now}, None
         return now
 
     def _checkpoint(self, revision: str) -> None:

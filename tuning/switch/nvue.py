@@ -26,7 +26,7 @@ from tuning.errors import (CandidateError, CommandError, CommitConfirmError, Com
 from tuning.parsers import parse
 from tuning.switch import nvue_keys, nvue_text as text
 from tuning.switch.base import Capabilities, RoceState, SwitchState, as_step_error
-from tuning.switch.cli import CliDriver, CliTimeout
+from tuning.switch.cli import CliDriver, CliTimeout, Staged
 from tuning.switch.nvue_startup import NvueStartup
 
 class NvueDriver(NvueStartup, CliDriver):
@@ -119,10 +119,11 @@ class NvueDriver(NvueStartup, CliDriver):
         data = self._json("nv config revision --applied -o json", phase="collect",
                           read_timeout=self.apply_timeout_s)
         rev = (data.get("applied") or {}).get("additional-data", {}).get("rev-id") if isinstance(data, dict) else None
-        if rev is not None:
-            return str(rev)
-        table = self._send("nv config revision", phase="collect", read_timeout=self.apply_timeout_s)
-        return text.applied_from_table(text.revision_rows(table))
+        if rev is None:
+            table = self._send("nv config revision", phase="collect", read_timeout=self.apply_timeout_s)
+            rev = text.applied_from_table(text.revision_rows(table))
+        self._seen = str(rev)
+        return self._seen
 
     def revision_states(self) -> dict[str, str]:
         """Revision id -> state (``confirm`` while a commit-confirm waits) from ``nv config revision -o json``."""
@@ -171,16 +172,24 @@ class NvueDriver(NvueStartup, CliDriver):
             if extra:
                 raise CandidateError(f"`nv set` printed {extra[:120]!r} (it prints nothing on success)",
                                      host=self.name, phase="apply")
+            # staged on the applied revision read last (a later load changes the diff)
+            if self._stage is None:
+                self._stage = Staged("pending", self._seen)
+            self._stage.diff = None
 
     def compare(self) -> str:
         out = self._send("nv config diff", phase="plan")
         if not text.is_diff(out):
             raise ParseError("nv config diff", 0, "nothing or a '- set:' / '- unset:' YAML list", out.strip()[:120])
-        return out.strip("\n") + "\n" if out.strip() else ""
+        diff = out.strip("\n") + "\n" if out.strip() else ""
+        if self._stage is not None:
+            self._stage.diff = diff  # kept for the commit (tuning.switch.cli.Staged)
+        return diff
 
     def discard(self) -> None:
         """``nv config detach``, read back: the diff must be empty afterwards."""
         self._send("nv config detach", phase="apply")
+        self._stage = None
         left = self.compare()
         if left:
             raise CommandError("nv config detach", 1, f"the diff is not empty afterwards: {left[:200]}",
@@ -196,8 +205,9 @@ class NvueDriver(NvueStartup, CliDriver):
     def _commit(self, confirm_within_s: int | None) -> str:
         if self.has_pending_commit():
             raise CommitError("a commit-confirm is already pending", host=self.name, phase="apply")
-        before = self.current_revision()
-        if not self.compare():
+        before, stage = self.current_revision(), self._stage
+        # the diff read since staging holds while the applied revision is still the one staged on
+        if not (stage.diff if stage is not None and stage.diff is not None and stage.on == before else self.compare()):
             return before
         cmd = "nv config apply -y" if confirm_within_s is None else f"nv config apply --confirm {int(confirm_within_s)}s -y"
         out = self._apply_cmd(cmd, phase="apply", error=CommitError)
@@ -213,7 +223,7 @@ class NvueDriver(NvueStartup, CliDriver):
         if confirm_within_s is not None and states.get(now) != "confirm":
             raise CommitError(f"`{cmd}`{when}: revision {now} is {states.get(now)!r}, not waiting for a confirm",
                               host=self.name, phase="apply")
-        self._tx = {"before": before, "committed": now}
+        self._tx, self._stage = {"before": before, "committed": now}, None
         return now
 
     def _pending_confirms(self) -> list[str]:

@@ -8,8 +8,8 @@ sonic__ssh_login_banner_prompt.txt) and netmiko has no community-SONiC type (sha
 The transaction (generic config updater, GCU; sonic-net/sonic-utilities config/main.py and
 generic_config_updater/generic_updater.py; shared/cases/cli/INDEX-switch.md):
 
-- stage: the rendered JSON patch written to ``/tmp/fabtune-<revision>.json-patch`` on the switch
-  with a heredoc (one round trip) and read back with ``cat``;
+- stage: the rendered JSON patch written to ``/tmp/fabtune-<digest of the patch>.json-patch`` on the
+  switch with a heredoc and read back by ``sha256sum`` of the file (coreutils), both in one send;
 - diff: ``sudo config apply-patch --dry-run FILE``: its ``Patch Applier:   * [...]`` change lines
   (``converted into 0 changes.``: nothing to change). A dry run ends ``Patch applied successfully.``
   too: it is never a commit;
@@ -31,6 +31,7 @@ Enterprise SONiC (klish, prompt ``sonic#``) is refused at open with one line.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -38,8 +39,9 @@ from tuning.errors import (CandidateError, CommandError, CommitConfirmError, Com
                            NotSupportedError, ParseError, RollbackError, TuningError)
 from tuning.switch import sonic_keys
 from tuning.switch.base import Capabilities, RoceState, SwitchState, as_step_error
-from tuning.switch.cli import CliDriver, CliTimeout
+from tuning.switch.cli import CliDriver, CliTimeout, Staged
 from tuning.switch.eos import EosDriver
+from tuning.switch.sonic_keys import interfaces_status, roce_state  # noqa: F401 (the state's readers, re-exported)
 
 APPLIED = "Patch applied successfully."
 CHECKPOINTED = "Checkpoint created successfully."
@@ -95,8 +97,7 @@ class SonicDriver(CliDriver):
 
     def __init__(self, host: str, **kwargs) -> None:
         super().__init__(host, **kwargs)
-        self._staged: str | None = None  # the patch file on the switch
-        self._patch: list[dict] = []
+        self._patch: list[dict] = []  # the staged patch's operations (self._stage: its file)
 
     def _after_open(self) -> None:
         """Refuse Enterprise SONiC (klish): its prompt is ``sonic#``, not bash's ``user@host:~$``."""
@@ -146,23 +147,28 @@ class SonicDriver(CliDriver):
     def running_config(self) -> str:
         """CONFIG_DB as ``show runningconfiguration all`` prints it (JSON)."""
         out = self._send("show runningconfiguration all", phase="collect")
-        sonic_keys.load_config(out)
-        return out.strip("\n") + "\n"
+        self._seen = sonic_keys.digest(sonic_keys.load_config(out))
+        self._running = out.strip("\n") + "\n"
+        return self._running
 
     def _config(self) -> dict:
         return sonic_keys.load_config(self.running_config())
 
     def current_revision(self) -> str:
-        return sonic_keys.digest(self._config())
+        """The digest of CONFIG_DB as read now (:func:`tuning.switch.sonic_keys.digest`)."""
+        self.running_config()
+        return self._seen
 
     def get_state(self) -> SwitchState:
-        out = self._send("show interfaces status", phase="collect")
-        rows = interfaces_status(out)
+        """Ports (``show interfaces status``), RoCE QoS and the revision from CONFIG_DB, read once
+        (also the state's ``running``)."""
+        rows = interfaces_status(self._send("show interfaces status", phase="collect"))
         self.down_ports = {r["Interface"]: "admin down" if r.get("Admin") == "down" else "oper down"
                            for r in rows if "down" in (r.get("Admin"), r.get("Oper"))}
         ports = {r["Interface"]: int(r["MTU"]) for r in rows if r.get("MTU", "").isdigit()}
-        config = self._config()
-        return SwitchState(revision=sonic_keys.digest(config), ports=ports, roce=roce_state(config))
+        running = self.running_config()
+        return SwitchState(revision=self._seen, ports=ports, roce=roce_state(sonic_keys.load_config(running)),
+                           running=running)
 
     def _timers(self) -> list[str]:
         """The dead-man timers armed on the switch: rows ``UNIT LOAD ACTIVE SUB DESCRIPTION`` of
@@ -182,15 +188,19 @@ class SonicDriver(CliDriver):
         return m.group(1) if m else None
 
     def next_revision(self) -> str | None:
-        """The digest of CONFIG_DB patched with the staged patch; None when nothing is staged."""
-        if self._staged is None:
+        """The digest of CONFIG_DB patched with the staged patch, CONFIG_DB as this session read it
+        last (read now where it has not: a push has just read it to check its plan); None when
+        nothing is staged."""
+        if self._stage is None:
             return None
-        return sonic_keys.digest(sonic_keys.patched(self._config(), self._patch))
+        config = sonic_keys.load_config(self._running) if self._running is not None else self._config()
+        return sonic_keys.digest(sonic_keys.patched(config, self._patch))
 
     # ----- candidate -------------------------------------------------------------------------
     def load_candidate(self, config: str, *, replace: bool = False) -> None:
         """Check the patch (:func:`tuning.switch.sonic_keys.check_limits`), write it to a file on
-        the switch with one heredoc and read it back.
+        the switch with a heredoc and read it back by its SHA-256, in one send (:meth:`_heredoc`).
+        The file is named after the patch's own digest: the same patch, the same file.
 
         Raises:
             CandidateError: a patch GCU would refuse or fabtune must not push, or the file read
@@ -203,42 +213,48 @@ class SonicDriver(CliDriver):
         line = json.dumps(ops)
         if "FABTUNE_EOF" in line or "'" in line:
             raise CandidateError("the patch holds a quote or the heredoc's end word", host=self.name, phase="apply")
-        path = f"/tmp/fabtune-{self.current_revision()}.json-patch"
-        self._heredoc(path, line)
-        back = self._send(f"cat {path}", phase="apply").strip()
-        if back != line:
-            raise CandidateError(f"{path} reads back {back[:80]!r}, not the patch written", host=self.name, phase="apply")
-        self._staged, self._patch = path, ops
+        digest = hashlib.sha256((line + "\n").encode()).hexdigest()  # the file: the line and its end
+        path = f"/tmp/fabtune-{digest[:12]}.json-patch"
+        back = [ln.strip() for ln in self._heredoc(path, line).splitlines()]
+        if f"{digest}  {path}" not in back:
+            got = next((ln for ln in back if ln.endswith(f"  {path}") or ln.startswith("sha256sum:")), "nothing")
+            raise CandidateError(f"{path} reads back as {got[:100]!r}, not the SHA-256 {digest} of the patch written",
+                                 host=self.name, phase="apply")
+        self._stage, self._patch = Staged(path, self._seen), ops
 
-    def _heredoc(self, path: str, line: str) -> None:
-        """``cat > PATH <<'FABTUNE_EOF'``, the line, the end word: one write, read until bash's
-        prompt came back after the end word's echo and bash's ``> `` continuation prompts (a prompt
-        left unread before it does not end the read). Raises CliTimeout (no prompt within 10 s) or
-        ConnectError (the session is lost)."""
+    def _heredoc(self, path: str, line: str) -> str:
+        """``cat > PATH <<'FABTUNE_EOF'``, the line, the end word, then ``sha256sum PATH``: one write,
+        read until bash's prompt came back after sha256sum's line (``<64 hex>  PATH``, or its
+        ``sha256sum: PATH: ...`` error); returns what was read. Raises CliTimeout (no prompt within
+        10 s) or ConnectError (the session is lost)."""
         if self._conn is None:
             raise ConnectError("session is not open", host=self.name, phase="apply")
         try:
-            self._conn.send_command(f"cat > {path} <<'FABTUNE_EOF'\n{line}\nFABTUNE_EOF", read_timeout=10.0,
-                                    auto_find_prompt=False, cmd_verify=False,
-                                    expect_string=r"FABTUNE_EOF(?:\s|>)*" + self._prompt() + r"\s*$")
+            return self._conn.send_command(
+                f"cat > {path} <<'FABTUNE_EOF'\n{line}\nFABTUNE_EOF\nsha256sum {path}", read_timeout=10.0,
+                auto_find_prompt=False, cmd_verify=False,
+                expect_string=r"(?:[0-9a-f]{64}  |sha256sum: )" + re.escape(path) + r"[^\n]*\s*" + self._prompt() + r"\s*$")
         except self._ses.ReadTimeout as exc:
             raise CliTimeout(f"writing {path}: no prompt within 10 s", host=self.name, phase="apply") from exc
         except self._ses.ERRORS as exc:
             raise ConnectError(f"writing {path} lost the session: {exc}", host=self.name, phase="apply") from exc
 
     def compare(self) -> str:
-        """The dry run's change lines (``""``: GCU converted the patch into 0 changes)."""
-        if self._staged is None:
+        """The dry run's change lines (``""``: GCU converted the patch into 0 changes), read now (and
+        kept for the commit: :class:`~tuning.switch.cli.Staged`)."""
+        if self._stage is None:
             return ""
-        out = self._step(f"sudo config apply-patch --dry-run {self._staged}", APPLIED, phase="plan", error=CandidateError)
+        out = self._step(f"sudo config apply-patch --dry-run {self._stage.name}", APPLIED, phase="plan",
+                         error=CandidateError)
         if out is None:
             raise CandidateError("the dry run printed no prompt in time", host=self.name, phase="plan")
         lines = [m.group(0) for m in sonic_keys.CHANGE_LINE.finditer(out)]
-        return "\n".join(lines) + "\n" if lines else ""
+        self._stage.diff = "\n".join(lines) + "\n" if lines else ""
+        return self._stage.diff
 
     def discard(self) -> None:
         """Forget the staged patch (the file stays in /tmp; nothing is staged on SONiC itself)."""
-        self._staged, self._patch = None, []
+        self._stage, self._patch = None, []
 
     # ----- transaction -----------------------------------------------------------------------
     def commit(self, *, confirm_within_s: int | None = None, message: str = "") -> str:
@@ -274,13 +290,14 @@ class SonicDriver(CliDriver):
     def _commit(self, confirm_within_s: int | None) -> str:
         if self.has_pending_commit():
             raise CommitError("a dead-man timer is already armed", host=self.name, phase="apply")
-        before = self.current_revision()
-        if self._staged is None or not self.compare():
+        before, stage = self.current_revision(), self._stage
+        # the dry run read since staging holds while CONFIG_DB is still the one it was staged on
+        if stage is None or not (stage.diff if stage.diff is not None and stage.on == before else self.compare()):
             return before
         self._step(f"sudo config checkpoint {_checkpoint(before)}", CHECKPOINTED, phase="apply", error=CommitError)
         if confirm_within_s is not None:
             self._arm(before, confirm_within_s)
-        cmd = f"sudo config apply-patch {self._staged}"
+        cmd = f"sudo config apply-patch {stage.name}"
         try:
             out = self._step(cmd, APPLIED, phase="apply", error=CommitError)
         except CommitError as exc:
@@ -293,7 +310,7 @@ class SonicDriver(CliDriver):
             raise CommitError(f"`{cmd}`{when}: CONFIG_DB did not change: nothing committed", host=self.name, phase="apply")
         if confirm_within_s is None:
             self._save("apply")
-        self._tx, self._staged = {"before": before, "committed": now}, None
+        self._tx, self._stage = {"before": before, "committed": now}, None
         return now
 
     def _arm(self, revision: str, seconds: int) -> None:
@@ -360,40 +377,3 @@ def _checkpoint(revision: str) -> str:
     if not _REV.fullmatch(revision or ""):
         raise RollbackError(f"{revision!r} is not a SONiC revision of fabtune (cfg- and 12 hex digits)", phase="restore")
     return f"fabtune-{revision}"
-
-
-def interfaces_status(out: str) -> list[dict[str, str]]:
-    """The rows of ``show interfaces status`` (right-aligned tabulate columns, 9 or 11 of them:
-    sonic__show_interfaces_status.txt) as ``{column: value}``, split on 2+ spaces (``Type`` holds
-    single spaces). Raises ParseError without the header and its dash rule."""
-    lines = [ln for ln in out.splitlines() if ln.strip()]
-    head = next((i for i, ln in enumerate(lines) if ln.split()[:1] == ["Interface"]), None)
-    if head is None or head + 1 >= len(lines) or not set(lines[head + 1]) <= {"-", " "}:
-        raise ParseError("show interfaces status", 1, "the Interface header over a dash rule", out.strip()[:120])
-    names = re.split(r"\s{2,}", lines[head].strip())
-    rows = []
-    for ln in lines[head + 2:]:
-        cells = re.split(r"\s{2,}", ln.strip())
-        if len(cells) != len(names):
-            raise ParseError("show interfaces status", head + 3, f"{len(names)} columns", ln)
-        rows.append(dict(zip(names, cells)))
-    return rows
-
-
-def roce_state(config: dict) -> RoceState:
-    """RoceState of the first port's PORT_QOS_MAP and the DSCP_TO_TC_MAP it references (the
-    effective map: SONiC's default AZURE puts DSCP 26 in lossy TC1) and its lossless queue's WRED."""
-    qos = config.get("PORT_QOS_MAP") or {}
-    port = next((p for p in sorted(qos) if p.startswith("Ethernet")), None)
-    mine = qos.get(port, {}) if port else {}
-    pfc = [int(p) for p in mine.get("pfc_enable", "").split(",") if p.strip().isdigit()]
-    dmap = (config.get("DSCP_TO_TC_MAP") or {}).get(mine.get("dscp_to_tc_map", ""), {})
-    prio = pfc[0] if len(pfc) == 1 else None
-    wred = (config.get("WRED_PROFILE") or {}).get(
-        (config.get("QUEUE") or {}).get(f"{port}|{prio}", {}).get("wred_profile", ""), {})
-    ecn = wred.get("ecn", "") in ("ecn_all", "ecn_green", "ecn_green_yellow") and prio is not None
-    return RoceState(enabled=bool(pfc), mode="lossless" if pfc else None, pfc_priority=prio,
-                     trust="dscp" if dmap else None, ecn_tcs=(prio,) if ecn else (),
-                     ecn_min_bytes=int(wred["green_min_threshold"]) if ecn and "green_min_threshold" in wred else None,
-                     ecn_max_bytes=int(wred["green_max_threshold"]) if ecn and "green_max_threshold" in wred else None,
-                     dscp_to_switch_priority={int(d): int(t) for d, t in dmap.items()})

@@ -22,6 +22,9 @@ manager (buffermgrd) writes the lossless priority groups' ``BUFFER_PG`` entries 
 ``pg_lossless_<speed>_<cable>[_mtu<N>]_profile`` ``BUFFER_PROFILE`` entries behind GCU, which itself
 drops ``BUFFER_PG``/``BUFFER_PROFILE`` before it verifies a patch (generic_config_updater
 change_applier.py ``remove_backend_tables_from_config``).
+
+The switch's state is read here too: :func:`interfaces_status` (``show interfaces status`` rows) and
+:func:`roce_state` (the RoCE QoS a CONFIG_DB holds).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import json
 import re
 
 from tuning.errors import CandidateError, ParseError
+from tuning.switch.base import RoceState
 from tuning.model.tags import lossless_tags, mtu_tags
 
 #: PORT_QOS_MAP's fields (sonic-port-qos-map.yang), read under ``port/<port>/``
@@ -240,3 +244,40 @@ def change_tags(key: str, before: str | None, after: str | None) -> tuple[str, .
     if len(parts) == 3 and parts[0] == "port" and parts[2] == "pfc_enable":
         return lossless_tags(bool(before), bool(after))
     return ()
+
+
+def interfaces_status(out: str) -> list[dict[str, str]]:
+    """The rows of ``show interfaces status`` (right-aligned tabulate columns, 9 or 11 of them:
+    sonic__show_interfaces_status.txt) as ``{column: value}``, split on 2+ spaces (``Type`` holds
+    single spaces). Raises ParseError without the header and its dash rule."""
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    head = next((i for i, ln in enumerate(lines) if ln.split()[:1] == ["Interface"]), None)
+    if head is None or head + 1 >= len(lines) or not set(lines[head + 1]) <= {"-", " "}:
+        raise ParseError("show interfaces status", 1, "the Interface header over a dash rule", out.strip()[:120])
+    names = re.split(r"\s{2,}", lines[head].strip())
+    rows = []
+    for ln in lines[head + 2:]:
+        cells = re.split(r"\s{2,}", ln.strip())
+        if len(cells) != len(names):
+            raise ParseError("show interfaces status", head + 3, f"{len(names)} columns", ln)
+        rows.append(dict(zip(names, cells)))
+    return rows
+
+
+def roce_state(config: dict) -> RoceState:
+    """RoceState of the first port's PORT_QOS_MAP and the DSCP_TO_TC_MAP it references (the
+    effective map: SONiC's default AZURE puts DSCP 26 in lossy TC1) and its lossless queue's WRED."""
+    qos = config.get("PORT_QOS_MAP") or {}
+    port = next((p for p in sorted(qos) if p.startswith("Ethernet")), None)
+    mine = qos.get(port, {}) if port else {}
+    pfc = [int(p) for p in mine.get("pfc_enable", "").split(",") if p.strip().isdigit()]
+    dmap = (config.get("DSCP_TO_TC_MAP") or {}).get(mine.get("dscp_to_tc_map", ""), {})
+    prio = pfc[0] if len(pfc) == 1 else None
+    wred = (config.get("WRED_PROFILE") or {}).get(
+        (config.get("QUEUE") or {}).get(f"{port}|{prio}", {}).get("wred_profile", ""), {})
+    ecn = wred.get("ecn", "") in ("ecn_all", "ecn_green", "ecn_green_yellow") and prio is not None
+    return RoceState(enabled=bool(pfc), mode="lossless" if pfc else None, pfc_priority=prio,
+                     trust="dscp" if dmap else None, ecn_tcs=(prio,) if ecn else (),
+                     ecn_min_bytes=int(wred["green_min_threshold"]) if ecn and "green_min_threshold" in wred else None,
+                     ecn_max_bytes=int(wred["green_max_threshold"]) if ecn and "green_max_threshold" in wred else None,
+                     dscp_to_switch_priority={int(d): int(t) for d, t in dmap.items()})

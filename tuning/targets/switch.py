@@ -83,7 +83,8 @@ def collect(drv: SwitchDriver, dev: Device) -> SwitchState:
         diff = drv.compare()
     finally:
         drv.discard()
-    return replace(state, diff=diff, running=drv.running_config(), candidate=candidate)
+    running = state.running if state.running is not None else drv.running_config()  # read once
+    return replace(state, diff=diff, running=running, candidate=candidate)
 
 
 def collect_read_only(drv: SwitchDriver) -> SwitchState:
@@ -201,9 +202,10 @@ def read_back(drv: SwitchDriver, dev: Device, candidate: str) -> None:
     Raises:
         CommitError: naming each key, the wanted and the read value.
     """
-    held = drv.config_settings(drv.running_config())
+    state = drv.get_state()  # its running configuration where the OS's state read includes it: read once
+    held = drv.config_settings(state.running if state.running is not None else drv.running_config())
     bad = [f"{k} wanted {v!r}, holds {held.get(k)!r}" for k, v in drv.config_settings(candidate).items() if held.get(k) != v]
-    ports = drv.get_state().ports
+    ports = state.ports
     for key, want in desired(dev).items():
         port = _port_of(key)
         if port is not None and str(ports.get(port)) != want:
