@@ -101,6 +101,10 @@ def test_parse_help_lists_only_registered_tools():
     listed = set(re.search(r"Tools: (.*?)\.\n", parse_cmd.__doc__, re.S).group(1).split())
     assert listed <= set(REGISTRY)
     assert {"ib_write_bw", "mlnx_qos", "nv-show-qos-roce", "interrupts"} <= listed
+    # every parser has a name in the help (others are its aliases): the IB tools were parsed, not listed
+    unlisted = [sorted(n for n, f in REGISTRY.items() if f is fn) for fn in set(REGISTRY.values())
+                if not any(REGISTRY[n] is fn for n in listed)]
+    assert unlisted == []
 
 
 def test_version_prints_the_package_version_and_exits_0():
