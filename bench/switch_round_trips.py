@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -187,7 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base-port", type=int, default=19500, help="first port; each OS's lab takes base + k*110 + 101")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="fabtune-bench-rt-"))
-    results = {os_: bench_os(os_, tmp / os_, args.base_port + k * SLOT, args.lines) for k, os_ in enumerate(OSES)}
+    try:
+        results = {os_: bench_os(os_, tmp / os_, args.base_port + k * SLOT, args.lines) for k, os_ in enumerate(OSES)}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # the lab inventories and their keys
     print(table(results))
     return 0
 
