@@ -37,17 +37,14 @@ def parse_cmd(tool: str = typer.Argument(..., help="Tool name, e.g. ib_write_bw,
                                                           "(repeatable), e.g. lossless_queues=3,4.")) -> None:
     """Print what fabtune understands of a saved tool output, with findings.
 
-    Tools: ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_read_lat ib_send_lat rping
-    nccl-tests all_reduce_perf all_gather_perf alltoall_perf broadcast_perf reduce_perf
-    reduce_scatter_perf sendrecv_perf scatter_perf gather_perf hypercube_perf
-    mlnx_qos mlxconfig mlxfwmanager ibdev2netdev ibv_devinfo show-gids
-    nvidia-smi-topo nvidia-smi-L nvidia-gpu-information interrupts lscpu numactl-H ethtool-S
-    ethtool-a lspci-vvv cpupower-idle-info hw-counters rdma-statistic nv-show-qos-roce
-    nv-show-interface nv-show-interface-qos-roce-counters sonic-show-interfaces-status
-    sonic-show-pfc-counters sonic-show-queue-counters
-    sonic-ecnconfig sonic-config-db sonic-apply-patch sonic-checkpoints eos-show-interfaces-json
-    eos-show-sessions-json eos-running-config ibstat iblinkinfo ibqueryerrors perfquery
-    saquery-pr smpquery-pkeys smpquery-portinfo sminfo.
+    Tools: ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_read_lat ib_send_lat rping nccl-tests all_reduce_perf
+    all_gather_perf alltoall_perf broadcast_perf reduce_perf reduce_scatter_perf sendrecv_perf scatter_perf
+    gather_perf hypercube_perf mlnx_qos mlxconfig mlxfwmanager ibdev2netdev ibv_devinfo show-gids nvidia-smi-topo
+    nvidia-smi-L nvidia-gpu-information interrupts lscpu numactl-H ethtool-S ethtool-a lspci-vvv cpupower-idle-info
+    hw-counters rdma-statistic nv-show-qos-roce nv-show-interface nv-show-interface-qos-roce-counters
+    sonic-show-interfaces-status sonic-show-pfc-counters sonic-show-queue-counters sonic-ecnconfig sonic-config-db
+    sonic-apply-patch sonic-checkpoints eos-show-interfaces-json eos-show-sessions-json eos-running-config ibstat
+    iblinkinfo ibqueryerrors perfquery saquery-pr smpquery-pkeys smpquery-portinfo sminfo.
 
     Exit 0 parsed (a classified tool error included), 2 unreadable or a bad option.
     Example: fabtune parse interrupts saved/interrupts.txt --bdf 0000:c1:00.0 --local-cpus 16-31
