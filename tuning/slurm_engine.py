@@ -45,13 +45,13 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from tuning import slurm_reboot
+from tuning.slurm_cli import call, said
 from tuning.burnin import drain
 from tuning.errors import ConnectError, InputError, RollbackError, TuningError
 from tuning.model.grammar import check_path
@@ -84,27 +84,6 @@ class Hold:
     job: str
     nodes: list[str]
     drained: dict[str, str] = field(default_factory=dict)
-
-
-def call(argv: list[str], timeout_s: float = 60.0) -> tuple[int, str, str]:
-    """Run a Slurm client (argv, no shell) with ``$SLURM_CONF`` as set; ``(exit code, stdout, stderr)``.
-
-    Raises:
-        ConnectError: the tool is not installed, or it did not end within ``timeout_s``.
-    """
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
-    except FileNotFoundError:
-        raise ConnectError(f"{argv[0]}: not found on PATH: --engine slurm needs the Slurm client tools "
-                           "(Debian: slurm-client)", phase="slurm") from None
-    except subprocess.TimeoutExpired:
-        raise ConnectError(f"{shlex.join(argv[:3])} ...: no end within {timeout_s:g} s", phase="slurm") from None
-    return p.returncode, p.stdout, p.stderr
-
-
-def said(out: str, err: str) -> str:
-    """What a Slurm client said, on one line (stderr, else stdout), 300 characters at most."""
-    return " ".join((err.strip() or out.strip()).split())[-300:]
 
 
 def node_states(nodes: list[str]) -> dict[str, tuple[str, str]]:

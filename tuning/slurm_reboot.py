@@ -35,6 +35,7 @@ from datetime import datetime
 
 from tuning.burnin import drain
 from tuning.errors import ConnectError
+from tuning.slurm_cli import call, said
 
 #: ``scontrol show node -o``'s fields read here (one line per node; ``Reason=`` is the last field)
 _STATE = re.compile(r"(?:^| )State=(\S+)")
@@ -60,7 +61,7 @@ def asked_before(events: list) -> set[str]:
 
 def show_nodes(nodes: list[str], call) -> dict[str, dict[str, str]]:
     """``{node: {"state", "boot", "reason"}}`` from ``scontrol show node -o LIST`` (``call``:
-    :func:`tuning.slurm_engine.call`). Raises ConnectError when scontrol fails."""
+    :func:`tuning.slurm_cli.call`). Raises ConnectError when scontrol fails."""
     rc, out, err = call(["scontrol", "show", "node", "-o", ",".join(nodes)])
     if rc != 0:
         raise ConnectError(f"scontrol show node: exit {rc}: {(err or out).strip()[-300:]}", phase="slurm")
@@ -130,8 +131,6 @@ def reboot_batch(session, nodes: list[str], j, label: str) -> dict[str, BaseExce
     """Steps 1-4 of the module docstring for the nodes ``nodes`` of ``session``'s held batch
     (:class:`tuning.slurm_engine.SlurmSession`); ``label`` like ``batch 1/2``. Returns the nodes
     that failed (unreachable, Slurm's words), each reboot node or batch node the hold lost."""
-    from tuning.slurm_engine import call, said
-
     again = sorted(set(nodes) & asked_before(j.data.get("events") or []))
     if again:
         session.progress(f"slurm: {', '.join(again)}: already rebooted in this run, not again")
@@ -155,8 +154,6 @@ def reboot_batch(session, nodes: list[str], j, label: str) -> dict[str, BaseExce
 
 def _reboot(session, want: list[str], j, label: str) -> dict[str, BaseException]:
     """Step 2 and 3: journal, ask once, wait; the nodes that did not come back."""
-    from tuning.slurm_engine import call, said
-
     before = {n: i["boot"] for n, i in show_nodes(want, call).items()}
     reason = drain.reason(j.run_id, f"reboot {label}")
     j.data["events"].append(["reboot", f"{','.join(want)}: scontrol reboot ASAP nextstate=RESUME",
