@@ -109,3 +109,33 @@ def test_an_eos_commit_refuses_a_running_configuration_that_moved_since_staging(
     now = drv.get_state()
     assert (now.ports["Ethernet1"], now.ports["Ethernet2"]) == (start.ports["Ethernet1"], 9100)  # nothing committed
     assert not drv.has_pending_commit() and not drv._pending_sessions()  # no timer, the session aborted
+
+
+@pytest.mark.parametrize("leaf", ["sonic"], indirect=True)
+def test_a_sonic_commit_refuses_a_config_db_that_moved_since_staging(leaf) -> None:
+    """SONiC names its checkpoint after the revision at the commit: when CONFIG_DB moved since the
+    patch was staged (the journal's revision_before), a restore would look for a checkpoint that
+    is not there. The commit refuses, commits nothing and leaves no lock or timer behind."""
+    _, dev, _, drv = leaf
+    start = drv.get_state()
+    first, second = sorted(start.ports)[:2]
+
+    def mtu(port: str, value: int) -> str:
+        return json.dumps([{"op": "add", "path": f"/PORT/{port}/mtu", "value": str(value)}], indent=4) + "\n"
+
+    drv.load_candidate(mtu(first, 9100))
+    other = switch_ops.open_driver(dev)
+    try:  # a person's change meanwhile, through the same apply-patch
+        other.load_candidate(mtu(second, 9000))
+        moved = other.commit()
+    finally:
+        other.close()
+    assert moved != start.revision
+    with pytest.raises(CandidateError, match=f"CONFIG_DB moved since patch .* was staged on it "
+                                             f"\\(revision {start.revision}, now {moved}\\): nothing committed"):
+        drv.commit(confirm_within_s=60)
+    now = drv.get_state()
+    assert (now.revision, now.ports[first], now.ports[second]) == (moved, start.ports[first], 9000)
+    assert not drv.has_pending_commit()
+    drv.load_candidate(mtu(first, 9100))  # the switch's lock was given back: the next push goes on
+    assert drv.commit() != moved and drv.get_state().ports[first] == 9100

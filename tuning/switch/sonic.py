@@ -291,8 +291,14 @@ class SonicDriver(CliDriver):
         if self.has_pending_commit():
             raise CommitError("a dead-man timer is already armed", host=self.name, phase="apply")
         before, stage = self.current_revision(), self._stage
+        if stage is not None and stage.on is not None and before != stage.on:
+            # the checkpoint would be named after a revision the run never journaled (its
+            # revision_before is stage.on): a restore would look for a checkpoint that is not there
+            self.discard()
+            raise CandidateError(f"CONFIG_DB moved since patch {stage.name} was staged on it (revision {stage.on}, "
+                                 f"now {before}): nothing committed; plan again", host=self.name, phase="apply")
         # the dry run read since staging holds while CONFIG_DB is still the one it was staged on
-        if stage is None or not (stage.diff if stage.diff is not None and stage.on == before else self.compare()):
+        if stage is None or not (stage.diff if stage.diff is not None else self.compare()):
             return before
         self._step(f"sudo config checkpoint {_checkpoint(before)}", CHECKPOINTED, phase="apply", error=CommitError)
         if confirm_within_s is not None:
