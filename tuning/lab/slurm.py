@@ -61,6 +61,9 @@ CLIENTS = ("sinfo", "scontrol", "srun")
 #: ports of ``SrunPortRange``: a few concurrent steps of up to 100 nodes (7 ports each)
 SRUN_PORTS = 32
 UP_TIMEOUT_S = 30.0
+#: more seconds per node for every slurmd to register and show idle: 64 slurmds at load ~20 were not
+#: all idle within 30 s (bench/slurm_vs_ssh.py --nodes 64, 2026-12-04)
+UP_S_PER_NODE = 1.0
 DOWN_TIMEOUT_S = 5.0
 FOLDER = "slurm"
 #: the lab's RebootProgram (:mod:`tuning.lab.slurm_reboot`) in ``<state>/slurm/``, and the seconds
@@ -256,8 +259,8 @@ def up(state_dir: Path, fabric: Fabric, inventory: Path) -> float:
 
     Raises:
         SetupError: Slurm or munge missing, not root, a port taken (nothing started).
-        TuningError: a daemon exited, or a node not idle within 30 s (everything stopped; the logs'
-            tails in the message).
+        TuningError: a daemon exited, or a node not idle within 30 s plus 1 s per node (everything
+            stopped; the logs' tails in the message).
     """
     start = time.monotonic()
     state_dir = state_dir.resolve()
@@ -281,7 +284,8 @@ def up(state_dir: Path, fabric: Fabric, inventory: Path) -> float:
                                              {**env, slurm_reboot.NODE_ENV: node.name}, base)
     _save(base, pids)
     names = {n.name for n in fabric.nodes}
-    _wait(lambda: _idle(tools["sinfo"], env) >= names, state_dir, "not every node is idle in sinfo")
+    _wait(lambda: _idle(tools["sinfo"], env) >= names, state_dir, "not every node is idle in sinfo",
+          UP_TIMEOUT_S + UP_S_PER_NODE * len(names))
     return time.monotonic() - start
 
 
@@ -292,15 +296,15 @@ def _idle(sinfo: str, env: dict[str, str]) -> set[str]:
             if p.returncode == 0 and len(line.split()) == 2 and line.split()[1] == "idle"}
 
 
-def _wait(ready, state_dir: Path, what: str) -> None:
-    """Until ``ready()``; a daemon that exits or 30 s without it stop everything and raise TuningError."""
-    deadline = time.monotonic() + UP_TIMEOUT_S
+def _wait(ready, state_dir: Path, what: str, timeout_s: float = UP_TIMEOUT_S) -> None:
+    """Until ``ready()``; a daemon that exits or ``timeout_s`` without it stop everything and raise TuningError."""
+    deadline = time.monotonic() + timeout_s
     while not ready():
         gone = sorted(set(_recorded(state_dir)) - set(running(state_dir)))
         if gone or time.monotonic() > deadline:
             tail = _log_tails(state_dir / FOLDER / "log")
             down(state_dir)
-            why = f"{', '.join(gone)} exited" if gone else f"not within {UP_TIMEOUT_S:.0f} s"
+            why = f"{', '.join(gone)} exited" if gone else f"not within {timeout_s:.0f} s"
             raise TuningError(f"the Slurm lab did not come up ({what}: {why}):\n{tail}", phase="lab")
         time.sleep(0.1)
 
