@@ -53,7 +53,9 @@ def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 def _killed_at(inv: Path, journal: Path, stage: str, sig: int, *cmd: str, again: str | None = None) -> tuple[int, str]:
     """``fabtune CMD`` paused at ``stage`` and hit with ``sig``; with ``again`` (a second pause stage),
-    hit with ``sig`` once more when it pauses there; (exit code, output). SIGKILL after 20 s."""
+    hit with ``sig`` once more when it pauses there; (exit code, output). SIGKILL after 60 s: the
+    restore after the signal took more than 20 s under the suite's own load (~15 on 2 cores, CI of
+    session 14); the run must still end by itself."""
     p = subprocess.Popen([sys.executable, "-m", "tuning", *cmd, "-i", str(inv), "--journal-dir", str(journal)],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
                          env={**os.environ, "FABTUNE_TEST_PAUSE_AT": stage + (f",{again}" if again else "")},
@@ -83,11 +85,11 @@ def _killed_at(inv: Path, journal: Path, stage: str, sig: int, *cmd: str, again:
             raise AssertionError("".join(out)[-800:])
         p.send_signal(sig)
     try:
-        p.wait(20)
+        p.wait(60)
     except subprocess.TimeoutExpired:
         p.kill()
         p.wait()
-        out.append("!!! still running 20 s after the signal\n")
+        out.append("!!! still running 60 s after the signal\n")
     t.join(5)
     return p.returncode, "".join(out)
 
