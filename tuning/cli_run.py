@@ -208,6 +208,9 @@ def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR
     hosts or groups are proven: their NICs (a leaf: the NICs cabled to it), their leaves' uplinks
     and the spines, partners taken from the whole inventory. When the inventory expects lossless
     RoCE, a k-to-1 incast per leaf (of the selection) is judged too: loss, PFC pauses, CNPs, shares.
+    Each InfiniBand subnet manager of the selection is verified as a rollout's gate does: every
+    partition the inventory defines, on its member ports' pkey tables and path records (an SM whose
+    inventory defines none fails: nothing to verify).
 
     --json prints the report document --report-json writes (schema tuning/reports/report.schema.json:
     pairs, incast, verify_ok, outcome, exit_code).
@@ -229,8 +232,18 @@ def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR
     if as_json:  # the one report document, as --report-json writes it (tuning/reports/report.schema.json)
         print(json.dumps(rec.document(), indent=2, default=str))
     else:
-        out.print(verify_table(got.pairs, "verification"))
-        lines = [f"incast {r['incast']}: {r['verdict']}" + (f": {'; '.join(r['reasons'])}" if r["reasons"] else "")
-                 for r in got.incast]
-        out.print("\n".join(lines + nccl_lines(got.nccl) + ["PASS" if got.ok else "FAIL"]), markup=False)
+        _verify_text(got)
     raise typer.Exit(code)
+
+
+def _verify_text(got) -> None:
+    """A stand-alone verification for people: the pairs' table (none on an IB-only inventory), each
+    incast, nccl-tests job and IB check with its evidence (smpquery, saquery), then PASS or FAIL."""
+    from tuning.verify import ib_sm
+
+    if got.pairs or not got.ib:
+        out.print(verify_table(got.pairs, "verification"))
+    lines = [f"incast {r['incast']}: {r['verdict']}" + (f": {'; '.join(r['reasons'])}" if r["reasons"] else "")
+             for r in got.incast]
+    lines += nccl_lines(got.nccl) + ib_sm.lines(got.ib)
+    out.print("\n".join(lines + ["PASS" if got.ok else "FAIL"]), markup=False)

@@ -131,3 +131,12 @@ def test_a_failed_gate_names_the_ib_verdicts_and_their_evidence():
 def test_portinfo_of_the_real_smpquery_gives_the_ports_mtu_cap():
     info = parse_portinfo((CASES / "smpquery_portinfo__hca_mtucap_2048.txt").read_text())
     assert (info.lid, info.port, info.mtu_cap_bytes, info.fields["LinkWidthActive"]) == (2, 1, 2048, "4X")
+
+
+def test_a_standalone_verification_proves_every_partition_the_inventory_defines_and_nothing_else():
+    """No plan, no journal (``fabtune verify``): each partition of the inventory as OpenSM programs it;
+    the Default partition only when the inventory has a rule for it; none defined: nothing to prove."""
+    both = intents(spec(DEFAULT, TENANT), PORTS, None, None)
+    assert [(i.name, i.source, len(i.members)) for i in both] == [("tenant1", "inventory", 16), ("Default", "inventory", 16)]
+    assert [i.name for i in intents(spec(TENANT), PORTS, None, None)] == ["tenant1"]
+    assert intents(spec(), PORTS, None, None) == []

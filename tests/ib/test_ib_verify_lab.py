@@ -124,3 +124,34 @@ def test_a_partition_sl_that_does_not_reach_its_path_records_fails_the_gate_and_
         assert lab_before(lab) == before
     finally:
         assert lab.down()
+
+
+def verify(lab: IbLab, tmp_path, sm_vars: dict, *extra: str) -> subprocess.CompletedProcess:
+    """``fabtune verify`` (text output) of an inventory whose SM is the lab's OpenSM, in a new process."""
+    sm_target(lab, tmp_path, sm_vars, local=True)
+    env = {**os.environ, "PATH": f"{lab.tools_dir}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "400"}
+    return subprocess.run([sys.executable, "-m", "tuning", "verify", "-i", str(tmp_path / "inv"), "--journal-dir",
+                           str(tmp_path / "journal"), *extra], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_a_standalone_verify_runs_the_ib_checks_a_rollout_runs_and_fails_when_there_is_nothing_to_check(lab, tmp_path):
+    """``fabtune verify`` proves the partitions the inventory defines as the rollout gate does (the same
+    :func:`tuning.targets.sm_verify.prove`), naming what it read; nothing to prove is a failure."""
+    before = lab_before(lab)
+    served = verify(lab, tmp_path, {"partitions": [DEFAULT]})  # the lab's OpenSM serves Default=ALL full
+    assert served.returncode == 0, served.stdout[-2000:] + served.stderr[-2000:]
+    assert ("ib Default 0x7fff pkeys: pass: smpquery pkeys: 16 member port(s) hold 0x7fff as intended (inventory): "
+            "16 full (0xffff), 0 limited (0x7fff)") in served.stdout
+    assert "InfiniBand verification: 1/1 checks passed" in served.stdout and served.stdout.rstrip().endswith("PASS")
+    # a tenant the SM does not serve: its pkeys and each member pair's path record are the evidence
+    missing = verify(lab, tmp_path, {"partitions": [DEFAULT, TENANT]})
+    assert missing.returncode == 1, missing.stdout[-2000:] + missing.stderr[-2000:]
+    assert "ib tenant1 0x0001 pkeys: fail: node01 mlx5_0/1: 0x0001 absent, want full; " in missing.stdout
+    assert ("ib tenant1 node01 mlx5_0/1 -> node02 mlx5_7/1: fail: saquery PR --src-to-dst " in missing.stdout
+            and "--pkey 0x8001: no path record (the pair cannot talk in the partition)" in missing.stdout)
+    assert "InfiniBand verification: 16/17 checks failed" in missing.stdout and missing.stdout.rstrip().endswith("FAIL")
+    nothing = verify(lab, tmp_path, {})  # the inventory defines no partition: nothing verified is no pass
+    assert nothing.returncode == 1, nothing.stdout[-2000:] + nothing.stderr[-2000:]
+    assert ("ib verification: error: sm01: the inventory defines no partition for it: nothing to verify (a check "
+            "that ran nothing fails)") in nothing.stdout and nothing.stdout.rstrip().endswith("FAIL")
+    assert lab_before(lab) == before  # a verification writes nothing

@@ -69,13 +69,14 @@ def error_exit_code(err: BaseException, detailed: bool = False) -> int:
 def verify_report(got, seconds: float):
     """A stand-alone verification (``fabtune verify``; ``got``: a
     :class:`tuning.rollout.verify_run.Verification`) as a RunReport: outcome ``passed`` or
-    ``failed``, the pairs in ``verify_after`` (the verification judged), the incasts
+    ``failed``, the pairs in ``verify_after`` (the verification judged), then its IB verdicts
+    (``ib ...``), the incasts
     (IncastResult dicts) in ``incast``, the nccl-tests jobs in ``nccl_after`` and their findings,
     ``seconds`` wall time."""
     from tuning.rollout.run_report import RunReport
 
     return RunReport(None, "verify", outcome=RunOutcome.PASSED if got.ok else RunOutcome.FAILED,
-                     verify_after=list(got.pairs), verify_ok=got.ok, seconds=round(seconds, 2), incast=list(got.incast),
+                     verify_after=[*got.pairs, *got.ib], verify_ok=got.ok, seconds=round(seconds, 2), incast=list(got.incast),
                      nccl_after=list(got.nccl), findings=list(got.findings))
 
 

@@ -83,7 +83,7 @@ def batch_pairs(inv: Inventory, opts: Options, names: list[str]) -> list[Pair]:
 
 def verify_sm(s: Session, names: list[str], j, plans: dict, progress: Progress,
               skip: set[str] = frozenset()) -> tuple[bool, list]:
-    """The InfiniBand verification (:func:`tuning.targets.sm_verify.prove`) of each subnet manager of
+    """The InfiniBand verification (:func:`tuning.targets.sm_verify.prove_said`) of each subnet manager of
     ``names`` that the run changed (``plans``) and that holds its push (not in ``skip``: failed or
     unreachable, restored or left), with the session's SM shells and each SM's journal record.
 
@@ -93,17 +93,14 @@ def verify_sm(s: Session, names: list[str], j, plans: dict, progress: Progress,
     Raises:
         TuningError: a read on an SM host failed (:func:`tuning.targets.sm_verify.prove`).
     """
-    from tuning.targets.sm_verify import prove
+    from tuning.targets.sm_verify import prove_said
 
     out = []
     for name in names:
         t = s.targets.get(name)
         if not getattr(t, "ib_verified", False) or not plans.get(name) or name in skip:
             continue
-        progress(f"verify: {name}: partitions' pkey tables (smpquery) and path records (saquery PR)")
-        got = prove(t, s.inv.devices[name].spec, j.device(name), plans[name])
-        progress(f"verify: {name}: {sum(x.status == 'pass' for x in got)}/{len(got)} IB check(s) passed")
-        out += got
+        out += prove_said(t, s.inv.devices[name].spec, progress, j.device(name), plans[name])
     return all(x.status == "pass" for x in out), out
 
 

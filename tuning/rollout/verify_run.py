@@ -1,6 +1,8 @@
 """A stand-alone verification (``fabtune verify``, Ansible's ``verify.yml``): every pair, the
-incasts and the nccl-tests jobs of the selection, judged against the pass marks and the recorded
-baseline, under the inventory's lock. Nothing is changed on any device."""
+incasts and the nccl-tests jobs of the selection, and the InfiniBand checks of its subnet managers
+(:func:`tuning.targets.sm_verify.verify_sms`, the rollout gate's :func:`~tuning.targets.sm_verify.prove`),
+judged against the pass marks and the recorded baseline, under the inventory's lock. Nothing is
+changed on any device."""
 
 from __future__ import annotations
 
@@ -19,13 +21,15 @@ class Verification:
     running fails it only with ``nccl.required``); ``pairs``: PairResult dicts; ``incast``:
     IncastResult dicts; ``nccl``: :class:`tuning.verify.nccl.NcclRun` dicts (bus bandwidth GB/s)
     judged against the baseline file's ``nccl:<test>:<nodes>`` entries; ``findings``: the
-    ``nccl-not-run`` findings."""
+    ``nccl-not-run`` findings; ``ib``: the subnet managers' IB verdicts (PairResult dicts named
+    ``ib ...``, :mod:`tuning.verify.ib_sm`), every one must pass."""
 
     ok: bool
     pairs: list[dict]
     incast: list[dict] = field(default_factory=list)
     nccl: list[dict] = field(default_factory=list)
     findings: list[dict] = field(default_factory=list)
+    ib: list[dict] = field(default_factory=list)
 
 
 def selected_nodes(inv: Inventory, limit: list[str] | None) -> list:
@@ -44,35 +48,56 @@ def verify_only(inv: Inventory, journal_dir: Path, th: Thresholds, progress,
     (:meth:`tuning.verify.incast.Expectation.from_inventory`), ``incast`` is True and the policy's
     ``incast.enabled``, one k-to-1 incast per leaf of the selection (k = ``incast.k``); then, with
     the policy's ``nccl.enabled``, its nccl-tests jobs over the selected nodes against the baseline's
-    jobs over the same nodes (:func:`tuning.verify.nccl_verdict.measure`).
+    jobs over the same nodes (:func:`tuning.verify.nccl_verdict.measure`); then the IB verification
+    of the selection's subnet managers (:func:`tuning.targets.sm_verify.verify_sms`). A selection of
+    subnet managers only has no RoCE pair, incast or job (as a rollout's,
+    :func:`tuning.rollout.gate.rollout_pairs`).
 
     Holds the inventory's lock like a run: RDMA tests beside another run's would load the same
     links and spoil both runs' measurements.
 
     Raises:
         LockError: another run holds the inventory (nothing measured).
+        InputError: no RoCE pair where the selection holds more than subnet managers
+            (:func:`tuning.rollout.gate.verify_pairs`).
     """
-    from tuning.rollout import baseline, gate, journal, lock, options, session  # live only: render needs none
-    from tuning.verify import nccl_verdict
-    from tuning.verify.incast import Expectation, leaves_of, plan_incasts, run_incasts
+    from tuning.rollout import baseline, gate, journal, lock, session  # live only: render needs none
+    from tuning.targets.sm_verify import verify_sms
 
     run_id = journal.new_run_id()
     recorded = baseline.load_baseline(journal_dir, inv.path)
+    scope = list(inv.select(limit)) if limit else list(inv.devices.values())
     with lock.RunLock(lock.lock_path(inv.path), run_id, "verify", journal_dir / f"{run_id}.json"):
         s = session.Session(inv, [], 1)  # no device is changed: the nodes are opened as the pairs need them
         try:
-            ok, results = gate.verify_fabric(s, options.Options(mode="verify", thresholds=th, rails=rails, limit=limit),
-                                             recorded, progress)
-            incasts, expect = [], Expectation.from_inventory(inv)
-            if incast and inv.policy.incast.enabled and expect.lossless:
-                planned = plan_incasts(inv, leaves_of(inv, limit), inv.policy.incast.k)
-                hosts = s.node_hosts({i.receiver for i in planned} | {n for i in planned for n, _ in i.senders})
-                inc_ok, incasts = run_incasts(planned, hosts, expect, progress)
-                ok = ok and inc_ok
-            jobs = _nccl(s, limit, recorded, th, progress) if inv.policy.nccl.enabled else []
-            ok = ok and nccl_verdict.passed(jobs, inv.policy.nccl.required)
+            got = Verification(True, [])
+            if not gate.subnet_managers_only(inv, [d.name for d in scope]):
+                got = _roce(s, th, rails, limit, recorded, incast, progress)
+            got.ib = [dict(x.__dict__) for x in verify_sms([d for d in scope if gate.ib_verified(d)], progress)]
+            got.ok = got.ok and all(x["status"] == "pass" for x in got.ib)
         finally:
             s.close()
+    return got
+
+
+def _roce(s, th: Thresholds, rails: tuple[int, ...] | None, limit: list[str] | None, recorded: dict | None,
+          incast: bool, progress) -> Verification:
+    """The RoCE part of :func:`verify_only` with the session ``s``: the pairs, the incasts, the nccl-tests jobs."""
+    from tuning.rollout import gate, options
+    from tuning.verify import nccl_verdict
+    from tuning.verify.incast import Expectation, leaves_of, plan_incasts, run_incasts
+
+    inv = s.inv
+    opts = options.Options(mode="verify", thresholds=th, rails=rails, limit=limit)
+    ok, results = gate.verify_fabric(s, opts, recorded, progress)
+    incasts, expect = [], Expectation.from_inventory(inv)
+    if incast and inv.policy.incast.enabled and expect.lossless:
+        planned = plan_incasts(inv, leaves_of(inv, limit), inv.policy.incast.k)
+        hosts = s.node_hosts({i.receiver for i in planned} | {n for i in planned for n, _ in i.senders})
+        inc_ok, incasts = run_incasts(planned, hosts, expect, progress)
+        ok = ok and inc_ok
+    jobs = _nccl(s, limit, recorded, th, progress) if inv.policy.nccl.enabled else []
+    ok = ok and nccl_verdict.passed(jobs, inv.policy.nccl.required)
     return Verification(ok, [r.__dict__ for r in results], [asdict(r) for r in incasts],
                         nccl_verdict.as_dicts(jobs), nccl_verdict.findings(jobs, inv.policy.nccl.required))
 

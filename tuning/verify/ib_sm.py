@@ -117,6 +117,17 @@ def summarise(results: list[dict]) -> str | None:
             + (f" ({harness_n} not run: the verification harness failed)" if harness_n else ""))
 
 
+def lines(results: list[dict]) -> list[str]:
+    """One line per IB verdict among ``results`` (dicts) with its evidence, then :func:`summarise`'s:
+    ``ib tenant1 0x0001 pkeys: pass: smpquery pkeys: 16 member port(s) hold 0x0001 ...`` (the first
+    judged value on a pass, every reason on a fail, the harness's error naming the SM); [] when there is none."""
+    ib = [x for x in results if str(x.get("pair")).startswith(PREFIX)]
+    said = [x.get("judged") if x.get("status") == "pass" else [x["error"]] if x.get("error") else x.get("reasons") or []
+            for x in ib]
+    out = [f"{x['pair']}: {x.get('status')}: {'; '.join(why)}" for x, why in zip(ib, said)]
+    return out + [f"InfiniBand verification: {summarise(ib)}"] if ib else []
+
+
 def judge_pkeys(sm: str, it: Intent, names: dict[str, str], tables: dict[str, dict[str, str]]) -> PairResult:
     """``it``'s members against the tables read (``tables``: GUID -> table; ``names``: GUID -> port
     name): pass naming how many full and limited members hold the pkey, else fail naming each port,
