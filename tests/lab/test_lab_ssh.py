@@ -121,3 +121,27 @@ def test_second_up_says_the_lab_runs(lab):
     state, fabric = lab
     with pytest.raises(SetupError, match="already running"):
         controller.up(state, fabric)
+
+
+def test_a_command_whose_client_is_gone_runs_on_until_its_next_write(lab, tmp_path):
+    """As under sshd without a pty: the client closes while the command runs; the command is not
+    signalled, its next write ("tick" is already in the pipe; "tock" is not) ends bash with SIGPIPE,
+    and a child that writes nothing (``sleep; touch``, as a tool between its own steps) finishes."""
+    import time
+
+    state, fabric = lab
+    run_dir = tmp_path / "marks"  # any uid the lab's shells run as may write here (no sudo: the
+    run_dir.mkdir()               # lab's sudo serves only a live session's processes)
+    run_dir.chmod(0o1777)
+    tmp_path.chmod(0o755)
+    client = connect(state, fabric.node("node01").port)
+    _, out, _ = client.exec_command("echo started; (sleep 2; touch {d}/hup-child) & sleep 0.5; "
+                                    "echo tick; sleep 1; touch {d}/hup-after-tick; echo tock; "
+                                    "touch {d}/hup-after-tock".format(d=run_dir), timeout=20)
+    assert out.readline() == "started\n"
+    client.close()
+    deadline = time.monotonic() + 15
+    while not (run_dir / "hup-child").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1)
+    assert [(run_dir / f"hup-{m}").exists() for m in ("child", "after-tick", "after-tock")] == [True, True, False]

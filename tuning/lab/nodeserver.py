@@ -140,13 +140,19 @@ async def _run(process: asyncssh.SSHServerProcess, state_dir: Path, node: str) -
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, **creds)
     privileges.claim(proc.pid, node)  # its sudo calls reach root as this node's only
     feeder = asyncio.ensure_future(_pump_in(process.stdin, proc))
+    outs = asyncio.gather(_pump_out(proc.stdout, process.stdout), _pump_out(proc.stderr, process.stderr))
     try:
-        await asyncio.gather(_pump_out(proc.stdout, process.stdout), _pump_out(proc.stderr, process.stderr))
+        await outs
         rc = await proc.wait()
     except (asyncssh.Error, ConnectionError, BrokenPipeError) as exc:
-        log.info("%s: client went away (%s); killing pid %s", node, exc, proc.pid)
-        _kill(proc)
-        await proc.wait()
+        log.info("%s: client went away (%s); pid %s ends at its next write (EPIPE), as under sshd", node, exc,
+                 proc.pid)
+        outs.cancel()
+        _hang_up(proc)
+        try:
+            await proc.wait()
+        finally:
+            _kill(proc)  # the lab going down while it still runs
         return
     finally:
         feeder.cancel()
@@ -154,6 +160,20 @@ async def _run(process: asyncssh.SSHServerProcess, state_dir: Path, node: str) -
             privileges.release(proc.pid)
     sync_derived(state_dir / "nodes" / node / "sysroot")
     process.exit(rc if rc >= 0 else 128 - rc)
+
+
+def _hang_up(proc: asyncio.subprocess.Process) -> None:
+    """What sshd does to a command whose client is gone (no pty): the read ends of its stdout and
+    stderr are closed and nothing is signalled, so the command runs on until its next write gets
+    EPIPE (bash, a builtin ``echo``: SIGPIPE) or it ends; a child that writes nothing (``flock``
+    holder, a tool mid-write) finishes. Killing the whole process group at the first write instead
+    would stop a tool between two of its own steps (``cma_roce_tos``: after its ``mkdir``, before its
+    ``rmdir``), which no real node does."""
+    transport = proc._transport  # asyncio exposes the pipe transports only through it
+    for fd in (1, 2):
+        pipe = transport.get_pipe_transport(fd)
+        if pipe is not None:
+            pipe.close()
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:
