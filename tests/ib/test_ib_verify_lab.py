@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -144,8 +145,13 @@ def test_a_standalone_verify_runs_the_ib_checks_a_rollout_runs_and_fails_when_th
             "16 full (0xffff), 0 limited (0x7fff)") in served.stdout
     assert "InfiniBand verification: 1/1 checks passed" in served.stdout and served.stdout.rstrip().endswith("PASS")
     # a tenant the SM does not serve: its pkeys and each member pair's path record are the evidence
-    missing = verify(lab, tmp_path, {"partitions": [DEFAULT, TENANT]})
+    missing = verify(lab, tmp_path, {"partitions": [DEFAULT, TENANT]}, "--report-json", str(tmp_path / "r.json"),
+                     "--junit", str(tmp_path / "r.xml"))
     assert missing.returncode == 1, missing.stdout[-2000:] + missing.stderr[-2000:]
+    summary = json.loads((tmp_path / "r.json").read_text())["summary"]  # the machine reports count the IB checks
+    assert [summary[k] for k in ("pairs", "ib_checks", "ib_checks_passed", "ib_checks_failed")] == [0, 17, 1, 16]
+    [suite] = [x for x in ET.parse(tmp_path / "r.xml").iter("testsuite") if x.get("name") == "infiniband"]
+    assert [suite.get(k) for k in ("tests", "failures", "errors")] == ["17", "16", "0"]
     assert "ib tenant1 0x0001 pkeys: fail: node01 mlx5_0/1: 0x0001 absent, want full; " in missing.stdout
     assert ("ib tenant1 node01 mlx5_0/1 -> node02 mlx5_7/1: fail: saquery PR --src-to-dst " in missing.stdout
             and "--pkey 0x8001: no path record (the pair cannot talk in the partition)" in missing.stdout)

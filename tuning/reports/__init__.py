@@ -70,7 +70,7 @@ def verify_report(got, seconds: float):
     """A stand-alone verification (``fabtune verify``; ``got``: a
     :class:`tuning.rollout.verify_run.Verification`) as a RunReport: outcome ``passed`` or
     ``failed``, the pairs in ``verify_after`` (the verification judged), then its IB verdicts
-    (``ib ...``), the incasts
+    (``ib ...``: counted apart from the pairs, :func:`tuning.reports.json_report.ib_rows`), the incasts
     (IncastResult dicts) in ``incast``, the nccl-tests jobs in ``nccl_after`` and their findings,
     ``seconds`` wall time."""
     from tuning.rollout.run_report import RunReport

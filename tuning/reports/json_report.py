@@ -4,7 +4,8 @@ are drawn from (:mod:`tuning.reports.junit`, :mod:`tuning.reports.prometheus`).
 The document is :meth:`tuning.rollout.run_report.RunReport.as_dict` plus what a CI job needs to act
 on it without reading fabtune's code: the schema version, the inventory, UTC start and end
 times, the exit code, the error that stopped the run (if one did), one row per device with its
-outcome, one row per verified pair with the baseline it was judged against, and counts. Every
+outcome, one row per verified pair with the baseline it was judged against, one row per InfiniBand
+check, and counts. Every
 field is documented, with its unit, in ``report.schema.json`` beside this module (JSON Schema
 draft 2020-12; :func:`schema` loads it); ``docs/reports.md`` says the same for people.
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 from tuning import __version__
 from tuning.model.outcomes import DeviceOutcome, PairOutcome, RunOutcome
 from tuning.outfile import write_atomic
+from tuning.verify.ib_sm import check_kind, is_ib
 
 #: bumped when a field changes meaning or goes away (a new optional field keeps the version)
 SCHEMA_VERSION = 1
@@ -124,18 +126,29 @@ def device_rows(rep: dict, ctx: Context) -> list[dict]:
     return rows
 
 
+def _outcome(r: dict) -> str:
+    """``error`` (the test or check ran nothing), ``fail`` or ``pass`` of one PairResult dict."""
+    return PairOutcome.ERROR if r.get("error") else (PairOutcome.FAIL if r.get("verdict") == "fail" else PairOutcome.PASS)
+
+
 def pair_rows(rep: dict, ctx: Context) -> list[dict]:
-    """The judged pairs (:func:`judged_pairs`), each with its baseline values and an outcome:
-    ``pass``, ``fail`` (measured, and a threshold or the baseline says no) or ``error`` (the test
-    did not run or gave no value: not a measurement, never judged as a regression)."""
+    """The judged RoCE pairs (:func:`judged_pairs`, IB checks left to :func:`ib_rows`), each with its
+    baseline values and an outcome: ``pass``, ``fail`` (measured, and a threshold or the baseline
+    says no) or ``error`` (the test did not run or gave no value: not a measurement, never judged as
+    a regression)."""
     base = ctx.baseline or {}
-    rows = []
-    for r in judged_pairs(rep):
-        b = base.get(r["pair"]) or {}
-        outcome = PairOutcome.ERROR if r.get("error") else (PairOutcome.FAIL if r.get("verdict") == "fail" else PairOutcome.PASS)
-        rows.append({**r, "outcome": outcome, "baseline_bw_gbps": b.get("bw_gbps"),
-                     "baseline_lat_us": b.get("lat_us")})
-    return rows
+    return [{**r, "outcome": _outcome(r), "baseline_bw_gbps": (base.get(r["pair"]) or {}).get("bw_gbps"),
+             "baseline_lat_us": (base.get(r["pair"]) or {}).get("lat_us")} for r in judged_pairs(rep) if not is_ib(r)]
+
+
+def ib_rows(rep: dict) -> list[dict]:
+    """The InfiniBand checks the run ran (:mod:`tuning.verify.ib_sm`), each with its ``outcome`` (as
+    :func:`pair_rows`), ``check`` (:func:`tuning.verify.ib_sm.check_kind`) and ``batch``: a
+    rollout's from every batch's ``results`` (the batch index), a verify's from its verification
+    (:func:`judged_pairs`; ``batch`` None)."""
+    ran = [(b.get("index"), r) for b in rep.get("batches") or [] for r in b.get("results") or []]
+    ran += [(None, r) for r in judged_pairs(rep)]
+    return [{**r, "outcome": _outcome(r), "check": check_kind(r), "batch": i} for i, r in ran if is_ib(r)]
 
 
 def _error(err: BaseException | None) -> dict | None:
@@ -164,29 +177,35 @@ def build(report, ctx: Context) -> dict:
     Returns:
         A JSON-ready dict: RunReport's fields, then ``schema_version``, ``generator``,
         ``command``, ``inventory``, ``started`` / ``finished`` (ISO 8601 UTC), ``exit_code``,
-        ``error``, ``n_changes``, ``thresholds``, ``devices``, ``pairs`` and ``summary``.
+        ``error``, ``n_changes``, ``thresholds``, ``devices``, ``pairs``, ``ib_checks`` and ``summary``.
     """
     from tuning.rollout.run_report import RunReport
 
     until = ctx.finished if ctx.finished is not None else time.time()
     rep = (report or RunReport(None, ctx.command, outcome=RunOutcome.FAILED,
                                seconds=round(max(0.0, until - ctx.started), 2))).as_dict()
-    devices, pairs = device_rows(rep, ctx), pair_rows(rep, ctx)
+    devices, pairs, ib = device_rows(rep, ctx), pair_rows(rep, ctx), ib_rows(rep)
     return {
         "schema_version": SCHEMA_VERSION, "generator": f"fabtune {__version__}", "command": ctx.command,
         **rep, "outcome": run_outcome(rep, ctx),
         "inventory": ctx.inventory, "started": iso_utc(ctx.started), "finished": iso_utc(ctx.finished),
         "exit_code": ctx.exit_code, "error": _error(ctx.error),
         "n_changes": sum(len(v) for n, v in rep.get("changes", {}).items() if n not in (rep.get("not_run") or [])),
-        "thresholds": ctx.thresholds, "devices": devices, "pairs": pairs,
+        "thresholds": ctx.thresholds, "devices": devices, "pairs": pairs, "ib_checks": ib,
         "summary": {"devices": len(devices), **{o: _count(devices, o) for o in DEVICE_OUTCOMES},
-                    "pairs": len(pairs), "pairs_passed": _count(pairs, "pass"),
-                    "pairs_failed": _count(pairs, "fail"), "pairs_errored": _count(pairs, "error")},
+                    **_counts("pairs", pairs), **_counts("ib_checks", ib)},
     }
 
 
 def _count(rows: list[dict], outcome: str) -> int:
     return sum(1 for r in rows if r["outcome"] == outcome)
+
+
+def _counts(name: str, rows: list[dict]) -> dict[str, int]:
+    """``{name: n, name_passed: n, name_failed: n, name_errored: n}`` of judged ``rows`` (the one
+    source of the counts: JUnit's suites and the console read them from the summary)."""
+    return {name: len(rows), f"{name}_passed": _count(rows, PairOutcome.PASS),
+            f"{name}_failed": _count(rows, PairOutcome.FAIL), f"{name}_errored": _count(rows, PairOutcome.ERROR)}
 
 
 def schema() -> dict:

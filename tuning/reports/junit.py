@@ -21,6 +21,14 @@ Drawn from the run's report document (:func:`tuning.reports.json_report.build`):
   pause or CNP that did not, the starved sender) and whose text is its evidence; an incast that
   did not run is an ``<error>`` (type ``test-not-run``).
 
+- suite ``infiniband``: one test case per InfiniBand check (``doc["ib_checks"]``,
+  :mod:`tuning.verify.ib_sm`: a partition's pkeys on its member ports, one member pair's path
+  record), named as the check (``ib tenant1 0x0001 pkeys``), classname ``fabtune.<mode>.ib.<check>``
+  (``pkeys`` / ``path`` / ``harness``). A failing check is a ``<failure>`` (type ``ib-check-failed``)
+  whose message is its reasons, the values read; a check that ran nothing is an ``<error>`` (type
+  ``test-not-run``); what each passing one read is a line of the suite's ``<system-out>``. The
+  suite's counts are the report's ``summary``.
+
 Every file holds at least one test case: a run with neither devices nor pairs gets a ``run``
 case that fails unless the run's exit code is 0 (a report that tested nothing is not a pass).
 """
@@ -164,6 +172,24 @@ def _incast_suite(root: ET.Element, doc: dict) -> None:
     _finish(suite, f"{len(doc['incast'])} incast(s): {len(doc['incast']) - bad} passed, {bad} failed")
 
 
+def _ib_suite(root: ET.Element, doc: dict) -> None:
+    """Suite ``infiniband``: one test case per IB check (see the module docstring)."""
+    suite = _suite(root, doc, "infiniband", 3, 0.0)
+    for r in doc["ib_checks"]:
+        cls = f"fabtune.{doc['mode']}.ib.{r['check']}"
+        if r["outcome"] == PairOutcome.ERROR:
+            _case(suite, r["pair"], cls, "error", "test-not-run", f"did not run: {r.get('error_kind')}: {r.get('error')}")
+        elif r["outcome"] == PairOutcome.FAIL:
+            _case(suite, r["pair"], cls, "failure", "ib-check-failed", "; ".join(r.get("reasons") or []),
+                  "\n".join(r.get("reasons") or []))
+        else:
+            _case(suite, r["pair"], cls)
+    s = doc["summary"]
+    read = [f"{r['pair']}: {'; '.join(r.get('judged') or [])}" for r in doc["ib_checks"] if r.get("judged")]
+    _finish(suite, "\n".join([f"{s['ib_checks']} IB check(s): {s['ib_checks_passed']} passed, {s['ib_checks_failed']} "
+                               f"failed, {s['ib_checks_errored']} did not run", *read]))
+
+
 def to_xml(doc: dict) -> bytes:
     """The JUnit XML (UTF-8, with declaration) of one report document."""
     root = ET.Element("testsuites")
@@ -175,7 +201,7 @@ def to_xml(doc: dict) -> bytes:
     if (err := _run_error(doc)) is not None:
         _case(suite, "run", f"fabtune.{doc['mode']}.run", "error", (doc.get("error") or {}).get("type", "run"), err)
     changes = [f"{n} {c['key']}: {c['before']} -> {c['after']}" for n, cs in doc["changes"].items() for c in cs]
-    if not doc["devices"] and err is None and not doc["pairs"] and not doc.get("incast"):
+    if not doc["devices"] and err is None and not doc["pairs"] and not doc.get("incast") and not doc.get("ib_checks"):
         ok = doc["exit_code"] == 0
         _case(suite, "run", f"fabtune.{doc['mode']}.run", None if ok else "failure", "run-failed",
               f"{doc['outcome']}, exit {doc['exit_code']}")
@@ -198,6 +224,8 @@ def to_xml(doc: dict) -> bytes:
                      f"{s['pairs_errored']} did not run")
     if doc.get("incast"):
         _incast_suite(root, doc)
+    if doc.get("ib_checks"):
+        _ib_suite(root, doc)
     ET.indent(root)
     return ET.tostring(root, encoding="UTF-8", xml_declaration=True) + b"\n"
 

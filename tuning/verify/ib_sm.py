@@ -90,6 +90,19 @@ def harness(sm: str, name: str, kind: str, why: str) -> PairResult:
                       reasons=[why], error_kind=kind, error_class=error_class(kind))
 
 
+def is_ib(result: dict) -> bool:
+    """Whether ``result`` (a PairResult dict) is an IB verdict (named :data:`PREFIX` ...), not a RoCE pair."""
+    return str(result.get("pair")).startswith(PREFIX)
+
+
+def check_kind(result: dict) -> str:
+    """What an IB verdict (a PairResult dict) checked: ``pkeys`` (:func:`judge_pkeys`), ``path``
+    (:func:`judge_paths`) or ``harness`` (:func:`harness`: nothing could be read)."""
+    if result.get("error_class") == "harness":
+        return "harness"
+    return "pkeys" if result.get("path") == "smpquery pkeys" else "path"
+
+
 def failed_words(results: list[dict], shown: int = 3) -> str:
     """Up to ``shown`` failed IB verdicts of ``results`` (a batch's result dicts; RoCE pairs and the
     harness's errors left out), each with its first reason, the evidence read:
