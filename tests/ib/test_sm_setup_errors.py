@@ -5,6 +5,7 @@ is infiniband-diags 3.x's iblinkinfo (Debian 12) on a host without ``/sys/class/
 
 from __future__ import annotations
 
+import ast
 import os
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 import yaml
 
 from tuning import inventory
+from tuning.burnin import ib_read
 from tuning.errors import SetupError
 from tuning.lab.ib import SM_PATHS
 from tuning.targets.sm import SmTarget
@@ -48,3 +50,16 @@ def test_an_sm_host_without_the_ib_tools_or_a_port_is_a_setup_error(tmp_path: Pa
         t.collect()
     assert str(e.value).startswith(says), str(e.value)
     assert e.value.exit_code == 2
+    with pytest.raises(SetupError) as e:  # the burn-in's read takes the same path (SmTarget.run_diag)
+        ib_read.read_fabric(t)
+    assert str(e.value).startswith(says) and e.value.exit_code == 2, str(e.value)
+
+
+def test_the_burn_in_reads_the_ib_fabric_through_the_sm_targets_public_documented_read():
+    """``tuning/burnin/ib_read.py`` uses only public, documented members of the SM Target it is given
+    (it called the private ``SmTarget._run``)."""
+    tree = ast.parse(Path(ib_read.__file__).read_text())
+    used = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id == "sm"}
+    assert used == {"run_diag", "close"} and all(getattr(SmTarget, a).__doc__ for a in used)
+    assert "infiniband-diags read" in SmTarget.run_diag.__doc__

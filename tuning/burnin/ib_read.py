@@ -1,9 +1,9 @@
 """InfiniBand link evidence for a burn-in: every cabled port's link and error counters, read on an SM host.
 
 An inventory's subnet managers (``subnet_managers``, :class:`tuning.targets.sm.SmTarget`) are where
-the IB diagnostics run: the SM Target's own path for running them on its host is used (privileged;
-a :class:`~tuning.errors.SetupError` when they cannot run there: not installed, no UMAD port). One
-read (:func:`read_fabric`) is two round trips: ``iblinkinfo`` (every port's width, speed, state, far end
+the IB diagnostics run, through the SM Target's public read :meth:`tuning.targets.sm.SmTarget.run_diag`
+(privileged; a :class:`~tuning.errors.SetupError` when they cannot run there: not installed, no UMAD
+port). One read (:func:`read_fabric`) is two round trips: ``iblinkinfo`` (every port's width, speed, state, far end
 and ``Could be`` hint; :mod:`tuning.parsers.ib_links`), then one shell line over every Active cabled
 port, both ends of each cable: ``perfquery -x <lid> <port>`` and ``perfquery <lid> <port>`` for an HCA
 port, ``perfquery -x -l <lid> 255`` and ``perfquery -l <lid> 255`` once per switch (every port of it:
@@ -75,7 +75,8 @@ def _perfquery_command(live: list[IbLinkPort]) -> str:
 
 
 def read_fabric(sm: Any) -> dict:
-    """One read of the fabric through the open SM Target ``sm`` (module docstring).
+    """One read of the fabric through the open SM Target ``sm`` (module docstring), by its
+    :meth:`~tuning.targets.sm.SmTarget.run_diag`.
 
     Returns:
         ``{"ports": {name: {...}}, "error": None}``; ``ports`` holds every Active cabled port.
@@ -85,13 +86,13 @@ def read_fabric(sm: Any) -> dict:
         CommandError / ParseError / TuningError: a tool failed, printed something else or left a port
             out (the caller's harness error).
     """
-    links: IbLinkInfo = parse_iblinkinfo(sm._run("iblinkinfo", "iblinkinfo"))
+    links: IbLinkInfo = parse_iblinkinfo(sm.run_diag("iblinkinfo", "iblinkinfo"))
     types = {p.node: p.node_type for p in links.ports}
     live = [p for p in links.cabled() if p.state == "Active"]
     ports: dict[str, dict] = {}
     if not live:
         return {"ports": ports, "error": None}
-    blocks = {(b.lid, b.port, b.extended): b for b in parse_perfquery(sm._run(_perfquery_command(live), "perfquery")).blocks}
+    blocks = {(b.lid, b.port, b.extended): b for b in parse_perfquery(sm.run_diag(_perfquery_command(live), "perfquery")).blocks}
     for p in live:
         counters, saturated = _counters(blocks, p.lid, p.port)
         ports[port_name(p.node, p.node_type, p.port)] = {

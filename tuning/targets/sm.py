@@ -34,7 +34,8 @@ import re
 import time
 from typing import ClassVar
 
-from tuning.errors import CommandError, CommitError, SetupError, TuningError, VerifyError
+from tuning.errors import (CommandError, CommitError, NotSupportedError, RollbackError, SetupError, TuningError,
+                           VerifyError)
 from tuning.model.ib_sm import SmSpec
 from tuning.model.outcomes import DeviceState
 from tuning.node.base import Change, Finding
@@ -110,10 +111,13 @@ class SmTarget:
     def _path(self, paths: dict, field: str) -> str:
         return sysroot_path(self.connection.sysroot or "/", paths[field])
 
-    def _run(self, cmd: str, what: str, timeout: float = 60.0) -> str:
-        """``cmd``'s stdout. Raises SetupError when the host cannot run the IB diagnostics at all (the
-        shell's 127: not installed; libibmad's "can't open UMAD port": no HCA port or ib_umad there),
-        CommandError for any other failure."""
+    def run_diag(self, cmd: str, what: str, timeout: float = 60.0) -> str:
+        """The stdout of ``cmd``, an infiniband-diags read (``what``: its tool, for errors) on the SM host,
+        privileged (the umad devices), within ``timeout`` s: the one path every IB read takes, this
+        target's and the burn-in's (:mod:`tuning.burnin.ib_read`). ``cmd`` reaches a shell: only tool
+        names, numbers and :func:`~tuning.transport.base.q`-quoted values. Raises SetupError when the host
+        cannot run the IB diagnostics at all (the shell's 127: not installed; libibmad's "can't open
+        UMAD port": no HCA port or ib_umad there), CommandError for any other failure."""
         res = self.host.run(cmd, timeout=timeout, privileged=True)
         if res.rc != 0:
             said = res.stderr or res.stdout
@@ -129,18 +133,18 @@ class SmTarget:
 
     def read_ports(self) -> list[sp.CaPort]:
         """The fabric's Active HCA ports (``iblinkinfo``), sorted by description and port."""
-        links = parse_iblinkinfo(self._run("iblinkinfo", "iblinkinfo"))
+        links = parse_iblinkinfo(self.run_diag("iblinkinfo", "iblinkinfo"))
         ports = [sp.CaPort(p.node, p.port, int(p.port_guid, 16), p.lid) for p in links.ports
                  if p.node_type == "CA" and p.port_guid and p.state == "Active"]
         return sorted(ports, key=lambda p: (p.description, p.port))
 
     def _per_port(self, guids: list[str], query: str) -> dict[str, str]:
         """Port GUID -> the output of ``smpquery QUERY -G <guid> 1`` (one command for all, the first
-        failure stops it). Raises TuningError (as :meth:`_run`; a port left unanswered)."""
+        failure stops it). Raises TuningError (as :meth:`run_diag`; a port left unanswered)."""
         if not guids:
             return {}
         loop = " ".join(q(g) for g in guids)
-        out = self._run(f"for g in {loop}; do printf '== %s\\n' \"$g\"; smpquery {query} -G \"$g\" 1 || exit; done",
+        out = self.run_diag(f"for g in {loop}; do printf '== %s\\n' \"$g\"; smpquery {query} -G \"$g\" 1 || exit; done",
                         f"smpquery {query}")
         texts = dict(chunk.partition("\n")[::2] for chunk in out.split("== ")[1:])
         if sorted(texts) != sorted(guids):
@@ -163,12 +167,12 @@ class SmTarget:
         """Label -> the :class:`~tuning.parsers.ib_sm.IbPathRecord` list ``saquery PR ARGS`` answers
         (``queries``: label -> ARGS such as ``--slid 2 --pkey 0x8001``, built from numbers only), one
         command for all; no output is no record (the SA found no path: []). Raises TuningError (as
-        :meth:`_run`)."""
+        :meth:`run_diag`)."""
         if not queries:
             return {}
         cmd = "; ".join(f"printf '== %s\\n' {q(label)} && saquery PR {args} || exit" for label, args in queries.items())
         return {label: parse_saquery_pr(text).records if text.strip() else []
-                for label, text in (c.partition("\n")[::2] for c in self._run(cmd, "saquery PR").split("== ")[1:])}
+                for label, text in (c.partition("\n")[::2] for c in self.run_diag(cmd, "saquery PR").split("== ")[1:])}
 
     def _files(self, paths: dict) -> tuple[dict[str, str | None], str | None]:
         """``({path: text or None when absent}, routing engine of the last sweep or None)``."""
@@ -176,7 +180,7 @@ class SmTarget:
         reads = "; ".join(f"if [ -f {q(self._path(paths, f))} ]; then base64 -w0 {q(self._path(paths, f))}; echo; "
                           f"else echo {_ABSENT}; fi" for f in FILES)
         log = q(self._path(paths, "opensm_log_file"))
-        out = self._run(f"{reads}; grep -Eo {q(_ENGINE.pattern)} {log} | tail -n1 || true", "read OpenSM's files")
+        out = self.run_diag(f"{reads}; grep -Eo {q(_ENGINE.pattern)} {log} | tail -n1 || true", "read OpenSM's files")
         lines = out.split("\n")
         files = {p: (None if v == _ABSENT else base64.b64decode(v).decode()) for p, v in zip(shown, lines)}
         engine = _ENGINE.fullmatch(lines[len(FILES)].strip()) if len(lines) > len(FILES) else None
@@ -229,8 +233,6 @@ class SmTarget:
     @classmethod
     def rendered(cls, dev) -> tuple[str, str]:
         """Not without the fabric: the members' port GUIDs are read from it. Raises NotSupportedError."""
-        from tuning.errors import NotSupportedError
-
         raise NotSupportedError("partitions.conf names the members' port GUIDs, read from the fabric: "
                                 "run fabtune plan against the SM", host=dev.name)
 
@@ -316,7 +318,7 @@ class SmTarget:
             raise VerifyError(f"{len(bad)} port(s) hold other pkeys than planned; {ports[g]}: read {have.get(g)}, "
                               f"want {want.get(g)}", host=self.name, phase="sm")
         if prio is not None:
-            info = parse_sminfo(self._run("sminfo", "sminfo"))
+            info = parse_sminfo(self.run_diag("sminfo", "sminfo"))
             if str(info.priority) != prio:
                 raise VerifyError(f"sminfo reads priority {info.priority}, want {prio}", host=self.name, phase="sm")
 
@@ -357,8 +359,6 @@ class SmTarget:
     def restore(self, record: dict, irreversible: bool = False) -> list[str]:
         """The journaled files written back, SIGHUP, and the ports' pkey tables and the priority
         read back equal to the journaled ones (``record`` alone). Raises RollbackError."""
-        from tuning.errors import RollbackError
-
         snap = snapshot_of(self.name, record)
         try:
             self._reload(snap["paths"], snap["files_before"])
@@ -380,8 +380,6 @@ def snapshot_of(name: str, record: dict) -> dict:
         RollbackError: no snapshot, or one that fails a check (names what).
     """
     from pydantic import ValidationError
-
-    from tuning.errors import RollbackError
 
     snap = record.get("snapshot")
     try:
