@@ -18,7 +18,7 @@ from tuning.lab.fabric import default_fabric, fabric_for_inventory, retarget_inv
 from tuning.lab.ib import SM_PATHS
 from tuning.lab.scale import write_inventory
 from tuning.rollout import steps
-from tuning.rollout.batches import plan_batches
+from tuning.rollout.batches import batch_line, plan_batches
 from tuning.rollout.options import Options, Run
 
 from tuning.model.ib_sm import pkey_word
@@ -90,3 +90,15 @@ def test_the_roce_lab_serves_a_mixed_inventory_and_leaves_its_subnet_manager_alo
     assert hosts["gpu_nodes"]["hosts"]["node02"]["ansible_port"] == 18102
     assert hosts["subnet_managers"]["hosts"]["sm01"] == {"ansible_host": "127.0.0.1", "fabtune_local": True,
                                                         "fabtune_sysroot": str(tmp_path / "ib")}
+
+
+def test_the_batch_line_words_a_subnet_manager_by_its_kind_not_as_a_switch(tmp_path):
+    """The console's batch line of a mixed rollout (:func:`tuning.rollout.batches.batch_line`): the SM
+    joins batch 1 as a subnet manager, not as a switch no node is cabled to, and a batch whose only
+    changed device beside the nodes is the SM has no switch confirm window (the SM commits nothing)."""
+    inv = inventory.load(mixed_inventory(write_inventory(tmp_path / "inv", 2), tmp_path / "ib", [TENANT]))
+    [b] = plan_batches(inv, list(inv.devices.values()), inv.policy)
+    assert b.why == ("all nodes: 2 node(s) of leaf01 (serial 100%); with leaf01, leaf02 (cabled to its nodes); "
+                     "with spine01 (no selected node cabled: batch 1); with sm01 (subnet_managers: no cabling, batch 1)")
+    assert batch_line(inv, b, 1, {"node01", "sm01"}, 600) == f"batch 1/1: {b.why}; {b.order}"
+    assert batch_line(inv, b, 1, {"leaf01", "sm01"}, 600) == f"batch 1/1: {b.why}; {b.order}; switch confirm window 600 s"

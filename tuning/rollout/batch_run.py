@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Callable
 
 from tuning.errors import ConnectError, DeviceTimeout, JournalWriteError
 from tuning.rollout import gate, session
-from tuning.rollout.batches import Batch
+from tuning.rollout.batches import Batch, batch_line
 from tuning.rollout.journal import Journal
 from tuning.rollout.baseline import save_baseline
 from tuning.rollout.rollback import kept_changes
@@ -150,8 +150,7 @@ def run_batches(s: "Session", opts: "Options", plans: dict, report: RunReport, p
         pairs = batch_verify_pairs(r, b, progress) if verifying else None
         window = gate.confirm_window(opts, pairs, len(todo), extra_s=_incast_bound(s, r, b, plans)) if pairs else None
         j.stage("apply", f"batch {b.index}/{len(r.batches)}")
-        progress(f"batch {b.index}/{len(r.batches)}: {b.why}; {b.order}"
-                 + (f"; switch confirm window {window} s" if window and todo & set(b.switches) else ""))
+        progress(batch_line(s.inv, b, len(r.batches), todo, window))
         pause_for_test(f"apply-batch-{b.index}", j.run_id)
         failed: dict[str, BaseException] = {}
         for phase in b.phases:  # a cap exceeded in one phase stops the next (an MTU path half changed)

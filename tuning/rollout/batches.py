@@ -117,21 +117,7 @@ def plan_batches(inv, selected: list, policy: RolloutPolicy, changes: dict[str, 
             kind = "canary" if i == 0 and size < len(nodes) else ("all nodes" if size == len(nodes) else f"batch {i + 1}")
             batches.append(Batch(i + 1, [d.name for d in chunk], [],
                                  why=f"{kind}: {size} node(s) of {_label(chunk, policy.batch_by)} (serial {entry})"))
-        cabled = {}  # switch -> first batch index with a node cabled to it
-        for b in batches:
-            for name in b.nodes:
-                for nic in getattr(inv.devices[name].spec, "nics", None) or []:
-                    cabled.setdefault(nic.switch, b.index)
-        joined: dict[int, tuple[list[str], list[str]]] = {}
-        for sw in switches:
-            b = batches[cabled.get(sw.name, 1) - 1]
-            b.switches.append(sw.name)
-            joined.setdefault(b.index, ([], []))[0 if sw.name in cabled else 1].append(sw.name)
-        for idx, (leaves, loose) in joined.items():
-            if leaves:
-                batches[idx - 1].why += f"; with {_names(leaves)} (cabled to its nodes)"
-            if loose:
-                batches[idx - 1].why += f"; with {_names(loose)} (no selected node cabled: batch 1)"
+        _join(inv, batches, switches)
     elif switches:
         at = 0
         for i, size in enumerate(policy.sizes(len(switches))):
@@ -144,6 +130,44 @@ def plan_batches(inv, selected: list, policy: RolloutPolicy, changes: dict[str, 
     for b in batches:
         b.phases, b.order = phases(b, changes or {}, run_rules)
     return batches
+
+
+def _join(inv, batches: list[Batch], others: list) -> None:
+    """Put each device of ``others`` (no endpoint: switches, subnet managers) in the first batch with a
+    node cabled to it, else batch 1, and say so in the batch's ``why`` in its kind's words
+    (:func:`joined_words`)."""
+    cabled = {}  # device -> first batch index with a node cabled to it
+    for b in batches:
+        for name in b.nodes:
+            for nic in getattr(inv.devices[name].spec, "nics", None) or []:
+                cabled.setdefault(nic.switch, b.index)
+    joined: dict[tuple[int, str], list[str]] = {}
+    for d in others:
+        b = batches[cabled.get(d.name, 1) - 1]
+        b.switches.append(d.name)
+        joined.setdefault((b.index, joined_words(d, d.name in cabled)), []).append(d.name)
+    for (idx, words), names in joined.items():
+        batches[idx - 1].why += f"; with {_names(names)} ({words})"
+
+
+def joined_words(dev, cabled: bool) -> str:
+    """How a batch's ``why`` says where a device with no NIC joined it, from its kind (its inventory
+    role, :data:`tuning.model.roles.ROLES`): a fabric device (a switch) ``cabled to its nodes`` or
+    ``no selected node cabled: batch 1``; any other kind (a subnet manager) by its group:
+    ``subnet_managers: no cabling, batch 1``."""
+    if not dev.kind.fabric:
+        return f"{dev.kind.group}: no cabling, batch 1"
+    return "cabled to its nodes" if cabled else "no selected node cabled: batch 1"
+
+
+def batch_line(inv, b: Batch, n_batches: int, todo: set[str], window: int | None) -> str:
+    """The console's line as batch ``b`` (of ``n_batches``) starts: how it was formed, its order and,
+    when it pushes a device that commits with a confirm window (a fabric device: a switch; a subnet
+    manager has none, its files are read back), the window in seconds (``todo``: its devices with
+    changes; ``window``: None when the run verifies nothing)."""
+    confirms = any(inv.devices[n].kind.fabric for n in todo & set(b.switches))
+    return f"batch {b.index}/{n_batches}: {b.why}; {b.order}" + (f"; switch confirm window {window} s"
+                                                                 if window and confirms else "")
 
 
 def _kinds(devices: list) -> str:
