@@ -42,7 +42,7 @@ def test_a_client_that_cannot_connect_is_no_harness_fault():
 
 
 def test_judge_names_the_class_of_every_error_kind():
-    assert set(HARNESS_KINDS) <= set(ERROR_KINDS) and HARNESS_KINDS == ("port_in_use", "tool_missing", "no_pairs")
+    assert set(HARNESS_KINDS) <= set(ERROR_KINDS) and HARNESS_KINDS == ("port_in_use", "server_not_ready", "tool_missing", "no_pairs")
     for kind in ERROR_KINDS:
         r = PairResult("a->b", "leaf", error_kind=kind, error=f"{kind}: x")
         assert judge([r], Thresholds(), None) is False
@@ -104,3 +104,53 @@ def test_a_gate_failed_by_the_harness_alone_says_the_change_is_unproven():
     job = {"test": "all_reduce_perf", "status": "fail", "reasons": ["all_reduce_perf regressed: bus bandwidth drop 50.0 %"]}
     assert gate_failed_why(4, [passed], [job, {"test": "alltoall_perf", "status": "pass"}]) == (
         "batch 4: every pair passed, nccl-tests did not: all_reduce_perf regressed: bus bandwidth drop 50.0 %")
+
+
+def _perftest_nodes(tmp_path, server_script: str):
+    """node01 (client) and node02 (server) as LocalHosts whose ``ib_write_bw`` (in tmp_path/bin) runs
+    ``server_script`` as a server (no address argument) and, as a client, leaves ``client-ran``."""
+    import os
+    from types import SimpleNamespace
+
+    from tuning.transport.local import LocalHost
+    from tuning.verify.pairs import Pair
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "ib_write_bw"
+    tool.write_text(f'#!/bin/bash\ncase "${{@: -1}}" in 10.*) touch {tmp_path}/client-ran; exit 1 ;; esac\n'
+                    f"{server_script}\n")
+    tool.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    hosts = {n: LocalHost(n, env=env) for n in ("node01", "node02")}
+    nic = SimpleNamespace(rdma_device="mlx5_0", ipv4=SimpleNamespace(ip="10.0.0.2"), switch="leaf01", switch_port="swp1")
+    return hosts, Pair("node01", nic, "node02", nic, "leaf")
+
+
+def test_a_server_that_never_says_it_listens_is_the_harnesss_and_its_client_never_runs(tmp_path):
+    # a node too loaded to start its perftest server within the banner wait (seen at 64 lab nodes on
+    # 2 cores): a client started anyway could only fail to connect, and that reads as the fabric's
+    from tuning.verify.runner import measure
+
+    hosts, pair = _perftest_nodes(tmp_path, "sleep 30")
+    r = measure(pair, hosts, 18515, gids={("node02", "mlx5_0"): 3, ("node01", "mlx5_0"): 3}, timeout_s=1)
+    assert (r.error_kind, error_class(r.error_kind)) == ("server_not_ready", "harness")
+    assert r.error.startswith('node02 (server): ib_write_bw did not say it listens ("Waiting for client to connect") '
+                              "within 10 s; its client was not started")
+    assert not (tmp_path / "client-ran").exists()
+
+
+def test_a_server_that_ends_before_listening_is_judged_on_its_own_words(tmp_path):
+    # perftest opens the device before it listens: a device the server cannot open is perftest's own
+    # error line (fabric), and a server that could not start is the harness's; no client runs
+    from tuning.verify.runner import measure
+
+    gids = {("node02", "mlx5_0"): 3, ("node01", "mlx5_0"): 3}
+    hosts, pair = _perftest_nodes(tmp_path, "echo ' No IB devices found' >&2; exit 1")
+    r = measure(pair, hosts, 18515, gids=gids, timeout_s=1)
+    assert (r.error_kind, error_class(r.error_kind)) == ("no_rdma_device", "fabric"), r.error
+    assert not (tmp_path / "client-ran").exists()
+    (tmp_path / "bin" / "ib_write_bw").chmod(0o644)  # the shell cannot run it: exit 126
+    r = measure(pair, hosts, 18515, gids=gids, timeout_s=1)
+    assert (r.error_kind, error_class(r.error_kind)) == ("tool_missing", "harness")
+    assert r.error.startswith("node02 (server): ")

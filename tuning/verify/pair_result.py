@@ -14,13 +14,15 @@ from tuning.verify.pairs import Pair
 
 #: ``PairResult.error_kind`` values: why a test produced no value (``status == "error"``)
 ERROR_KINDS = ("connect_failed", "qp_rtr_failed", "qp_rts_failed", "completion_error", "gid_type_mismatch",
-               "no_rdma_device", "timeout", "no_value", "gid_unresolved", "port_in_use", "tool_missing", "no_pairs", "unknown")
+               "no_rdma_device", "timeout", "no_value", "gid_unresolved", "port_in_use", "server_not_ready", "tool_missing", "no_pairs", "unknown")
 #: the kinds that are a local failure of the verification harness on one node, not of the fabric:
 #: a perftest server that could not listen on its TCP port (another process holds it: perftest's
-#: ``Couldn't listen to port N``), a tool that could not start (shell exit 126 or 127), an InfiniBand
+#: ``Couldn't listen to port N``), a server still running that never said it listens within
+#: :data:`tuning.verify.runner.BANNER_S` (``server_not_ready``: its client is not started, as it
+#: could only fail to connect), a tool that could not start (shell exit 126 or 127), an InfiniBand
 #: check with nothing to read (``no_pairs``: :mod:`tuning.verify.ib_sm`). The pair's
 #: fabric was not tested: no link, NIC or node fault may be read from it, and a drain never follows.
-HARNESS_KINDS = ("port_in_use", "tool_missing", "no_pairs")
+HARNESS_KINDS = ("port_in_use", "server_not_ready", "tool_missing", "no_pairs")
 
 
 def error_class(kind: str | None) -> str | None:

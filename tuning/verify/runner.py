@@ -98,12 +98,15 @@ def pair_tests(pair: Pair) -> dict[str, tuple[str, str]]:
 
 
 def _run_one(server: Host, client: Host, tool: str, args: str, s_gid: int, c_gid: int,
-             pair: Pair, port: int, timeout_s: float = PAIR_TIMEOUT_S) -> tuple[PerftestResult, tuple[str, str] | None]:
-    """One perftest run: the server on ``port``, then the client. Returns the client's parsed output
-    and, when the harness itself failed on either end (:func:`harness_fault`), ``(kind, cause)``."""
+             pair: Pair, port: int, timeout_s: float = PAIR_TIMEOUT_S) -> tuple[PerftestResult | None, tuple[str, str] | None]:
+    """One perftest run: the server on ``port``, then the client once the server listens. Returns the
+    client's parsed output (the server's when it ended before listening; None with a fault) and, when
+    the harness itself failed on either end (:func:`harness_fault`, :func:`_not_listening`),
+    ``(kind, cause)``."""
     srv = start_server(server, f"{tool} -d {pair.server_nic.rdma_device} -i 1 -x {s_gid} {args} -p {port}")
     # perftest prints this banner once it listens; a client started earlier finds no server
-    srv.read_until("Waiting for client to connect", timeout=min(BANNER_S, timeout_s))
+    if not srv.read_until("Waiting for client to connect", timeout=min(BANNER_S, timeout_s)):
+        return _not_listening(server, srv, tool, port)
     try:
         cli = finish(client.start(f"{tool} -d {pair.client_nic.rdma_device} -i 1 -x {c_gid} {args} -p {port} "
                                   f"{pair.server_nic.ipv4.ip}", privileged=False), client, timeout_s)  # no root
@@ -114,6 +117,21 @@ def _run_one(server: Host, client: Host, tool: str, args: str, s_gid: int, c_gid
     fault = (harness_fault(srv_res, tool, f"{server.name} (server)") if srv_res is not None else None) \
         or harness_fault(cli, tool, f"{client.name} (client)")
     return parse_perftest(cli.stdout + cli.stderr, tool), fault
+
+
+def _not_listening(server: Host, srv, tool: str, port: int) -> tuple[PerftestResult | None, tuple[str, str] | None]:
+    """A server that printed no "Waiting for client to connect": its client is not started (it could
+    only fail to connect, and ``connect_failed`` would read as the fabric's fault). A server that
+    ended says why in its own output (a harness fault, else perftest's own error line, as a client's
+    is parsed: ``no_rdma_device`` ...); one still running after :data:`BANNER_S` is ended and is the
+    harness's ``server_not_ready`` (a node too loaded or too slow to start it: nothing was tested)."""
+    res = end_server(server, srv, tool, port, grace_s=1.0)  # one that ended is reaped at once
+    if res is None:
+        return None, ("server_not_ready", f"{server.name} (server): {tool} did not say it listens (\"Waiting for "
+                      f"client to connect\") within {BANNER_S:g} s; its client was not started and the fabric was not "
+                      "tested")
+    fault = harness_fault(res, tool, f"{server.name} (server)")
+    return (None, fault) if fault else (parse_perftest(res.stdout + res.stderr, tool), None)
 
 
 #: perftest's line when its server cannot bind its TCP port (src/perftest_communication.c,
