@@ -105,22 +105,53 @@ def plan_cmd(inventory: Path = INV, run_id: Optional[str] = typer.Option(
 
 def _client(server: Optional[str], token_file: Optional[Path], ca_file: Optional[Path], run: str, ns: str):
     """The read-only client of ``--server`` (None without one). Raises InputError for bad flags."""
-    from tuning.k8s.api import Api
+    from tuning.k8s.api import connect
     from tuning.k8s.client import MaintenanceClient
 
-    if server is None:
-        if token_file or ca_file:
-            raise InputError("--token-file" if token_file else "--ca-file", "-", "needs --server")
-        return None
-    if not re.fullmatch(r"https?://[A-Za-z0-9.:\[\]-]+(/[A-Za-z0-9._~/-]*)?", server):
-        raise InputError("--server", server[:80], "allowed: http(s)://HOST[:PORT][/PATH], e.g. https://10.0.0.1:6443")
-    try:
-        token = token_file.read_text().strip() if token_file else None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError("--token-file", str(token_file), f"cannot read it: {getattr(e, 'strerror', e)}") from None
-    if ca_file and not ca_file.is_file():
-        raise InputError("--ca-file", str(ca_file), "not a file")
-    return MaintenanceClient(Api(server, token, str(ca_file) if ca_file else None), run, ns)
+    api = connect(server, token_file, ca_file)
+    return MaintenanceClient(api, run, ns) if api is not None else None
+
+
+def agent_cmd(node: str = typer.Option(..., "--node", help="This node's name (the DaemonSet sets $NODE_NAME)."),
+              inventory: Path = INV,
+              namespace: str = typer.Option("fabtune", "--namespace", "-n", help="Namespace of the plan ConfigMap."),
+              server: Optional[str] = typer.Option(None, "--server", help="API server URL; default: the cluster "
+                                                   "this pod runs in (its service account)."),
+              token_file: Optional[Path] = typer.Option(None, "--token-file", help="Bearer token file for --server."),
+              ca_file: Optional[Path] = typer.Option(None, "--ca-file", help="CA bundle for an https --server."),
+              journal_dir: str = typer.Option("/var/lib/fabtune/journal", "--journal-dir",
+                                              help="The run's shared journal folder as this node sees it."),
+              sysroot: Optional[str] = typer.Option(None, "--sysroot", help="Where this process sees the node's "
+                                                    "files (a pod mounting the host at /host: /host)."),
+              poll_s: float = typer.Option(2.0, "--poll-s", min=0.1, max=60.0, help="Seconds between two reads of "
+                                           "the plan ConfigMap."),
+              once: bool = typer.Option(False, "--once", help="Answer the published request once, then exit.")) -> None:
+    """Run as the node agent of `fabtune rollout --engine k8s` (the DaemonSet's container): read the
+    plan ConfigMap fabtune-plan, run `fabtune node apply|restore` on this node for a request naming it,
+    answer with a result ConfigMap (tuning/k8s/agent.py). Runs until stopped (--once: one read).
+    Exit 0; 2 bad input; 4 (--once) the API server could not be read.
+
+    Example: fabtune k8s agent --node "$NODE_NAME" -i /etc/fabtune/inventory --sysroot /host
+    """
+    from tuning.k8s.agent import Agent
+    from tuning.k8s.api import Api, connect
+    from tuning.model.grammar import check_path
+
+    for flag, value in (("--journal-dir", journal_dir), ("--sysroot", sysroot)):
+        try:
+            check_path(value, parent_ok=False) if value else None
+        except ValueError as e:
+            raise InputError(flag, value[:60], str(e)) from None
+    dev = load_inventory(inventory, lint=False)
+    if node not in {d.name for d in dev.nodes}:
+        raise InputError("--node", node[:60], f"names no node of {inventory}")
+    api = connect(server, token_file, ca_file) or Api.in_cluster()
+    agent = Agent(api, _namespace(namespace), node, str(inventory), journal_dir, sysroot)
+    if once:
+        name = agent.step()
+        out.print(f"{node}: answered {name}" if name else f"{node}: no request for this node")
+        return
+    agent.serve(poll_s, lambda m: print(m, flush=True))
 
 
 def _write(output: Path, docs: dict[str, list[dict]], plain: dict[str, str]) -> list[Path]:
@@ -158,4 +189,5 @@ def register(app: typer.Typer) -> None:
                                "node-problem-detector plugin.", no_args_is_help=True)
     k8s_app.command("manifests")(manifests)
     k8s_app.command("plan")(plan_cmd)
+    k8s_app.command("agent")(agent_cmd)
     app.add_typer(k8s_app, name="k8s")

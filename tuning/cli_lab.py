@@ -33,7 +33,12 @@ def _running_state_dir(inventory: Path, state_dir: Optional[Path]) -> Path:
     return sd
 
 
-def lab_up(inventory: Path = INV, state_dir: Optional[Path] = STATE,
+#: ``lab up --k8s`` (tuning/lab/k8s.py)
+K8S = typer.Option(False, "--k8s", help="also start a Kubernetes API server stand-in (with the Maintenance Operator's "
+                   "part) and one fabtune agent per lab node (docs/kubernetes.md)")
+
+
+def lab_up(inventory: Path = INV, state_dir: Optional[Path] = STATE, k8s: bool = K8S,
            slurm: bool = typer.Option(False, "--slurm", help="also start a real Slurm: munged, slurmctld and one "
                                       "slurmd per lab node on the lab's loopback ports (docs/lab.md)"),
            noise: float = typer.Option(NOISE_PCT, "--noise", help="run-to-run spread of the RDMA test results, "
@@ -61,6 +66,7 @@ def lab_up(inventory: Path = INV, state_dir: Optional[Path] = STATE,
         raise InputError("--noise-seed" if bad is noise_seed else "--noise", str(bad), str(e)) from None
     if slurm:
         slurm_lab.check(fabric)  # before the lab starts (exit 2): Slurm missing, not root, a port taken
+    _k8s_up(sd, fabric, inventory, check_only=True) if k8s else None  # before the lab starts (exit 2)
     controller.up(sd, fabric)
     if slurm:
         try:
@@ -70,7 +76,26 @@ def lab_up(inventory: Path = INV, state_dir: Optional[Path] = STATE,
             raise
         out.print(f"Slurm up in {took:.1f} s; its clients need: export "
                   f"SLURM_CONF={slurm_lab.client_env(sd)['SLURM_CONF']}")
+    _k8s_up(sd, fabric, inventory) if k8s else None
     _lab_status(sd)
+
+
+def _k8s_up(sd: Path, fabric, inventory: Path, check_only: bool = False) -> None:
+    """``lab up --k8s``'s part (tuning/lab/k8s.py): the stand-in and the agents, or the whole lab
+    stopped; ``check_only``: what it needs (lab nodes, its port free), checked before the lab starts."""
+    from tuning.lab import controller
+    from tuning.lab import k8s as k8s_lab
+
+    if check_only:
+        return k8s_lab.check(fabric)
+    try:
+        took = k8s_lab.up(sd, fabric, inventory)
+    except BaseException:
+        controller.down(sd)  # nothing half up
+        raise
+    env = " ".join(f"{k}={v}" for k, v in k8s_lab.client_env(sd).items())
+    out.print(f"Kubernetes lab up in {took:.1f} s; a rollout through it needs: export {env}; "
+              f"--journal-dir {k8s_lab.folder(sd) / k8s_lab.JOURNAL}", soft_wrap=True)
 
 
 def lab_status(inventory: Path = INV, state_dir: Optional[Path] = STATE, as_json: bool = JSON) -> None:

@@ -119,12 +119,15 @@ SETTLE_S = typer.Option(None, "--settle-s", parser=deferred(integer("--settle-s"
 ON_REGRESSION = typer.Option(None, "--on-regression", metavar="restore-batch|restore-all",
                              help="On a regression restore the batch (keep earlier batches; default) or every batch.")
 NO_INCAST_LEAF = typer.Option(False, "--no-incast", help="Skip the k-to-1 incast per changed leaf.")
-ENGINE = typer.Option("nornir", "--engine", metavar="nornir|ansible|slurm",
+ENGINE = typer.Option("nornir", "--engine", metavar="nornir|ansible|slurm|k8s",
                       help="Drive the rollout with the Nornir fan-out (default), through "
-                           "playbooks/tune.yml with ansible-runner, or with the nodes' writes made on the nodes "
-                           "by Slurm (srun fabtune node apply, each batch held and drained; $SLURM_CONF); same "
-                           "journal and report. Example: fabtune rollout -i /shared/inv --journal-dir /shared/j "
-                           "--engine slurm")
+                           "playbooks/tune.yml with ansible-runner, with the nodes' writes made on the nodes "
+                           "by Slurm (srun fabtune node apply, each batch held and drained; $SLURM_CONF), or "
+                           "by each node's fabtune agent on Kubernetes (each batch held by a NodeMaintenance; "
+                           "$FABTUNE_K8S_SERVER, $FABTUNE_K8S_TOKEN_FILE, else in-cluster); same journal and "
+                           "report. Example: fabtune rollout -i /shared/inv --journal-dir /shared/j --engine slurm; "
+                           "fabtune rollout -i /etc/fabtune/inventory --journal-dir /var/lib/fabtune/journal "
+                           "--engine k8s (the agents' journal folder)")
 
 
 def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Optional[list[str]] = DOMAIN,
@@ -170,17 +173,17 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
 
 
 def _known_engine(name: str, allow_reboot: bool = False) -> None:
-    """Raises InputError unless ``name`` is ``nornir``, ``ansible`` or ``slurm``, and ``--allow-reboot``
+    """Raises InputError unless ``name`` is ``nornir``, ``ansible``, ``slurm`` or ``k8s``, and ``--allow-reboot``
     comes with ``slurm`` (the only engine that reboots in a rollout: tuning/slurm_reboot.py)."""
-    if name not in ("nornir", "ansible", "slurm"):
-        raise InputError("--engine", name, "unknown engine; allowed: nornir, ansible, slurm")
+    if name not in ("nornir", "ansible", "slurm", "k8s"):
+        raise InputError("--engine", name, "unknown engine; allowed: nornir, ansible, slurm, k8s")
     if allow_reboot and name != "slurm":
         raise InputError("--allow-reboot", name, "only --engine slurm reboots nodes in a rollout (the playbooks: "
                          "-e fabtune_allow_reboot=true); allowed: --engine slurm")
 
 
 def _drive(engine_name: str, inventory: Path, inv, opts, rail: Optional[list[int]], batch_by: Optional[str]):
-    """Run the rollout ``opts`` describe with the engine named (nornir, ansible, slurm); its RunReport."""
+    """Run the rollout ``opts`` describe with the engine named (nornir, ansible, slurm, k8s); its RunReport."""
     from tuning.rollout import engine
 
     if engine_name == "ansible":  # tuning/ansible_engine.py: flags it cannot honour are refused
@@ -192,6 +195,9 @@ def _drive(engine_name: str, inventory: Path, inv, opts, rail: Optional[list[int
     if engine_name == "slurm":  # tuning/slurm_engine.py: the nodes' writes through srun
         from tuning import slurm_engine
         return slurm_engine.run(inv, opts, progress)
+    if engine_name == "k8s":  # tuning/k8s/engine.py: the nodes' writes by their agents, batches held by NodeMaintenances
+        from tuning.k8s import engine as k8s_engine
+        return k8s_engine.run(inv, opts, progress)
     return engine.run(inv, opts, progress)
 
 

@@ -1,5 +1,5 @@
 """NodeMaintenance objects against the published CRD schema, and the maintenance client against the
-API server stand-in (tests/k8s/apiserver.py): create, wait for Ready, join another requestor's
+API server stand-in (tuning/lab/k8s_api.py): create, wait for Ready, join another requestor's
 object, report a failure, release, and the API server's refusals read as errors."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.k8s import apiserver
+from tuning.lab import k8s_api as apiserver
 from tuning.errors import ConnectError, InputError
 from tuning.k8s import maintenance as nm
 from tuning.k8s.api import Api, ApiError

@@ -40,7 +40,8 @@ def objects(out: Path) -> list[dict]:
 def test_every_object_fits_the_kubernetes_schemas(written):
     docs = objects(written)
     assert sorted(d["kind"] for d in docs) == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap", "DaemonSet",
-                                               "Role", "RoleBinding", "ServiceAccount", "ServiceAccount"]
+                                               "Role", "Role", "RoleBinding", "RoleBinding", "ServiceAccount",
+                                               "ServiceAccount"]
     for version in K8S_VERSIONS:
         for d in docs:
             kv.validate(d, version, strict=True)  # raises ValidationError naming the field
@@ -59,7 +60,7 @@ def test_the_validator_can_fail(written):
 def test_agent_privileges_nodes_and_command(written):
     ds = next(d for d in objects(written) if d["kind"] == "DaemonSet")
     pod = ds["spec"]["template"]["spec"]
-    assert (pod["hostNetwork"], pod["hostPID"], pod["automountServiceAccountToken"]) == (True, False, False)
+    assert (pod["hostNetwork"], pod["hostPID"], pod["automountServiceAccountToken"]) == (True, False, True)
     c = pod["containers"][0]
     assert c["securityContext"] == {"privileged": True}
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
@@ -67,6 +68,8 @@ def test_agent_privileges_nodes_and_command(written):
     script = c["command"][2]
     assert script.splitlines()[0] == ("fabtune node apply -i /etc/fabtune/inventory --sysroot /host --journal-dir "
                                       f"/var/lib/fabtune/journal --json --run-id {RUN} --node \"$NODE_NAME\"")
+    assert script.splitlines()[2] == ("exec fabtune k8s agent -i /etc/fabtune/inventory --sysroot /host --journal-dir "
+                                      "/var/lib/fabtune/journal -n gpu-ops --node \"$NODE_NAME\"")
     mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
     assert mounts["host"] == "/host" and mounts["inventory"] == "/etc/fabtune/inventory"
     assert ds["metadata"]["namespace"] == "gpu-ops"
@@ -90,7 +93,10 @@ def test_rbac_least_verbs(written):
                        {"apiGroups": ["maintenance.nvidia.com"], "resources": ["nodemaintenances/status"],
                         "verbs": ["update"]}]
     assert docs[("Role", "fabtune-controller")]["rules"][0]["resources"] == ["configmaps"]
-    assert docs[("ServiceAccount", "fabtune-agent")]["automountServiceAccountToken"] is False
+    # the agent: the plan ConfigMap read, its result ConfigMap written, nothing else (tuning/k8s/agent.py)
+    assert docs[("Role", "fabtune-agent")]["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
+                                                         "verbs": ["get", "create"]}]
+    assert docs[("ServiceAccount", "fabtune-agent")]["automountServiceAccountToken"] is True
     assert not any("nodes" in r["resources"] for r in cluster)
 
 

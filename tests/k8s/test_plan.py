@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.k8s import apiserver
+from tuning.lab import k8s_api as apiserver
 from tests.k8s.clirun import fabtune
 from tests.k8s.test_maintenance import schema_problems
 from tuning.k8s import maintenance as nm

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from tuning.errors import ConnectError, TuningError
+from tuning.errors import ConnectError, InputError, TuningError
 
 #: the in-cluster service account files (kubernetes.io docs, "Accessing the API from within a Pod")
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -110,3 +111,42 @@ def _refusal(method: str, path: str, code: int, raw: bytes) -> ApiError:
                         " ".join(str(doc.get("message") or "").split()), doc)
     first = (raw.decode(errors="replace").strip().splitlines() or ["no body"])[0]
     return ApiError(method, path, code, "", first[:200])
+
+
+#: the environment a controller outside the cluster names its API server with (``fabtune rollout --engine k8s``)
+SERVER_ENV, TOKEN_FILE_ENV, CA_FILE_ENV, NAMESPACE_ENV = ("FABTUNE_K8S_SERVER", "FABTUNE_K8S_TOKEN_FILE",
+                                                          "FABTUNE_K8S_CA_FILE", "FABTUNE_K8S_NAMESPACE")
+_SERVER = re.compile(r"https?://[A-Za-z0-9.:\[\]-]+(/[A-Za-z0-9._~/-]*)?")
+
+
+def connect(server: str | None, token_file: Path | None, ca_file: Path | None,
+            flags: tuple[str, str, str] = ("--server", "--token-file", "--ca-file")) -> Api | None:
+    """The Api of ``server`` with the token read from ``token_file`` (never printed); None without a
+    server. ``flags`` name the three values in errors (command-line flags or environment variables).
+
+    Raises:
+        InputError: a server not ``http(s)://HOST[:PORT][/PATH]``, a token or CA file without a server,
+            a token file that cannot be read, a CA file that is not a file.
+    """
+    if server is None:
+        if token_file or ca_file:
+            raise InputError(flags[1] if token_file else flags[2], "-", f"needs {flags[0]}")
+        return None
+    if not _SERVER.fullmatch(server):
+        raise InputError(flags[0], server[:80], "allowed: http(s)://HOST[:PORT][/PATH], e.g. https://10.0.0.1:6443")
+    try:
+        token = Path(token_file).read_text().strip() if token_file else None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(flags[1], str(token_file), f"cannot read it: {getattr(e, 'strerror', e)}") from None
+    if ca_file and not Path(ca_file).is_file():
+        raise InputError(flags[2], str(ca_file), "not a file")
+    return Api(server, token, str(ca_file) if ca_file else None)
+
+
+def from_env() -> Api:
+    """The Api named by :data:`SERVER_ENV` (with :data:`TOKEN_FILE_ENV`, :data:`CA_FILE_ENV`), else the
+    cluster this process runs in (:meth:`Api.in_cluster`). Raises InputError, ConnectError."""
+    env = [os.environ.get(k) or None for k in (SERVER_ENV, TOKEN_FILE_ENV, CA_FILE_ENV)]
+    api = connect(env[0], Path(env[1]) if env[1] else None, Path(env[2]) if env[2] else None,
+                  (f"${SERVER_ENV}", f"${TOKEN_FILE_ENV}", f"${CA_FILE_ENV}"))
+    return api if api is not None else Api.in_cluster()

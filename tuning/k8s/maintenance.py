@@ -3,7 +3,7 @@ them; pure (no I/O): :mod:`tuning.k8s.client` sends what these return.
 
 Source of every field and word: Mellanox/maintenance-operator, ``api/v1alpha1/nodemaintenance_types.go``
 and the CRD ``config/crd/bases/maintenance.nvidia.com_nodemaintenances.yaml`` (copied unedited, with its
-commit, in the test suite's ``tests/k8s/schemas/``), ``internal/controller/nodemaintenance_controller.go``
+commit, in ``tuning/lab/schemas/``, which the lab API server validates against), ``internal/controller/nodemaintenance_controller.go``
 ``handleTerminalState`` and the README's state diagram.
 
 - One object per node per batch, in the namespace fabtune is given, named

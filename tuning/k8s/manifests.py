@@ -4,10 +4,12 @@ inventory, RBAC, and a node-problem-detector custom plugin (``FabricConfigDrift`
 The agent (DaemonSet ``fabtune-agent``, only on the inventory's nodes: node affinity on
 ``metadata.name``) runs ``fabtune node apply`` once per pod start, ON the node (node-local mode,
 :mod:`tuning.cli_node`), from the inventory mounted from the ConfigMap ``fabtune-inventory``, then
-sleeps (a DaemonSet pod that exits is restarted). Without a run id it plans only (``--check``: the
-changes each node would get, in its log, nothing written); with one it pushes that run's changes into
-the journal folder, a volume the controller reads too (the PersistentVolumeClaim ``fabtune-journal``,
-ReadWriteMany, made by the site: as Slurm's shared file system). The agent's pod runs:
+becomes the node agent of ``fabtune rollout --engine k8s`` (``fabtune k8s agent``, :mod:`tuning.k8s.agent`:
+it reads the plan ConfigMap and runs ``fabtune node apply|restore`` for each request naming its node).
+Without a run id the first command plans only (``--check``: the changes each node would get, in its
+log, nothing written); with one it pushes that run's changes into the journal folder, a volume the
+controller reads too (the PersistentVolumeClaim ``fabtune-journal``, ReadWriteMany, made by the site:
+as Slurm's shared file system). The agent's pod runs:
 
 - ``privileged: true``: the node domains write ``/proc/sys`` (sysctl), ``/sys`` (IRQ affinity, cpufreq,
   cpuidle, hugepages) and PCI config space (``setpci``); an unprivileged container sees ``/sys`` and
@@ -17,7 +19,8 @@ ReadWriteMany, made by the site: as Slurm's shared file system). The agent's pod
 - ``hostPID: false``: no domain signals or lists a host process; ``systemctl`` (irqbalance) reaches
   the host's systemd through its socket (``/run/systemd`` mounted);
 - the host's ``/`` at ``/host`` (``--sysroot /host``: every file path the domains read or write),
-  ``/lib/modules`` read-only for ``modprobe``; no service account token (the agent never calls the API).
+  ``/lib/modules`` read-only for ``modprobe``; the service account token of ``fabtune-agent`` (the agent
+  reads the plan ConfigMap and writes its result ConfigMap: a Role with ``configmaps`` get, create).
 
 RBAC (the controller's ServiceAccount ``fabtune-controller``, least verbs): ClusterRole on
 ``maintenance.nvidia.com`` ``nodemaintenances`` get, list (once a batch, every namespace: another
@@ -90,7 +93,7 @@ def rbac(namespace: str) -> list[dict]:
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(CONTROLLER, namespace)},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(APP, namespace),
-         "automountServiceAccountToken": False},
+         "automountServiceAccountToken": True},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": _meta(CONTROLLER, None),
          "rules": [{"apiGroups": [group], "resources": [nm.PLURAL], "verbs": ["get", "list", "create", "update", "delete"]},
                    {"apiGroups": [group], "resources": [f"{nm.PLURAL}/status"], "verbs": ["update"]}]},
@@ -102,6 +105,11 @@ def rbac(namespace: str) -> list[dict]:
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(CONTROLLER, namespace),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": CONTROLLER},
          "subjects": subject},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(APP, namespace),
+         "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(APP, namespace),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": APP},
+         "subjects": [{"kind": "ServiceAccount", "name": APP, "namespace": namespace}]},
     ]
 
 
@@ -111,24 +119,26 @@ def inventory_configmap(files: dict[str, str], namespace: str) -> dict:
             "data": {"__".join(Path(rel).parts): text for rel, text in files.items()}}
 
 
-def agent_script(run_id: str | None) -> str:
+def agent_script(run_id: str | None, namespace: str = "fabtune") -> str:
     """The agent container's shell script (module docstring); every word quoted."""
     args = ["fabtune", "node", "apply", "-i", INV_DIR, "--sysroot", SYSROOT, "--journal-dir", JOURNAL_DIR, "--json"]
     args += ["--run-id", run_id] if run_id else ["--check"]
+    agent = ["fabtune", "k8s", "agent", "-i", INV_DIR, "--sysroot", SYSROOT, "--journal-dir", JOURNAL_DIR,
+             "-n", namespace]
     return (f'{shlex.join(args)} --node "$NODE_NAME"\n'
             'echo "fabtune-agent: node apply exited $?"\n'
-            "while :; do sleep 3600; done\n")
+            f'exec {shlex.join(agent)} --node "$NODE_NAME"\n')
 
 
 def daemonset(nodes: list[str], files: dict[str, str], namespace: str, image: str, run_id: str | None) -> dict:
     """The agent's DaemonSet (module docstring), its pods only on ``nodes``."""
     host = lambda name, path, **kw: {"name": name, "hostPath": {"path": path, **kw}}  # noqa: E731
     items = [{"key": "__".join(Path(rel).parts), "path": rel} for rel in files]
-    pod = {"serviceAccountName": APP, "automountServiceAccountToken": False,
+    pod = {"serviceAccountName": APP, "automountServiceAccountToken": True,
            "hostNetwork": True, "hostPID": False, "dnsPolicy": "ClusterFirstWithHostNet",
            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": sorted(nodes)}]}]}}},
-           "containers": [{"name": "agent", "image": image, "command": ["/bin/sh", "-c", agent_script(run_id)],
+           "containers": [{"name": "agent", "image": image, "command": ["/bin/sh", "-c", agent_script(run_id, namespace)],
                            "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
                            "securityContext": {"privileged": True},
                            "volumeMounts": [{"name": "host", "mountPath": SYSROOT},

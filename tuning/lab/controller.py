@@ -330,9 +330,10 @@ def down(state_dir: Path) -> bool:
     """Stop the lab of ``state_dir``. Returns True if a running daemon was stopped.
 
     SIGTERM to the daemon's process group (it and the commands it runs), SIGKILL
-    after 5 s; ``lab.pid`` is removed either way. The Slurm lab (``lab up --slurm``) is stopped first.
+    after 5 s; ``lab.pid`` is removed either way. The Slurm lab (``lab up --slurm``) and the
+    Kubernetes lab (``lab up --k8s``) are stopped first.
     """
-    from tuning.lab import slurm
+    from tuning.lab import k8s, slurm
 
     state_dir = state_dir.resolve()
     pid = running_pid(state_dir)
@@ -345,6 +346,7 @@ def down(state_dir: Path) -> bool:
         except ProcessLookupError:
             pid = None
     slurm.down(state_dir)  # `lab up --slurm`'s daemons, if any
+    k8s.down(state_dir)  # `lab up --k8s`'s API server and agents, if any
     try:
         return pid is not None and _stop(pid)
     finally:

@@ -249,7 +249,7 @@ def open_journal(journal_dir: Path, run_id: str) -> Journal:
         InputError: not a run id, no such run, or not a run :func:`begin` started (no ``ansible`` state).
     """
     j = Journal.load(journal_dir, check_run_id(run_id, "fabtune_run_id"))
-    if not isinstance(j.data.get("ansible"), dict) and j.data.get("engine") != "slurm":  # slurm_engine's run
+    if not isinstance(j.data.get("ansible"), dict) and j.data.get("engine") not in ("slurm", "k8s"):  # slurm_, k8s engine
         raise InputError("fabtune_run_id", run_id, "not a run begun by the playbooks' begin stage")
     j.shared = True
     return j

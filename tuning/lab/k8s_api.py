@@ -1,21 +1,31 @@
 """A stand-in for the Kubernetes API server plus the NVIDIA Maintenance Operator, for the objects
-fabtune's maintenance client uses only: nodes (read) and NodeMaintenances (list, create, get,
-update, status update, delete). Never more lenient than the real pair:
+fabtune uses only: nodes (read), NodeMaintenances (list, create, get, update, status update,
+delete) and ConfigMaps in a namespace (create, get, update, delete: the rollout's plan and the
+agents' results, :mod:`tuning.k8s.agent`). Started by ``fabtune lab up --k8s`` (:mod:`tuning.lab.k8s`)
+and by the tests. Never more lenient than the real pair:
 
 - every NodeMaintenance written is validated against the CRD's ``openAPIV3Schema`` as published
-  (``schemas/maintenance.nvidia.com_nodemaintenances.yaml``; jsonschema), after the schema's
+  (``schemas/maintenance.nvidia.com_nodemaintenances.yaml`` beside this module, with its source in
+  ``schemas/README.md``; jsonschema), after the schema's
   defaults are applied as the API server applies them; a field the schema does not list is refused
   (the API server prunes it, or refuses it with ``fieldValidation=Strict``: the stricter choice);
   ``spec.nodeName`` and ``spec.requestorID`` are immutable (the CRD's ``self == oldSelf`` rules);
 - refusals are ``Status`` objects as k8s.io/apimachinery ``pkg/api/errors`` builds them: NotFound
   404, AlreadyExists 409, Conflict 409 (a stale ``resourceVersion``), Invalid 422 (with causes),
-  BadRequest 400 (strict decoding), Unauthorized 401 (a wrong bearer token), and the operator's validating webhook ``vnodemaintenance.kb.io``
+  BadRequest 400 (strict decoding), Unauthorized 401 (a wrong bearer token), Forbidden 403 (RBAC:
+  :mod:`tuning.lab.k8s_rbac`, the roles ``fabtune k8s manifests`` writes), and the operator's validating webhook ``vnodemaintenance.kb.io``
   (a node that does not exist: 403 Forbidden, "admission webhook ... denied the request");
 - the operator (``internal/controller``): one object per node scheduled (the oldest), then Cordon
   (the node's ``spec.unschedulable``), then the ``Ready`` condition with reason ``Ready``, one step
   per request the server answers (so a client must wait); a ``RequestorFailed`` condition True turns
   the Ready reason into ``RequestorFailed``; a deleted object keeps its finalizer until its
-  ``additionalRequestors`` are empty, then uncordons the node and goes.
+  ``additionalRequestors`` are empty, then uncordons the node and goes;
+- a ConfigMap's name must be a DNS-1123 subdomain and its data keys ``[-._a-zA-Z0-9]+`` (422
+  Invalid, the texts of k8s.io/apimachinery ``validation.IsDNS1123Subdomain`` and ``IsConfigMapKey``
+  as kubectl prints them: GiganticMinecraft/seichi_infra#564, FIWARE/helm-charts#389;
+  :mod:`tuning.lab.k8s_cm`); its NotFound and
+  AlreadyExists name ``configmaps`` (kubernetes/test-infra#8940, fabric8io/kubernetes-client#1578).
+  Not modelled: the 1 MiB size limit (no source of its text was found; fabtune's plan is a few kB).
 """
 
 from __future__ import annotations
@@ -31,7 +41,10 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from tuning.lab import k8s_rbac
+
 CRD = Path(__file__).parent / "schemas" / "maintenance.nvidia.com_nodemaintenances.yaml"
+CM = "configmaps"
 GROUP, PLURAL, KIND = "maintenance.nvidia.com", "nodemaintenances", "NodeMaintenance"
 FINALIZER = "maintenance.nvidia.com/finalizer"
 _ITEM = re.compile(r"^/apis/maintenance\.nvidia\.com/v1alpha1/namespaces/([^/]+)/nodemaintenances(?:/([^/]+))?(?:/(status))?$")
@@ -111,9 +124,14 @@ class Cluster:
     """The stored objects (``nodes``: name -> Node; ``nms``: (namespace, name) -> NodeMaintenance) and the
     operator's steps. Every request takes :attr:`lock`."""
 
-    def __init__(self, nodes: list[str], token: str | None = None):
+    def __init__(self, nodes: list[str], token: str | None = None, users: dict[str, str] | None = None,
+                 rbac: list[dict] | None = None):
         self.lock = threading.Lock()
-        self.token = token  # given: every request must carry "Authorization: Bearer TOKEN", else 401
+        # token -> user; given, every request must carry "Authorization: Bearer TOKEN" of one, else 401;
+        # ``token`` is an administrator's (system:masters: every verb), a service account's is held to ``rbac``
+        self.users = {**({token: "system:admin"} if token else {}), **(users or {})}
+        self.rbac = rbac or []
+        self.cms: dict[tuple[str, str], dict] = {}
         self.schema = crd_schema()
         self.nodes = {n: {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n}, "spec": {}} for n in nodes}
         self.nms: dict[tuple[str, str], dict] = {}
@@ -238,8 +256,35 @@ def _set_ready(obj: dict, reason: str) -> None:
     obj["status"]["conditions"] = conds
 
 
-def serve(cluster: Cluster) -> ThreadingHTTPServer:
-    """A server on 127.0.0.1 (a free port) answering for ``cluster``, in a daemon thread; ``shutdown()`` ends it."""
+_CM_ITEM = re.compile(r"^/api/v1/namespaces/([^/]+)/configmaps(?:/([^/]+))?$")
+def authorize(cluster: Cluster, header: str | None, method: str, p: str) -> None:
+    """401 without a known bearer token; 403 when a service account's roles do not allow the request
+    (:mod:`tuning.lab.k8s_rbac`; ``system:admin`` may do anything). Nothing when no token is set."""
+    if not cluster.users:
+        return
+    user = cluster.users.get((header or "").removeprefix("Bearer ")) if (header or "").startswith("Bearer ") else None
+    if user is None:
+        raise Refused({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                       "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+    if not user.startswith(k8s_rbac.SA_PREFIX):
+        return
+    m, c = _ITEM.match(p), _CM_ITEM.match(p)
+    if c:
+        group, resource, ns, name = "", CM, c.group(1), c.group(2) or ""
+    elif m:
+        group, resource, ns, name = GROUP, PLURAL + (f"/{m.group(3)}" if m.group(3) else ""), m.group(1), m.group(2) or ""
+    elif p == f"/apis/{GROUP}/v1alpha1/{PLURAL}":
+        group, resource, ns, name = GROUP, PLURAL, None, ""
+    else:
+        group, resource, ns, name = "", "nodes", None, p.rsplit("/", 1)[-1]
+    verb = {"GET": "get" if name else "list", "POST": "create", "PUT": "update", "DELETE": "delete"}.get(method, "")
+    if not k8s_rbac.allowed(cluster.rbac, user, verb, group, resource, ns):
+        raise Refused(k8s_rbac.forbidden(user, verb, group, resource, ns, name))
+
+
+def serve(cluster: Cluster, port: int = 0) -> ThreadingHTTPServer:
+    """A server on 127.0.0.1:``port`` (0: a free one) answering for ``cluster``, in a daemon thread;
+    ``shutdown()`` ends it."""
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *a) -> None:
@@ -255,14 +300,15 @@ def serve(cluster: Cluster) -> ThreadingHTTPServer:
 
         def _route(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length)) if length else None
             p = self.path.split("?")[0]
             with cluster.lock:
                 cluster.requests.append((self.command, p))
                 try:
-                    if cluster.token and self.headers.get("Authorization") != f"Bearer {cluster.token}":
-                        raise Refused({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                                       "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+                    authorize(cluster, self.headers.get("Authorization"), self.command, p)
+                    try:
+                        body = json.loads(self.rfile.read(length)) if length else None
+                    except ValueError as e:
+                        raise Refused(status(400, "BadRequest", f"the body of the request was in an unknown format: {e}")) from None
                     code, doc = dispatch(cluster, self.command, p, body)
                 except Refused as e:
                     code, doc = e.doc["code"], e.doc
@@ -271,13 +317,18 @@ def serve(cluster: Cluster) -> ThreadingHTTPServer:
 
         do_GET = do_POST = do_PUT = do_DELETE = _route
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return server
 
 
 def dispatch(cluster: Cluster, method: str, p: str, body: dict | None) -> tuple[int, dict]:
     """One request: ``(code, document)``. Raises Refused."""
+    c = _CM_ITEM.match(p)
+    if c:
+        from tuning.lab.k8s_cm import configmap
+
+        return configmap(cluster, method, c.group(1), c.group(2), body)
     if p == f"/apis/{GROUP}/v1alpha1/{PLURAL}" and method == "GET":
         return 200, {"apiVersion": f"{GROUP}/v1alpha1", "kind": "NodeMaintenanceList", "metadata": {},
                      "items": [copy.deepcopy(o) for o in cluster.nms.values()]}
@@ -298,4 +349,4 @@ def dispatch(cluster: Cluster, method: str, p: str, body: dict | None) -> tuple[
         return 200, copy.deepcopy(cluster.replace(ns, name, body or {}, sub or ""))
     if name and method == "DELETE" and not sub:
         return 200, copy.deepcopy(cluster.delete(ns, name))
-    raise Refused(status(405, "MethodNotAllowed", f"the server does not allow this method on the requested resource"))
+    raise Refused(status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"))

@@ -1,0 +1,92 @@
+"""The lab's API server stand-in (tuning/lab/k8s_api.py, k8s_cm.py, k8s_rbac.py) for what the k8s engine
+and its agents send beyond NodeMaintenances: ConfigMaps refused as the API server refuses them, and
+RBAC held to the roles `fabtune k8s manifests` writes; and the agent's reading of a plan ConfigMap."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuning.errors import InputError
+from tuning.k8s import agent as ag
+from tuning.k8s import maintenance as nm
+from tuning.k8s.api import Api, ApiError
+from tuning.k8s.manifests import rbac
+from tuning.lab import k8s_api
+
+RUN = "20261204T0900-ab12"
+SA = "system:serviceaccount:fabtune:"
+
+
+@pytest.fixture
+def lab():
+    """``{"admin" | "controller" | "agent": Api}`` on a fresh stand-in with fabtune's RBAC."""
+    c = k8s_api.Cluster(["node01", "node02"], token="adm",
+                        users={"ctl": SA + "fabtune-controller", "agt": SA + "fabtune-agent"}, rbac=rbac("fabtune"))
+    server = k8s_api.serve(c)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield {who: Api(url, token=tok) for who, tok in (("admin", "adm"), ("controller", "ctl"), ("agent", "agt"))}
+    finally:
+        server.shutdown()
+
+
+def refusal(call) -> ApiError:
+    with pytest.raises(ApiError) as e:
+        call()
+    return e.value
+
+
+def test_configmaps_are_refused_with_the_api_servers_texts(lab):
+    api, cms = lab["controller"], ag.cm_path("fabtune")
+    req = ag.Request(RUN, "apply-b1", "apply", ("node01",), ("mtu",))
+    made = api.create(cms, ag.plan_configmap(req, "fabtune", {"node01": ["mtu/enp12s0np0"]}))
+    assert made["data"]["nodes"] == "node01" and made["metadata"]["resourceVersion"]
+    e = refusal(lambda: api.create(cms, ag.plan_configmap(req, "fabtune", {})))
+    assert (e.code, e.reason, e.status["message"]) == (409, "AlreadyExists", 'configmaps "fabtune-plan" already exists')
+    assert e.status["details"] == {"name": "fabtune-plan", "kind": "configmaps"}
+    e = refusal(lambda: api.get(ag.cm_path("fabtune", "nope")))
+    assert (e.code, e.reason, e.status["message"]) == (404, "NotFound", 'configmaps "nope" not found')
+    e = refusal(lambda: api.create(cms, {"metadata": {"name": "x"}, "data": {"a/b": "1"}}))
+    assert (e.code, e.reason) == (422, "Invalid") and e.status["message"].startswith(
+        'ConfigMap "x" is invalid: data[a/b]: Invalid value: "a/b": a valid config key must consist of alphanumeric')
+    e = refusal(lambda: api.create(cms, {"metadata": {"name": "Bad_Name"}, "data": {}}))
+    assert "metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain" in e.status["message"]
+    e = refusal(lambda: api.create(cms, {"metadata": {"name": "y"}, "datas": {}}))
+    assert (e.code, e.status["message"]) == (400, 'strict decoding error: unknown field "datas"')
+    stale = {**made, "metadata": {**made["metadata"], "resourceVersion": "1"}}
+    e = refusal(lambda: api.replace(ag.cm_path("fabtune", ag.PLAN_CM), stale))
+    assert (e.code, e.reason) == (409, "Conflict")
+
+
+def test_rbac_is_the_manifests_roles(lab):
+    agent, ctl = lab["agent"], lab["controller"]
+    # the agent reads the plan and writes its answer, nothing else
+    assert refusal(lambda: agent.get(ag.cm_path("fabtune", ag.PLAN_CM))).reason == "NotFound"  # allowed, absent
+    req = ag.Request(RUN, "apply-b1", "apply", ("node01",))
+    assert agent.create(ag.cm_path("fabtune"), ag.result_configmap(req, "node01", "fabtune", 0, "{}", ""))
+    e = refusal(lambda: agent.delete(ag.cm_path("fabtune", ag.result_name(RUN, "apply-b1", "node01"))))
+    assert (e.code, e.reason, e.status["message"]) == (403, "Forbidden", (
+        'configmaps "fabtune-result-20261204t0900-ab12-apply-b1-node01" is forbidden: User '
+        '"system:serviceaccount:fabtune:fabtune-agent" cannot delete resource "configmaps" in API group "" in the '
+        'namespace "fabtune"'))
+    e = refusal(lambda: agent.create(f"/apis/{nm.GROUP}/{nm.VERSION}/namespaces/fabtune/{nm.PLURAL}",
+                                     nm.new(RUN, "node01", "fabtune")))
+    assert e.code == 403 and 'cannot create resource "nodemaintenances" in API group "maintenance.nvidia.com"' in str(e)
+    # the controller: NodeMaintenances cluster-wide, ConfigMaps in its namespace only, no verb on nodes
+    assert ctl.get(f"/apis/{nm.GROUP}/{nm.VERSION}/{nm.PLURAL}")["items"] == []
+    e = refusal(lambda: ctl.get("/api/v1/nodes/node01"))
+    assert e.status["message"].endswith('cannot get resource "nodes" in API group "" at the cluster scope')
+    assert refusal(lambda: ctl.get(ag.cm_path("other", "x"))).code == 403
+    assert lab["admin"].get("/api/v1/nodes/node01")["metadata"]["name"] == "node01"
+
+
+def test_the_agent_reads_only_a_plan_within_its_grammar():
+    req = ag.Request(RUN, "restore-b2-1", "restore", ("node01", "node02"))
+    cm = ag.plan_configmap(req, "fabtune", {})
+    assert ag.read_request(cm) == req
+    assert ag.node_argv(req, "node02", "/inv", "journal", "/host")[-11:] == [
+        "node", "restore", "--node", "node02", "--run-id", RUN, "--journal-dir", "journal", "--json", "--sysroot", "/host"]
+    for key, bad in (("domains", "mtu;reboot"), ("run-id", "../x"), ("action", "rm"), ("nodes", "node01,$(id)"),
+                     ("request", "a b"), ("allow-firmware", "yes")):
+        with pytest.raises(InputError):
+            ag.read_request({"data": {**cm["data"], key: bad}})

@@ -1,0 +1,279 @@
+"""``fabtune rollout --engine k8s``: the engine's rollout (:func:`tuning.rollout.engine.run`: lock,
+plan, batches, switches, verification, confirm, restore and the journal, all on the controller) with
+every node write made ON the node by its agent (:mod:`tuning.k8s.agent`), each batch held through
+the NVIDIA Maintenance Operator: the Kubernetes counterpart of :mod:`tuning.slurm_engine`.
+
+Per batch, before its nodes' first push (:meth:`KubeSession.push_devices`):
+
+1. hold each node: one NodeMaintenance per node, or fabtune added as an additional requestor to the
+   object of another requestor (:meth:`tuning.k8s.client.MaintenanceClient.hold`), then wait for the
+   operator's ``Ready`` condition (cordoned, drained). A node refused (another fabtune run's object,
+   one being deleted, an API refusal) or not Ready in time is left alone and counted unreachable with
+   the reason (the policy's caps judge it, as a node the SSH engine cannot reach);
+2. publish the batch's request in the ConfigMap ``fabtune-plan`` (run id, ``apply-bK``, the nodes,
+   domains, each node's planned keys) and wait for each node's answer, a ConfigMap its agent creates
+   (``fabtune node apply``'s JSON result, exit code, stderr tail). A result must name the node and
+   apply exactly the keys the controller planned; exit 4 or no answer within ``apply_s`` + 60 s is
+   unreachable, 3 a failed restore, any other non-zero a failed push (restored on the node).
+
+The batch is verified, confirmed or restored by the engine as over SSH. A restore of nodes
+(:meth:`KubeSession.restore`) is a ``restore`` request to their agents (``fabtune node restore``:
+the journal alone); each restored node's hold then carries the failure: the ``RequestorFailed``
+condition on fabtune's own object, the annotation ``fabtune.io/requestor-failed`` on a joined one
+(:func:`tuning.k8s.maintenance.mark_failed`), and is kept, so the node stays cordoned for a person.
+The holds of a kept batch end when the next batch begins and when the run ends
+(:meth:`KubeSession.close`): fabtune's own object deleted (the operator uncordons), a joined one
+left to its owner. The plan and result ConfigMaps are deleted at the end.
+
+The API server: ``$FABTUNE_K8S_SERVER`` with ``$FABTUNE_K8S_TOKEN_FILE`` (and ``$FABTUNE_K8S_CA_FILE``),
+else the cluster the controller runs in; namespace ``$FABTUNE_K8S_NAMESPACE`` (default ``fabtune``).
+The controller's ``--journal-dir`` must be the agents' journal folder (the shared volume).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from typing import Callable
+
+from tuning.errors import ConnectError, InputError, RollbackError, TuningError
+from tuning.k8s import agent as ag
+from tuning.k8s.api import NAMESPACE_ENV, Api, ApiError, from_env
+from tuning.k8s.client import Held, HoldError, MaintenanceClient
+from tuning.rollout import engine
+from tuning.rollout.journal import Journal, touched
+from tuning.rollout.options import Options
+from tuning.rollout.run_report import RunReport
+from tuning.rollout.session import Session
+
+Progress = Callable[[str], None]
+STEP_S = 60.0  # an agent's poll and start-up beyond the policy's apply_s
+POLL_S = 0.5
+READY_S = 360.0  # the operator's drain (the CRD's default timeout, 300 s) and its steps before it
+_EXIT = {ConnectError.exit_code: ConnectError, RollbackError.exit_code: RollbackError}
+
+
+class KubeSession(Session):
+    """The engine's Session with the nodes' writes through their agents (module docstring)."""
+
+    shared_journal = True  # the nodes journal their own pushes into the run's journal
+
+    def __init__(self, inv, devices, workers, policy=None, *, api: Api, namespace: str,
+                 domains: set[str] | None = None, allow_firmware: bool = False, progress: Progress = lambda m: None):
+        super().__init__(inv, devices, workers, policy)
+        self.api, self.namespace, self.domains, self.allow_firmware = api, namespace, domains, allow_firmware
+        self.progress = progress
+        self.nodes = {d.name for d in devices if d.kind.endpoint}
+        self.held: dict[str, Held] = {}
+        self.failed: dict[str, Held] = {}
+        self.batch: int | None = None
+        self.asked: list[str] = []  # result ConfigMaps to delete at the end
+        self.release_errors: list[str] = []
+        self.mc: MaintenanceClient | None = None
+
+    def journal_keys(self) -> dict:
+        """``{"engine": "k8s"}``: ``fabtune node apply`` takes the run as one it may push into."""
+        return {"engine": "k8s"}
+
+    def push_devices(self, plans: dict, j: Journal, confirm_s: int | None, todo: set[str]) -> dict[str, BaseException]:
+        """The switches of ``todo`` as the engine pushes them; its nodes through their agents (module docstring)."""
+        failed = super().push_devices(plans, j, confirm_s, todo - self.nodes) if todo - self.nodes else {}
+        nodes = sorted(todo & self.nodes)
+        if nodes:
+            batch = j.device(nodes[0]).get("batch")
+            if self.held and batch != self.batch:  # the previous batch is kept: end its holds
+                self.release()
+            self.batch = batch
+            held = self.hold_nodes(nodes, j, failed)
+            if held:
+                planned = {n: sorted(c.key for c in plans.get(n) or []) for n in held}
+                req = ag.Request(j.run_id, f"apply-b{batch}", "apply", tuple(held), tuple(sorted(self.domains or ())),
+                                 self.allow_firmware)
+                results, errors = self.ask(req, planned)
+                failed.update(errors)
+                failed.update(off_plan(results, planned))
+            j.save()  # the nodes' records (pushing, applied, restored) into this process's journal
+        return failed
+
+    def hold_nodes(self, nodes: list[str], j: Journal, failed: dict) -> list[str]:
+        """Hold each node of ``nodes`` and wait for Ready; the others go to ``failed`` (ConnectError
+        with the reason). Returns the nodes held and Ready."""
+        if self.mc is None:
+            self.mc = MaintenanceClient(self.api, j.run_id, self.namespace)
+        holds = self.mc.hold(nodes)
+        self.held.update(holds.held)
+        self.mc.wait_ready(holds, READY_S, POLL_S)
+        for n, why in {**holds.refused, **holds.not_ready}.items():
+            failed[n] = ConnectError(f"Kubernetes: {n} not held: {why}", host=n, phase="k8s")
+        take = [n for n in nodes if n in holds.held and n not in holds.not_ready]
+        if take:
+            self.progress(f"k8s: {', '.join(take)} held (NodeMaintenance Ready) in namespace {self.namespace}")
+        return take
+
+    def ask(self, req: ag.Request, planned: dict[str, list[str]]) -> tuple[dict[str, dict], dict[str, BaseException]]:
+        """Publish ``req`` and gather each node's answer: ``(results, errors)`` (module docstring)."""
+        self.publish(ag.plan_configmap(req, self.namespace, planned))
+        names = {n: ag.result_name(req.run_id, req.name, n) for n in req.nodes}
+        self.asked += names.values()
+        self.progress(f"k8s: {req.action} published as {req.name} for {', '.join(req.nodes)}")
+        wait_s = self.timeouts.apply_s + STEP_S
+        deadline, answers = time.monotonic() + wait_s, {}
+        while len(answers) < len(names) and time.monotonic() < deadline:
+            for n, name in names.items():
+                if n not in answers:
+                    try:
+                        answers[n] = self.api.get(ag.cm_path(self.namespace, name))
+                    except ApiError as e:
+                        if e.reason != "NotFound":
+                            raise
+            if len(answers) < len(names):
+                time.sleep(POLL_S)
+        results, errors = {}, {}
+        for n in req.nodes:
+            if n not in answers:
+                errors[n] = ConnectError(f"no answer from the agent on {n} to {req.name} within {wait_s:.0f} s "
+                                         f"(ConfigMap {names[n]})", host=n, phase="k8s")
+                continue
+            got = answer(n, answers[n])
+            (results if isinstance(got, dict) else errors)[n] = got
+        return results, errors
+
+    def publish(self, body: dict) -> None:
+        """Create or replace the plan ConfigMap with ``body``, read back. Raises TuningError when
+        another run's plan is there, or it reads back otherwise; ApiError, ConnectError."""
+        path = ag.cm_path(self.namespace, ag.PLAN_CM)
+        try:
+            self.api.create(ag.cm_path(self.namespace), body)
+        except ApiError as e:
+            if e.reason != "AlreadyExists":
+                raise
+            now = self.api.get(path)
+            run = body["data"]["run-id"]
+            if (now.get("data") or {}).get("run-id") != run:
+                raise TuningError(f"ConfigMap {self.namespace}/{ag.PLAN_CM} holds the request of fabtune run "
+                                  f"{(now.get('data') or {}).get('run-id')}, not {run}: delete it once that run is "
+                                  "over", phase="k8s") from None
+            self.api.replace(path, {**body, "metadata": {**body["metadata"],
+                                                         "resourceVersion": now["metadata"]["resourceVersion"]}})
+        if self.api.get(path).get("data") != body["data"]:
+            raise TuningError(f"ConfigMap {self.namespace}/{ag.PLAN_CM} reads back otherwise than written", phase="k8s")
+
+    def restore(self, j: Journal, progress: Progress, only: set[str] | None = None) -> list[str]:
+        """The switches of ``only`` as the engine restores them; its touched nodes by a ``restore``
+        request to their agents (nodes no longer held are held again), then each restored node's hold
+        marked failed and kept. Raises RollbackError naming the nodes not put back."""
+        j.save()
+        nodes = sorted(n for n in self.nodes if (only is None or n in only)
+                       and touched(j.device(n)) and not j.device(n).get("restored"))
+        done = super().restore(j, progress, only=(set(j.data["devices"]) if only is None else only) - self.nodes)
+        if not nodes:
+            return done
+        progress(f"k8s: restoring {', '.join(nodes)} through their agents")
+        errors: dict[str, BaseException] = {}
+        again = [n for n in nodes if n not in self.held]
+        take = [n for n in nodes if n in self.held] + (self.hold_nodes(again, j, errors) if again else [])
+        if take:
+            k = sum(1 for a in self.asked if "-restore-" in a) + 1
+            errors.update(self.ask(ag.Request(j.run_id, f"restore-b{self.batch}-{k}", "restore", tuple(take)), {})[1])
+        j.save()
+        for n in take:
+            self._fail(n, f"batch {self.batch}: the change was restored on {n} (verification or push failed)")
+        bad = errors | {n: RollbackError("the journal does not say restored", host=n)
+                        for n in nodes if n not in errors and not j.device(n).get("restored")}
+        if bad:
+            n, e = sorted(bad.items())[0]
+            raise RollbackError(f"restore failed on {', '.join(sorted(bad))}: {e}; run `fabtune rollback "
+                                f"{j.run_id}` after fixing it", host=n, phase="restore")
+        return done + nodes
+
+    def _fail(self, node: str, message: str) -> None:
+        """Mark ``node``'s hold failed and keep it (a failure to write it goes to :attr:`release_errors`)."""
+        h = self.held.pop(node)
+        try:
+            self.mc.fail(h, message)
+        except (ApiError, HoldError, ConnectError) as e:
+            self.release_errors.append(f"{node}: RequestorFailed not written: {e}")
+        self.failed[node] = h
+
+    def release(self) -> None:
+        """End the holds of the batch (:meth:`tuning.k8s.client.MaintenanceClient.release`); a failure
+        is kept in :attr:`release_errors` and the next node is tried."""
+        held, self.held = self.held, {}
+        for n, h in sorted(held.items()):
+            try:
+                self.mc.release(h)
+            except (ApiError, HoldError, ConnectError) as e:
+                self.release_errors.append(f"{n}: hold not released: {e}")
+        if held:
+            self.progress(f"k8s: released {', '.join(sorted(held))}")
+
+    def close(self) -> None:
+        """End the holds (:meth:`release`), delete the plan and result ConfigMaps, close every connection."""
+        try:
+            self.release()
+            for name in ([ag.PLAN_CM] if self.asked else []) + self.asked:
+                try:
+                    self.api.delete(ag.cm_path(self.namespace, name))
+                except ApiError as e:
+                    if e.reason != "NotFound":
+                        self.release_errors.append(f"ConfigMap {name} not deleted: {e}")
+                except ConnectError as e:
+                    self.release_errors.append(f"ConfigMap {name} not deleted: {e}")
+        finally:
+            super().close()
+
+
+def answer(node: str, cm: dict) -> dict | TuningError:
+    """A node's answer ConfigMap read: its JSON result (exit 0, naming the node), else the error its
+    exit code means (4: ConnectError, 3: RollbackError, other: TuningError) with its last error line."""
+    data = cm.get("data") or {}
+    rc = int(data.get("exit-code", "4")) if str(data.get("exit-code", "")).isdigit() else 4
+    if rc == 0:
+        try:
+            doc = json.loads(data.get("result.json") or "")
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and doc.get("node") == node:
+            return doc
+        return ConnectError(f"the agent on {node} answered without a result naming it", host=node, phase="k8s")
+    lines = [x.strip() for x in str(data.get("stderr", "")).splitlines() if x.strip()]
+    said = ([x for x in lines if x.startswith("fabtune: error:")] or lines or ["no error text"])[-1][:300]
+    kind = _EXIT.get(rc, TuningError)
+    return kind(f"agent on {node}: fabtune node exited {rc}: {said}", host=node,
+                phase={RollbackError: "restore", ConnectError: "k8s"}.get(kind, "apply"))
+
+
+def off_plan(results: dict[str, dict], planned: dict[str, list[str]]) -> dict[str, BaseException]:
+    """Nodes whose push is not the controller's plan (not pushed, or other keys applied): failed, naming the keys."""
+    out: dict[str, BaseException] = {}
+    for node, doc in results.items():
+        applied = sorted({c.get("key") for c in doc.get("changes") or []})
+        if doc.get("pushed") and applied == planned.get(node, []):
+            continue
+        out[node] = TuningError(f"{node} pushed {applied[:3]} but the controller planned {planned.get(node, [])[:3]}",
+                                host=node, phase="apply")
+    return out
+
+
+def run(inv, opts: Options, progress: Progress = lambda m: None) -> RunReport:
+    """Roll out ``inv`` as :func:`tuning.rollout.engine.run` does, the nodes through their agents
+    (module docstring). A hold or ConfigMap that could not be ended is in ``errors["k8s"]``.
+    Raises InputError (a bad ``$FABTUNE_K8S_*``), ConnectError (no API server), as the engine does."""
+    api, namespace = from_env(), os.environ.get(NAMESPACE_ENV) or "fabtune"
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace):
+        raise InputError(f"${NAMESPACE_ENV}", namespace[:64], "allowed: a DNS label (RFC 1123)")
+    made: list[KubeSession] = []
+
+    class Front(KubeSession):  # this run's: its API, namespace, domains, firmware consent and progress
+        def __init__(self, *args) -> None:
+            super().__init__(*args, api=api, namespace=namespace, domains=opts.domains,
+                             allow_firmware=opts.allow_firmware, progress=progress)
+            made.append(self)
+
+    report = engine.run(inv, opts, progress, front=Front)
+    left = [e for s in made for e in s.release_errors]
+    if left:
+        report.errors["k8s"] = "; ".join(left)[:1000]
+    return report
