@@ -319,7 +319,21 @@ def collector_paused() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            _to_oldest_generation()
             gc.enable()
+
+
+def _to_oldest_generation() -> None:
+    """Move every object the collector tracks into its oldest generation, unexamined.
+
+    What a bulk step built is still counted as young: the first collection after it walked all of
+    it (0.5 s of a 10,016-node load, for 670,000 objects that all live on). Objects that live on
+    end in the oldest generation anyway; there they are examined by the full collections only, which
+    still free any cycle among them. ``gc.freeze`` puts every tracked object in the permanent
+    generation and ``gc.unfreeze`` puts that back into the oldest one: two list splices, no walk.
+    """
+    gc.freeze()
+    gc.unfreeze()
 
 
 def _policy(layered: dict[str, tuple[dict, dict, dict]]) -> RolloutPolicy:

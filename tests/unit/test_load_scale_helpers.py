@@ -9,6 +9,7 @@ import pytest
 
 from tuning.inventory import collector_paused
 from tuning.model import grammar
+from tuning.model.layout import parse_tree
 from tuning.switch.nvue_keys import command_leaves
 
 
@@ -25,6 +26,42 @@ def test_collector_paused_restores_what_it_found(enabled: bool):
                 assert not gc.isenabled()  # the inner one leaves it off for the outer
                 raise RuntimeError("a load refused")
         assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
+class _Cell:
+    """An object that can hold a reference to itself (a cycle only the collector frees)."""
+
+
+def test_collector_paused_leaves_what_it_built_in_the_oldest_generation_and_still_frees_cycles():
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        with collector_paused():
+            kept, cycle = _Cell(), _Cell()
+            cycle.me = cycle
+        assert gc.get_freeze_count() == 0  # nothing left frozen
+        oldest = {id(o) for o in gc.get_objects(generation=2)}
+        assert id(kept) in oldest and id(cycle) in oldest  # a young collection does not walk them
+        del cycle
+        assert gc.collect() >= 1  # the full collection still finds the cycle
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
+def test_a_parsed_group_tree_holds_no_reference_cycle(tmp_path):
+    (tmp_path / "hosts.yaml").write_text("all:\n  children:\n    gpu_nodes:\n      hosts:\n        n1:\n"
+                                         "    switches:\n      children:\n        leaves:\n          hosts:\n"
+                                         "            leaf1:\n")
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        tree = parse_tree(tmp_path / "hosts.yaml")
+        assert tree.groups["leaves"].depth == 2
+        del tree
+        assert gc.collect() == 0  # freed by reference counting as soon as the load drops it
     finally:
         (gc.enable if was else gc.disable)()
 

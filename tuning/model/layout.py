@@ -160,18 +160,21 @@ def _parse_group(tree: Tree, name: str, body: Any, where: str) -> None:
 
 def _set_depths(tree: Tree) -> None:
     """Depth below ``all`` (the longest parent chain), refusing a child cycle as Ansible does."""
-    def visit(name: str, depth: int, chain: list[str]) -> None:
-        group = tree.groups[name]
-        group.depth = max(group.depth, depth)
-        for child in group.children:
-            if child in chain:
-                raise InputError(str(tree.path), f"{name}.children.{child}", f"group {child} contains itself "
-                                 f"({' > '.join(chain + [child])}); allowed: a tree of groups")
-            visit(child, depth + 1, chain + [child])
-
     tops = [g for g in tree.groups if g != "all" and not any(g in p.children for p in tree.groups.values())]
     tree.groups["all"].children += [g for g in tops if g not in tree.groups["all"].children]
-    visit("all", 0, ["all"])
+    _visit(tree, "all", 0, ["all"])
+
+
+def _visit(tree: Tree, name: str, depth: int, chain: list[str]) -> None:
+    """:func:`_set_depths` below ``name`` (a module function, not a closure calling itself: that
+    closure held the tree in a reference cycle, freed only by the cyclic collector)."""
+    group = tree.groups[name]
+    group.depth = max(group.depth, depth)
+    for child in group.children:
+        if child in chain:
+            raise InputError(str(tree.path), f"{name}.children.{child}", f"group {child} contains itself "
+                             f"({' > '.join(chain + [child])}); allowed: a tree of groups")
+        _visit(tree, child, depth + 1, chain + [child])
 
 
 def _owner(folder: Path) -> int | None:

@@ -74,9 +74,12 @@ def _cpu_lists(spec: NodeSpec, facts: NodeFacts) -> dict[str, list[int]]:
     return out
 
 
+_INT = re.compile(r"-?\d+")
+
+
 def _numa(facts: NodeFacts, netdev: str) -> int:
     value = str(facts.nics.get(netdev, {}).get("numa_node", ""))
-    return int(value) if re.fullmatch(r"-?\d+", value) else -1
+    return int(value) if _INT.fullmatch(value) else -1
 
 
 def irq_plan(spec: NodeSpec, facts: NodeFacts) -> dict[int, int]:
