@@ -161,3 +161,45 @@ def test_a_standalone_verify_runs_the_ib_checks_a_rollout_runs_and_fails_when_th
     assert ("ib verification: error: sm01: the inventory defines no partition for it: nothing to verify (a check "
             "that ran nothing fails)") in nothing.stdout and nothing.stdout.rstrip().endswith("FAIL")
     assert lab_before(lab) == before  # a verification writes nothing
+
+
+QOS = {"opensm_qos_policy_file": "/qos-policy.conf", "qos_policy": {"default_sl": 0, "ulps": [{"pkey": 1, "sl": 3}]}}
+
+
+def test_a_qos_policy_is_planned_as_a_diff_pushed_with_the_partitions_proven_on_path_records_and_restored(lab, tmp_path):
+    """The inventory's QoS policy (OpenSM's qos-policy.conf, qos-ulps) rides the partitions' push: its
+    whole text is the diff, OpenSM re-reads it in the same SIGHUP, the tenant's paths carry the policy's
+    SL 3 (the partition asks none), and the rollback removes the file it did not find."""
+    before, qos = lab_before(lab), lab.dir / "qos-policy.conf"
+    assert not qos.exists()
+    tenant = {k: v for k, v in TENANT.items() if k != "sl"}
+    done = rollout(lab, tmp_path, {**QOS, "partitions": [DEFAULT, tenant]})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert (report["outcome"], report["verify_ok"]) == ("kept", True)
+    text = ("# fabtune: OpenSM QoS policy, rendered from the inventory (do not edit: fabtune plan shows the diff)\n"
+            "qos-ulps\n    default : 0\n    any, pkey 0x0001 : 3\nend-qos-ulps\n")
+    assert [(c["before"], c["after"]) for c in report["changes"]["sm01"] if c["key"] == "file/qos-policy.conf"] == [
+        (None, text)]
+    assert qos.read_text() == text
+    ib = ib_results(report)
+    one = ib["ib tenant1 node01 mlx5_0/1 -> node02 mlx5_7/1"]
+    assert one["status"] == "pass" and one["judged"][0].endswith(": mtu 2048 (MtuCap 2048), sl 3")
+    default = [v for k, v in ib.items() if k.startswith("ib Default node01 mlx5_0/1 -> ")]
+    assert len(default) == 15 and all(v["judged"][0].endswith(", sl 0") for v in default)  # the default line
+    restored_from_journal(lab, Journal.load(tmp_path / "journal", report["run_id"]), before)
+    assert not qos.exists()
+
+
+def test_a_qos_policy_opensm_does_not_read_fails_its_read_back_and_is_restored(lab, tmp_path):
+    """A policy file OpenSM does not read (opensm.conf's qos_policy_file names another): the path records
+    keep SL 0, the push's read back says so with the record, and the file is removed again."""
+    before, other = lab_before(lab), lab.dir / "other-qos.conf"
+    tenant = {k: v for k, v in TENANT.items() if k != "sl"}
+    done = rollout(lab, tmp_path, {**QOS, "opensm_qos_policy_file": "/other-qos.conf", "partitions": [DEFAULT, tenant]})
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["restored"] == ["sm01"] and not other.exists() and lab_before(lab) == before
+    assert report["errors"]["sm01"].startswith("OpenSM does not serve the QoS policy's SLs (is opensm.conf's qos TRUE "
+                                               "and its qos_policy_file this file?): 0x0001: saquery PR --src-to-dst ")
+    assert report["errors"]["sm01"].endswith("--pkey 0x8001: sl 0, want 3")

@@ -17,6 +17,9 @@ group_vars, one source each, as for nodes and switches) are a :class:`SmSpec`::
         mtu: 5                      # IBA MTU code 1..5 = 256..4096 bytes
         sl: 3
         members: {node01: full, node02: limited}
+    qos_policy:                     # qos-policy.conf's qos-ulps (read with opensm.conf's qos TRUE)
+      default_sl: 0
+      ulps: [{pkey: 0x0001, sl: 3}]
 
 A member is a node by its inventory name (every HCA port of that node, as the fabric's node
 descriptions ``<node> <hca>`` name them: the port GUIDs are read from the fabric, never written
@@ -121,6 +124,41 @@ class IbPartitionSpec(BaseModel):
     sl: Optional[int] = Field(None, ge=0, le=15)
 
 
+class IbQosUlp(BaseModel):
+    """One rule of the QoS policy's ``qos-ulps`` section: every path in partition ``pkey`` gets ``sl``
+    (``any, pkey 0x0001 : 3``)."""
+
+    model_config = _STRICT
+    pkey: Pkey
+    sl: int = Field(ge=0, le=15)
+
+
+class IbQosSpec(BaseModel):
+    """OpenSM's QoS policy file (``qos-policy.conf``), its ``qos-ulps`` section: the SL of a path by
+    its partition. Grammar: OpenSM 3.3.23 ``osm_qos_parser_y.y`` (``default : N``, ``any, pkey P : N``,
+    SL 0..15). Measured on the IB lab's OpenSM (qos TRUE): a rule's SL reaches the partition's path
+    records and wins over the partition's own ``sl=``; the ``default`` line is required (without it:
+    ``ERR AC10: Default qos-level (default) not defined``, the file refused), so ``default_sl`` has one.
+
+    Attributes:
+        default_sl: the SL of every path no rule matches (the Default partition's among them).
+        ulps: the pkey rules, each pkey once.
+    """
+
+    model_config = _STRICT
+    default_sl: int = Field(0, ge=0, le=15)
+    ulps: list[IbQosUlp] = Field(default_factory=list)
+
+    @field_validator("ulps")
+    @classmethod
+    def _once(cls, v: list[IbQosUlp]) -> list[IbQosUlp]:
+        seen = [u.pkey for u in v]
+        dup = sorted({f"{x:#06x}" for x in seen if seen.count(x) > 1})
+        if dup:
+            raise ValueError(f"pkey {', '.join(dup)} given twice; allowed: each pkey once")
+        return v
+
+
 class SmSpec(BaseModel):
     """Desired state of a subnet manager.
 
@@ -130,9 +168,12 @@ class SmSpec(BaseModel):
         routing_engine: the routing engine the SM must run (:data:`ROUTING_ENGINES`), None: not checked.
             A routing change reroutes the whole subnet: fabtune reports a difference, never changes it.
         partitions: the partition policy, in file order; empty: fabtune leaves ``partitions.conf`` alone.
+        qos_policy: the QoS policy file's SLs (:class:`IbQosSpec`; OpenSM reads it only with ``qos TRUE``),
+            None: fabtune leaves ``opensm_qos_policy_file`` alone.
         opensm_partitions_file / opensm_conf_file / opensm_log_file / opensm_pid_file: where OpenSM's
             files are on the SM host. Defaults: OpenSM's built-in ``/etc/opensm/partitions.conf``,
-            ``/etc/opensm/opensm.conf`` and ``/var/log/opensm.log``, and ``/var/run/opensm.pid``.
+            ``/etc/opensm/opensm.conf`` and ``/var/log/opensm.log``, and ``/var/run/opensm.pid``;
+            ``opensm_qos_policy_file``: OpenSM's ``qos_policy_file`` (``/etc/opensm/qos-policy.conf``).
             OpenSM writes no pid file itself: Debian's init script makes ``/var/run/opensm-<port>``,
             its systemd unit ``opensm@<guid>.service`` none and logs to ``/var/log/opensm.<guid>.log``
             (``/lib/systemd/system/opensm@.service``), so a site names its log and a pid file its
@@ -148,11 +189,13 @@ class SmSpec(BaseModel):
     sm_priority: Optional[int] = Field(None, ge=0, le=15)
     routing_engine: Optional[str] = None
     partitions: list[IbPartitionSpec] = Field(default_factory=list)
+    qos_policy: Optional[IbQosSpec] = None
     opensm_partitions_file: Annotated[str, BeforeValidator(grammar.check_path)] = "/etc/opensm/partitions.conf"
     opensm_conf_file: Annotated[str, BeforeValidator(grammar.check_path)] = "/etc/opensm/opensm.conf"
     opensm_log_file: Annotated[str, BeforeValidator(grammar.check_path)] = "/var/log/opensm.log"
     opensm_pid_file: Annotated[str, BeforeValidator(grammar.check_path)] = "/var/run/opensm.pid"
     opensm_subnet_list_file: Annotated[str, BeforeValidator(grammar.check_path)] = "/var/log/opensm-subnet.lst"
+    opensm_qos_policy_file: Annotated[str, BeforeValidator(grammar.check_path)] = "/etc/opensm/qos-policy.conf"
 
     @field_validator("routing_engine")
     @classmethod
@@ -162,7 +205,7 @@ class SmSpec(BaseModel):
         return v
 
     @field_validator("opensm_partitions_file", "opensm_conf_file", "opensm_log_file", "opensm_pid_file",
-                     "opensm_subnet_list_file")
+                     "opensm_subnet_list_file", "opensm_qos_policy_file")
     @classmethod
     def _absolute(cls, v: str) -> str:
         if not v.startswith("/") or ".." in v.split("/"):

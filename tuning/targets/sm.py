@@ -23,8 +23,11 @@ Path records: ``collect`` reads one ``saquery PR`` per partition that asks an ``
 (between two ports holding its pkey); once the SM serves the inventory's policy (an empty plan),
 ``findings`` reports a path MTU below the partition's or another SL
 (:func:`tuning.targets.sm_partitions.path_findings`): a port's MtuCap and OpenSM's ``qos`` option
-decide them, not the file, so they are findings, not read-back failures. Left for later
-(docs/architecture.md): the QoS policy file, UFM's REST pkeys.
+decide them, not the file, so they are findings, not read-back failures. The QoS policy file
+(``qos_policy``, :mod:`tuning.targets.sm_qos`) is planned, journaled, written and restored with the
+partitions file, in the same SIGHUP; its read back is each of its pkeys' path record carrying its SL
+(:func:`tuning.targets.sm_qos.read_back`), and its parser's ERROR lines are the push's own. Left for
+later (docs/architecture.md): UFM's REST pkeys.
 """
 
 from __future__ import annotations
@@ -42,16 +45,14 @@ from tuning.node.base import Change, Finding
 from tuning.parsers.ib_links import parse_iblinkinfo
 from tuning.parsers.ib_sm import parse_pkeys, parse_portinfo, parse_saquery_pr, parse_sminfo, umad_line
 from tuning.targets import sm_partitions as sp
+from tuning.targets import sm_qos as sq
+from tuning.targets.sm_snapshot import FILES, PATHS, snapshot_of  # noqa: F401 (snapshot_of: also the tests')
 from tuning.targets.base import DeviceJournal, connection_facts, pause_for_test
 from tuning.transport.base import Host, q, sysroot_path
 from tuning.transport.connection import Connection
 
-#: the files a push may write, by the spec field naming their path
-FILES = ("opensm_partitions_file", "opensm_conf_file")
-#: every path of OpenSM's the target reads or writes (the journal's ``snapshot.paths``)
-PATHS = FILES + ("opensm_log_file", "opensm_pid_file", "opensm_subnet_list_file")
-#: the partition parser's ERROR lines: always the push's, even when OpenSM logged them before
-OWN_ERRORS = ("parse_part_conf", "osm_prtn_")
+#: the partition and QoS policy parsers' ERROR lines: always the push's, even when OpenSM logged them before
+OWN_ERRORS = ("parse_part_conf", "osm_prtn_", *sq.ERRORS)
 _ENGINE = re.compile(r"(\S+) tables configured on all switches")
 _ABSENT = "-"
 
@@ -213,7 +214,8 @@ class SmTarget:
         """:func:`tuning.targets.sm_partitions.plan` (the ``sm`` domain). Raises InputError."""
         if domains is not None and sp.DOMAIN not in domains:
             return []
-        return sp.plan(self.name, self.device.spec, state, self.device.sources.get("partitions", "inventory"))
+        return (sp.plan(self.name, self.device.spec, state, self.device.sources.get("partitions", "inventory"))
+                + sq.plan(self.name, self.device.spec, state["files"], sp.DOMAIN))
 
     def findings(self, state: dict, domains: set[str] | None = None) -> list[Finding]:
         """:func:`tuning.targets.sm_partitions.findings` of the plan from ``state``."""
@@ -226,8 +228,7 @@ class SmTarget:
 
     @classmethod
     def fleet_findings(cls, states: dict, domains: set[str] | None = None, devices: dict | None = None) -> list[Finding]:
-        """None across SMs (one master per subnet is the SM's own election); ``devices``: the
-        inventory's (unused)."""
+        """None across SMs (one master per subnet is the SM's own election; ``devices`` unused)."""
         return []
 
     @classmethod
@@ -339,6 +340,8 @@ class SmTarget:
             self._reload(rec["paths"], files)
             pause_for_test("apply-sm", journal.run_id)
             self._read_back(rec["ports"], want, prio)
+            for c in (c for c in changes if c.key == sq.FILE_KEY and c.after is not None):
+                sq.read_back(self, c.after)
         except TuningError:
             journal.update(state=DeviceState.FAILED, applied=[c.as_dict() for c in changes])
             raise
@@ -366,33 +369,3 @@ class SmTarget:
         except TuningError as e:
             raise RollbackError(f"OpenSM not restored: {e}", host=self.name, phase="restore") from e
         return []
-
-
-_GUID = re.compile(r"0x[0-9a-f]{16}")
-
-
-def snapshot_of(name: str, record: dict) -> dict:
-    """The ``snapshot`` of a journal record (:meth:`SmTarget.record`), checked before anything is
-    written from it: its paths pass the SM spec's grammar and are the only files written, the ports
-    are GUIDs (they reach a shell), the tables map pkeys to ``full`` / ``limited``.
-
-    Raises:
-        RollbackError: no snapshot, or one that fails a check (names what).
-    """
-    from pydantic import ValidationError
-
-    snap = record.get("snapshot")
-    try:
-        paths = SmSpec.model_validate(snap["paths"]).model_dump(include=set(snap["paths"]))
-        ok = (set(paths) == set(PATHS)
-              and set(snap["files_before"]) == {paths[f] for f in FILES}
-              and all(isinstance(v, (str, type(None))) for v in snap["files_before"].values())
-              and all(_GUID.fullmatch(g) and isinstance(n, str) for g, n in snap["ports"].items())
-              and all(set(t.values()) <= {"full", "limited"} for t in snap["pkeys_before"].values())
-              and isinstance(snap["sm_priority_before"], (str, type(None))))
-    except (TypeError, KeyError, AttributeError, ValidationError):
-        ok = False
-    if not ok:
-        raise RollbackError("the journal's SM snapshot is missing or malformed (paths, files_before, ports, "
-                            "pkeys_before, sm_priority_before): restore OpenSM's files by hand", host=name, phase="restore")
-    return snap

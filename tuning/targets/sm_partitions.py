@@ -30,6 +30,7 @@ from tuning.errors import InputError
 from tuning.model.ib_sm import DEFAULT_PKEY, IbPartitionSpec, SmSpec, pkey_word
 from tuning.parsers.ib_sm import MTUS
 from tuning.node.base import Change, Finding
+from tuning.targets.sm_qos import FILE_KEY as QOS_FILE_KEY
 
 DOMAIN = "sm"
 FILE_KEY = "file/partitions.conf"
@@ -215,12 +216,15 @@ def path_findings(name: str, spec: SmSpec, state: dict) -> list[Finding]:
 
 
 def files_after(rec: dict, changes: list[Change]) -> dict[str, str | None]:
-    """Path -> text of the files the push writes (the partitions file; opensm.conf for a priority)."""
+    """Path -> text of the files the push writes (the partitions file; the QoS policy file,
+    :mod:`tuning.targets.sm_qos`; opensm.conf for a priority)."""
     paths, before = rec["paths"], rec["files_before"]
     out: dict[str, str | None] = {}
     for c in changes:
         if c.key == FILE_KEY:
             out[paths["opensm_partitions_file"]] = c.after
+        elif c.key == QOS_FILE_KEY:
+            out[paths["opensm_qos_policy_file"]] = c.after
         elif c.key == PRIORITY_KEY:
             lines = (before.get(paths["opensm_conf_file"]) or "").splitlines()
             line = f"sm_priority {int(c.after)}"

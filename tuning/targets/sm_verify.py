@@ -14,13 +14,17 @@ from tuning.errors import SetupError
 from tuning.model.ib_sm import DEFAULT_PKEY, SmSpec
 from tuning.parsers.ib_sm import MTUS
 from tuning.targets import sm_partitions as sp
+from tuning.targets import sm_qos as sq
 from tuning.targets.sm import SmTarget
 from tuning.verify import ib_sm as ib
 
 
 def _changed(spec: SmSpec, ports: list[sp.CaPort], changes: list) -> set[int]:
-    """The pkeys the plan ``changes``: a port's membership moves, or its definition in the file differs."""
+    """The pkeys the plan ``changes``: a port's membership moves, its definition in the file differs, or
+    a new QoS policy file gives it an SL."""
     pkeys = {int(c.key.rpartition("/")[2], 16) for c in changes if c.key.startswith("pkey/")}
+    if any(c.key == sq.FILE_KEY for c in changes):  # a new QoS policy: the SLs of its pkeys' paths
+        pkeys |= set(sq.sls(spec)) & {p.pkey for p in spec.partitions}
     before = next((c.before or "" for c in changes if c.key == sp.FILE_KEY), None)
     if before is not None:
         for part in spec.partitions:
@@ -34,7 +38,8 @@ def intents(spec: SmSpec, ports: list[sp.CaPort], changes: list | None,
             before: dict[str, sp.Table] | None) -> list[ib.Intent]:
     """The partitions to prove (:mod:`tuning.verify.ib_sm`), in pkey order: those ``changes`` touches and the
     Default one. ``before``: port GUID -> pkey table before the run (the journal's ``pkeys_before``).
-    A partition the plan removes is proven absent (no member). ``changes`` None (a stand-alone
+    A partition the plan removes is proven absent (no member). A partition's SL is the QoS policy's
+    for its pkey when the inventory has one (:func:`tuning.targets.sm_qos.sls`), else its own. ``changes`` None (a stand-alone
     verification, no run): every partition the inventory defines, the Default one only when it does
     ([] for an inventory that defines none). Raises InputError (as
     :func:`tuning.targets.sm_partitions.render`)."""
@@ -46,7 +51,8 @@ def intents(spec: SmSpec, ports: list[sp.CaPort], changes: list | None,
         word, part = sp.pkey_word(pkey), by_pkey.get(pkey)
         if part is not None:
             members = {g: t[word] for g, t in want.items() if word in t}
-            out.append(ib.Intent(part.name, pkey, members, MTUS.get(part.mtu), part.sl, "inventory"))
+            sl = sq.sls(spec).get(pkey, part.sl)  # the QoS policy's SL wins over the partition's (measured)
+            out.append(ib.Intent(part.name, pkey, members, MTUS.get(part.mtu), sl, "inventory"))
         elif pkey == DEFAULT_PKEY:
             members = {g: t[word] for g, t in before.items() if word in t}
             out.append(ib.Intent("Default", pkey, members, None, None, "before the run"))

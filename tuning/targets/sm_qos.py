@@ -1,0 +1,88 @@
+"""OpenSM's QoS policy file (``qos-policy.conf``) from the inventory's :class:`tuning.model.ib_sm.IbQosSpec`,
+pure, and what a push of it must read back (issue 22).
+
+The file, as OpenSM 3.3.23 parses it (``osm_qos_parser_y.y``; every form below measured on the IB
+lab's OpenSM with ``qos TRUE``)::
+
+    # fabtune: OpenSM QoS policy, rendered from the inventory (...)
+    qos-ulps
+        default : 0
+        any, pkey 0x0001 : 3
+    end-qos-ulps
+
+One ``qos-ulps`` section: ``default : N`` (required: without it OpenSM logs ``ERR AC10: Default
+qos-level (default) not defined`` and refuses the file) and one ``any, pkey P : N`` per rule. OpenSM
+reads the file at every heavy sweep (SIGHUP starts one, as for ``partitions.conf``); a rule's SL
+reaches the path records of its partition (``saquery PR --pkey``) and wins over the partition's own
+``sl=`` (measured: ``sl=5`` with a rule ``: 3`` gives SL 3); a path no rule matches carries the
+default. A file OpenSM refuses (``yyerror: ERR AC05: Syntax error ...``, ``osm_qos_parse_policy_file:
+ERR AC03`` / ``AC04``) leaves every path at SL 0: :data:`ERRORS` are always the push's own.
+"""
+
+from __future__ import annotations
+
+from tuning.errors import VerifyError
+from tuning.model.ib_sm import DEFAULT_PKEY, SmSpec, pkey_word
+from tuning.node.base import Change
+
+FILE_KEY = "file/qos-policy.conf"
+HEADER = "# fabtune: OpenSM QoS policy, rendered from the inventory (do not edit: fabtune plan shows the diff)"
+#: OpenSM's QoS parser's ERROR lines (the log's ``0x01 -> `` messages): a refused policy file
+ERRORS = ("yyerror", "osm_qos_policy_validate", "osm_qos_parse_policy_file: ERR AC03",
+          "osm_qos_parse_policy_file: ERR AC04")
+
+
+def render(spec: SmSpec) -> str:
+    """The ``qos-policy.conf`` text of ``spec.qos_policy`` (module docstring); the spec must have one."""
+    pol = spec.qos_policy
+    rules = [f"    any, pkey {pkey_word(u.pkey)} : {u.sl}" for u in pol.ulps]
+    return "\n".join([HEADER, "qos-ulps", f"    default : {pol.default_sl}", *rules, "end-qos-ulps"]) + "\n"
+
+
+def plan(name: str, spec: SmSpec, files: dict[str, str | None], domain: str) -> list[Change]:
+    """The file's change (whole text; ``before`` None when absent) from ``files`` (path -> text, as
+    :meth:`tuning.targets.sm.SmTarget.collect` read them); [] without a ``qos_policy`` or when equal."""
+    if spec.qos_policy is None:
+        return []
+    text, have = render(spec), files.get(spec.opensm_qos_policy_file)
+    return [] if text == have else [Change(name, domain, FILE_KEY, have, text)]
+
+
+def sls_of(text: str) -> dict[int, int]:
+    """pkey -> the SL a file :func:`render` wrote gives its paths: every rule's, and the Default
+    partition's (the ``default`` line) unless a rule names it."""
+    want = {DEFAULT_PKEY: int(text.split("\n    default : ", 1)[1].split("\n", 1)[0])}
+    rules = [x.strip()[len("any, pkey "):].split(" : ") for x in text.splitlines() if x.startswith("    any, pkey ")]
+    return {**want, **{int(pk, 16): int(sl) for pk, sl in rules}}
+
+
+def sls(spec: SmSpec) -> dict[int, int]:
+    """pkey -> SL of ``spec``'s policy (:func:`sls_of` of :func:`render`); {} without a policy."""
+    return sls_of(render(spec)) if spec.qos_policy is not None else {}
+
+
+def read_back(target, text: str) -> None:
+    """After a push of ``text`` (a rendered file): each pkey's path record between two ports holding it
+    (one full) carries the SL the file gives (``saquery PR``, one command; ``target``: the open
+    :class:`~tuning.targets.sm.SmTarget`). A pkey fewer than two ports hold has no path to read.
+
+    Raises:
+        VerifyError: a path with another SL, or none (names the pkey, the record and the SL wanted).
+        TuningError: a read failed (as :meth:`~tuning.targets.sm.SmTarget.run_diag`).
+    """
+    want = sls_of(text)
+    ports = target.read_ports()
+    tables = target.read_pkeys([f"{p.guid:#018x}" for p in ports])
+    queries = {}
+    for pkey, sl in want.items():
+        holders = [p for p in ports if pkey_word(pkey) in tables.get(f"{p.guid:#018x}", {})]
+        full = next((p for p in holders if tables[f"{p.guid:#018x}"][pkey_word(pkey)] == "full"), None)
+        other = next((p for p in holders if p is not full), None)
+        if full is not None and other is not None:
+            queries[str(pkey)] = f"--src-to-dst {full.lid}:{other.lid} --pkey {0x8000 | pkey:#06x}"
+    read = target.read_path_records(queries)
+    bad = [f"{pkey_word(int(k))}: saquery PR {q}: " + (f"sl {read[k][0].sl}" if read[k] else "no path record")
+           + f", want {want[int(k)]}" for k, q in queries.items() if not read[k] or read[k][0].sl != want[int(k)]]
+    if bad:
+        raise VerifyError(f"OpenSM does not serve the QoS policy's SLs (is opensm.conf's qos TRUE and its "
+                          f"qos_policy_file this file?): {'; '.join(bad[:3])}", host=target.name, phase="sm")
