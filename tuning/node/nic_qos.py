@@ -154,7 +154,7 @@ class NicQosDomain(Domain):
         if qos is None:  # unmanaged: the NIC's QoS is left as it is
             return {}
         pfc = ",".join("1" if i == qos.pfc_priority else "0" for i in range(8))
-        out = {}
+        out, dscps = {}, _map_dscps(spec)
         for i, nic in enumerate(spec.nics):
             if facts.raw and facts.raw.get(f"mlnx_qos/{nic.netdev}", "?") == ABSENT:
                 raise Unfit(f"nics.{i}.netdev", f"`mlnx_qos -i {nic.netdev}` failed on this node: its QoS cannot "
@@ -162,7 +162,7 @@ class NicQosDomain(Domain):
             out[f"dcbx/{nic.netdev}"] = qos.dcbx
             out[f"trust/{nic.netdev}"] = qos.trust
             out[f"pfc/{nic.netdev}"] = pfc
-            for dscp, prio in _map_dscps(spec).items():
+            for dscp, prio in dscps.items():
                 out[f"dscp2prio/{nic.netdev}/{dscp}"] = str(prio)
             out[f"tos/{nic.rdma_device}"] = str(qos.roce_tos)
         for key in _file_keys(spec, facts):
