@@ -55,11 +55,10 @@ from tuning.slurm_cli import call, said
 from tuning.burnin import drain
 from tuning.errors import ConnectError, InputError, RollbackError, TuningError
 from tuning.model.grammar import check_path
-from tuning.rollout import engine
-from tuning.rollout.journal import Journal, touched
+from tuning.rollout.journal import Journal
+from tuning.rollout.node_front import NodeFront, off_plan, run_front
 from tuning.rollout.options import Options
 from tuning.rollout.run_report import RunReport
-from tuning.rollout.session import Session
 
 Progress = Callable[[str], None]
 
@@ -111,35 +110,21 @@ def refusal(run_id: str, node: str, state: str, reason: str) -> str | None:
     return None
 
 
-class SlurmSession(Session):
+class SlurmSession(NodeFront):
     """The engine's Session with the nodes' writes through Slurm (module docstring)."""
 
-    shared_journal = True  # the nodes journal their own pushes into the run's journal
+    engine_name = "slurm"
 
     def __init__(self, inv, devices, workers, policy=None, *, domains: set[str] | None = None,
                  allow_firmware: bool = False, allow_reboot: bool = False, progress: Progress = lambda m: None):
-        super().__init__(inv, devices, workers, policy)
-        self.domains, self.allow_firmware, self.progress = domains, allow_firmware, progress
+        super().__init__(inv, devices, workers, policy, domains=domains, allow_firmware=allow_firmware,
+                         progress=progress)
         self.allow_reboot = allow_reboot
-        self.nodes = {d.name for d in devices if d.kind.endpoint}
         self.hold: Hold | None = None
-        self.batch: int | None = None
-        self.release_errors: list[str] = []
         self.command = shlex.split(os.environ.get(NODE_COMMAND_ENV) or "fabtune")
 
-    def journal_keys(self) -> dict:
-        """``{"engine": "slurm"}``: ``fabtune node apply`` takes the run as one it may push into."""
-        return {"engine": "slurm"}
-
-    def push_devices(self, plans: dict, j: Journal, confirm_s: int | None, todo: set[str]) -> dict[str, BaseException]:
-        """The switches of ``todo`` as the engine pushes them; its nodes through Slurm (module docstring)."""
-        failed = super().push_devices(plans, j, confirm_s, todo - self.nodes) if todo - self.nodes else {}
-        nodes = sorted(todo & self.nodes)
-        if nodes:
-            failed.update(self._push_nodes(nodes, plans, j))
-        return failed
-
-    def _push_nodes(self, nodes: list[str], plans: dict, j: Journal) -> dict[str, BaseException]:
+    def push_nodes(self, nodes: list[str], plans: dict, j: Journal) -> dict[str, BaseException]:
+        """Hold ``nodes`` (one batch), ``srun fabtune node apply`` on them, reboot if allowed (module docstring)."""
         batch = j.device(nodes[0]).get("batch")
         if self.hold is not None and batch != self.batch:  # the previous batch is done: resume its nodes
             self.release()
@@ -153,7 +138,7 @@ class SlurmSession(Session):
             args += ["--allow-firmware"] if self.allow_firmware else []
             results, errors = self._step(self.hold.job, held, args, j, f"apply-b{batch}")
             failed.update(errors)
-            failed.update(_unplanned(results, plans))
+            failed.update(off_plan(results, plans))
             boot = [n for n in held if n not in failed and slurm_reboot.needs_reboot(results[n])]
             if boot and self.allow_reboot:  # tuning/slurm_reboot.py: once per node, then held again
                 label = f"batch {batch}/{len(j.data.get('batches') or [])}"
@@ -205,28 +190,9 @@ class SlurmSession(Session):
         rc, out, err = call(argv, self.timeouts.apply_s + STEP_S)
         return task_results(out_dir, tag, nodes, err, rc)
 
-    def restore(self, j: Journal, progress: Progress, only: set[str] | None = None) -> list[str]:
-        """The switches of ``only`` as the engine restores them; its touched nodes by ``srun fabtune
-        node restore`` (in the batch's allocation; others held again). Raises RollbackError naming
-        the nodes a restore did not put back, and ``fabtune rollback RUN_ID``."""
-        j.save()
-        nodes = sorted(n for n in self.nodes if (only is None or n in only)
-                       and touched(j.device(n)) and not j.device(n).get("restored"))
-        done = super().restore(j, progress, only=(set(j.data["devices"]) if only is None else only) - self.nodes)
-        if not nodes:
-            return done
-        progress(f"slurm: restoring {', '.join(nodes)} through srun")
-        errors = self._restore_nodes(nodes, j)
-        j.save()
-        bad = {n: e for n, e in errors.items()} | {n: RollbackError("the journal does not say restored", host=n)
-                                                  for n in nodes if n not in errors and not j.device(n).get("restored")}
-        if bad:
-            n, e = sorted(bad.items())[0]
-            raise RollbackError(f"restore failed on {', '.join(sorted(bad))}: {e}; run `fabtune rollback "
-                                f"{j.run_id}` after fixing it", host=n, phase="restore")
-        return done + nodes
-
-    def _restore_nodes(self, nodes: list[str], j: Journal) -> dict[str, BaseException]:
+    def restore_nodes(self, nodes: list[str], j: Journal) -> dict[str, BaseException]:
+        """``srun fabtune node restore`` on ``nodes``: in the batch's allocation, nodes of earlier
+        batches held again for it (:meth:`NodeFront.restore` judges the journal after)."""
         args = ["node", "restore", "--run-id", j.run_id, "--journal-dir", self._path(j.path.parent), "--json"]
         here = [n for n in nodes if self.hold is not None and n in self.hold.nodes]
         errors: dict[str, BaseException] = {}
@@ -336,34 +302,9 @@ def _last_error(path: Path) -> str:
     return (errs or lines or [""])[-1][:300]
 
 
-def _unplanned(results: dict[str, dict], plans: dict) -> dict[str, BaseException]:
-    """Nodes whose task applied other keys than the controller planned (each planned the node from the
-    same inventory: a difference means the node changed under the run): failed, with the keys."""
-    out: dict[str, BaseException] = {}
-    for node, doc in results.items():
-        did = {c.get("key") for c in doc.get("changes") or []}
-        want = {c.key for c in plans.get(node) or []}
-        if not doc.get("pushed") or did != want:
-            out[node] = TuningError(f"the node applied {sorted(did - want)[:3]} and left {sorted(want - did)[:3]} "
-                                    "against the controller's plan", host=node, phase="apply")
-    return out
-
-
 def run(inv, opts: Options, progress: Progress = lambda m: None) -> RunReport:
     """Roll out ``inv`` as :func:`tuning.rollout.engine.run` does, the nodes through Slurm (module
     docstring). Returns its RunReport; a hold that could not be ended (scancel, resume) is in
     ``errors["slurm"]``. Raises as :func:`tuning.rollout.engine.run`."""
-    made: list[SlurmSession] = []
-
-    class Front(SlurmSession):  # this run's: its domains, firmware and reboot consent, and progress
-        def __init__(self, *args) -> None:
-            super().__init__(*args, domains=opts.domains, allow_firmware=opts.allow_firmware,
-                             allow_reboot=opts.allow_reboot, progress=progress)
-            made.append(self)
-
-    report = engine.run(inv, opts, progress, front=Front)
-    left = [e for s in made for e in s.release_errors]
-    if left:
-        report.errors["slurm"] = "; ".join(left)[:1000]
-    return report
+    return run_front(inv, opts, progress, SlurmSession, allow_reboot=opts.allow_reboot)
 

@@ -42,11 +42,10 @@ from tuning.errors import ConnectError, InputError, RollbackError, TuningError
 from tuning.k8s import agent as ag
 from tuning.k8s.api import NAMESPACE_ENV, Api, ApiError, from_env
 from tuning.k8s.client import Held, HoldError, MaintenanceClient
-from tuning.rollout import engine
-from tuning.rollout.journal import Journal, touched
+from tuning.rollout.journal import Journal
+from tuning.rollout.node_front import NodeFront, off_plan, run_front
 from tuning.rollout.options import Options
 from tuning.rollout.run_report import RunReport
-from tuning.rollout.session import Session
 
 Progress = Callable[[str], None]
 STEP_S = 60.0  # an agent's poll and start-up beyond the policy's apply_s
@@ -55,46 +54,33 @@ READY_S = 360.0  # the operator's drain (the CRD's default timeout, 300 s) and i
 _EXIT = {ConnectError.exit_code: ConnectError, RollbackError.exit_code: RollbackError}
 
 
-class KubeSession(Session):
+class KubeSession(NodeFront):
     """The engine's Session with the nodes' writes through their agents (module docstring)."""
 
-    shared_journal = True  # the nodes journal their own pushes into the run's journal
+    engine_name = "k8s"
 
-    def __init__(self, inv, devices, workers, policy=None, *, api: Api, namespace: str,
-                 domains: set[str] | None = None, allow_firmware: bool = False, progress: Progress = lambda m: None):
-        super().__init__(inv, devices, workers, policy)
-        self.api, self.namespace, self.domains, self.allow_firmware = api, namespace, domains, allow_firmware
-        self.progress = progress
-        self.nodes = {d.name for d in devices if d.kind.endpoint}
+    def __init__(self, inv, devices, workers, policy=None, *, api: Api, namespace: str, **kw):
+        super().__init__(inv, devices, workers, policy, **kw)
+        self.api, self.namespace = api, namespace
         self.held: dict[str, Held] = {}
         self.failed: dict[str, Held] = {}
-        self.batch: int | None = None
         self.asked: list[str] = []  # result ConfigMaps to delete at the end
-        self.release_errors: list[str] = []
         self.mc: MaintenanceClient | None = None
 
-    def journal_keys(self) -> dict:
-        """``{"engine": "k8s"}``: ``fabtune node apply`` takes the run as one it may push into."""
-        return {"engine": "k8s"}
-
-    def push_devices(self, plans: dict, j: Journal, confirm_s: int | None, todo: set[str]) -> dict[str, BaseException]:
-        """The switches of ``todo`` as the engine pushes them; its nodes through their agents (module docstring)."""
-        failed = super().push_devices(plans, j, confirm_s, todo - self.nodes) if todo - self.nodes else {}
-        nodes = sorted(todo & self.nodes)
-        if nodes:
-            batch = j.device(nodes[0]).get("batch")
-            if self.held and batch != self.batch:  # the previous batch is kept: end its holds
-                self.release()
-            self.batch = batch
-            held = self.hold_nodes(nodes, j, failed)
-            if held:
-                planned = {n: sorted(c.key for c in plans.get(n) or []) for n in held}
-                req = ag.Request(j.run_id, f"apply-b{batch}", "apply", tuple(held), tuple(sorted(self.domains or ())),
-                                 self.allow_firmware)
-                results, errors = self.ask(req, planned)
-                failed.update(errors)
-                failed.update(off_plan(results, planned))
-            j.save()  # the nodes' records (pushing, applied, restored) into this process's journal
+    def push_nodes(self, nodes: list[str], plans: dict, j: Journal) -> dict[str, BaseException]:
+        """Hold ``nodes`` (one batch) and have their agents push them (module docstring)."""
+        batch, failed = j.device(nodes[0]).get("batch"), {}
+        if self.held and batch != self.batch:  # the previous batch is kept: end its holds
+            self.release()
+        self.batch = batch
+        held = self.hold_nodes(nodes, j, failed)
+        if held:
+            req = ag.Request(j.run_id, f"apply-b{batch}", "apply", tuple(held), tuple(sorted(self.domains or ())),
+                             self.allow_firmware)
+            results, errors = self.ask(req, {n: sorted(c.key for c in plans.get(n) or []) for n in held})
+            failed.update(errors)
+            failed.update(off_plan(results, plans))
+        j.save()  # the nodes' records (pushing, applied, restored) into this process's journal
         return failed
 
     def hold_nodes(self, nodes: list[str], j: Journal, failed: dict) -> list[str]:
@@ -160,33 +146,18 @@ class KubeSession(Session):
         if self.api.get(path).get("data") != body["data"]:
             raise TuningError(f"ConfigMap {self.namespace}/{ag.PLAN_CM} reads back otherwise than written", phase="k8s")
 
-    def restore(self, j: Journal, progress: Progress, only: set[str] | None = None) -> list[str]:
-        """The switches of ``only`` as the engine restores them; its touched nodes by a ``restore``
-        request to their agents (nodes no longer held are held again), then each restored node's hold
-        marked failed and kept. Raises RollbackError naming the nodes not put back."""
-        j.save()
-        nodes = sorted(n for n in self.nodes if (only is None or n in only)
-                       and touched(j.device(n)) and not j.device(n).get("restored"))
-        done = super().restore(j, progress, only=(set(j.data["devices"]) if only is None else only) - self.nodes)
-        if not nodes:
-            return done
-        progress(f"k8s: restoring {', '.join(nodes)} through their agents")
+    def restore_nodes(self, nodes: list[str], j: Journal) -> dict[str, BaseException]:
+        """A ``restore`` request to the agents of ``nodes`` (nodes no longer held are held again), then
+        each of their holds marked failed and kept (:meth:`NodeFront.restore` judges the journal after)."""
         errors: dict[str, BaseException] = {}
         again = [n for n in nodes if n not in self.held]
         take = [n for n in nodes if n in self.held] + (self.hold_nodes(again, j, errors) if again else [])
         if take:
             k = sum(1 for a in self.asked if "-restore-" in a) + 1
             errors.update(self.ask(ag.Request(j.run_id, f"restore-b{self.batch}-{k}", "restore", tuple(take)), {})[1])
-        j.save()
         for n in take:
             self._fail(n, f"batch {self.batch}: the change was restored on {n} (verification or push failed)")
-        bad = errors | {n: RollbackError("the journal does not say restored", host=n)
-                        for n in nodes if n not in errors and not j.device(n).get("restored")}
-        if bad:
-            n, e = sorted(bad.items())[0]
-            raise RollbackError(f"restore failed on {', '.join(sorted(bad))}: {e}; run `fabtune rollback "
-                                f"{j.run_id}` after fixing it", host=n, phase="restore")
-        return done + nodes
+        return errors
 
     def _fail(self, node: str, message: str) -> None:
         """Mark ``node``'s hold failed and keep it (a failure to write it goes to :attr:`release_errors`)."""
@@ -245,18 +216,6 @@ def answer(node: str, cm: dict) -> dict | TuningError:
                 phase={RollbackError: "restore", ConnectError: "k8s"}.get(kind, "apply"))
 
 
-def off_plan(results: dict[str, dict], planned: dict[str, list[str]]) -> dict[str, BaseException]:
-    """Nodes whose push is not the controller's plan (not pushed, or other keys applied): failed, naming the keys."""
-    out: dict[str, BaseException] = {}
-    for node, doc in results.items():
-        applied = sorted({c.get("key") for c in doc.get("changes") or []})
-        if doc.get("pushed") and applied == planned.get(node, []):
-            continue
-        out[node] = TuningError(f"{node} pushed {applied[:3]} but the controller planned {planned.get(node, [])[:3]}",
-                                host=node, phase="apply")
-    return out
-
-
 def run(inv, opts: Options, progress: Progress = lambda m: None) -> RunReport:
     """Roll out ``inv`` as :func:`tuning.rollout.engine.run` does, the nodes through their agents
     (module docstring). A hold or ConfigMap that could not be ended is in ``errors["k8s"]``.
@@ -264,16 +223,4 @@ def run(inv, opts: Options, progress: Progress = lambda m: None) -> RunReport:
     api, namespace = from_env(), os.environ.get(NAMESPACE_ENV) or "fabtune"
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace):
         raise InputError(f"${NAMESPACE_ENV}", namespace[:64], "allowed: a DNS label (RFC 1123)")
-    made: list[KubeSession] = []
-
-    class Front(KubeSession):  # this run's: its API, namespace, domains, firmware consent and progress
-        def __init__(self, *args) -> None:
-            super().__init__(*args, api=api, namespace=namespace, domains=opts.domains,
-                             allow_firmware=opts.allow_firmware, progress=progress)
-            made.append(self)
-
-    report = engine.run(inv, opts, progress, front=Front)
-    left = [e for s in made for e in s.release_errors]
-    if left:
-        report.errors["k8s"] = "; ".join(left)[:1000]
-    return report
+    return run_front(inv, opts, progress, KubeSession, api=api, namespace=namespace)

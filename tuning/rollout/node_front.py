@@ -1,0 +1,113 @@
+"""What the front ends that make the nodes' writes ON the nodes share (``--engine slurm``:
+:mod:`tuning.slurm_engine`, ``--engine k8s``: :mod:`tuning.k8s.engine`): the engine's Session with
+the switches pushed and restored as the engine does and the nodes handed to the front end
+(:meth:`NodeFront.push_nodes`, :meth:`NodeFront.restore_nodes`), the journal marked as such a run
+(``engine``: ``fabtune node apply`` pushes only into a run a front end began), the check that a node
+applied exactly what the controller planned, and the run with the holds' errors in the report.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from tuning.errors import RollbackError, TuningError
+from tuning.rollout import engine
+from tuning.rollout.journal import Journal, touched
+from tuning.rollout.options import Options
+from tuning.rollout.run_report import RunReport
+from tuning.rollout.session import Session
+
+Progress = Callable[[str], None]
+
+
+class NodeFront(Session):
+    """A Session whose nodes are pushed and restored by a scheduler's node work (module docstring).
+
+    Attributes: ``nodes`` (the endpoint devices' names), ``batch`` (the batch of the last push),
+    ``release_errors`` (holds that could not be ended: the report's ``errors[ENGINE]``).
+    Subclasses set :attr:`engine_name` and implement :meth:`push_nodes` and :meth:`restore_nodes`.
+    """
+
+    shared_journal = True  # the nodes journal their own pushes into the run's journal
+    engine_name = ""
+
+    def __init__(self, inv, devices, workers, policy=None, *, domains: set[str] | None = None,
+                 allow_firmware: bool = False, progress: Progress = lambda m: None):
+        super().__init__(inv, devices, workers, policy)
+        self.domains, self.allow_firmware, self.progress = domains, allow_firmware, progress
+        self.nodes = {d.name for d in devices if d.kind.endpoint}
+        self.batch: int | None = None
+        self.release_errors: list[str] = []
+
+    def journal_keys(self) -> dict:
+        """``{"engine": NAME}``: ``fabtune node apply`` takes the run as one it may push into."""
+        return {"engine": self.engine_name}
+
+    def push_devices(self, plans: dict, j: Journal, confirm_s: int | None, todo: set[str]) -> dict[str, BaseException]:
+        """The switches of ``todo`` as the engine pushes them; its nodes through :meth:`push_nodes`."""
+        failed = super().push_devices(plans, j, confirm_s, todo - self.nodes) if todo - self.nodes else {}
+        nodes = sorted(todo & self.nodes)
+        if nodes:
+            failed.update(self.push_nodes(nodes, plans, j))
+        return failed
+
+    def push_nodes(self, nodes: list[str], plans: dict, j: Journal) -> dict[str, BaseException]:
+        """Push ``nodes`` (sorted, one batch) on the nodes; each failed node's error."""
+        raise NotImplementedError
+
+    def restore(self, j: Journal, progress: Progress, only: set[str] | None = None) -> list[str]:
+        """The switches of ``only`` as the engine restores them; its touched nodes through
+        :meth:`restore_nodes`. Raises RollbackError naming the nodes a restore did not put back, and
+        ``fabtune rollback RUN_ID``."""
+        j.save()
+        nodes = sorted(n for n in self.nodes if (only is None or n in only)
+                       and touched(j.device(n)) and not j.device(n).get("restored"))
+        done = super().restore(j, progress, only=(set(j.data["devices"]) if only is None else only) - self.nodes)
+        if not nodes:
+            return done
+        progress(f"{self.engine_name}: restoring {', '.join(nodes)} on the nodes")
+        errors = self.restore_nodes(nodes, j)
+        j.save()
+        bad = {n: e for n, e in errors.items()} | {n: RollbackError("the journal does not say restored", host=n)
+                                                  for n in nodes if n not in errors and not j.device(n).get("restored")}
+        if bad:
+            n, e = sorted(bad.items())[0]
+            raise RollbackError(f"restore failed on {', '.join(sorted(bad))}: {e}; run `fabtune rollback "
+                                f"{j.run_id}` after fixing it", host=n, phase="restore")
+        return done + nodes
+
+    def restore_nodes(self, nodes: list[str], j: Journal) -> dict[str, BaseException]:
+        """Restore ``nodes`` from the journal on the nodes; each node's error where it failed."""
+        raise NotImplementedError
+
+
+def off_plan(results: dict[str, dict], plans: dict) -> dict[str, BaseException]:
+    """Nodes whose result (``fabtune node apply --json``) applied other keys than the controller
+    planned (each planned the node from the same inventory: a difference means the node changed
+    under the run), or did not push: failed, naming the keys."""
+    out: dict[str, BaseException] = {}
+    for node, doc in results.items():
+        did = {c.get("key") for c in doc.get("changes") or []}
+        want = {c.key for c in plans.get(node) or []}
+        if not doc.get("pushed") or did != want:
+            out[node] = TuningError(f"the node applied {sorted(did - want)[:3]} and left {sorted(want - did)[:3]} "
+                                    "against the controller's plan", host=node, phase="apply")
+    return out
+
+
+def run_front(inv, opts: Options, progress: Progress, cls: type, **kw) -> RunReport:
+    """Roll out ``inv`` as :func:`tuning.rollout.engine.run` does with the Session ``cls`` (a
+    NodeFront, given this run's domains, firmware consent, progress and ``kw``). Returns its
+    RunReport; holds that could not be ended are in ``errors[cls.engine_name]``."""
+    made: list[NodeFront] = []
+
+    class Front(cls):  # this run's options
+        def __init__(self, *args) -> None:
+            super().__init__(*args, domains=opts.domains, allow_firmware=opts.allow_firmware, progress=progress, **kw)
+            made.append(self)
+
+    report = engine.run(inv, opts, progress, front=Front)
+    left = [e for s in made for e in s.release_errors]
+    if left:
+        report.errors[cls.engine_name] = "; ".join(left)[:1000]
+    return report
