@@ -215,7 +215,8 @@ def _swapped(key: str, known: str) -> bool:
 
 def _connection(inv: Path, host: str, vars_: dict, sources: dict) -> Connection:
     try:
-        cv = ConnectionVars.model_validate({k: v for k, v in vars_.items() if k in ConnectionVars.model_fields})
+        known = ConnectionVars.model_fields  # once: pydantic builds the class attribute on each read
+        cv = ConnectionVars.model_validate({k: v for k, v in vars_.items() if k in known})
     except ValidationError as e:
         raise validation_error(e, ConnectionVars, sources, host) from None
 
@@ -263,7 +264,8 @@ def _build(inv: Path, host: str, groups: list[str], role_group: str, layered: tu
     role = ROLE_GROUPS[role_group]
     model = role.spec
     _check_keys(role, vars_, (sources, scopes), host, mixed)
-    fields = {k: v for k, v in vars_.items() if k in model.model_fields and k != "role"}
+    known = model.model_fields  # once per host, not per key (a class attribute read costs a call)
+    fields = {k: v for k, v in vars_.items() if k in known and k != "role"}
     try:
         spec = model.model_validate(fields)
     except ValidationError as e:
