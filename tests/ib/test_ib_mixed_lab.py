@@ -92,6 +92,12 @@ def test_a_mixed_inventory_plans_both_kinds_and_a_rollout_proves_both_and_keeps_
         assert (inv / ".state" / "nodes" / "node02" / "sysroot" / "sys/class/net/enp12s0np0/mtu").read_text() == "9000\n"
         shown = fabtune_text(ib, "report", report["run_id"], "--journal-dir", str(tmp_path / "journal"))
         assert "1/1 pairs passed" in shown and "InfiniBand verification, batch 1: 17/17 checks passed" in shown, shown
+        # a stand-alone verify of the tuned mixed fabric runs both too: the RoCE pair and the IB checks
+        ver = fabtune(ib, "verify", "-i", str(inv), "--journal-dir", str(tmp_path / "journal"), "--rail", "0",
+                      "--no-incast")
+        assert ver.returncode == 0, ver.stdout[-2000:] + ver.stderr[-2000:]
+        s = json.loads(ver.stdout)["summary"]
+        assert [s[k] for k in ("pairs", "pairs_passed", "ib_checks", "ib_checks_passed")] == [1, 1, 17, 17]
     j = Journal.load(tmp_path / "journal", report["run_id"])
     restored_from_journal(ib, j, before)  # the module's IB lab as it was
 
