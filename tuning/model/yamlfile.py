@@ -92,6 +92,9 @@ def _resolve(self: _Loader, kind: type, value: str, implicit: tuple[bool, bool])
         return _BASE.resolve(self, kind, value, implicit)
     if kind is not yaml.ScalarNode or not implicit[0]:
         return _DEFAULT_TAGS.get(kind)
+    resolvers = self.yaml_implicit_resolvers
+    if value[:1] not in resolvers and None not in resolvers:  # no implicit resolver for its first character
+        return _BASE.DEFAULT_SCALAR_TAG  # (``swp1``, ``mlx5_0``): resolve's answer; the cache keeps its room
     tag = _RESOLVED.get(value)
     if tag is None:
         tag = _BASE.resolve(self, kind, value, implicit)
