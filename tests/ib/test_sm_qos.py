@@ -50,3 +50,13 @@ def test_a_journal_from_before_the_qos_file_is_still_restored_from_and_one_namin
     snap["paths"]["opensm_qos_policy_file"] = "/q.conf"
     snap["files_before"]["/q.conf"] = None
     assert snapshot_of("sm01", {"snapshot": snap}) == snap
+
+
+@pytest.mark.parametrize("conf, evidence", [
+    ("sm_priority 0\nqos FALSE\n", "opensm.conf: qos FALSE"),
+    ("sm_priority 0\n", "opensm.conf: no qos line (OpenSM defaults to FALSE)")])
+def test_a_policy_opensm_ignores_with_qos_off_is_a_finding_before_the_push(conf, evidence):
+    s = spec(ulps=[{"pkey": 1, "sl": 3}])
+    [f] = sm_qos.findings("sm01", s, conf, "sm")
+    assert (f.code, f.evidence) == ("ib-qos-off", evidence)
+    assert sm_qos.findings("sm01", s, "qos TRUE\n", "sm") == [] and sm_qos.findings("sm01", spec(), conf, "sm") == []

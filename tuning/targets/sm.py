@@ -218,13 +218,16 @@ class SmTarget:
                 + sq.plan(self.name, self.device.spec, state["files"], sp.DOMAIN))
 
     def findings(self, state: dict, domains: set[str] | None = None) -> list[Finding]:
-        """:func:`tuning.targets.sm_partitions.findings` of the plan from ``state``."""
+        """:func:`tuning.targets.sm_partitions.findings` of the plan from ``state``, then
+        :func:`tuning.targets.sm_qos.findings` (a QoS policy OpenSM's ``qos`` option ignores)."""
         if domains is not None and sp.DOMAIN not in domains:
             return []
         changes = self.plan(state)
         # path records are judged once the SM serves the inventory's policy (before, they show the old one)
         paths = [] if changes else sp.path_findings(self.name, self.device.spec, state)
-        return sp.findings(self.name, self.device.spec, state, changes) + paths
+        conf = state["files"].get(state["paths"]["opensm_conf_file"]) or ""
+        return (sp.findings(self.name, self.device.spec, state, changes) + paths
+                + sq.findings(self.name, self.device.spec, conf, sp.DOMAIN))
 
     @classmethod
     def fleet_findings(cls, states: dict, domains: set[str] | None = None, devices: dict | None = None) -> list[Finding]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from tuning.errors import VerifyError
 from tuning.model.ib_sm import DEFAULT_PKEY, SmSpec, pkey_word
-from tuning.node.base import Change
+from tuning.node.base import Change, Finding
 
 FILE_KEY = "file/qos-policy.conf"
 HEADER = "# fabtune: OpenSM QoS policy, rendered from the inventory (do not edit: fabtune plan shows the diff)"
@@ -46,6 +46,20 @@ def plan(name: str, spec: SmSpec, files: dict[str, str | None], domain: str) -> 
         return []
     text, have = render(spec), files.get(spec.opensm_qos_policy_file)
     return [] if text == have else [Change(name, domain, FILE_KEY, have, text)]
+
+
+def findings(name: str, spec: SmSpec, conf: str, domain: str) -> list[Finding]:
+    """``ib-qos-off`` when the inventory has a QoS policy and opensm.conf (``conf``, its text) does not
+    say ``qos TRUE`` (OpenSM's default is FALSE, ``opensm(8)``): OpenSM then ignores the policy file,
+    and a push of it fails its read back (its SLs never reach the path records)."""
+    if spec.qos_policy is None:
+        return []
+    line = next((x.strip() for x in conf.splitlines() if x.split()[:1] == ["qos"]), None)
+    if line is not None and line.split()[1:] == ["TRUE"]:
+        return []
+    return [Finding(name, domain, "ib-qos-off", "the inventory gives a QoS policy (qos_policy) but OpenSM runs with "
+                    "qos off: it ignores the policy file, its SLs reach no path record (opensm.conf needs 'qos TRUE')",
+                    f"opensm.conf: {line or 'no qos line (OpenSM defaults to FALSE)'}")]
 
 
 def sls_of(text: str) -> dict[int, int]:
