@@ -145,3 +145,34 @@ def test_a_node_held_by_another_requestor_is_joined_not_duplicated_and_its_hold_
     finally:
         admin(inv, "DELETE", path)
     assert _holds(inv) == {} and _cordoned(inv)["node02"] is False
+
+
+def test_a_node_held_by_another_fabtune_run_is_left_alone_and_counted_unreachable(k8s_lab):
+    """Another fabtune run's object (left RequestorFailed for a person, say) on node02: this run
+    neither joins nor touches it; node02 is unreachable with the reason. node01 alone is pushed, and
+    its pair with the untuned node02 (MTU 1500 against 9000) fails verification, so node01 is put
+    back by its agent and its own hold marked failed: the whole fabric as before."""
+    inv, env, jdir = k8s_lab
+    assert fab("lab", "reset", "-i", str(inv)).returncode == 0
+    before = snapshot_fabric(inv)
+    old = nm.new("20261201T0000-0ld1", "node02", "fabtune")
+    assert admin(inv, "POST", f"/apis/{nm.GROUP}/{nm.VERSION}/namespaces/fabtune/{nm.PLURAL}", old)["kind"] == nm.KIND
+    path = f"/apis/{nm.GROUP}/{nm.VERSION}/namespaces/fabtune/{nm.PLURAL}/{old['metadata']['name']}"
+    try:
+        r = fab("rollout", "-i", str(inv), "--engine", "k8s", "--journal-dir", str(jdir), *CHANGE,
+                "--max-fail-percentage", "50", "--json", env=env, timeout=300)
+        doc = json.loads(r.stdout)
+        assert (r.returncode, doc["outcome"], doc["unreachable"], doc["restored"]) == (1, "rolled-back", ["node02"],
+                                                                                       ["node01"]), r.stderr[-2000:]
+        assert doc["errors"]["node02"].startswith(f"Kubernetes: node02 not held: NodeMaintenance fabtune/"
+                                                  f"{old['metadata']['name']} of fabtune run 20261201T0000-0ld1")
+        assert snapshot_fabric(inv) == before
+        held = _holds(inv)
+        assert [o["metadata"]["name"] for o in held["node02"]] == [old["metadata"]["name"]]
+        assert not held["node02"][0]["spec"].get("additionalRequestors") and not nm.failed(held["node02"][0])
+        assert nm.ready_reason(held["node01"][0]) == "RequestorFailed" and nm.owned(held["node01"][0])
+    finally:
+        for o in [o for objs in _holds(inv).values() for o in objs]:
+            m = o["metadata"]
+            admin(inv, "DELETE", f"/apis/{nm.GROUP}/{nm.VERSION}/namespaces/{m['namespace']}/{nm.PLURAL}/{m['name']}")
+    assert _holds(inv) == {}

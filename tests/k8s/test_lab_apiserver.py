@@ -90,3 +90,22 @@ def test_the_agent_reads_only_a_plan_within_its_grammar():
                      ("request", "a b"), ("allow-firmware", "yes")):
         with pytest.raises(InputError):
             ag.read_request({"data": {**cm["data"], key: bad}})
+
+
+def test_agent_command_refuses_bad_input_and_answers_nothing_without_a_request(tmp_path):
+    from tests.k8s.clirun import fabtune
+
+    r = fabtune("k8s", "agent", "--node", "node99", "-i", "inventory/lab", "--server", "http://127.0.0.1:9", "--once")
+    assert r.returncode == 2 and "--node" in r.stderr and "node99" in r.stderr
+    r = fabtune("k8s", "agent", "--node", "node01", "-i", "inventory/lab", "--journal-dir", "a b", "--once")
+    assert r.returncode == 2 and "--journal-dir" in r.stderr
+    c = k8s_api.Cluster(["node01"], users={"agt": SA + "fabtune-agent"}, rbac=rbac("fabtune"))
+    server = k8s_api.serve(c)
+    (tmp_path / "t").write_text("agt\n")
+    try:
+        r = fabtune("k8s", "agent", "--node", "node01", "-i", "inventory/lab", "--once", "--token-file",
+                    str(tmp_path / "t"), "--server", f"http://127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+    assert r.returncode == 0 and "node01: no request for this node" in r.stdout, r.stderr
+    assert c.requests == [("GET", "/api/v1/namespaces/fabtune/configmaps/fabtune-plan")]
