@@ -53,6 +53,9 @@ def test_configmaps_are_refused_with_the_api_servers_texts(lab):
     assert "metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain" in e.status["message"]
     e = refusal(lambda: api.create(cms, {"metadata": {"name": "y"}, "datas": {}}))
     assert (e.code, e.status["message"]) == (400, 'strict decoding error: unknown field "datas"')
+    e = refusal(lambda: api.create(ag.cm_path("fabtune"), ag.plan_configmap(req, "other", {})))
+    assert (e.code, e.reason, e.status["message"]) == (
+        400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request")
     stale = {**made, "metadata": {**made["metadata"], "resourceVersion": "1"}}
     e = refusal(lambda: api.replace(ag.cm_path("fabtune", ag.PLAN_CM), stale))
     assert (e.code, e.reason) == (409, "Conflict")

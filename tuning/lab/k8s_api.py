@@ -101,6 +101,15 @@ def schema_causes(obj: dict, schema: dict) -> list[dict]:
     return causes
 
 
+def same_namespace(body: dict, ns: str) -> None:
+    """Refuse an object whose ``metadata.namespace`` is set and not the URL's ``ns``: 400 BadRequest
+    (as the API server answers, quoted in grycap/oscar-worker#4)."""
+    given = (body.get("metadata") or {}).get("namespace")
+    if given and given != ns:
+        raise Refused(status(400, "BadRequest", "the namespace of the provided object does not match the namespace "
+                                                "sent on the request"))
+
+
 def status(code: int, reason: str, message: str, name: str = "", kind: str = PLURAL, causes=None) -> dict:
     """A ``Status`` failure object (apimachinery ``pkg/api/errors``)."""
     doc = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
@@ -160,6 +169,7 @@ class Cluster:
         return obj
 
     def create(self, ns: str, body: dict) -> dict:
+        same_namespace(body, ns)
         name = body.get("metadata", {}).get("name", "")
         obj = self.check(body, name)
         if (ns, name) in self.nms:
@@ -182,6 +192,7 @@ class Cluster:
         return self.nms[(ns, name)]
 
     def replace(self, ns: str, name: str, body: dict, sub: str) -> dict:
+        same_namespace(body, ns)
         old = self.get(ns, name)
         if body.get("metadata", {}).get("resourceVersion") != old["metadata"]["resourceVersion"]:
             raise Refused(status(409, "Conflict", f'Operation cannot be fulfilled on {PLURAL}.{GROUP} "{name}": the '

@@ -10,7 +10,7 @@ import copy
 import json
 import re
 
-from tuning.lab.k8s_api import CM, Cluster, Refused, _now, status
+from tuning.lab.k8s_api import CM, Cluster, Refused, _now, same_namespace, status
 
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _CM_KEY = re.compile(r"[-._a-zA-Z0-9]+")
@@ -59,6 +59,7 @@ def configmap(cluster: Cluster, method: str, ns: str, name: str | None, body: di
     if name is None and method == "POST":
         body = copy.deepcopy(body or {})
         name = (body.get("metadata") or {}).get("name", "")
+        same_namespace(body, ns)
         check_configmap(body, name)
         if (ns, name) in cluster.cms:
             raise Refused(cm_status(409, "AlreadyExists", f'{CM} "{name}" already exists', name))
@@ -79,6 +80,7 @@ def configmap(cluster: Cluster, method: str, ns: str, name: str | None, body: di
                      "details": {"name": name, "kind": CM, "uid": old["metadata"]["uid"]}}
     if method == "PUT":
         body = copy.deepcopy(body or {})
+        same_namespace(body, ns)
         check_configmap(body, name)
         if body.get("metadata", {}).get("resourceVersion") != old["metadata"]["resourceVersion"]:
             raise Refused(cm_status(409, "Conflict", f'Operation cannot be fulfilled on {CM} "{name}": the object has '
