@@ -43,7 +43,10 @@ def check_configmap(body: dict, name: str) -> None:
                        "message": f"Invalid value: {json.dumps(name)}: {SUBDOMAIN_MSG}"})
     data = body.get("data") or {}
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise Refused(status(400, "BadRequest", "strict decoding error: data: expected map of strings"))
+        # the prefix is the API server's (kubernetes-client/python#1756); the decoder's own words after it
+        # (json-iterator or sigs.k8s.io/json, by version) are not reproduced
+        raise Refused(status(400, "BadRequest", 'ConfigMap in version "v1" cannot be handled as a ConfigMap: '
+                                                "data: every value must be a string"))
     for key in sorted(data):
         if len(key) > 253 or not _CM_KEY.fullmatch(key) or key in (".", "..") or key.startswith(".."):
             causes.append({"reason": "FieldValueInvalid", "field": f"data[{key}]",
