@@ -318,8 +318,10 @@ def serve(cluster: Cluster, port: int = 0) -> ThreadingHTTPServer:
                     authorize(cluster, self.headers.get("Authorization"), self.command, p)
                     try:
                         body = json.loads(self.rfile.read(length)) if length else None
-                    except ValueError as e:
-                        raise Refused(status(400, "BadRequest", f"the body of the request was in an unknown format: {e}")) from None
+                    except ValueError as e:  # the API server's words (microsoft/pai#4840); the parser's are Python's
+                        kind = "ConfigMap" if _CM_ITEM.match(p) else KIND
+                        raise Refused(status(400, "BadRequest", f"the object provided is unrecognized (must be of type "
+                                             f"{kind}): couldn't get version/kind; json parse error: {e}")) from None
                     code, doc = dispatch(cluster, self.command, p, body)
                 except Refused as e:
                     code, doc = e.doc["code"], e.doc
