@@ -38,6 +38,8 @@ FOLDER, NAMESPACE, JOURNAL = "k8s", "fabtune", "journal"
 IDENTITIES = {"controller": "system:serviceaccount:fabtune:fabtune-controller",
               "agent": "system:serviceaccount:fabtune:fabtune-agent", "admin": "system:admin"}
 UP_TIMEOUT_S, DOWN_TIMEOUT_S, POLL_S = 30.0, 5.0, 0.3
+#: how long the agents must stay up after their start (an agent that refuses its input exits well within it)
+AGENT_SETTLE_S = 3.0
 _MARK = (b"tuning.lab.k8s", b"k8s\0agent")  # what the command line of a process of this lab holds
 
 
@@ -100,7 +102,8 @@ def up(state_dir: Path, fabric: Fabric, inventory: Path) -> float:
     """Start the stand-in and the agents (module docstring); the seconds it took.
 
     Raises:
-        SetupError: no node, the port taken.  TuningError: the stand-in did not answer within 30 s (all stopped).
+        SetupError: no node, the port taken.  TuningError: the stand-in did not answer within 30 s, or an
+            agent exited within :data:`AGENT_SETTLE_S` (all stopped, the logs' tails in the message).
     """
     from tuning.lab.controller import _package_parent, port_open
     from tuning.lab.nodeserver import node_env
@@ -130,6 +133,12 @@ def up(state_dir: Path, fabric: Fabric, inventory: Path) -> float:
                 "--journal-dir", JOURNAL, "--poll-s", str(POLL_S)]
         pids[f"agent {node.name}"] = _spawn(argv, base, f"agent.{node.name}.log", nenv)
     _save(base, pids)
+    time.sleep(AGENT_SETTLE_S)  # an agent that refuses its flags or inventory exits at once (exit 2)
+    gone = [name for name, pid in pids.items() if not _runs(pid)]
+    if gone:
+        tails = {g: (base / "log" / f"{g.replace(' ', '.')}.log").read_text(errors="replace")[-300:] for g in gone}
+        down(state_dir)
+        raise TuningError(f"the Kubernetes lab did not come up: {', '.join(gone)} exited: {tails}", phase="lab")
     return time.monotonic() - start
 
 
