@@ -157,7 +157,7 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
         raise_refused(journal_dir, confirm_s, min_bw, max_lat, min_bw_share, rail, max_fail_percentage, max_failed,
                       settle_s)
         _known_engine(engine_name, allow_reboot)
-        inv = load_inventory(inventory)
+        refuse_rail_on_sms(inv := load_inventory(inventory), limit, rail)
         policy = run_policy(inv, serial, batch_by=batch_by, max_fail_percentage=max_fail_percentage,
                             max_failed_devices=max_failed, settle_s=settle_s, on_regression=on_regression,
                             min_bw_gbps=min_bw, max_lat_us=max_lat, min_bw_share=min_bw_share,
@@ -170,6 +170,18 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
         code = rec.done(report)
     emit(report, as_json, "rollout", detail=detail, limited=bool(limit))
     raise typer.Exit(code)
+
+
+def refuse_rail_on_sms(inv, limit: Optional[list[str]], rail: Optional[list[int]]) -> None:
+    """Raises InputError (exit 2, before any device is reached) when ``--rail`` comes with a selection of
+    subnet managers only: a rail picks the RoCE NICs whose node pairs (and a switch's cabled NICs) are
+    measured, while an SM's InfiniBand checks go by partition, so the flag would select nothing and be
+    silently ignored."""
+    chosen = inv.select(limit) if rail else []
+    if chosen and all(d.kind.name == "sm" for d in chosen):
+        names = ", ".join(d.name for d in chosen)
+        raise InputError("--rail", ",".join(map(str, rail)), f"the selection ({names}) holds subnet managers only: "
+                         "a rail selects RoCE node pairs, an SM is verified per partition; drop --rail or select nodes")
 
 
 def _known_engine(name: str, allow_reboot: bool = False) -> None:
@@ -230,6 +242,7 @@ def verify(inventory: Path = INV, as_json: bool = JSON, journal_dir: Path = JDIR
     with Recorder(report_outputs(junit, prom_file, report_json), "verify", inventory) as rec:
         raise_refused(journal_dir, min_bw, max_lat, min_bw_share, rail)
         inv, t0 = load_inventory(inventory), time.monotonic()
+        refuse_rail_on_sms(inv, limit, rail)
         th = run_thresholds(rec, run_policy(inv, min_bw_gbps=min_bw, max_lat_us=max_lat,
                                             min_bw_share=min_bw_share))
         got = verify_only(inv, journal_dir, th, progress, tuple(rail) if rail else None, limit or None,

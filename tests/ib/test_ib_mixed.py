@@ -102,3 +102,16 @@ def test_the_batch_line_words_a_subnet_manager_by_its_kind_not_as_a_switch(tmp_p
                      "with spine01 (no selected node cabled: batch 1); with sm01 (subnet_managers: no cabling, batch 1)")
     assert batch_line(inv, b, 1, {"node01", "sm01"}, 600) == f"batch 1/1: {b.why}; {b.order}"
     assert batch_line(inv, b, 1, {"leaf01", "sm01"}, 600) == f"batch 1/1: {b.why}; {b.order}; switch confirm window 600 s"
+
+
+def test_rail_on_a_selection_of_subnet_managers_only_is_refused_before_anything_runs(tmp_path):
+    """``--rail`` picks the RoCE NICs whose node pairs are measured; a selection of subnet managers only has
+    none (the IB checks go by partition): refused, one line, exit 2, before any device is reached."""
+    from tests.adversarial._cli import assert_one_line, cli
+
+    inv = mixed_inventory(write_inventory(tmp_path / "inv", 2), tmp_path / "ib", [TENANT])
+    for command in ("verify", "rollout"):
+        code, _, err = cli(command, "-i", str(inv), "--journal-dir", str(tmp_path / "j"), "--limit", "sm01",
+                           "--rail", "0")
+        assert_one_line(code, err, "--rail", "sm01", "subnet managers only")
+        assert not (tmp_path / "j").exists() or not any((tmp_path / "j").iterdir())

@@ -1,6 +1,7 @@
 """The InfiniBand checks in the machine reports (issue 22 gap): the JSON report lists and counts them
 apart from the RoCE pairs (``ib_checks``, ``summary.ib_checks*``), JUnit has one test case per check
-in its ``infiniband`` suite, its counts the summary's. The verdicts are the IB verification's own
+in its ``infiniband`` suite, its counts the summary's; the Prometheus textfile carries the same counts per
+outcome and one sample per check. The verdicts are the IB verification's own
 (:mod:`tuning.verify.ib_sm`) over the fixture fabric of ``tests/ib/test_sm_model.py``; both documents
 are validated against their schemas (report.schema.json, JUnit.xsd)."""
 
@@ -10,8 +11,8 @@ import xml.etree.ElementTree as ET
 
 from tests.ib.test_ib_verify import ALL_FULL, NAMES, PORTS, plan, spec
 from tests.ib.test_sm_model import DEFAULT, TENANT
-from tests.reports._check import valid_json, valid_junit
-from tuning.reports import junit, verify_report
+from tests.reports._check import prom_samples, valid_json, valid_junit
+from tuning.reports import junit, prometheus, verify_report
 from tuning.reports.json_report import Context, build
 from tuning.rollout.run_report import RunReport
 from tuning.rollout.verify_run import Verification
@@ -37,13 +38,18 @@ def roce() -> dict:
                            lat_us=1.9, verdict="pass", status="pass").__dict__)
 
 
+def rollout_report(pair: dict, ib: list[dict]) -> RunReport:
+    """A rollout whose one batch ran the RoCE ``pair`` and the IB checks ``ib``, then restored."""
+    return RunReport("r1", "rollout", outcome="rolled-back", verify_after=[pair], verify_ok=False,
+                     batches=[{"index": 1, "nodes": ["node01", "node02"], "switches": ["sm01"], "outcome": "restored",
+                               "failed": [], "unreachable": [], "verify_ok": False,
+                               "pairs": [x["pair"] for x in (pair, *ib)], "results": [pair, *ib]}],
+                     changes={"sm01": []}, restored=["sm01"])
+
+
 def test_a_rollouts_ib_checks_are_listed_and_counted_apart_from_its_pairs_in_json_and_junit():
     pair, ib = roce(), checks()
-    rep = RunReport("r1", "rollout", outcome="rolled-back", verify_after=[pair], verify_ok=False,
-                    batches=[{"index": 1, "nodes": ["node01", "node02"], "switches": ["sm01"], "outcome": "restored",
-                              "failed": [], "unreachable": [], "verify_ok": False,
-                              "pairs": [x["pair"] for x in (pair, *ib)], "results": [pair, *ib]}],
-                    changes={"sm01": []}, restored=["sm01"])
+    rep = rollout_report(pair, ib)
     doc = valid_json(build(rep, Context("rollout", devices={"sm01": "sm"}, exit_code=1)))
     assert [p["pair"] for p in doc["pairs"]] == [pair["pair"]]
     assert [(r["pair"], r["outcome"], r["check"], r["batch"]) for r in doc["ib_checks"]] == [
@@ -75,3 +81,22 @@ def test_a_standalone_verifys_ib_checks_are_its_only_verdicts_and_are_counted():
     cases = valid_junit(junit.to_xml(doc))
     # the one case is the IB check: no 'run' case stands in for a report that tested nothing
     assert cases == {"fabtune.verify.ib.pkeys/ib tenant1 0x0001 pkeys": (None, "", "")}
+
+
+def test_the_prometheus_textfile_counts_the_ib_checks_beside_the_pairs_from_the_summary(tmp_path):
+    pair, ib = roce(), checks()
+    rep = rollout_report(pair, ib)
+    doc = valid_json(build(rep, Context("rollout", inventory="inv", devices={"sm01": "sm"}, exit_code=1)))
+    prometheus.write(doc, tmp_path / "r.prom")
+    samples = prom_samples((tmp_path / "r.prom").read_text())
+    run = (("inventory", "inv"), ("mode", "rollout"))
+
+    def per_outcome(name: str) -> dict[str, float]:
+        return {o: samples[(name, tuple(sorted(run + (("outcome", o),))))] for o in ("pass", "fail", "error")}
+
+    assert per_outcome("fabtune_run_pairs") == {"pass": 1, "fail": 0, "error": 0}
+    assert per_outcome("fabtune_run_ib_checks") == {"pass": 1, "fail": 1, "error": 1}
+    checks_passed = {dict(k)["pair"]: (dict(k)["check"], v) for (n, k), v in samples.items() if n == "fabtune_ib_check_passed"}
+    assert checks_passed == {"ib tenant1 0x0001 pkeys": ("pkeys", 1), "ib Default 0x7fff pkeys": ("pkeys", 0),
+                             "ib tenant2 paths": ("harness", 0)}
+    assert not any(dict(k).get("pair", "").startswith("ib ") for (n, k) in samples if n == "fabtune_pair_passed")

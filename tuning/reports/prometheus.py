@@ -17,18 +17,23 @@ Metrics (gauges)::
     fabtune_run_duration_seconds{mode,inventory}       wall time of the run
     fabtune_run_end_timestamp_seconds{mode,inventory}  when it ended (Unix time)
     fabtune_run_devices{mode,inventory,outcome}        devices per outcome (unreachable apart from failed)
-    fabtune_run_pairs{mode,inventory,outcome}          judged pairs per outcome (pass, fail, error)
+    fabtune_run_pairs{mode,inventory,outcome}          judged RoCE pairs per outcome (pass, fail, error)
+    fabtune_run_ib_checks{mode,inventory,outcome}      InfiniBand checks per outcome (pass, fail, error)
     fabtune_pair_passed{inventory,pair,path,client_nic,server_nic}                  1 pass, 0 fail or error
     fabtune_pair_bandwidth_bytes_per_second{...}      ib_write_bw peak (measured Gb/s x 1e9 / 8)
     fabtune_pair_latency_seconds{...}                 ib_read_lat typical latency (us x 1e-6)
     fabtune_pair_latency_p99_seconds{...}             ib_read_lat 99th percentile (us x 1e-6)
+
+    fabtune_ib_check_passed{inventory,pair,check}      1 pass, 0 fail or did not run (``pair``: ``ib tenant1 0x0001 pkeys``)
 
     fabtune_incast_passed{inventory,incast,leaf,receiver}                          1 pass, 0 fail or not run
     fabtune_incast_share_min_ratio{...}               slowest sender / its fair share (line rate / k)
     fabtune_incast_throughput_bytes_per_second{...}   the senders' total (Gb/s x 1e9 / 8)
     fabtune_incast_counter_delta{inventory,incast,leaf,receiver,end,counter}      rise over the incast
 
-A pair whose test did not run has ``fabtune_pair_passed 0`` and no bandwidth or latency sample;
+Both per-outcome counts are the report summary's (``pairs_passed``, ``ib_checks_failed``...:
+:func:`tuning.reports.json_report.build`, which counts an IB check apart from the RoCE pairs), as
+JUnit's suites read them: one count, never a second one here. A pair whose test did not run has ``fabtune_pair_passed 0`` and no bandwidth or latency sample;
 an incast that did not run has ``fabtune_incast_passed 0`` and no other sample.
 """
 
@@ -40,6 +45,9 @@ from pathlib import Path
 from tuning.outfile import write_atomic
 
 PAIR_LABELS = ("inventory", "pair", "path", "client_nic", "server_nic")
+IB_LABELS = ("inventory", "pair", "check")
+#: a row outcome -> the suffix of its count in the report's summary (``pairs_passed``)
+SUMMARY_SUFFIX = {"pass": "passed", "fail": "failed", "error": "errored"}
 INCAST_LABELS = ("inventory", "incast", "leaf", "receiver")
 
 
@@ -79,11 +87,12 @@ def registry(doc: dict):
     devices = gauge("fabtune_run_devices", "Devices of the last run per outcome", ("mode", "inventory", "outcome"))
     for o in DEVICE_OUTCOMES:
         devices.labels(outcome=o, **run).set(doc["summary"][o])
-    pairs = gauge("fabtune_run_pairs", "Judged verification pairs of the last run per outcome",
-                  ("mode", "inventory", "outcome"))
-    for o in PAIR_OUTCOMES:
-        pairs.labels(outcome=o, **run).set(sum(1 for p in doc["pairs"] if p["outcome"] == o))
+    for rows, help_ in (("pairs", "Judged RoCE verification pairs"), ("ib_checks", "InfiniBand checks")):
+        counts = gauge(f"fabtune_run_{rows}", f"{help_} of the last run per outcome", ("mode", "inventory", "outcome"))
+        for o in PAIR_OUTCOMES:
+            counts.labels(outcome=o, **run).set(doc["summary"][f"{rows}_{SUMMARY_SUFFIX[o]}"])
     _pair_metrics(doc, gauge)
+    _ib_metrics(doc, gauge)
     _incast_metrics(doc, gauge)
     return reg
 
@@ -109,6 +118,18 @@ def _pair_metrics(doc: dict, gauge) -> None:
             lat.labels(**labels).set(p["lat_us"] * 1e-6)
         if p.get("lat_p99_us") is not None:
             p99.labels(**labels).set(p["lat_p99_us"] * 1e-6)
+
+
+def _ib_metrics(doc: dict, gauge) -> None:
+    """Per InfiniBand check (``doc["ib_checks"]``): 1 when it passed, 0 when it failed or ran nothing."""
+    rows = doc.get("ib_checks") or []
+    if not rows:
+        return
+    passed = gauge("fabtune_ib_check_passed", "1 when the InfiniBand check passed, 0 when it failed or did not run",
+                   IB_LABELS)
+    for r in rows:
+        passed.labels(inventory=doc.get("inventory") or "", pair=r["pair"], check=r["check"]).set(
+            1 if r["outcome"] == "pass" else 0)
 
 
 def _incast_metrics(doc: dict, gauge) -> None:
