@@ -8,6 +8,8 @@ One lab for the module (node01 with its 8 HCAs); each test puts back what it inj
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import yaml
 
@@ -17,7 +19,7 @@ from tuning.lab.fabric import default_fabric
 from tuning.lab.ib import DEFAULT_PARTITIONS, IbLab
 from tuning.lab.ib_partitions import IbMember, IbPartition
 from tuning.parsers.ib_links import parse_iblinkinfo
-from tuning.parsers.ib_sm import parse_pkeys, parse_sminfo
+from tuning.parsers.ib_sm import parse_pkeys, parse_portinfo, parse_sminfo
 
 pytestmark = pytest.mark.lab
 
@@ -34,14 +36,15 @@ def ib(tmp_path_factory):
     assert lab.down()
 
 
-def node_dev(lab: IbLab, root, node: str = "node01"):
-    """The inventory node ``node`` (an IB-only node: ib_ports, no nics) whose sysroot is the lab node's."""
+def node_dev(lab: IbLab, root, node: str = "node01", **intent):
+    """The inventory node ``node`` (an IB-only node: ib_ports, no nics) whose sysroot is the lab node's;
+    ``intent``: more ``ib_ports`` keys (``active_mtu``)."""
     inv = root / "inv"
     (inv / "group_vars").mkdir(parents=True, exist_ok=True)
     hosts = {node: {"ansible_host": "127.0.0.1", "fabtune_sysroot": str(lab.node_sysroot(node))}}
     (inv / "hosts.yaml").write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}))
     (inv / "group_vars" / "gpu_nodes.yml").write_text(yaml.safe_dump({"ib_ports": {"hcas": HCAS, "width": "4X",
-                                                                                  "speed": "HDR"}}))
+                                                                                  "speed": "HDR", **intent}}))
     return inventory.load(inv).devices[node]
 
 
@@ -112,3 +115,15 @@ def test_a_port_the_sm_never_swept_reads_no_sm_as_its_own_finding(tmp_path):
                             "ib-no-sm mlx5_0 port 1: sm_lid 0x0: no subnet manager configured it",
                             "ib-no-lid mlx5_0 port 1: lid 0x0: no LID assigned"]
     assert len(problems) == 3 * len(HCAS) and {p.split()[1] for p in problems} == set(HCAS)
+
+
+def test_the_ports_active_mtu_that_opensm_negotiated_is_judged_against_the_intent(ib, tmp_path, monkeypatch):
+    """ibsim's ports cap at 2048 (MtuCap), so OpenSM leaves every HCA port at NeighborMTU 2048: an intent of
+    4096 is a finding on each of the eight ports, with the value the node's ibv_devinfo read; 2048 is none."""
+    for hca in ib.topology.hcas:
+        info = parse_portinfo(ib.run("smpquery", "portinfo", "-G", hex(hca.port_guid), "1"))
+        assert (info.mtu_cap_bytes, info.fields["NeighborMTU"]) == (2048, "2048")
+    monkeypatch.setenv("PATH", f"{ib.node_sysroot('node01') / 'bin'}:{os.environ['PATH']}")  # the node's ibv_devinfo
+    assert nc.gate(node_dev(ib, tmp_path / "4096", active_mtu=4096), None) == [
+        f"ib-mtu-below {h} port 1: active_mtu 2048, intent 4096" for h in HCAS]
+    assert nc.gate(node_dev(ib, tmp_path / "2048", active_mtu=2048), None) == []

@@ -1,12 +1,17 @@
 """The node's InfiniBand port reader and verdicts (tuning.node.ib_ports) on sysfs trees written with the
 kernel's own texts (drivers/infiniband/core/sysfs.c), read through a real local shell: every port judged,
-one problem one finding with the value read, an unreadable port a harness error."""
+one problem one finding with the value read, an unreadable port a harness error. The active MTU comes from
+``ibv_devinfo`` in the same round trip: here the IB lab's stand-in (tuning/lab/ib_devinfo.py) over the tree."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import pytest
 
 from tuning.errors import ParseError
+from tuning.lab.ib_devinfo import MTU_DIR, mtu_files, wrapper
 from tuning.model.ib_ports import IbPortsSpec
 from tuning.node.ib_ports import IbReadError, judge, ports_command, read_ports
 from tuning.transport.local import LocalHost
@@ -107,3 +112,45 @@ def test_a_directory_in_place_of_a_file_reads_unreadable(tmp_path):
 
 def test_the_command_quotes_the_sysroot():
     assert ports_command("/x y").startswith("cd '/x y/sys/class/infiniband' 2>/dev/null || exit 0; ")
+
+
+def devinfo_tree(root, path: bool = True, **active: int):
+    """:func:`tree`'s eight good ports with what the lab's ``ibv_devinfo`` reads (device files, ``lid_mask_count``
+    and the MTU files: MtuCap 4096, active 4096 or ``active[hca]``), that stand-in on the shell's PATH when ``path``."""
+    tree(root)
+    for hca in HCAS:
+        dev = root / "sys/class/infiniband" / hca
+        for name, text in {"node_guid": "0c42:a103:0000:0101", "sys_image_guid": "0c42:a103:0000:0101",
+                           "fw_ver": "28.39.2048", "hw_rev": "0", "hca_type": "MT4129", "ports/1/lid_mask_count": "0"}.items():
+            (dev / name).write_text(text + "\n")
+        mtus = root / MTU_DIR / hca / "ports/1"
+        mtus.mkdir(parents=True)
+        for name, text in mtu_files(4096, active.get(hca, 4096)).items():
+            (mtus / name).write_text(text + "\n")
+    (root / "bin").mkdir()
+    (root / "bin/ibv_devinfo").write_text(wrapper(root))
+    (root / "bin/ibv_devinfo").chmod(0o755)
+    dirs = [str(root / "bin")] * path + [d for d in os.environ["PATH"].split(":") if not (Path(d) / "ibv_devinfo").exists()]
+    return Counting("node01", str(root), env={**os.environ, "PATH": ":".join(dirs)})
+
+
+def test_an_active_mtu_below_the_intent_is_its_own_finding_read_in_the_same_round_trip(tmp_path):
+    host = devinfo_tree(tmp_path, mlx5_3=1024, mlx5_6=2048)
+    ports = read_ports(host)
+    assert host.calls == 1 and [p.active_mtu for h in HCAS for p in ports[h]] == [4096] * 3 + [1024] + [4096] * 2 + [2048, 4096]
+    asks = IbPortsSpec(hcas=HCAS, active_mtu=4096)
+    assert [(f.code, f.message, f.evidence) for f in judge("node01", ports, asks)] == [
+        ("ib-mtu-below", "mlx5_3 port 1: active_mtu 1024, intent 4096", "ibv_devinfo active_mtu=1024"),
+        ("ib-mtu-below", "mlx5_6 port 1: active_mtu 2048, intent 4096", "ibv_devinfo active_mtu=2048")]
+    assert [f.message for f in judge("node01", ports, IbPortsSpec(hcas=HCAS, active_mtu=2048))] == [
+        "mlx5_3 port 1: active_mtu 1024, intent 2048"]
+    assert judge("node01", ports, INTENT) == []  # no active_mtu in the intent: not judged
+
+
+def test_an_active_mtu_the_intent_asks_and_no_ibv_devinfo_gives_is_a_harness_error(tmp_path):
+    ports = read_ports(devinfo_tree(tmp_path, path=False))
+    assert judge("node01", ports, INTENT) == []  # a node without rdma-core reads its ports all the same
+    with pytest.raises(IbReadError) as e:
+        judge("node01", ports, IbPortsSpec(hcas=HCAS, active_mtu=4096))
+    assert str(e.value).startswith("cannot read the active MTU of mlx5_0 port 1: ibv_devinfo exited 127: ")
+    assert "ibv_devinfo" in str(e.value).split("exited 127: ")[1]

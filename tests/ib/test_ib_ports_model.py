@@ -27,7 +27,8 @@ def _load(tmp_path, group_vars: dict):
 def test_group_intent_loads_for_an_infiniband_only_node(tmp_path):
     dev = _load(tmp_path, {"ib_ports": {"hcas": HCAS, "width": "4X", "speed": "HDR"}})
     assert dev.spec.nics == [] and dev.spec.ib_ports.hcas == HCAS
-    assert (dev.spec.ib_ports.lanes, dev.spec.ib_ports.speed) == (4, "HDR")
+    assert (dev.spec.ib_ports.lanes, dev.spec.ib_ports.speed, dev.spec.ib_ports.active_mtu) == (4, "HDR", None)
+    assert _load(tmp_path, {"ib_ports": {"hcas": HCAS, "active_mtu": 4096}}).spec.ib_ports.active_mtu == 4096
 
 
 @pytest.mark.parametrize("ib_ports, key, allowed", [
@@ -36,7 +37,9 @@ def test_group_intent_loads_for_an_infiniband_only_node(tmp_path):
     ({"hcas": ["mlx5_0", "mlx5_0"]}, "ib_ports.hcas", "each HCA once"),
     ({"hcas": []}, "ib_ports.hcas", "at least 1"),
     ({"hcas": ["mlx5 0"]}, "ib_ports.hcas.0", "like mlx5_0"),
-    ({"hcas": ["mlx5_0"], "active_mtu": 4096}, "ib_ports.active_mtu", "allowed: hcas, speed, width"),
+    ({"hcas": ["mlx5_0"], "active_mtu": 4000}, "ib_ports.active_mtu", "256, 512, 1024, 2048 or 4096"),
+    ({"hcas": ["mlx5_0"], "active_mtu": "4096"}, "ib_ports.active_mtu", "256, 512, 1024, 2048 or 4096"),
+    ({"hcas": ["mlx5_0"], "mtu": 4096}, "ib_ports.mtu", "allowed: active_mtu, hcas, speed, width"),
 ])
 def test_a_bad_value_is_one_line_naming_file_key_and_allowed_values(tmp_path, ib_ports, key, allowed):
     with pytest.raises(InputError) as e:

@@ -18,6 +18,10 @@ and writes them in the kernel's formats (:mod:`tuning.parsers.ib_sysfs`) under
 (the lab's ConnectX-7: :data:`tuning.lab.hw_nic.FW_VERSION`, ``0`` (``"%x"`` of its revision), ``MT4129``), and ``ports/1/{state, phys_state, rate, lid, sm_lid,
 lid_mask_count, sm_sl, cap_mask, link_layer, gids/0, pkeys/0..N-1, counters/<name>}``. ``link_layer`` is
 ``InfiniBand``. ibsim 0.10 tops out at HDR and 2048-byte MTUs; the rate is what its port runs.
+
+The port's MTUs (PortInfo ``MtuCap`` and ``NeighborMTU``, which no sysfs file holds) go to the lab's
+own files under ``<sysroot>/hw/ib/`` and the node gets ``bin/ibv_devinfo``, the lab's stand-in that prints
+them with the tree (:mod:`tuning.lab.ib_devinfo`): a real node's ``ibv_devinfo`` asks its HCA.
 """
 
 from __future__ import annotations
@@ -29,13 +33,14 @@ from pathlib import Path
 
 from tuning.errors import TuningError
 from tuning.lab.hw_nic import FW_VERSION
+from tuning.lab.ib_devinfo import MTU_DIR, mtu_files, wrapper
 from tuning.lab.ib_tools import run_tool
 from tuning.lab.ib_topology import IbHca
 from tuning.parsers.ib_counters import parse_perfquery
 from tuning.parsers.ib_sm import parse_pkeys
 from tuning.parsers.ib_sysfs import PHYS_STATES, STATES, rate_text
 
-__all__ = ["COUNTER_FILES", "link_state", "node_sysroot", "port_files", "refresh", "write_hca"]
+__all__ = ["COUNTER_FILES", "link_state", "node_sysroot", "port_files", "port_mtus", "refresh", "write_hca"]
 
 #: perfquery's PortCounters field -> the kernel's ``counters/`` file (``PORT_PMA_ATTR`` in sysfs.c)
 COUNTER_FILES = {
@@ -115,8 +120,16 @@ def port_files(portinfo: str, pkeys: str, perfquery: str | None, port_guid: int)
     return files
 
 
-def write_hca(root: Path, hca: IbHca, files: dict[str, str]) -> None:
-    """Write one HCA's tree under sysroot ``root`` (its old port folder replaced as a whole)."""
+def port_mtus(portinfo: str) -> dict[str, str]:
+    """The lab's MTU files of one port from its ``smpquery portinfo``: ``max_mtu`` its ``MtuCap``,
+    ``active_mtu`` its ``NeighborMTU`` (bytes). Raises KeyError / ValueError: a field absent or not an MTU."""
+    f = _fields(portinfo)
+    return mtu_files(int(f["MtuCap"]), int(f["NeighborMTU"]))
+
+
+def write_hca(root: Path, hca: IbHca, files: dict[str, str], mtus: dict[str, str] | None = None) -> None:
+    """Write one HCA's tree under sysroot ``root`` (its old port folder replaced as a whole); with ``mtus``
+    (:func:`port_mtus`), its port's MTU files and the node's ``bin/ibv_devinfo`` too."""
     dev = root / "sys/class/infiniband" / hca.device
     g = f"{hca.node_guid:016x}"
     guid = ":".join(g[i:i + 4] for i in range(0, 16, 4))
@@ -129,16 +142,25 @@ def write_hca(root: Path, hca: IbHca, files: dict[str, str]) -> None:
         path = dev / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text + "\n")
+    if mtus is not None:
+        for name, text in mtus.items():
+            path = root / MTU_DIR / hca.device / "ports" / "1" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text + "\n")
+        tool = root / "bin" / "ibv_devinfo"
+        tool.parent.mkdir(exist_ok=True)
+        tool.write_text(wrapper(root))
+        tool.chmod(0o755)
 
 
-def _query(lab_dir: Path, hca: IbHca) -> dict[str, str]:
+def _query(lab_dir: Path, hca: IbHca) -> tuple[dict[str, str], dict[str, str]]:
     """The three queries of ``hca`` (module docstring); no perfquery for a port without a LID: ibsim's PMA
     answers only LID-routed MADs, so such a port gets no ``counters/`` (a kernel asks its HCA's PMA locally)."""
     at = hca.node_id
     portinfo = run_tool(lab_dir, "smpquery", ["-D", "portinfo", "0", "1"], host=at)
     counters = run_tool(lab_dir, "perfquery", [], host=at) if _fields(portinfo).get("Lid", "0") != "0" else None
     return port_files(portinfo, run_tool(lab_dir, "smpquery", ["-D", "pkeys", "0", "1"], host=at), counters,
-                      hca.port_guid)
+                      hca.port_guid), port_mtus(portinfo)
 
 
 def refresh(lab_dir: Path, hcas: list[IbHca]) -> None:
@@ -149,5 +171,5 @@ def refresh(lab_dir: Path, hcas: list[IbHca]) -> None:
     """
     with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
         answers = list(pool.map(lambda h: _query(Path(lab_dir), h), hcas))
-    for hca, files in zip(hcas, answers):
-        write_hca(node_sysroot(lab_dir, hca.node), hca, files)
+    for hca, (files, mtus) in zip(hcas, answers):
+        write_hca(node_sysroot(lab_dir, hca.node), hca, files, mtus)

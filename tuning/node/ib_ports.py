@@ -3,8 +3,12 @@
 Read (:func:`read_ports`): one shell command over the Host contract reads, for every HCA under
 ``/sys/class/infiniband`` and every port of it, ``state``, ``phys_state``, ``rate``, ``lid``, ``sm_lid``,
 ``link_layer``, every ``counters/<name>`` and the used ``pkeys/<n>`` entries (all with the shell's
-``read`` builtin: no fork per file), as ``HCA/PORT/FILE<TAB>VALUE`` lines. Formats: the kernel's
-(:mod:`tuning.parsers.ib_sysfs`).
+``read`` builtin: no fork per file), as ``HCA/PORT/FILE<TAB>VALUE`` lines, then, in the same command,
+rdma-core's ``ibv_devinfo`` for each port's ``active_mtu`` (sysfs does not hold it; on an IB port it is
+the MTU the link runs, the lower of both ends' PortInfo ``MtuCap``). Formats: the kernel's
+(:mod:`tuning.parsers.ib_sysfs`) and ``ibv_devinfo``'s (:mod:`tuning.parsers.ibv_devinfo`). A node
+without ``ibv_devinfo`` (rdma-core not installed) reads its ports all the same; only an intent that asks
+``active_mtu`` needs it.
 
 Judge (:func:`judge`): EVERY port of every HCA the intent names (:class:`tuning.model.ib_ports.IbPortsSpec`),
 never "any port up" (NHC ``check_hw_ib`` passes a node as soon as one port is up at the rate, so one
@@ -20,6 +24,7 @@ node, HCA and port, with the sysfs value read as evidence:
 ``ib-speed-degraded``    an ACTIVE port's ``rate`` runs a slower lane speed than the intent's
 ``ib-no-sm``             ``sm_lid`` is ``0x0``: no subnet manager configured the port
 ``ib-no-lid``            ``lid`` is ``0x0``: the port has no LID
+``ib-mtu-below``         an ACTIVE port's ``active_mtu`` is below the intent's (``active_mtu``)
 =======================  ==================================================================
 
 A port that cannot be read (the command failed, a file of it unreadable, a value not in the kernel's
@@ -34,6 +39,7 @@ from tuning.errors import ParseError, TuningError
 from tuning.model.ib_ports import IbPortsSpec
 from tuning.node.base import Finding
 from tuning.parsers.ib_sysfs import LANE_GBPS, IbRate, parse_counter, parse_hex, parse_numbered, parse_rate
+from tuning.parsers.ibv_devinfo import parse_ibv_devinfo
 from tuning.transport.base import Host, q, sysroot_path
 
 __all__ = ["DOMAIN", "IbPort", "IbReadError", "judge", "parse_ports", "ports_command", "read_ports"]
@@ -43,6 +49,8 @@ CLASS_DIR = "/sys/class/infiniband"
 #: the port files every port must give (the counters and pkeys are read as the port lists them)
 PORT_FILES = ("state", "phys_state", "rate", "lid", "sm_lid", "link_layer")
 _UNREADABLE = "@@unreadable"
+#: the line between the sysfs lines and ``ibv_devinfo``'s output; its exit status follows as ``@@rc=N``
+_DEVINFO_MARK = "@@ibv_devinfo"
 
 
 class IbReadError(TuningError):
@@ -57,6 +65,9 @@ class IbPort:
     hca: str
     port: int
     raw: dict[str, str] = field(default_factory=dict)
+    #: ``ibv_devinfo``'s ``active_mtu`` in bytes, None with ``mtu_error`` saying why it was not read
+    mtu: int | None = None
+    mtu_error: str | None = None
 
     def value(self, name: str) -> str:
         """The file ``name`` as read. Raises IbReadError when the port gave none or it was unreadable."""
@@ -64,6 +75,14 @@ class IbPort:
         if v is None or v == _UNREADABLE:
             raise IbReadError(f"cannot read {CLASS_DIR}/{self.hca}/ports/{self.port}/{name}", phase="collect")
         return v
+
+    @property
+    def active_mtu(self) -> int:
+        """``ibv_devinfo``'s ``active_mtu`` in bytes. Raises IbReadError naming why it was not read."""
+        if self.mtu is None:
+            raise IbReadError(f"cannot read the active MTU of {self.hca} port {self.port}: "
+                              f"{self.mtu_error or 'ibv_devinfo does not list it'}", phase="collect")
+        return self.mtu
 
     @property
     def counters(self) -> dict[str, int | None]:
@@ -89,17 +108,20 @@ def ports_command(sysroot: str) -> str:
             f"for f in {files}; do r \"$p/$f\" \"$p/$f\"; done; "
             "for f in \"$p\"/counters/*; do [ -e \"$f\" ] && r \"$p/counters/${f##*/}\" \"$f\"; done; "
             "for f in \"$p\"/pkeys/*; do [ -e \"$f\" ] || continue; v=; { IFS= read -r v; } < \"$f\" 2>/dev/null; "
-            "[ \"$v\" = 0x0000 ] || r \"$p/pkeys/${f##*/}\" \"$f\"; done; done; done")
+            "[ \"$v\" = 0x0000 ] || r \"$p/pkeys/${f##*/}\" \"$f\"; done; done; done; "
+            f"echo {_DEVINFO_MARK}; ibv_devinfo 2>&1; echo \"@@rc=$?\"")
 
 
 def parse_ports(text: str) -> dict[str, list[IbPort]]:
-    """:func:`ports_command`'s output -> HCA -> its ports in port order.
+    """:func:`ports_command`'s output -> HCA -> its ports in port order, each with its ``ibv_devinfo``
+    active MTU or why there is none (:attr:`IbPort.mtu_error`: judged only when the intent asks it).
 
     Raises:
         IbReadError: a line that is not ``HCA/PORT/FILE<TAB>VALUE`` (the output was cut or mixed).
     """
     ports: dict[tuple[str, int], IbPort] = {}
-    for line in text.splitlines():
+    sysfs, mark, devinfo = text.partition(f"{_DEVINFO_MARK}\n")
+    for line in sysfs.splitlines():
         key, sep, value = line.partition("\t")
         hca, _, rest = key.partition("/ports/")
         num, _, name = rest.partition("/")
@@ -107,10 +129,31 @@ def parse_ports(text: str) -> dict[str, list[IbPort]]:
             raise IbReadError(f"the HCA port read printed {line[:120]!r}; expected HCA/ports/N/FILE<TAB>VALUE",
                               phase="collect")
         ports.setdefault((hca, int(num)), IbPort(hca, int(num))).raw[name] = value
+    _attach_mtus(ports, devinfo if mark else None)
     out: dict[str, list[IbPort]] = {}
     for (hca, _num), port in sorted(ports.items()):
         out.setdefault(hca, []).append(port)
     return out
+
+
+def _attach_mtus(ports: dict[tuple[str, int], IbPort], devinfo: str | None) -> None:
+    """Each port's ``active_mtu`` from ``ibv_devinfo``'s output and ``@@rc=N`` line (None: the read printed
+    none), or the reason it has none: the tool failed (its exit status and first line), or printed what
+    the parser refuses."""
+    body, sep, rc = (devinfo or "").rpartition("@@rc=")
+    why, mtus = None, {}
+    if devinfo is None or not sep:
+        why = "the read printed no ibv_devinfo output (cut short?)"
+    elif rc.strip() != "0":
+        why = f"ibv_devinfo exited {rc.strip()}: {(body.strip().splitlines() or ['no output'])[0][:200]}"
+    else:
+        try:
+            mtus = {(d.hca_id, p.port): p.active_mtu for d in parse_ibv_devinfo(body).devices for p in d.ports}
+        except ParseError as e:
+            why = e.message  # names ibv_devinfo and the line
+    for key, port in ports.items():
+        port.mtu = mtus.get(key)
+        port.mtu_error = why if port.mtu is None else None
 
 
 def read_ports(host: Host) -> dict[str, list[IbPort]]:
@@ -141,6 +184,9 @@ def _judge_port(node: str, port: IbPort, intent: IbPortsSpec) -> list[Finding]:
         out.append(_finding(node, port, "ib-port-phys-down", f"phys_state {phys}, not LinkUp", f"phys_state={phys}"))
     if not out:
         out += _judge_rate(node, port, parse_rate(port.value("rate")), intent)
+        if intent.active_mtu is not None and port.active_mtu < intent.active_mtu:
+            out.append(_finding(node, port, "ib-mtu-below", f"active_mtu {port.active_mtu}, intent {intent.active_mtu}",
+                                f"ibv_devinfo active_mtu={port.active_mtu}"))
     for name, code, what in (("sm_lid", "ib-no-sm", "sm_lid 0x0: no subnet manager configured it"),
                              ("lid", "ib-no-lid", "lid 0x0: no LID assigned")):
         raw = port.value(name)
