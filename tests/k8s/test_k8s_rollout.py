@@ -176,3 +176,36 @@ def test_a_node_held_by_another_fabtune_run_is_left_alone_and_counted_unreachabl
             m = o["metadata"]
             admin(inv, "DELETE", f"/apis/{nm.GROUP}/{nm.VERSION}/namespaces/{m['namespace']}/{nm.PLURAL}/{m['name']}")
     assert _holds(inv) == {}
+
+
+def test_ctrl_c_once_the_apply_request_is_out_restores_the_nodes_its_agents_push(k8s_lab):
+    """Tryout finding (session 15): a Ctrl-C right after the batch's apply request was published
+    said "3 device(s) restored" (the switches) while the agents went on to push both nodes and their
+    holds were released. The nodes are journaled ``pushing`` before the request goes out (as the SSH
+    engine journals a node before its script), so the interrupted run restores them through their
+    agents too: every node file and switch config is back, and the run's restored list names them."""
+    import signal
+
+    inv, env, jdir = k8s_lab
+    assert fab("lab", "reset", "-i", str(inv)).returncode == 0
+    untuned = snapshot_fabric(inv)
+    p = subprocess.Popen([sys.executable, "-m", "tuning", "rollout", "-i", str(inv), "--engine", "k8s",
+                          "--journal-dir", str(jdir), *CHANGE, "--json"], cwd=REPO, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    said = []
+    while p.poll() is None:
+        said.append(p.stderr.readline())
+        if "k8s: apply published as apply-b1" in said[-1]:
+            p.send_signal(signal.SIGINT)
+            break
+    out, err = p.communicate(timeout=300)
+    try:
+        assert p.returncode == 130, "".join(said)[-2000:] + err[-3000:]
+        assert snapshot_fabric(inv) == untuned
+        assert "node01" in err and "node02" in err and "restored" in err, err[-2000:]
+    finally:  # the restored nodes' holds are kept for a person (RequestorFailed): clear them here
+        for objs in _holds(inv).values():
+            for o in objs:
+                ref = o["metadata"]
+                admin(inv, "DELETE", f"/apis/{nm.GROUP}/{nm.VERSION}/namespaces/{ref['namespace']}/{nm.PLURAL}/"
+                                     f"{ref['name']}")

@@ -42,6 +42,7 @@ from tuning.errors import ConnectError, InputError, RollbackError, TuningError
 from tuning.k8s import agent as ag
 from tuning.k8s.api import NAMESPACE_ENV, Api, ApiError, from_env
 from tuning.k8s.client import Held, HoldError, MaintenanceClient
+from tuning.model.outcomes import DeviceState
 from tuning.rollout.journal import Journal
 from tuning.rollout.node_front import NodeFront, off_plan, run_front
 from tuning.rollout.options import Options
@@ -74,6 +75,8 @@ class KubeSession(NodeFront):
             self.release()
         self.batch = batch
         held = self.hold_nodes(nodes, j, failed)
+        for n in held:  # before the request is out, as the SSH engine before its script: a controller
+            j.update(n, state=DeviceState.PUSHING)  # stopped now restores (or `rollback`s) these nodes too
         if held:
             req = ag.Request(j.run_id, f"apply-b{batch}", "apply", tuple(held), tuple(sorted(self.domains or ())),
                              self.allow_firmware)
