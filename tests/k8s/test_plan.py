@@ -68,3 +68,16 @@ def test_bad_flags_and_an_unreachable_api_are_one_line(args, says, code):
 def test_help_has_an_example():
     r = fabtune("k8s", "plan", "--help")
     assert r.returncode == 0 and "Example: fabtune k8s plan -i" in r.stdout
+
+
+def test_a_rollout_through_kubernetes_refuses_a_node_name_the_api_cannot_hold_before_anything_moves(tmp_path):
+    # tryout (session 15): the rollout pushed the switches first, then failed on Node_02 and rolled back
+    from tuning.lab.scale import write_inventory
+
+    inv = write_inventory(tmp_path / "inv", 2)
+    (inv / "hosts.yaml").write_text((inv / "hosts.yaml").read_text().replace("node02:", "Node_02:"))
+    (inv / "host_vars" / "node02.yml").rename(inv / "host_vars" / "Node_02.yml")
+    r = fabtune("rollout", "-i", str(inv), "--engine", "k8s", "--journal-dir", str(tmp_path / "j"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Node_02: not a Kubernetes node name: allowed a DNS subdomain (RFC 1123)" in r.stderr, r.stderr
+    assert not (tmp_path / "j").exists() or not any((tmp_path / "j").iterdir())  # no run began

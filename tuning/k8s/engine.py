@@ -42,6 +42,7 @@ from tuning.errors import ConnectError, InputError, RollbackError, TuningError
 from tuning.k8s import agent as ag
 from tuning.k8s.api import NAMESPACE_ENV, Api, ApiError, from_env
 from tuning.k8s.client import Held, HoldError, MaintenanceClient
+from tuning.k8s.maintenance import check_node_name
 from tuning.model.outcomes import DeviceState
 from tuning.rollout.journal import Journal
 from tuning.rollout.node_front import NodeFront, off_plan, run_front
@@ -222,7 +223,12 @@ def answer(node: str, cm: dict) -> dict | TuningError:
 def run(inv, opts: Options, progress: Progress = lambda m: None) -> RunReport:
     """Roll out ``inv`` as :func:`tuning.rollout.engine.run` does, the nodes through their agents
     (module docstring). A hold or ConfigMap that could not be ended is in ``errors["k8s"]``.
-    Raises InputError (a bad ``$FABTUNE_K8S_*``), ConnectError (no API server), as the engine does."""
+    Raises InputError (a selected node whose name no Kubernetes node can have, a bad
+    ``$FABTUNE_K8S_*``: both before anything is read or pushed), ConnectError (no API server), as the
+    engine does."""
+    for dev in inv.select(opts.limit):  # the holds name nodes: a name the API refuses must stop the run
+        if dev.kind.endpoint:            # here, not after the switches were pushed (tryout, session 15)
+            check_node_name(dev.name)
     api, namespace = from_env(), os.environ.get(NAMESPACE_ENV) or "fabtune"
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace):
         raise InputError(f"${NAMESPACE_ENV}", namespace[:64], "allowed: a DNS label (RFC 1123)")
