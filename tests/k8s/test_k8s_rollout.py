@@ -96,6 +96,9 @@ def test_regression_restores_that_batch_through_its_agent_and_marks_its_hold_fai
     finally:
         inject(inv / ".state", "node02:mlx5_0", "clear")
     assert p.returncode == 1, out[-2000:] + err[-3000:]
+    held_name = nm.object_name(run_id, "node02")
+    assert (f"k8s: node02 stays held and cordoned for a person (NodeMaintenance fabtune/{held_name}: RequestorFailed); "
+            f"`kubectl -n fabtune delete nodemaintenance {held_name}` ends it") in " ".join(err.split()), err[-2000:]
     doc = json.loads(out)
     # batch 1 stays kept (on_regression restore-batch), so the run halts rather than rolls back whole
     assert doc["outcome"] == "halted" and doc["restored"] == ["node02"], (doc["outcome"], doc["restored"])

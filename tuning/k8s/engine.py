@@ -171,6 +171,11 @@ class KubeSession(NodeFront):
         except (ApiError, HoldError, ConnectError) as e:
             self.release_errors.append(f"{node}: RequestorFailed not written: {e}")
         self.failed[node] = h
+        meta = h.obj.get("metadata") or {}
+        self.progress(f"k8s: {node} stays held and cordoned for a person (NodeMaintenance {meta.get('namespace')}/"
+                      f"{meta.get('name')}: RequestorFailed); " + (
+                          f"`kubectl -n {meta.get('namespace')} delete nodemaintenance {meta.get('name')}` ends it"
+                          if h.created else "its owner's hold stays; fabtune's failure is in its annotation"))
 
     def release(self) -> None:
         """End the holds of the batch (:meth:`tuning.k8s.client.MaintenanceClient.release`); a failure
