@@ -25,10 +25,12 @@ BUDGET_S = 20.0
 
 
 @pytest.fixture(scope="module")
-def tuned(slurm_lab):
-    """The Slurm lab with both nodes' MTU, PFC and trust tuned (the gate's settings): healthy nodes."""
+def tuned(slurm_lab, tmp_path_factory):
+    """The Slurm lab with both nodes' MTU, PFC and trust tuned (the gate's settings): healthy nodes
+    (journaled in a folder of the test's, not the repository's default ``.fabtune/journal``)."""
     inv, env = slurm_lab
-    r = fab("apply", "-i", str(inv), "-d", "mtu", "-d", "nic_qos")
+    journal = tmp_path_factory.mktemp("tuned-journal")
+    r = fab("apply", "-i", str(inv), "-d", "mtu", "-d", "nic_qos", "--journal-dir", str(journal))
     assert r.returncode == 0, r.stdout + r.stderr
     return inv, env
 
