@@ -1,11 +1,12 @@
-"""``fabtune node apply | restore``: one node's part of a run, done ON the node (node-local mode,
+"""``fabtune node collect | apply | restore | check``: one node's part of a run, done ON the node (node-local mode,
 issue 23): a scheduler (``srun``, a DaemonSet) starts it there, and it reaches the node through the
 local shell instead of the controller's SSH. The run is the controller's: begun by a front end
 (:func:`tuning.rollout.steps.begin`, which holds the inventory's lock, plans every device and
 writes the journal), so the node pushes exactly the stage a front end pushes
 (:func:`tuning.rollout.steps.push`: collect, plan, journal ``pushing`` before the first write,
 apply with read back, restored at once on failure) into the same journal (a shared folder), and
-prints a JSON result the controller aggregates. Registered in :mod:`tuning.cli`.
+prints a JSON result the controller aggregates. ``node collect`` is the read a front end plans
+from: the node's state document (:mod:`tuning.node_local_state`). Registered in :mod:`tuning.cli`.
 """
 
 from __future__ import annotations
@@ -52,6 +53,33 @@ def this_node(inv, node: Optional[str]):
     if dev is None:
         raise InputError("--node", name, f"{how} names no node of {inv.path}; pass --node NAME")
     return dev
+
+
+def node_collect(inventory: Path = INV, node: Optional[str] = NODE, domain: Optional[list[str]] = DOMAIN,
+                 sysroot: Optional[str] = SYSROOT, as_json: bool = JSON) -> None:
+    """Read this node's settings from the node itself (no SSH): the same one-round-trip read as the
+    controller's collect (:func:`tuning.node.collect` through the local shell), printed as the
+    node's state document (:mod:`tuning.node_local_state`), which a front end plans from. Writes
+    nothing. Exit 0 read, 2 bad input or an unreadable tool output, 4 the node's shell did not answer.
+
+    Example: srun --nodelist=node01,node02 --ntasks-per-node=1 fabtune node collect -i /shared/inv --json
+    """
+    from tuning.node_local_state import state_doc
+    from tuning.rollout.session import open_target
+
+    dev = this_node(load_inventory(inventory, lint=False), node)
+    domains = chosen_domains(domain)
+    target = open_target(dev, here=_sysroot(sysroot) or True)
+    try:
+        state = target.collect(domains)
+    finally:
+        target.close()
+    doc = state_doc(dev.name, state, domains)
+    if as_json:
+        print(json.dumps(doc, separators=(",", ":")))
+    else:
+        out.print(f"{dev.name}: read {sum(len(v) for v in state.current.values())} setting(s) of "
+                  f"{', '.join(sorted(state.current))}")
 
 
 def node_apply(inventory: Path = INV, node: Optional[str] = NODE, run_id: Optional[str] = RUN_ID,
@@ -199,9 +227,10 @@ def _record_name(j, node: Optional[str]) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``fabtune node apply|restore|check`` to the ``fabtune`` app."""
+    """Add ``fabtune node collect|apply|restore|check`` to the ``fabtune`` app."""
     node_app = typer.Typer(help="One node's part of a run, done on the node itself (under srun or a DaemonSet).",
                            no_args_is_help=True)
+    node_app.command("collect")(node_collect)
     node_app.command("apply")(node_apply)
     node_app.command("restore")(node_restore)
     node_app.command("check")(node_check)

@@ -30,8 +30,17 @@ batch is verified (``scontrol reboot ASAP nextstate=RESUME``, once per node per 
 earlier batches, ``on_regression: restore-all``, are held again for it). The hold ends when the next
 batch begins and when the run ends (:meth:`SlurmSession.close`): ``scancel JOB``, then
 ``State=RESUME`` for each node whose reason is still the one this run wrote (a node someone drained
-meanwhile keeps their drain). Collecting, planning, verification and findings read the nodes as
-the SSH engine does.
+meanwhile keeps their drain).
+
+Before any batch, the nodes are read on the nodes too (:meth:`SlurmSession.collect_nodes`): ONE
+``srun --nodelist=ALL --ntasks-per-node=1 --immediate fabtune node collect -i INV --json`` (its own
+allocation; read only), each task's state document (:mod:`tuning.node_local_state`) turned back into
+the NodeState the controller's SSH collect gives, so the plan, journal and report are those of the
+SSH engine. A node Slurm cannot start a task on now (a reason, down, a job running) is read over SSH
+as before (its hold refuses it at its push); a task that fails is the node's collect error in
+Slurm's words (a killed task or exit 4: unreachable, exit 4 as an SSH collect's). The report's read
+again after the run is ``fabtune node collect`` too, of the nodes pushed (the batch held at that
+moment in its allocation). The verification reads the nodes as the SSH engine does.
 
 The node command is ``fabtune`` from the task's PATH; ``FABTUNE_NODE_COMMAND`` (a command line,
 e.g. ``/opt/fabtune/bin/fabtune``) replaces it. The inventory and journal folder must be at the
@@ -45,6 +54,8 @@ import json
 import os
 import re
 import shlex
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +82,8 @@ EXIT_CODE = re.compile(r"Exited with exit code (\d+)")
 GRANTED = re.compile(r"Granted job allocation (\d+)")
 #: node states (``sinfo %T``) a task cannot start in
 UNUSABLE = ("down", "drain", "fail", "maint", "reboot", "power", "future", "unknown")
+#: node states (``sinfo %T``) of a node running a job
+BUSY = ("alloc", "mix", "comp")
 STEP_S = 60.0  # srun's own start-up beyond the policy's apply_s
 RESPONDING_S = 10.0  # how long a node sinfo shows ``*`` (not responding) without a reason is waited for
 
@@ -101,6 +114,13 @@ def node_states(nodes: list[str]) -> dict[str, tuple[str, str]]:
     return states
 
 
+def collectable(state: str, reason: str) -> bool:
+    """Whether a read-only task can start on a node now (sinfo's ``state`` and ``reason``): no
+    reason (someone's drain), not unusable (:func:`refusal`) and not running a job (allocated,
+    mixed, completing: the read is left to the controller rather than queued behind it)."""
+    return not reason and refusal("", "", state, "") is None and not state.startswith(BUSY)
+
+
 def refusal(run_id: str, node: str, state: str, reason: str) -> str | None:
     """Why Slurm cannot hold ``node`` for this run (its state and reason as sinfo shows them), None if it can."""
     if reason and not reason.startswith(f"{drain.REASON_PREFIX}{run_id}:"):
@@ -116,10 +136,11 @@ class SlurmSession(NodeFront):
     engine_name = "slurm"
 
     def __init__(self, inv, devices, workers, policy=None, *, domains: set[str] | None = None,
-                 allow_firmware: bool = False, allow_reboot: bool = False, progress: Progress = lambda m: None):
+                 allow_firmware: bool = False, allow_reboot: bool = False, journal_dir: Path = Path("."),
+                 progress: Progress = lambda m: None):
         super().__init__(inv, devices, workers, policy, domains=domains, allow_firmware=allow_firmware,
                          progress=progress)
-        self.allow_reboot = allow_reboot
+        self.allow_reboot, self.journal_dir = allow_reboot, Path(journal_dir)
         self.hold: Hold | None = None
         self.command = shlex.split(os.environ.get(NODE_COMMAND_ENV) or "fabtune")
 
@@ -183,12 +204,59 @@ class SlurmSession(NodeFront):
         each node's JSON result, each failed node's error (module docstring)."""
         out_dir = j.path.parent / f"{j.run_id}.slurm"
         out_dir.mkdir(mode=0o700, exist_ok=True)
-        argv = ["srun", f"--jobid={job}", f"--nodelist={','.join(nodes)}", f"--nodes={len(nodes)}",
-                "--ntasks-per-node=1", "--kill-on-bad-exit=0", f"--job-name=fabtune:{j.run_id}",
-                f"--output={out_dir}/{tag}-%t.out", f"--error={out_dir}/{tag}-%t.err", *self.command, *args]
+        return self._srun([f"--jobid={job}", f"--job-name=fabtune:{j.run_id}"], nodes, args, out_dir, tag,
+                          self.timeouts.apply_s)
+
+    def _srun(self, head: list[str], nodes: list[str], args: list[str], out_dir: Path, tag: str,
+              budget_s: float) -> tuple[dict[str, dict], dict[str, BaseException]]:
+        """``srun HEAD`` one task of ``self.command + args`` per node, each task's output in
+        ``out_dir/TAG-%t.out|err``, within ``budget_s`` plus srun's start-up: :func:`task_results`."""
+        argv = ["srun", *head, f"--nodelist={','.join(nodes)}", f"--nodes={len(nodes)}", "--ntasks-per-node=1",
+                "--kill-on-bad-exit=0", f"--output={out_dir}/{tag}-%t.out", f"--error={out_dir}/{tag}-%t.err",
+                *self.command, *args]
         self.progress(f"slurm: {shlex.join(argv[:6])} ... {shlex.join(args[:2])}")
-        rc, out, err = call(argv, self.timeouts.apply_s + STEP_S)
+        rc, out, err = call(argv, budget_s + STEP_S)
         return task_results(out_dir, tag, nodes, err, rc)
+
+    def collect_nodes(self, nodes: list[str], domains: set[str] | None) -> dict[str, object]:
+        """``srun fabtune node collect --json`` on ``nodes``: those of the batch held now in its
+        allocation (the report's read again after the run), the others that Slurm can start a task on
+        now (:func:`collectable`) in one allocation of their own (``--immediate``, read only); the
+        rest are read by the controller as over SSH (a hold refuses them at their push). Returns
+        ``{node: its NodeState (:func:`tuning.node_local_state.state_from_doc`, planned at the
+        inventory's sysroot) or its error}``: a failed task in Slurm's words as a push's is
+        (:func:`task_results`). Raises ConnectError: sinfo failed."""
+        self.progress(f"slurm: collecting {len(nodes)} node(s) on the nodes")
+        held = [n for n in nodes if self.hold is not None and n in self.hold.nodes]
+        states = node_states([n for n in nodes if n not in held]) if len(held) < len(nodes) else {}
+        free = [n for n in nodes if n not in held and collectable(*states.get(n, ("", "")))]
+        args = ["node", "collect", "-i", self._path(self.inv.path), "--json"]
+        args += [a for d in sorted(domains or ()) for a in ("-d", d)]
+        got: dict[str, object] = {}
+        if held:
+            got.update(self._collect_step(held, [f"--jobid={self.hold.job}", "--job-name=fabtune:collect"], args))
+        if free:
+            got.update(self._collect_step(free, [f"--immediate={int(self.timeouts.connect_s)}",
+                                                 "--job-name=fabtune:collect"], args))
+        return got
+
+    def _collect_step(self, nodes: list[str], head: list[str], args: list[str]) -> dict[str, object]:
+        """One collect step (``srun HEAD``) of ``nodes``, its files in a folder of the journal's,
+        removed after: ``{node: its NodeState or its error}``."""
+        from tuning.node_local_state import state_from_doc
+
+        out_dir = Path(tempfile.mkdtemp(prefix=".fabtune-collect-", dir=self._path(self.journal_dir)))
+        try:
+            results, errors = self._srun(head, nodes, args, out_dir, "collect", self.timeouts.collect_s)
+        finally:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        got: dict[str, object] = dict(errors)
+        for n, doc in results.items():
+            try:
+                got[n] = state_from_doc(doc, n, self.inv.devices[n].connection.sysroot)
+            except TuningError as e:
+                got[n] = e
+        return got
 
     def restore_nodes(self, nodes: list[str], j: Journal) -> dict[str, BaseException]:
         """``srun fabtune node restore`` on ``nodes``: in the batch's allocation, nodes of earlier
@@ -306,5 +374,5 @@ def run(inv, opts: Options, progress: Progress = lambda m: None) -> RunReport:
     """Roll out ``inv`` as :func:`tuning.rollout.engine.run` does, the nodes through Slurm (module
     docstring). Returns its RunReport; a hold that could not be ended (scancel, resume) is in
     ``errors["slurm"]``. Raises as :func:`tuning.rollout.engine.run`."""
-    return run_front(inv, opts, progress, SlurmSession, allow_reboot=opts.allow_reboot)
+    return run_front(inv, opts, progress, SlurmSession, allow_reboot=opts.allow_reboot, journal_dir=opts.journal_dir)
 

@@ -64,6 +64,10 @@ def test_good_change_is_pushed_through_srun_kept_and_writes_what_the_ssh_engine_
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     doc = json.loads(r.stdout)
     assert doc["outcome"] == "kept" and doc["verify_ok"] is True and not doc["errors"], doc["errors"]
+    # the nodes were read on the nodes: one srun of `fabtune node collect` for both before the batch,
+    # one in the batch's allocation for the report's read again after it
+    assert r.stderr.count("slurm: collecting 2 node(s) on the nodes") == 2, r.stderr[-3000:]
+    assert r.stderr.count("... node collect") == 2 and "--jobid=" in r.stderr.split("... node collect")[1].splitlines()[-1]
     # each node's changes were applied by its own srun task, exactly the ones the controller planned
     done = _results(jdir, doc["run_id"], "apply-b1")
     assert sorted(done) == ["node01", "node02"]
@@ -79,6 +83,34 @@ def test_good_change_is_pushed_through_srun_kept_and_writes_what_the_ssh_engine_
     ssh = fab("apply", "-i", str(inv), "--journal-dir", str(tmp_path / "ssh"), *CHANGE[:4])
     assert ssh.returncode == 0, ssh.stdout[-2000:] + ssh.stderr[-2000:]
     assert snapshot_fabric(inv) == through_slurm
+
+
+def test_node_collect_through_srun_plans_and_finds_what_the_ssh_collect_does(slurm_lab, tmp_path):
+    """Each node's state document from `fabtune node collect` under the real srun (the task sees its
+    node's sysroot by an absolute path, as a pod sees /host) gives the controller the same settings,
+    plan and findings as its own collect over SSH."""
+    from tuning import inventory
+    from tuning.node_local_state import state_from_doc
+    from tuning.targets import target_for
+
+    inv, env = slurm_lab
+    assert fab("lab", "reset", "-i", str(inv)).returncode == 0
+    client(_env(env), "srun", "--nodelist=node01,node02", "--nodes=2", "--ntasks-per-node=1", f"--output={tmp_path}/%t.out",
+           *_env(env)[NODE_COMMAND_ENV].split(), "node", "collect", "-i", str(inv), "--json")
+    docs = {d["node"]: d for d in (json.loads(f.read_text()) for f in sorted(tmp_path.glob("*.out")))}
+    assert sorted(docs) == ["node01", "node02"]
+    for name, doc in docs.items():
+        t = target_for(inventory.load(inv).devices[name])
+        t.open()
+        try:
+            ssh = t.collect()
+        finally:
+            t.close()
+        mine = state_from_doc(doc, name, ssh.sysroot)
+        assert doc["state"]["sysroot"].endswith(f"/nodes/{name}/sysroot") and mine.current == ssh.current
+        planned = [c.as_dict() for c in t.plan(mine)]
+        assert planned and planned == [c.as_dict() for c in t.plan(ssh)]
+        assert [f.as_dict() for f in t.findings(mine)] == [f.as_dict() for f in t.findings(ssh)]
 
 
 def test_regression_restores_through_srun_byte_for_byte_and_another_drain_is_left_alone(slurm_lab, tmp_path):

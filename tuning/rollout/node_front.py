@@ -1,13 +1,15 @@
 """What the front ends that make the nodes' writes ON the nodes share (``--engine slurm``:
 :mod:`tuning.slurm_engine`, ``--engine k8s``: :mod:`tuning.k8s.engine`): the engine's Session with
 the switches pushed and restored as the engine does and the nodes handed to the front end
-(:meth:`NodeFront.push_nodes`, :meth:`NodeFront.restore_nodes`), the journal marked as such a run
+(:meth:`NodeFront.push_nodes`, :meth:`NodeFront.restore_nodes`), the nodes' collects handed to the
+front end too, many nodes in one step (:meth:`NodeFront.collect_nodes`), the journal marked as such a run
 (``engine``: ``fabtune node apply`` pushes only into a run a front end began), the check that a node
 applied exactly what the controller planned, and the run with the holds' errors in the report.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Callable
 
 from tuning.errors import RollbackError, TuningError
@@ -38,6 +40,48 @@ class NodeFront(Session):
         self.nodes = {d.name for d in devices if d.kind.endpoint}
         self.batch: int | None = None
         self.release_errors: list[str] = []
+        self._read_lock = threading.Lock()
+        self._collects: dict[str, int] = {}  # node -> how many times the engine collected it
+        self._read: dict[str, object] = {}  # node -> its state, or its error, of the last collect_nodes
+        self.pushed: set[str] = set()  # nodes handed to push_nodes
+
+    def open(self, only: set[str] | None = None) -> None:
+        """Open every Target as the engine does; each node Target's collects then go to the nodes
+        (:meth:`_collect_of`). Raises as :meth:`Session.open`."""
+        super().open(only)
+        for name in sorted(self.nodes & set(self.targets)):
+            t = self.targets[name]
+            t.collect = self._collect_of(name, t.collect)  # an instance's own: its class stays the Target's
+
+    def _collect_of(self, name: str, own: Callable) -> Callable:
+        """``name``'s collect through :meth:`collect_nodes`, one step for many nodes: the first
+        collect (after the engine's pause before collecting) reads every node of the session, a
+        later one (the report's read again after the run) every node pushed; the state of ``name``
+        is taken (its error raised); a node the step did not read (``None``), or not pushed, is read
+        by ``own`` as the engine reads it."""
+        def collect(domains: set[str] | None = None):
+            with self._read_lock:
+                n = self._collects.get(name, 0)
+                if name not in self._read and (n == 0 or name in self.pushed):
+                    pool = self.nodes & set(self.targets) if n == 0 else self.pushed
+                    todo = sorted(m for m in pool if self._collects.get(m, 0) == n)
+                    try:
+                        self._read = dict(self.collect_nodes(todo, domains))
+                    except TuningError as e:  # the step itself failed: every node of it says so
+                        self._read = {m: e for m in todo}
+                self._collects[name] = n + 1
+                got = self._read.pop(name, None)
+            if got is None:
+                return own(domains)
+            if isinstance(got, BaseException):
+                raise got
+            return got
+        return collect
+
+    def collect_nodes(self, nodes: list[str], domains: set[str] | None) -> dict[str, object]:
+        """Read ``nodes`` (sorted) on the nodes, of ``domains``: ``{node: its NodeState or its error}``;
+        a node left out is read by the controller as the engine reads it. Default: none read here."""
+        return {}
 
     def journal_keys(self) -> dict:
         """``{"engine": NAME}``: ``fabtune node apply`` takes the run as one it may push into."""
@@ -47,6 +91,7 @@ class NodeFront(Session):
         """The switches of ``todo`` as the engine pushes them; its nodes through :meth:`push_nodes`."""
         failed = super().push_devices(plans, j, confirm_s, todo - self.nodes) if todo - self.nodes else {}
         nodes = sorted(todo & self.nodes)
+        self.pushed.update(nodes)
         if nodes:
             failed.update(self.push_nodes(nodes, plans, j))
         return failed
