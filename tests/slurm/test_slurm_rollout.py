@@ -113,6 +113,21 @@ def test_node_collect_through_srun_plans_and_finds_what_the_ssh_collect_does(slu
         assert [f.as_dict() for f in t.findings(mine)] == [f.as_dict() for f in t.findings(ssh)]
 
 
+def test_a_failed_collect_task_is_the_nodes_unreachable_error_in_slurms_words_and_nothing_is_pushed(slurm_lab, tmp_path):
+    """A node command that exits 4 (the node's shell did not answer) on every task: the run stops before
+    any write, exit 4 as an unreachable node's collect over SSH, naming what srun said of the task."""
+    inv, env = slurm_lab
+    assert fab("lab", "reset", "-i", str(inv)).returncode == 0
+    untuned = snapshot_fabric(inv)
+    r = fab("rollout", "-i", str(inv), "--engine", "slurm", "--journal-dir", str(tmp_path / "j"), *CHANGE,
+            env={**_env(env), NODE_COMMAND_ENV: "sh -c 'exit 4'"}, timeout=300)
+    assert r.returncode == 4, r.stdout[-2000:] + r.stderr[-3000:]
+    assert re.search(r"srun task on node0[12]: Exited with exit code 4", r.stderr), r.stderr[-3000:]
+    # at the collect, before any hold (over SSH the collect read both nodes and the push task failed instead)
+    assert "slurm: collecting 2 node(s) on the nodes" in r.stderr and " holds " not in r.stderr, r.stderr[-3000:]
+    assert snapshot_fabric(inv) == untuned and reasons(env) == {}
+
+
 def test_regression_restores_through_srun_byte_for_byte_and_another_drain_is_left_alone(slurm_lab, tmp_path):
     inv, env = slurm_lab
     assert fab("lab", "reset", "-i", str(inv)).returncode == 0
