@@ -35,7 +35,10 @@ AS_ROOT := $(shell [ "$$(id -u)" = 0 ] || echo unshare --user --map-root-user --
 # Elsewhere they go under $$TMPDIR (else /tmp) as before. The folder is removed at the end; its
 # short name and --basetemp keep the lab's unix sockets (<state>/run/sudo/node01.sock) within
 # AF_UNIX's 108 bytes, shorter than /tmp/pytest-of-USER/pytest-N/ gave them.
-TEST_TMP_PARENT = $(shell df -k --output=avail /dev/shm 2>/dev/null | awk 'NR == 2 && $$1 > 8388608 { print "/dev/shm" }')
+# tmpfs also caps its inodes (half the RAM's pages: 3.1 million on 24 GiB), and a lab node's sysroot
+# is ~14,000 of them: it must have 1.5 million free too (a passed test's tmp_path is removed at
+# its teardown, pyproject.toml, so the run's peak stays far below).
+TEST_TMP_PARENT = $(shell df -k --output=avail,iavail /dev/shm 2>/dev/null | awk 'NR == 2 && $$1 > 8388608 && $$2 > 1500000 { print "/dev/shm" }')
 
 test: $(VENV)/.installed
 	$(BYTECODE)

@@ -71,9 +71,10 @@ class LabPool:
                 raise RuntimeError(f"more than {MAX_LABS} test labs held at once")
             controller.down(idle.state)
             self.labs.remove(idle)
+            shutil.rmtree(idle.state.parent, ignore_errors=True)  # its node sysroots: ~28,000 inodes a node
             free = [(idle.base_port - self.base_port) // SLOT]
         shape = "".join(f"-{name}{os_}" for name, os_ in sorted(switch_os.items()))
-        lab = PooledLab(self.root / f"lab{len(self.labs)}-{n_nodes}n{shape}" / ".state", n_nodes,
+        lab = PooledLab(self.root / f"lab{free[0]}-{n_nodes}n{shape}" / ".state", n_nodes,
                         self.base_port + free[0] * SLOT, switch_os=dict(switch_os))
         self._start(lab)
         self.labs.append(lab)
