@@ -30,22 +30,41 @@ def rollback(run_id: str = typer.Argument(..., help="Run id printed by apply/rol
     restore commands are journaled; today's inventory is not read). Refused when a later run
     changed the same settings and was not rolled back (the list is printed; --force overrides).
 
-    NIC firmware / mlxconfig changes are kept unless --firmware is given.
+    NIC firmware / mlxconfig changes are kept unless --firmware is given. A run through Slurm or
+    Kubernetes whose controller was killed in a batch left its holds: once the nodes are restored,
+    what the journal names is ended (Slurm: scancel, resume the nodes still drained by this run;
+    Kubernetes, through $FABTUNE_K8S_SERVER as the run reached it: its NodeMaintenances released,
+    its ConfigMaps deleted).
+    Exit 0 restored (or nothing to restore), 1 a hold could not be ended, 2 bad input, 3 a restore
+    failed (the holds stay: no job lands on a node not put back).
 
     Example: fabtune rollback 20261130T101500-1a2b3c
     """
+    from tuning import slurm_holds
+    from tuning.errors import TuningError
+    from tuning.k8s import leftovers
+    from tuning.rollout.journal import Journal
     from tuning.rollout.rollback import rollback_run
 
     report = rollback_run(journal_dir, run_id, inventory, force, progress, firmware)
+    j = Journal.load(journal_dir, run_id)
+    left = slurm_holds.end_journaled(j, progress)
+    if j.data.get(leftovers.JOURNAL_KEY):
+        left += leftovers.end_journaled(j, progress)
     # what a rollback did, setting by setting (now -> restored to) for a run of up to 32 devices
     emit(report, as_json, "rollback: now -> restored to", limited=True)
+    if left:
+        raise TuningError(f"holds of run {run_id} not ended (still in its journal; run `fabtune rollback "
+                          f"{run_id}` again): {'; '.join(left)[:600]}")
 
 
 def runs(journal_dir: Path = JDIR, as_json: bool = JSON,
          last: int = typer.Option(20, "--last", parser=integer("--last", None, 10**6, "a count of runs", "1..1000000"),
                                   help="How many of the newest runs (1 or more).")) -> None:
-    """List journaled runs (newest last): id, start time (UTC), duration, mode, inventory, outcome,
-    change count and the devices each touched. `fabtune report RUN_ID` prints one again.
+    """List journaled runs (newest last): id, start time (UTC), duration, mode (with the engine where
+    not SSH: slurm, k8s, ansible), inventory, outcome (and what a killed run still holds: Slurm jobs,
+    NodeMaintenances, ConfigMaps, which `fabtune rollback RUN_ID` ends), change count and the devices
+    each touched. `fabtune report RUN_ID` prints one again.
 
     Example: fabtune runs --last 5
     """
@@ -65,7 +84,10 @@ def runs(journal_dir: Path = JDIR, as_json: bool = JSON,
     for r in rows:
         outcome = r["outcome"] or ("unreadable" if r["stage"] == "unreadable"
                                    else f"not finished (running or killed) at stage {r['stage']}")
-        t.add_row(r["run_id"], (r["started"] or "-").replace("T", " ")[:19], _or_dash(r["seconds"]), str(r["mode"]),
+        if r["holds"]:  # a killed controller's: `fabtune rollback RUN_ID` ends them
+            outcome += f"; still holds {'; '.join(r['holds'][:4])}{' ...' if len(r['holds']) > 4 else ''}"
+        mode = f"{r['mode']} ({r['engine']})" if r["engine"] not in (None, "ssh") else str(r["mode"])
+        t.add_row(r["run_id"], (r["started"] or "-").replace("T", " ")[:19], _or_dash(r["seconds"]), mode,
                   str(r["inventory"] or "-"), str(outcome), _or_dash(r["n_changes"]), ", ".join(r["touched"]) or "-")
     out.print(t)
 

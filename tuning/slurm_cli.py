@@ -8,19 +8,20 @@ from __future__ import annotations
 import shlex
 import subprocess
 
-from tuning.errors import ConnectError
+from tuning.errors import ConnectError, SetupError
 
 
 def call(argv: list[str], timeout_s: float = 60.0) -> tuple[int, str, str]:
     """Run a Slurm client (argv, no shell) with ``$SLURM_CONF`` as set; ``(exit code, stdout, stderr)``.
 
     Raises:
-        ConnectError: the tool is not installed, or it did not end within ``timeout_s``.
+        SetupError: the tool is not installed (exit 2: nothing was done).
+        ConnectError: it did not end within ``timeout_s``.
     """
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
     except FileNotFoundError:
-        raise ConnectError(f"{argv[0]}: not found on PATH: --engine slurm needs the Slurm client tools "
+        raise SetupError(f"{argv[0]}: not found on PATH: --engine slurm needs the Slurm client tools "
                            "(Debian: slurm-client)", phase="slurm") from None
     except subprocess.TimeoutExpired:
         raise ConnectError(f"{shlex.join(argv[:3])} ...: no end within {timeout_s:g} s", phase="slurm") from None

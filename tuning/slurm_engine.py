@@ -57,14 +57,14 @@ import shlex
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from tuning import slurm_reboot
+from tuning import slurm_holds, slurm_reboot
 from tuning.slurm_cli import call, said
+from tuning.slurm_holds import Hold
 from tuning.burnin import drain
-from tuning.errors import ConnectError, InputError, RollbackError, TuningError
+from tuning.errors import ConnectError, InputError, RollbackError, SetupError, TuningError
 from tuning.model.grammar import check_path
 from tuning.rollout.journal import Journal
 from tuning.rollout.node_front import NodeFront, off_plan, run_front
@@ -86,16 +86,6 @@ UNUSABLE = ("down", "drain", "fail", "maint", "reboot", "power", "future", "unkn
 BUSY = ("alloc", "mix", "comp")
 STEP_S = 60.0  # srun's own start-up beyond the policy's apply_s
 RESPONDING_S = 10.0  # how long a node sinfo shows ``*`` (not responding) without a reason is waited for
-
-
-@dataclass
-class Hold:
-    """One batch's allocation: ``job`` (Slurm job id), its ``nodes`` and the reason this run drained
-    each with (``drained``: node -> reason; only those are resumed)."""
-
-    job: str
-    nodes: list[str]
-    drained: dict[str, str] = field(default_factory=dict)
 
 
 def node_states(nodes: list[str]) -> dict[str, tuple[str, str]]:
@@ -142,6 +132,7 @@ class SlurmSession(NodeFront):
                          progress=progress)
         self.allow_reboot, self.journal_dir = allow_reboot, Path(journal_dir)
         self.hold: Hold | None = None
+        self.journal: Journal | None = None  # the run's, once a hold is journaled in it
         self.command = shlex.split(os.environ.get(NODE_COMMAND_ENV) or "fabtune")
 
     def push_nodes(self, nodes: list[str], plans: dict, j: Journal) -> dict[str, BaseException]:
@@ -190,11 +181,13 @@ class SlurmSession(NodeFront):
             for n in take:
                 failed[n] = ConnectError(f"salloc: exit {rc}: {said(out, err)}", host=n, phase="slurm")
             return []
-        self.hold = Hold(job.group(1), take)
         reason = drain.reason(j.run_id, why)
+        # journaled before the first drain: a controller killed from here on leaves what
+        # `fabtune rollback RUN_ID` ends (tuning/slurm_holds.py); a resume checks the reason first
+        self.hold, self.journal = Hold(job.group(1), take, {n: reason for n in take}), j
+        slurm_holds.journal(j, self.hold)
         for n in take:
             drain.Slurm().call(drain.Slurm().drain_calls(n, reason, "rollout")[0])
-            self.hold.drained[n] = reason
         self.progress(f"slurm: job {self.hold.job} holds {', '.join(take)}, drained: {reason}")
         return take
 
@@ -279,32 +272,17 @@ class SlurmSession(NodeFront):
         return errors
 
     def release(self) -> None:
-        """End :attr:`hold`: ``scancel`` its job, resume each node this run drained whose reason is
-        still this run's (another reason: left, and said through ``progress``). A failure is kept in
-        :attr:`release_errors` (the run's report names it) and the next node is tried."""
+        """End :attr:`hold` (:func:`tuning.slurm_holds.end`: ``scancel`` its job, resume each node this
+        run drained whose reason is still this run's) and drop it from the journal. A failure is
+        kept in :attr:`release_errors` (the run's report names it) and the hold stays journaled."""
         hold, self.hold = self.hold, None
         if hold is None:
             return
-        rc, out, err = call(["scancel", hold.job])
-        if rc != 0:
-            self.release_errors.append(f"scancel {hold.job}: exit {rc}: {said(out, err)}")
-        self.resume(hold.drained)
+        failed = slurm_holds.end(hold, self.progress)
+        self.release_errors += failed
+        if not failed and self.journal is not None:
+            slurm_holds.forget(self.journal, hold.job)
         self.progress(f"slurm: job {hold.job} ended, resumed the nodes it drained")
-
-    def resume(self, drained: dict[str, str]) -> None:
-        """``State=RESUME`` for each node of ``drained`` (node -> the reason this run drained it with)
-        whose reason is still that one; another reason is left and said; a failure goes to
-        :attr:`release_errors` and the next node is tried."""
-        ad = drain.Slurm()
-        for n, reason in drained.items():
-            try:
-                now = ad.reason(n)
-                if now != reason:
-                    self.progress(f"slurm: {n} not resumed: its reason is now {now!r}, not this run's")
-                    continue
-                ad.call(ad.resume_calls(n)[0])
-            except drain.DrainError as e:
-                self.release_errors.append(str(e))
 
     def close(self) -> None:
         """End the hold (:meth:`release`), then close every connection."""
@@ -355,6 +333,10 @@ def task_error(node: str, what: str, text: str) -> TuningError:
     msg = f"srun task on {node}: {what}: {text or 'no error text'}"
     if code is None or code.group(1) == str(ConnectError.exit_code):
         return ConnectError(msg, host=node, phase="slurm")
+    if code.group(1) == str(SetupError.exit_code):  # the node refused its input before any write
+        hint = (f"; set {NODE_COMMAND_ENV} to fabtune's path on the nodes" if "execve" in text else
+                "; the inventory and journal folder must be at the same paths on the nodes (a shared file system)")
+        return SetupError(msg + hint, host=node, phase="slurm")
     if code.group(1) == str(RollbackError.exit_code):
         return RollbackError(msg, host=node, phase="restore")
     return TuningError(msg, host=node, phase="apply")
@@ -370,9 +352,46 @@ def _last_error(path: Path) -> str:
     return (errs or lines or [""])[-1][:300]
 
 
+#: what Slurm's clients print when they cannot read a configuration (Slurm 22.05, as Debian's sinfo
+#: prints them: ``SLURM_CONF`` naming a missing file, and unset without /etc/slurm/slurm.conf)
+CONFIG_UNREADABLE = ("s_p_parse_file: cannot stat file", "Unable to process configuration file",
+                     "Could not establish a configuration source")
+
+
+def preflight(nodes: list[str]) -> None:
+    """Before the run locks or reads anything: Slurm's clients read their configuration and know
+    every node of ``nodes`` (the selected inventory nodes) by that name (``sinfo -h -N -o %N``).
+
+    Raises:
+        SetupError: a client is not installed, its configuration cannot be read (names
+            ``$SLURM_CONF``), or nodes Slurm does not know (names them and some it does).
+        ConnectError: slurmctld does not answer (sinfo's words).
+    """
+    conf = os.environ.get("SLURM_CONF")
+    if conf and not os.path.isfile(conf):  # sinfo would retry it for 60 s before saying so
+        raise SetupError(f"--engine slurm: $SLURM_CONF is {conf}: no such file; set SLURM_CONF to the "
+                         "cluster's slurm.conf")
+    rc, out, err = call(["sinfo", "-h", "-N", "-o", "%N"])
+    if rc != 0:
+        if any(w in err + out for w in CONFIG_UNREADABLE):
+            where = f"$SLURM_CONF is {conf}" if conf else "$SLURM_CONF is not set (Slurm reads /etc/slurm/slurm.conf)"
+            raise SetupError(f"--engine slurm: sinfo cannot read Slurm's configuration ({where}): "
+                             f"{said(out, err)}; set SLURM_CONF to the cluster's slurm.conf")
+        raise ConnectError(f"--engine slurm: sinfo: exit {rc}: {said(out, err)}", phase="slurm")
+    known = set(out.split())
+    unknown = sorted(set(nodes) - known)
+    if unknown:
+        raise SetupError(f"--engine slurm: {len(unknown)} inventory node(s) unknown to Slurm: "
+                         f"{', '.join(unknown[:8])}{' ...' if len(unknown) > 8 else ''} (Slurm knows "
+                         f"{', '.join(sorted(known)[:8]) or 'no node'}{' ...' if len(known) > 8 else ''}); "
+                         "the inventory's node names must be Slurm's NodeName")
+
+
 def run(inv, opts: Options, progress: Progress = lambda m: None) -> RunReport:
     """Roll out ``inv`` as :func:`tuning.rollout.engine.run` does, the nodes through Slurm (module
-    docstring). Returns its RunReport; a hold that could not be ended (scancel, resume) is in
-    ``errors["slurm"]``. Raises as :func:`tuning.rollout.engine.run`."""
+    docstring), after :func:`preflight`. Returns its RunReport; a hold that could not be ended
+    (scancel, resume) is in ``errors["slurm"]``. Raises as :func:`preflight` and
+    :func:`tuning.rollout.engine.run`."""
+    preflight(sorted(d.name for d in inv.select(opts.limit) if d.kind.endpoint))
     return run_front(inv, opts, progress, SlurmSession, allow_reboot=opts.allow_reboot, journal_dir=opts.journal_dir)
 

@@ -33,6 +33,7 @@ import re
 import time
 from datetime import datetime
 
+from tuning import slurm_holds
 from tuning.burnin import drain
 from tuning.errors import ConnectError
 from tuning.slurm_cli import call, said
@@ -146,7 +147,8 @@ def reboot_batch(session, nodes: list[str], j, label: str) -> dict[str, BaseExce
     for n in want:  # Slurm owns these drains now (nextstate=RESUME clears them); never resumed by this run
         hold.drained.pop(n, None)
     session.hold = None
-    session.resume(hold.drained)
+    session.release_errors += slurm_holds.resume(hold.drained, session.progress)
+    slurm_holds.forget(j, hold.job)
     again_held = session.hold_nodes([n for n in hold.nodes if n not in failed], j, failed, f"rollout {label}")
     session.progress(f"slurm: batch held again after the reboot: {', '.join(again_held) or 'no node'}")
     return failed

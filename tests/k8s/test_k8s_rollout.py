@@ -212,3 +212,29 @@ def test_ctrl_c_once_the_apply_request_is_out_restores_the_nodes_its_agents_push
                 ref = o["metadata"]
                 admin(inv, "DELETE", f"/apis/{nm.GROUP}/{nm.VERSION}/namespaces/{ref['namespace']}/{nm.PLURAL}/"
                                      f"{ref['name']}")
+
+
+def test_a_controller_killed_in_a_batch_leaves_its_holds_in_the_journal_and_rollback_ends_them(k8s_lab):
+    """SIGKILL of the controller while its batch is held (both nodes pushed, cordoned, the plan
+    ConfigMap there): the journal names the holds and ConfigMaps; `fabtune rollback RUN_ID` puts the
+    nodes back, then releases the holds (uncordoned) and deletes the ConfigMaps, so the next run is
+    not refused by a dead run's plan."""
+    import signal
+
+    inv, env, jdir = k8s_lab
+    assert fab("lab", "reset", "-i", str(inv)).returncode == 0
+    untuned = snapshot_fabric(inv)
+    p, run_id = _paused_rollout(inv, env, jdir, "verify-batch-1")
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=30)
+    left = json.loads((jdir / f"{run_id}.json").read_text())["k8s"]
+    assert left["namespace"] == "fabtune" and sorted(left["holds"]) == ["node01", "node02"]
+    assert "fabtune-plan" in left["configmaps"] and len(left["configmaps"]) == 3  # the plan, two answers
+    assert _cordoned(inv) == {"node01": True, "node02": True} and snapshot_fabric(inv) != untuned
+    r = fab("rollback", run_id, "--journal-dir", str(jdir), env=env, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert snapshot_fabric(inv) == untuned
+    assert "k8s: deleted the run's ConfigMaps in fabtune: fabtune-plan" in r.stderr, r.stderr[-2000:]
+    assert _holds(inv) == {} and _cordoned(inv) == {"node01": False, "node02": False}
+    assert admin(inv, "GET", "/api/v1/namespaces/fabtune/configmaps/fabtune-plan")["reason"] == "NotFound"
+    assert "k8s" not in json.loads((jdir / f"{run_id}.json").read_text())

@@ -223,3 +223,65 @@ def test_the_documented_object_is_the_one_fabtune_writes():
     text = (REPO / "docs" / "kubernetes.md").read_text()
     block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
     assert yaml.safe_load(block) == nm.new(RUN, "node01", "fabtune")
+
+
+def test_what_a_killed_run_left_is_ended_from_its_journal_alone(cluster, tmp_path, monkeypatch):
+    """A controller killed in a batch (tuning/k8s/leftovers.py): its NodeMaintenance held node01
+    (cordoned), its plan and one answer ConfigMap stay. From the journal alone, through
+    $FABTUNE_K8S_SERVER, the hold is released (node01 uncordoned), this run's ConfigMaps deleted,
+    another run's object left and said, and the journal forgets what ended."""
+    from tuning.k8s import agent as ag
+    from tuning.k8s import leftovers
+    from tuning.rollout.journal import Journal
+
+    c, api = cluster
+    mc = client(api)
+    held = mc.wait_ready(mc.hold(["node01"]), timeout_s=60).held
+    assert c.nodes["node01"]["spec"]["unschedulable"] is True
+    other = MaintenanceClient(api, "20261203T2000-ffff", NS, sleep=lambda s: None)
+    theirs = other.wait_ready(other.hold(["node02"]), timeout_s=60).held
+    answer = ag.result_name(RUN, "apply-b1", "node01")
+    for name in (ag.PLAN_CM, answer):
+        api.create(ag.cm_path(NS), {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+                                    "data": {"run-id": RUN}})
+    j = Journal.create(tmp_path, "inv", "rollout", run_id=RUN)
+    leftovers.journal_holds(j, NS, {**held, **theirs})  # node02's: as if this run had journaled another run's
+    leftovers.journal_configmaps(j, NS, [ag.PLAN_CM, answer])
+    monkeypatch.setenv("FABTUNE_K8S_SERVER", api.server)
+    said: list[str] = []
+    left = leftovers.end_journaled(Journal.load(tmp_path, RUN), said.append)
+    assert left == [f"node02: NodeMaintenance {NS}/{theirs['node02'].obj['metadata']['name']} is run "
+                    "20261203T2000-ffff's, not this run's: left"]
+    api.get("/api/v1/nodes/node01")  # one more operator step: the finalizer goes
+    assert c.nodes["node01"]["spec"]["unschedulable"] is False and c.nodes["node02"]["spec"]["unschedulable"] is True
+    for name in (ag.PLAN_CM, answer):
+        with pytest.raises(ApiError, match="NotFound"):
+            api.get(ag.cm_path(NS, name))
+    assert Journal.load(tmp_path, RUN).data["k8s"] == {"namespace": NS, "configmaps": [],
+                                                       "holds": {"node02": {"name": theirs["node02"].obj["metadata"]["name"],
+                                                                            "created": True}}}
+    assert said[0] == f"k8s: node01 released (NodeMaintenance {NS}/{held['node01'].obj['metadata']['name']}) for run {RUN}"
+    # an edited journal's names never reach an API path
+    j = Journal.load(tmp_path, RUN)
+    j.data["k8s"]["holds"]["node02"]["name"] = "../../nodes/node02"
+    with pytest.raises(InputError, match="not a Kubernetes name"):
+        leftovers.end_journaled(j, said.append)
+
+
+def test_an_agents_answer_is_read_by_its_exit_code():
+    """The agent's answer ConfigMap (tuning/k8s/agent.py ``result_configmap``) as the controller reads
+    it: 0 with a result naming the node, 4 unreachable, 3 a failed restore, 2 the node refused its
+    input (names the journal folder, the tryout's --journal-dir that was not the agents'), 1 a failed push."""
+    from tuning.errors import RollbackError, SetupError, TuningError
+    from tuning.k8s.engine import answer
+
+    def cm(rc: int, stdout: str = "", stderr: str = "") -> dict:
+        return {"data": {"exit-code": str(rc), "result.json": stdout, "stderr": stderr}}
+
+    assert answer("node01", cm(0, '{"node": "node01", "pushed": true}')) == {"node": "node01", "pushed": True}
+    assert isinstance(answer("node01", cm(0, '{"node": "node02"}')), ConnectError)
+    got = answer("node01", cm(2, stderr=f"fabtune: error: RUN_ID: {RUN}: no journal /j/{RUN}.json\n"))
+    assert type(got) is SetupError and got.exit_code == 2 and str(got) == (
+        f"node01: agent on node01: fabtune node exited 2: fabtune: error: RUN_ID: {RUN}: no journal /j/{RUN}.json; "
+        "the controller's --journal-dir must be the agents' journal folder (their shared volume)")
+    assert [type(answer("node01", cm(rc, stderr="x\n"))) for rc in (1, 3, 4)] == [TuningError, RollbackError, ConnectError]

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 
-from tuning.errors import ConnectError, RollbackError, TuningError
+import pytest
+
+from tuning.errors import ConnectError, InputError, RollbackError, SetupError, TuningError
 from tuning.slurm_engine import refusal, task_results
+from tuning.slurm_holds import journaled
 
 RUN = "20261203T150000-ab12cd"
 
@@ -47,3 +50,56 @@ def test_nodes_slurm_cannot_hold_for_the_run():
     assert refusal(RUN, "node03", "down*", "") == "Slurm: node03 is down*: no task can run there"
     assert refusal(RUN, "node04", "", "") == "Slurm: node04 is not in sinfo: no task can run there"
     assert refusal(RUN, "node05", "drained", f"fabtune:{RUN}: rollout batch 1/2") is not None  # a leftover of its own
+
+
+def test_a_task_that_refused_its_input_is_a_setup_error_with_what_to_fix(tmp_path):
+    """Exit 2 of a task is the node refusing its input before any write (fabtune's bad-input exit,
+    and execve's ENOENT as slurmstepd reports a command not on the node): exit 2 for the run, with
+    the node's words and what to set."""
+    _task(tmp_path, "collect", 0, err="slurmstepd-node01: error: execve(): fabtune: No such file or directory\n")
+    _task(tmp_path, "collect", 1, err="fabtune: error: /shared/inv: inventory folder not found\n")
+    srun = ("srun: error: node01: task 0: Exited with exit code 2\n"
+            "srun: error: node02: task 1: Exited with exit code 2\n")
+    _, errors = task_results(tmp_path, "collect", ["node01", "node02"], srun, 2)
+    assert isinstance(errors["node01"], SetupError) and errors["node01"].exit_code == 2
+    assert str(errors["node01"]) == ("node01: srun task on node01: Exited with exit code 2: slurmstepd-node01: error: "
+                                     "execve(): fabtune: No such file or directory; set FABTUNE_NODE_COMMAND to "
+                                     "fabtune's path on the nodes")
+    assert str(errors["node02"]).endswith("inventory folder not found; the inventory and journal folder must be at "
+                                          "the same paths on the nodes (a shared file system)")
+
+
+def test_the_holds_a_journal_names_pass_the_grammar_before_any_slurm_call():
+    """What ``fabtune rollback`` ends (tuning/slurm_holds.py) comes from a file: a job id that is not
+    digits or a node name outside the host-name grammar is refused, never handed to scancel/scontrol."""
+    reason = f"fabtune:{RUN}: rollout batch 1/2"
+    doc = {"slurm_holds": {"42": {"nodes": ["node01", "node02"], "drained": {"node01": reason}},
+                           "7": {"nodes": ["node03"], "drained": {}}}}
+    assert [(h.job, h.nodes, h.drained) for h in journaled(doc)] == [
+        ("7", ["node03"], {}), ("42", ["node01", "node02"], {"node01": reason})]
+    assert journaled({}) == []
+    for bad in ({"42; reboot": {"nodes": ["node01"]}}, {"-1": {"nodes": []}}, {"42": ["node01"]},
+                {"42": {"nodes": ["node01 --all"]}}, {"42": {"nodes": [], "drained": {"../x": reason}}}):
+        with pytest.raises(InputError, match="slurm_holds"):
+            journaled({"slurm_holds": bad})
+
+
+def test_a_slurm_conf_that_is_not_there_is_refused_at_once_before_anything(tmp_path):
+    """``$SLURM_CONF`` naming no file: exit 2 naming it, before the lock, the journal or any device
+    (sinfo itself would retry the file for 60 s)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, copy_lab_inventory_files
+
+    inv = copy_lab_inventory_files(tmp_path / "inv")
+    env = {**os.environ, "SLURM_CONF": str(tmp_path / "nowhere" / "slurm.conf")}
+    r = subprocess.run([sys.executable, "-m", "tuning", "rollout", "-i", str(inv), "--engine", "slurm",
+                        "--journal-dir", str(tmp_path / "j")], capture_output=True, text=True, cwd=REPO, env=env,
+                       timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"fabtune: error: --engine slurm: $SLURM_CONF is {tmp_path}/nowhere/slurm.conf: no such file; set "
+        "SLURM_CONF to the cluster's slurm.conf")
+    assert not (tmp_path / "j").exists() and not list(inv.glob(".fabtune*"))

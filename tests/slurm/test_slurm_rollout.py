@@ -113,16 +113,25 @@ def test_node_collect_through_srun_plans_and_finds_what_the_ssh_collect_does(slu
         assert [f.as_dict() for f in t.findings(mine)] == [f.as_dict() for f in t.findings(ssh)]
 
 
-def test_a_failed_collect_task_is_the_nodes_unreachable_error_in_slurms_words_and_nothing_is_pushed(slurm_lab, tmp_path):
+@pytest.mark.parametrize("command, rc, said", [
+    ("sh -c 'exit 4'", 4, r"srun task on node0[12]: Exited with exit code 4"),
+    ("/nonexistent/bin/fabtune", 2, r"fabtune: error: node0[12]: srun task on node0[12]: Exited with exit code 2: "
+     r".*execve\(\): /nonexistent/bin/fabtune: No such file or directory; set FABTUNE_NODE_COMMAND to fabtune's "
+     r"path on the nodes"),
+], ids=["node-exits-4", "no-such-command"])
+def test_a_failed_collect_task_is_the_nodes_error_in_slurms_words_and_nothing_is_pushed(slurm_lab, tmp_path, command,
+                                                                                        rc, said):
     """A node command that exits 4 (the node's shell did not answer) on every task: the run stops before
-    any write, exit 4 as an unreachable node's collect over SSH, naming what srun said of the task."""
+    any write, exit 4 as an unreachable node's collect over SSH, naming what srun said of the task. A
+    node command the nodes do not have (execve's ENOENT under srun): bad input, exit 2, with the
+    variable to set."""
     inv, env = slurm_lab
     assert fab("lab", "reset", "-i", str(inv)).returncode == 0
     untuned = snapshot_fabric(inv)
     r = fab("rollout", "-i", str(inv), "--engine", "slurm", "--journal-dir", str(tmp_path / "j"), *CHANGE,
-            env={**_env(env), NODE_COMMAND_ENV: "sh -c 'exit 4'"}, timeout=300)
-    assert r.returncode == 4, r.stdout[-2000:] + r.stderr[-3000:]
-    assert re.search(r"srun task on node0[12]: Exited with exit code 4", r.stderr), r.stderr[-3000:]
+            env={**_env(env), NODE_COMMAND_ENV: command}, timeout=300)
+    assert r.returncode == rc, r.stdout[-2000:] + r.stderr[-3000:]
+    assert re.search(said, r.stderr), r.stderr[-3000:]
     # at the collect, before any hold (over SSH the collect read both nodes and the push task failed instead)
     assert "slurm: collecting 2 node(s) on the nodes" in r.stderr and " holds " not in r.stderr, r.stderr[-3000:]
     assert snapshot_fabric(inv) == untuned and reasons(env) == {}
@@ -247,3 +256,69 @@ def test_a_change_that_needs_a_boot_is_rebooted_once_by_slurm_only_with_allow_re
         mtus = {p.read_text().strip() for p in nics}
         assert mtus == {"9000"}, mtus  # the boot unit put the MTU back: verification passed after the boot
     assert reasons(env) == {} and _idle(env) == {"node01": "idle", "node02": "idle"}
+
+
+def test_inventory_nodes_slurm_does_not_know_are_refused_before_anything(slurm_lab, tmp_path):
+    """The inventory's names are not Slurm's (a copy naming node02 gpu002): exit 2 naming them and
+    the names Slurm has, before the lock, the journal or any device is read."""
+    import shutil
+
+    inv, env = slurm_lab
+    other = tmp_path / "renamed"
+    shutil.copytree(inv, other, ignore=shutil.ignore_patterns(".state", ".fabtune*"))
+    for f in [p for p in other.rglob("*") if p.is_file()]:
+        f.write_text(f.read_text().replace("node02", "gpu002"))
+        if "node02" in f.name:
+            f.rename(f.with_name(f.name.replace("node02", "gpu002")))
+    r = fab("rollout", "-i", str(other), "--engine", "slurm", "--journal-dir", str(tmp_path / "j"), *CHANGE,
+            env=_env(env), timeout=120)
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-3000:]
+    assert r.stderr.strip().splitlines()[-1] == (
+        "fabtune: error: --engine slurm: 1 inventory node(s) unknown to Slurm: gpu002 (Slurm knows node01, node02); "
+        "the inventory's node names must be Slurm's NodeName")
+    assert not (tmp_path / "j").exists() and not list(other.glob(".fabtune*"))
+
+
+def test_a_controller_killed_in_a_batch_leaves_its_hold_in_the_journal_and_rollback_ends_it(slurm_lab, tmp_path):
+    """SIGKILL of the controller while its batch is held: the allocation (no time limit) and the drains
+    stay, as Slurm keeps them, and the journal names them; `fabtune rollback RUN_ID` puts the nodes
+    back, cancels the job and resumes the nodes, and the journal forgets the hold."""
+    import signal
+
+    inv, env = slurm_lab
+    assert fab("lab", "reset", "-i", str(inv)).returncode == 0
+    untuned, jdir = snapshot_fabric(inv), tmp_path / "j"
+    p = subprocess.Popen([sys.executable, "-m", "tuning", "rollout", "-i", str(inv), "--engine", "slurm",
+                          "--journal-dir", str(jdir), *CHANGE], cwd=REPO, text=True, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, env={**_env(env), "FABTUNE_TEST_PAUSE_AT": "verify-batch-1"})
+    try:
+        line = ""
+        while "test pause at verify-batch-1" not in line and p.poll() is None:
+            line = p.stderr.readline()
+        run_id = line.rsplit("(run ", 1)[-1].rstrip(")\n")
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    journal = json.loads((jdir / f"{run_id}.json").read_text())
+    [(job, hold)] = journal["slurm_holds"].items()
+    reason = f"fabtune:{run_id}: rollout batch 1/1"
+    assert hold == {"nodes": ["node01", "node02"], "drained": {"node01": reason, "node02": reason}}
+    # what a killed controller leaves: its job running, both nodes drained with its reason, both changed
+    assert client(env, "squeue", "-h", "-o", "%i %j %T").split() == [job, f"fabtune:{run_id}", "RUNNING"]
+    assert reasons(env) == {"node01": reason, "node02": reason}
+    assert snapshot_fabric(inv) != untuned
+    [row] = json.loads(fab("runs", "--journal-dir", str(jdir), "--json").stdout)
+    assert (row["engine"], row["holds"]) == ("slurm", [f"Slurm job {job} (node01, node02)"])
+    r = fab("rollback", run_id, "--journal-dir", str(jdir), timeout=300, env=_env(env))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert f"slurm: ending job {job} the run left (nodes node01, node02)" in r.stderr
+    assert snapshot_fabric(inv) == untuned
+    deadline = time.monotonic() + 15  # a cancelled job shows COMPLETING until slurmd has ended it
+    while client(env, "squeue", "-h", "-o", "%i").split() and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert client(env, "squeue", "-h", "-o", "%i %T").split() == [] and reasons(env) == {}
+    assert _idle(env) == {"node01": "idle", "node02": "idle"}
+    assert "slurm_holds" not in json.loads((jdir / f"{run_id}.json").read_text())
+    assert json.loads(fab("runs", "--journal-dir", str(jdir), "--json").stdout)[0]["holds"] == []

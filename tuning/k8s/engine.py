@@ -38,8 +38,10 @@ import re
 import time
 from typing import Callable
 
-from tuning.errors import ConnectError, InputError, RollbackError, TuningError
+from tuning.errors import ConnectError, InputError, RollbackError, SetupError, TuningError
 from tuning.k8s import agent as ag
+from tuning.k8s import leftovers
+from tuning.k8s import maintenance as nm
 from tuning.k8s.api import NAMESPACE_ENV, Api, ApiError, from_env
 from tuning.k8s.client import Held, HoldError, MaintenanceClient
 from tuning.k8s.maintenance import check_node_name
@@ -68,10 +70,11 @@ class KubeSession(NodeFront):
         self.failed: dict[str, Held] = {}
         self.asked: list[str] = []  # result ConfigMaps to delete at the end
         self.mc: MaintenanceClient | None = None
+        self.journal: Journal | None = None  # the run's: what is held and made is journaled in it (leftovers.py)
 
     def push_nodes(self, nodes: list[str], plans: dict, j: Journal) -> dict[str, BaseException]:
         """Hold ``nodes`` (one batch) and have their agents push them (module docstring)."""
-        batch, failed = j.device(nodes[0]).get("batch"), {}
+        batch, failed, self.journal = j.device(nodes[0]).get("batch"), {}, j
         if self.held and batch != self.batch:  # the previous batch is kept: end its holds
             self.release()
         self.batch = batch
@@ -92,7 +95,12 @@ class KubeSession(NodeFront):
         with the reason). Returns the nodes held and Ready."""
         if self.mc is None:
             self.mc = MaintenanceClient(self.api, j.run_id, self.namespace)
+        # journaled before and as held: a controller killed from here on leaves what `fabtune rollback` ends
+        leftovers.journal_holds(j, self.namespace, {n: Held(n, {"metadata": {"name": nm.object_name(j.run_id, n)}}, True)
+                                                    for n in nodes})
         holds = self.mc.hold(nodes)
+        leftovers.forget(j, [n for n in nodes if n not in holds.held])
+        leftovers.journal_holds(j, self.namespace, holds.held)
         self.held.update(holds.held)
         self.mc.wait_ready(holds, READY_S, POLL_S)
         for n, why in {**holds.refused, **holds.not_ready}.items():
@@ -104,8 +112,10 @@ class KubeSession(NodeFront):
 
     def ask(self, req: ag.Request, planned: dict[str, list[str]]) -> tuple[dict[str, dict], dict[str, BaseException]]:
         """Publish ``req`` and gather each node's answer: ``(results, errors)`` (module docstring)."""
-        self.publish(ag.plan_configmap(req, self.namespace, planned))
         names = {n: ag.result_name(req.run_id, req.name, n) for n in req.nodes}
+        if self.journal is not None:
+            leftovers.journal_configmaps(self.journal, self.namespace, [ag.PLAN_CM, *names.values()])
+        self.publish(ag.plan_configmap(req, self.namespace, planned))
         self.asked += names.values()
         self.progress(f"k8s: {req.action} published as {req.name} for {', '.join(req.nodes)}")
         wait_s = self.timeouts.apply_s + STEP_S
@@ -154,6 +164,7 @@ class KubeSession(NodeFront):
         """A ``restore`` request to the agents of ``nodes`` (nodes no longer held are held again), then
         each of their holds marked failed and kept (:meth:`NodeFront.restore` judges the journal after)."""
         errors: dict[str, BaseException] = {}
+        self.journal = j
         again = [n for n in nodes if n not in self.held]
         take = [n for n in nodes if n in self.held] + (self.hold_nodes(again, j, errors) if again else [])
         if take:
@@ -171,6 +182,8 @@ class KubeSession(NodeFront):
         except (ApiError, HoldError, ConnectError) as e:
             self.release_errors.append(f"{node}: RequestorFailed not written: {e}")
         self.failed[node] = h
+        if self.journal is not None:  # a person's now: `fabtune rollback` leaves it
+            leftovers.forget(self.journal, [node])
         meta = h.obj.get("metadata") or {}
         self.progress(f"k8s: {node} stays held and cordoned for a person (NodeMaintenance {meta.get('namespace')}/"
                       f"{meta.get('name')}: RequestorFailed); " + (
@@ -181,11 +194,15 @@ class KubeSession(NodeFront):
         """End the holds of the batch (:meth:`tuning.k8s.client.MaintenanceClient.release`); a failure
         is kept in :attr:`release_errors` and the next node is tried."""
         held, self.held = self.held, {}
+        ended = []
         for n, h in sorted(held.items()):
             try:
                 self.mc.release(h)
+                ended.append(n)
             except (ApiError, HoldError, ConnectError) as e:
                 self.release_errors.append(f"{n}: hold not released: {e}")
+        if self.journal is not None and ended:
+            leftovers.forget(self.journal, ended)
         if held:
             self.progress(f"k8s: released {', '.join(sorted(held))}")
 
@@ -193,21 +210,28 @@ class KubeSession(NodeFront):
         """End the holds (:meth:`release`), delete the plan and result ConfigMaps, close every connection."""
         try:
             self.release()
+            deleted = []
             for name in ([ag.PLAN_CM] if self.asked else []) + self.asked:
                 try:
                     self.api.delete(ag.cm_path(self.namespace, name))
+                    deleted.append(name)
                 except ApiError as e:
                     if e.reason != "NotFound":
                         self.release_errors.append(f"ConfigMap {name} not deleted: {e}")
+                    else:
+                        deleted.append(name)
                 except ConnectError as e:
                     self.release_errors.append(f"ConfigMap {name} not deleted: {e}")
+            if self.journal is not None and deleted:
+                leftovers.forget(self.journal, configmaps=deleted)
         finally:
             super().close()
 
 
 def answer(node: str, cm: dict) -> dict | TuningError:
     """A node's answer ConfigMap read: its JSON result (exit 0, naming the node), else the error its
-    exit code means (4: ConnectError, 3: RollbackError, other: TuningError) with its last error line."""
+    exit code means (4: ConnectError, 3: RollbackError, 2: SetupError naming the journal folder, other:
+    TuningError) with its last error line."""
     data = cm.get("data") or {}
     rc = int(data.get("exit-code", "4")) if str(data.get("exit-code", "")).isdigit() else 4
     if rc == 0:
@@ -220,6 +244,9 @@ def answer(node: str, cm: dict) -> dict | TuningError:
         return ConnectError(f"the agent on {node} answered without a result naming it", host=node, phase="k8s")
     lines = [x.strip() for x in str(data.get("stderr", "")).splitlines() if x.strip()]
     said = ([x for x in lines if x.startswith("fabtune: error:")] or lines or ["no error text"])[-1][:300]
+    if rc == SetupError.exit_code:  # the node refused its input before any write
+        return SetupError(f"agent on {node}: fabtune node exited {rc}: {said}; the controller's --journal-dir "
+                          "must be the agents' journal folder (their shared volume)", host=node, phase="k8s")
     kind = _EXIT.get(rc, TuningError)
     return kind(f"agent on {node}: fabtune node exited {rc}: {said}", host=node,
                 phase={RollbackError: "restore", ConnectError: "k8s"}.get(kind, "apply"))

@@ -24,6 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuning.model.outcomes import DeviceState, RunOutcome
+from tuning.rollout.journal import K8S_HOLDS_KEY, SLURM_HOLDS_KEY
 
 #: the error text of a failed device in a report rebuilt from its journal
 NO_TEXT = "apply failed on this device (the journal keeps no error text; see the run's own output)"
@@ -66,8 +67,9 @@ def rows(journal_dir: Path, last: int = 20) -> list[dict]:
         :func:`tuning.rollout.journal.list_runs` rows (``run_id``, ``mode``, ``stage``, ``outcome``,
         ``touched``, ``inventory``) plus ``started`` (ISO 8601 UTC), ``seconds`` (the run's own
         duration, the journal's ``seconds`` as the run printed it; else from its ``started`` to its
-        last event; None while unfinished) and ``n_changes`` (setting changes
-        pushed to the run's devices); all three None for an unreadable journal.
+        last event; None while unfinished), ``n_changes`` (setting changes pushed to the run's
+        devices), ``engine`` (:func:`engine_of`) and ``holds`` (:func:`holds_left`); None (holds
+        ``[]``) for an unreadable journal.
 
     Raises:
         InputError: ``last`` below 1.
@@ -77,14 +79,42 @@ def rows(journal_dir: Path, last: int = 20) -> list[dict]:
 
     out = []
     for r in list_runs(journal_dir, last):
-        extra: dict = {"started": None, "seconds": None, "n_changes": None}
+        extra: dict = {"started": None, "seconds": None, "n_changes": None, "engine": None, "holds": []}
         doc = read_doc(journal_dir / f"{r['run_id']}.json")[0] if r["stage"] != "unreadable" else None
         if doc is not None:
             start, end = doc.get("started"), _finished(doc)
             extra = {"started": iso_utc(start) if isinstance(start, (int, float)) and start else None,
-                     "seconds": _seconds(doc, end), "n_changes": _n_changes(doc)}
+                     "seconds": _seconds(doc, end), "n_changes": _n_changes(doc), "engine": engine_of(doc),
+                     "holds": holds_left(doc)}
         out.append({**r, **extra})
     return out
+
+
+def engine_of(doc: dict) -> str:
+    """The engine that ran a journaled run: its ``engine`` (``slurm``, ``k8s``), ``ansible`` for the
+    Ansible front end's journal, else ``ssh`` (the Nornir engine)."""
+    if isinstance(doc.get("engine"), str):
+        return doc["engine"][:20]
+    return "ansible" if isinstance(doc.get("ansible"), dict) else "ssh"
+
+
+def holds_left(doc: dict) -> list[str]:
+    """What the run still holds outside its devices, as its journal says (a killed controller's:
+    ``fabtune rollback RUN_ID`` ends them): ``Slurm job 42 (node01, node02)``, ``NodeMaintenance
+    fabtune/NAME (node01)``, ``ConfigMap fabtune/fabtune-plan``."""
+    def d(v: object) -> dict:
+        return v if isinstance(v, dict) else {}
+
+    def seq(v: object) -> list:
+        return v if isinstance(v, list) else []
+
+    out = [f"Slurm job {str(job)[:20]} ({', '.join(map(str, seq(d(rec).get('nodes'))))[:200]})"
+           for job, rec in d(doc.get(SLURM_HOLDS_KEY)).items()]
+    k8s = d(doc.get(K8S_HOLDS_KEY))
+    ns = str(k8s.get("namespace"))[:63]
+    out += [f"NodeMaintenance {ns}/{str(d(rec).get('name'))[:253]} ({str(node)[:253]})"
+            for node, rec in d(k8s.get("holds")).items()]
+    return out + [f"ConfigMap {ns}/{str(c)[:253]}" for c in seq(k8s.get("configmaps"))]
 
 
 def _verdict(results: list[dict]) -> bool:

@@ -60,6 +60,14 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
 
 
+#: the journal keys of what a front end's run holds outside the devices while it lasts (a
+#: scheduler's hold of its nodes), ended by ``fabtune rollback`` after a killed controller:
+#: ``tuning/slurm_holds.py`` (Slurm allocations and drains), ``tuning/k8s/leftovers.py``
+#: (NodeMaintenances and ConfigMaps)
+SLURM_HOLDS_KEY = "slurm_holds"
+K8S_HOLDS_KEY = "k8s"
+
+
 @dataclass
 class Journal:
     """One run's journal. ``data`` is the JSON document; :meth:`save` persists it.

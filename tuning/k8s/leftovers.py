@@ -1,0 +1,155 @@
+"""What a Kubernetes rollout (``--engine k8s``, :mod:`tuning.k8s.engine`) holds on the cluster,
+journaled while it lasts, and ended by ``fabtune rollback`` after a controller that was killed.
+
+The run's journal keeps ``k8s: {"namespace": NS, "holds": {NODE: {"name": OBJECT, "created":
+BOOL}}, "configmaps": [NAME, ...]}``: each node's NodeMaintenance from the moment fabtune created or
+joined it until its hold ends (released, or marked failed and kept for a person: then it is a
+person's, and leaves the journal), and every ConfigMap the run made (``fabtune-plan`` and the
+agents' answers) until the run deleted them. A controller killed in a batch (SIGKILL) leaves its
+nodes cordoned and drained, and its ``fabtune-plan`` refuses the next run; ``fabtune rollback
+RUN_ID``, once the nodes are restored, ends what the journal names (:func:`end_journaled`) through
+the API server of ``$FABTUNE_K8S_SERVER`` (or the cluster it runs in), as the run reached it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from tuning.errors import ConnectError, InputError
+from tuning.k8s import agent as ag
+from tuning.k8s import maintenance as nm
+from tuning.k8s.api import ApiError, from_env
+from tuning.k8s.client import Held, HoldError, MaintenanceClient, path
+from tuning.rollout.journal import K8S_HOLDS_KEY
+
+Progress = Callable[[str], None]
+
+#: the journal key (module docstring)
+JOURNAL_KEY = K8S_HOLDS_KEY
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _record(j, namespace: str) -> dict:
+    """The journal's record of what the run holds (made empty for ``namespace`` if there is none)."""
+    return j.data.setdefault(JOURNAL_KEY, {"namespace": namespace, "holds": {}, "configmaps": []})
+
+
+def journal_holds(j, namespace: str, held: dict[str, Held]) -> None:
+    """Journal each node's hold of ``held`` (node -> Held) and save."""
+    if not held:
+        return
+    holds = _record(j, namespace)["holds"]
+    for node, h in held.items():
+        holds[node] = {"name": h.obj["metadata"]["name"], "created": bool(h.created)}
+    j.save()
+
+
+def journal_configmaps(j, namespace: str, names: list[str]) -> None:
+    """Journal ConfigMaps the run is about to make (before they exist) and save."""
+    cms = _record(j, namespace)["configmaps"]
+    cms += [n for n in names if n not in cms]
+    j.save()
+
+
+def forget(j, nodes: list[str] = (), configmaps: list[str] = ()) -> None:
+    """Drop ended holds and deleted ConfigMaps from the journal (the key goes with the last) and save."""
+    rec = j.data.get(JOURNAL_KEY)
+    if not rec:
+        return
+    for n in nodes:
+        rec["holds"].pop(n, None)
+    rec["configmaps"] = [c for c in rec["configmaps"] if c not in configmaps]
+    if not rec["holds"] and not rec["configmaps"]:
+        j.data.pop(JOURNAL_KEY)
+    j.save()
+
+
+def _checked(rec: object) -> tuple[str, dict[str, tuple[str, bool]], list[str]]:
+    """``(namespace, {node: (object name, created)}, configmaps)`` of a journal's record.
+
+    Raises:
+        InputError: a name outside its grammar (a DNS label / subdomain): nothing of an edited
+            journal reaches an API path.
+    """
+    def bad(key: str, value: object) -> InputError:
+        return InputError("journal", f"{JOURNAL_KEY}.{key}", f"{str(value)[:60]!r} is not a Kubernetes name")
+
+    if not isinstance(rec, dict) or not _LABEL.fullmatch(str(rec.get("namespace"))):
+        raise bad("namespace", rec.get("namespace") if isinstance(rec, dict) else rec)
+    holds = {}
+    for node, h in (rec.get("holds") or {}).items():
+        try:
+            nm.check_node_name(str(node))
+            name = nm.check_node_name(str((h or {}).get("name")))  # an object name: a DNS subdomain too
+        except InputError:
+            raise bad(f"holds.{str(node)[:60]}", h) from None
+        holds[node] = (name, bool(h.get("created")))
+    cms = []
+    for c in rec.get("configmaps") or []:
+        try:
+            cms.append(nm.check_node_name(str(c)))
+        except InputError:
+            raise bad("configmaps", c) from None
+    return rec["namespace"], holds, cms
+
+
+def end_journaled(j, progress: Progress) -> list[str]:
+    """End what the journal ``j`` says the run still holds: each NodeMaintenance released as the run
+    releases it (its own object deleted, the operator uncordons; a joined one left), fabtune's own
+    object only when it is this run's; each ConfigMap deleted (``fabtune-plan`` only while it holds
+    this run's request). What ended leaves the journal. Returns what failed, one line each.
+
+    Raises:
+        InputError: a journaled name outside its grammar.  ConnectError: no API server.
+    """
+    if not j.data.get(JOURNAL_KEY):
+        return []
+    namespace, holds, cms = _checked(j.data[JOURNAL_KEY])
+    api, errors = from_env(), []
+    ended = _release(api, MaintenanceClient(api, j.run_id, namespace), j.run_id, holds, errors, progress)
+    deleted = _delete(api, namespace, j.run_id, cms, errors)
+    if deleted:
+        progress(f"k8s: deleted the run's ConfigMaps in {namespace}: {', '.join(deleted)}")
+    forget(j, ended, deleted)
+    return errors
+
+
+def _release(api, mc: MaintenanceClient, run_id: str, holds: dict[str, tuple[str, bool]], errors: list[str],
+             progress: Progress) -> list[str]:
+    """Release each journaled hold (node -> (object name, created)) this run still has; the nodes
+    whose hold is over (released, or gone already). A failure goes to ``errors``."""
+    ended = []
+    for node, (name, created) in sorted(holds.items()):
+        try:
+            obj = api.get(path(mc.namespace, name))
+            run = (obj["metadata"].get("annotations") or {}).get(nm.RUN_ANNOTATION)
+            if nm.owned(obj) and run != run_id:
+                errors.append(f"{node}: NodeMaintenance {mc.namespace}/{name} is run {run}'s, not this run's: left")
+                continue
+            mc.release(Held(node, obj, created))
+            progress(f"k8s: {node} released (NodeMaintenance {mc.namespace}/{name}) for run {run_id}")
+            ended.append(node)
+        except ApiError as e:
+            (ended.append(node) if e.reason == "NotFound" else errors.append(f"{node}: hold not released: {e}"))
+        except (HoldError, ConnectError) as e:
+            errors.append(f"{node}: hold not released: {e}")
+    return ended
+
+
+def _delete(api, namespace: str, run_id: str, cms: list[str], errors: list[str]) -> list[str]:
+    """Delete the journaled ConfigMaps (``fabtune-plan`` only while it is this run's request); the
+    names that are gone now (deleted, gone already, or the plan another run's). A failure goes to ``errors``."""
+    deleted = []
+    for name in cms:
+        try:
+            if name == ag.PLAN_CM and (api.get(ag.cm_path(namespace, name)).get("data") or {}).get("run-id") != run_id:
+                deleted.append(name)  # another run's request now: not this run's to delete
+                continue
+            api.delete(ag.cm_path(namespace, name))
+            deleted.append(name)
+        except ApiError as e:
+            (deleted.append(name) if e.reason == "NotFound" else errors.append(f"ConfigMap {name} not deleted: {e}"))
+        except ConnectError as e:
+            errors.append(f"ConfigMap {name} not deleted: {e}")
+    return deleted

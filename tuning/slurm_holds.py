@@ -1,0 +1,127 @@
+"""The Slurm holds of a rollout (``--engine slurm``, :mod:`tuning.slurm_engine`): one batch's
+allocation and the drains it wrote, journaled while they last, and the one way a hold ends.
+
+A hold is journaled the moment ``salloc`` grants it, before any node is drained: the run's journal
+keeps ``slurm_holds: {JOB: {"nodes": [...], "drained": {NODE: REASON}}}`` until the hold ends. A
+controller killed in a batch (SIGKILL, a lost login node) leaves an allocation without a time
+limit (``salloc --no-shell``: the job runs until cancelled, every node of it exclusive) and nodes
+drained with this run's reason; ``fabtune rollback RUN_ID`` ends what the journal names
+(:func:`end_journaled`) after the nodes are restored, and ``fabtune runs`` shows them.
+
+Ending a hold (:func:`end`): ``scancel JOB`` (a job Slurm no longer knows, ``Invalid job id
+specified``, is already over), then ``scontrol update NodeName=N State=RESUME`` for each node whose
+reason is still the one this run wrote (a node someone drained meanwhile keeps their drain, and
+is named). Sources: ``scancel(1)``, ``scontrol(1)`` of Slurm 22.05; the reasons' form is
+:func:`tuning.burnin.drain.reason`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from tuning.burnin import drain
+from tuning.errors import InputError
+from tuning.model.grammar import check_host_name
+from tuning.rollout.journal import SLURM_HOLDS_KEY
+from tuning.slurm_cli import call, said
+
+Progress = Callable[[str], None]
+
+#: the journal key of the holds a run has now (job id -> nodes and drains)
+JOURNAL_KEY = SLURM_HOLDS_KEY
+#: scancel's words for a job Slurm no longer knows (Slurm 22.05 ``src/scancel/scancel.c``)
+GONE = "Invalid job id specified"
+
+
+@dataclass
+class Hold:
+    """One batch's allocation: ``job`` (Slurm job id), its ``nodes`` and the reason this run drained
+    each with (``drained``: node -> reason; only those are resumed)."""
+
+    job: str
+    nodes: list[str]
+    drained: dict[str, str] = field(default_factory=dict)
+
+    def record(self) -> dict:
+        """This hold as the journal keeps it: ``{"nodes": [...], "drained": {node: reason}}``."""
+        return {"nodes": list(self.nodes), "drained": dict(self.drained)}
+
+
+def journal(j, hold: Hold) -> None:
+    """Write ``hold`` into the run's journal ``j`` (under :data:`JOURNAL_KEY`) and save it."""
+    j.data.setdefault(JOURNAL_KEY, {})[hold.job] = hold.record()
+    j.save()
+
+
+def forget(j, job: str) -> None:
+    """Drop the ended hold ``job`` from the journal ``j`` and save it (the key goes with the last)."""
+    holds = j.data.get(JOURNAL_KEY) or {}
+    holds.pop(job, None)
+    if not holds:
+        j.data.pop(JOURNAL_KEY, None)
+    j.save()
+
+
+def end(hold: Hold, progress: Progress) -> list[str]:
+    """End ``hold``: ``scancel`` its job (one Slurm no longer knows is over already), then
+    :func:`resume` the nodes it drained. Returns what failed, one line each (the next step is tried
+    anyway)."""
+    errors: list[str] = []
+    rc, out, err = call(["scancel", hold.job])
+    if rc != 0 and GONE not in err + out:
+        errors.append(f"scancel {hold.job}: exit {rc}: {said(out, err)}")
+    return errors + resume(hold.drained, progress)
+
+
+def resume(drained: dict[str, str], progress: Progress) -> list[str]:
+    """``State=RESUME`` for each node of ``drained`` (node -> the reason this run drained it with)
+    whose reason is still that one; another reason is left and said through ``progress``. Returns
+    what failed, one line each (the next node is tried anyway)."""
+    errors: list[str] = []
+    ad = drain.Slurm()
+    for n, reason in drained.items():
+        try:
+            now = ad.reason(n)
+            if now != reason:
+                progress(f"slurm: {n} not resumed: its reason is now {now!r}, not this run's")
+                continue
+            ad.call(ad.resume_calls(n)[0])
+        except drain.DrainError as e:
+            errors.append(str(e))
+    return errors
+
+
+def journaled(data: dict) -> list[Hold]:
+    """The holds a journal document still names (oldest job first).
+
+    Raises:
+        InputError: a job id that is not digits, or a node name outside the host-name grammar
+            (the journal was edited: nothing of it reaches scancel or scontrol).
+    """
+    out = []
+    for job, rec in sorted((data.get(JOURNAL_KEY) or {}).items(), key=lambda kv: (len(kv[0]), kv[0])):
+        if not (isinstance(job, str) and job.isdigit() and isinstance(rec, dict)):
+            raise InputError("journal", JOURNAL_KEY, f"{str(job)[:40]!r} is not a Slurm job id (digits)")
+        nodes, drained = list(rec.get("nodes") or []), dict(rec.get("drained") or {})
+        for n in nodes + list(drained):
+            try:
+                check_host_name(str(n))
+            except ValueError as e:
+                raise InputError("journal", f"{JOURNAL_KEY}.{job}", str(e)) from None
+        out.append(Hold(job, nodes, {n: str(r) for n, r in drained.items()}))
+    return out
+
+
+def end_journaled(j, progress: Progress) -> list[str]:
+    """End every hold the journal ``j`` still names (:func:`end`), forgetting each that ended
+    cleanly. Returns what failed (a hold with a failure stays journaled, for the next rollback).
+    Raises InputError as :func:`journaled`."""
+    errors: list[str] = []
+    for hold in journaled(j.data):
+        progress(f"slurm: ending job {hold.job} the run left (nodes {', '.join(hold.nodes)})")
+        failed = end(hold, progress)
+        errors += failed
+        if not failed:
+            forget(j, hold.job)
+    return errors
