@@ -144,8 +144,10 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
     order, verify with RDMA tests (and an incast per changed leaf), confirm; on a regression restore
     the batch (or every batch) and halt.
 
-    Exit 0 kept (or nothing to do), 1 rolled back or halted, 3 rollback failed, 4 only unreachable
-    devices failed.
+    Exit 0 kept (or nothing to do), 1 rolled back or halted,
+    2 bad input or setup (nothing pushed), 3 rollback failed,
+    4 only unreachable devices failed, 130 stopped by Ctrl-C (restored).
+
     Example: fabtune rollout -i inventory/lab --serial 1,50% --max-failed 1
     Example: fabtune rollout -i inventory/lab --domain sysctl --domain irq
     Example: fabtune rollout -i inventory/lab --engine ansible --serial 2 --report-json run.json

@@ -55,7 +55,8 @@ def test_plan_read_from_the_cluster_joins_and_refuses_and_writes_nothing():
 
 @pytest.mark.parametrize("args,says,code", [
     (["--server", "ftp://x"], "--server: ftp://x: allowed: http(s)://HOST[:PORT][/PATH]", 2),
-    (["--ca-file", "x.pem"], "--ca-file: -: needs --server", 2),
+    (["--ca-file", "x.pem"], "--ca-file: x.pem: given without --server: it is for that API server", 2),
+    (["--token-file", "t"], "--token-file: t: given without --server: it is for that API server", 2),
     (["-n", "Ops"], "--namespace: Ops: allowed: a DNS label", 2),
     (["--server", "http://127.0.0.1:9"], "GET http://127.0.0.1:9/apis/maintenance.nvidia.com/v1alpha1/nodemaintenances: "
                                          "no answer", 4),

@@ -130,7 +130,8 @@ def connect(server: str | None, token_file: Path | None, ca_file: Path | None,
     """
     if server is None:
         if token_file or ca_file:
-            raise InputError(flags[1] if token_file else flags[2], "-", f"needs {flags[0]}")
+            flag, given = (flags[1], token_file) if token_file else (flags[2], ca_file)
+            raise InputError(flag, str(given)[:80], f"given without {flags[0]}: it is for that API server")
         return None
     if not _SERVER.fullmatch(server):
         raise InputError(flags[0], server[:80], "allowed: http(s)://HOST[:PORT][/PATH], e.g. https://10.0.0.1:6443")
