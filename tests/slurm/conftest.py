@@ -31,9 +31,9 @@ def fab(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess
 def _base_port():
     """``(base port, claim)``: 50 ports into the first range of 31800 / 31000 that is this process's
     own (the tests' fixed ports lie below its pool at +300) or that it can claim (``claim`` to close)."""
+    if TEST_BASE_PORT in (31800, 31000):  # its own first: claiming the other would leave none to a second worker
+        return TEST_BASE_PORT + 50, None
     for first in (31800, 31000):
-        if TEST_BASE_PORT == first:
-            return first + 50, None
         claim = claim_port_range(first)
         if claim is not None:
             return first + 50, claim
