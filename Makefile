@@ -28,24 +28,11 @@ AS_ROOT := $(shell [ "$$(id -u)" = 0 ] || echo unshare --user --map-root-user --
 
 # Both cores (pytest-xdist, one lab pool per worker, work stealing: addopts in pyproject.toml); the 25 slowest tests and the
 # lab start-ups are printed at the end. `pytest -m "not lab"` is the fast tier: it starts no lab.
-# The suite's temporary files (pytest's tmp_path, the lab pools: about 3 GB in some 10^5 small
-# files, most written and deleted within seconds) go in a fresh folder on tmpfs when /dev/shm has
-# 8 GB free: on a journal-less ext4, as CI's disk is, each file creation scans the inode table
-# for recently deleted inodes, and a lab start spent half its time (3.7 s of 7.5) creating files.
-# Elsewhere they go under $$TMPDIR (else /tmp) as before. The folder is removed at the end; its
-# short name and --basetemp keep the lab's unix sockets (<state>/run/sudo/node01.sock) within
-# AF_UNIX's 108 bytes, shorter than /tmp/pytest-of-USER/pytest-N/ gave them.
-# tmpfs also caps its inodes (half the RAM's pages: 3.1 million on 24 GiB), and a lab node's sysroot
-# is ~14,000 of them: it must have 1.5 million free too (a passed test's tmp_path is removed at
-# its teardown, pyproject.toml, so the run's peak stays far below).
-TEST_TMP_PARENT = $(shell df -k --output=avail,iavail /dev/shm 2>/dev/null | awk 'NR == 2 && $$1 > 8388608 && $$2 > 1500000 { print "/dev/shm" }')
-
+# The suite's temporary files go in a fresh folder on tmpfs where /dev/shm has room, removed when
+# the run passes (tests/tmpfs.py, from tests/conftest.py: a plain `pytest` gets the same).
 test: $(VENV)/.installed
 	$(BYTECODE)
-	tmp=$$(mktemp -d -p "$(or $(TEST_TMP_PARENT),$${TMPDIR:-/tmp})" ft.XXXXXX) && chmod 1777 "$$tmp" && \
-	{ TMPDIR="$$tmp" $(AS_ROOT) $(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 \
-	  --basetemp="$$tmp/t"; \
-	  rc=$$?; rm -rf "$$tmp" 2>/dev/null; exit $$rc; }
+	$(AS_ROOT) $(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
 
 lab-up: $(VENV)/.installed
 	$(BIN)/fabtune lab up

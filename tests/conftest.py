@@ -139,6 +139,21 @@ def pytest_sessionfinish(session, exitstatus):
     folder = getattr(session.config, "_fabtune_xdist_folder", None)
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
+    session.config._fabtune_passed = exitstatus == 0
+
+
+def pytest_unconfigure(config):
+    """The controlling process removes the run's temporary folder it made (:mod:`tests.tmpfs`),
+    or names it when the run failed."""
+    folder = getattr(config, "_fabtune_tmp", None)
+    if folder is not None:
+        from tests import tmpfs
+
+        said = tmpfs.done(folder, getattr(config, "_fabtune_passed", False))
+        if said:
+            import sys
+
+            print(said, file=sys.stderr)
 
 
 @pytest.fixture()
@@ -246,11 +261,20 @@ def _starts_a_lab(item) -> bool:
     return any(func is not None and _source_starts_a_lab(func) for func in funcs)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    """Every process of the run appends its lab start-ups to one log (``tuning.lab.controller``);
-    the controlling process names the file its workers list the lab modules in."""
+    """The controlling process puts the run's temporary files in a fresh folder (on tmpfs where it
+    has room: :mod:`tests.tmpfs`) unless ``--basetemp`` is given; every process of the run appends
+    its lab start-ups to one log (``tuning.lab.controller``); the controlling process names the
+    file its workers list the lab modules in."""
     from tests.xdist_modules import LAB_MODULES_ENV
     from tuning.lab.controller import STARTS_LOG_ENV
+
+    if not hasattr(config, "workerinput") and config.option.basetemp is None:
+        from tests import tmpfs
+
+        config._fabtune_tmp = tmpfs.make()  # before the tmp_path factory and the workers read it
+        config.option.basetemp = str(Path(config._fabtune_tmp) / "t")
 
     if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
         import tempfile
