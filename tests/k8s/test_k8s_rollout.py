@@ -238,3 +238,25 @@ def test_a_controller_killed_in_a_batch_leaves_its_holds_in_the_journal_and_roll
     assert _holds(inv) == {} and _cordoned(inv) == {"node01": False, "node02": False}
     assert admin(inv, "GET", "/api/v1/namespaces/fabtune/configmaps/fabtune-plan")["reason"] == "NotFound"
     assert "k8s" not in json.loads((jdir / f"{run_id}.json").read_text())
+
+
+def test_a_journal_dir_that_is_not_the_agents_is_refused_before_anything(k8s_lab, tmp_path):
+    """Tryout finding (session 15): with a --journal-dir other than the agents' folder the run pushed
+    the switches, then every node failed with no reason and the run rolled back (exit 1). The agents
+    are probed first: each answers that the controller's probe file is not in its folder, and the run
+    stops there, exit 2, naming the folder; no switch or node written, no hold, no ConfigMap left."""
+    inv, env, jdir = k8s_lab
+    assert fab("lab", "reset", "-i", str(inv)).returncode == 0
+    untuned = snapshot_fabric(inv)
+    elsewhere = tmp_path / "elsewhere"
+    r = fab("rollout", "-i", str(inv), "--engine", "k8s", "--journal-dir", str(elsewhere), *CHANGE, env=env,
+            timeout=300)
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-3000:]
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("fabtune: error: 2 agent(s) refused the probe: node01: agent on node01: fabtune node exited 2: "
+                           "fabtune: error: node01: no .fabtune-probe-"), last
+    assert last.endswith(f"in this agent's journal folder {jdir}; the controller's --journal-dir must be the agents' "
+                         "journal folder (their shared volume)"), last
+    assert snapshot_fabric(inv) == untuned and _holds(inv) == {} and _cordoned(inv) == {"node01": False, "node02": False}
+    assert admin(inv, "GET", "/api/v1/namespaces/fabtune/configmaps/fabtune-plan")["reason"] == "NotFound"
+    assert not list(elsewhere.glob(".fabtune-probe-*")) and not list(elsewhere.glob("*.json"))

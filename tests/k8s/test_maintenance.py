@@ -285,3 +285,19 @@ def test_an_agents_answer_is_read_by_its_exit_code():
         f"node01: agent on node01: fabtune node exited 2: fabtune: error: RUN_ID: {RUN}: no journal /j/{RUN}.json; "
         "the controller's --journal-dir must be the agents' journal folder (their shared volume)")
     assert [type(answer("node01", cm(rc, stderr="x\n"))) for rc in (1, 3, 4)] == [TuningError, RollbackError, ConnectError]
+
+
+def test_the_probe_answers_whether_the_agent_sees_the_controllers_file_and_the_inventory(tmp_path):
+    """The ``probe`` request (tuning/k8s/agent.py): 0 when the agent's journal folder holds the
+    controller's file and the inventory folder is there, else 2 naming what is missing."""
+    from tuning.k8s.agent import PROBE_PREFIX, probe
+
+    jdir, inv = tmp_path / "journal", tmp_path / "inv"
+    jdir.mkdir()
+    inv.mkdir()
+    assert probe("node01", str(jdir), str(inv), RUN) == (
+        2, "", f"fabtune: error: node01: no {PROBE_PREFIX}{RUN} in this agent's journal folder {jdir}\n")
+    (jdir / f"{PROBE_PREFIX}{RUN}").write_text("x")
+    assert probe("node01", str(jdir), str(inv), RUN) == (0, '{"node": "node01", "probe": "' + RUN + '"}', "")
+    assert probe("node01", str(jdir), str(tmp_path / "none"), RUN)[2] == (
+        f"fabtune: error: node01: no inventory folder {tmp_path}/none on this node\n")

@@ -12,6 +12,9 @@ exchange (issue 23): the Kubernetes counterpart of ``srun fabtune node apply``.
   (:func:`result_configmap`, ``create``): the node's JSON result, its exit code and the last of its
   stderr. A request already answered (the result ConfigMap exists) is never run again, so a
   restarted agent does not push twice.
+- Before a run reads anything, the controller asks every agent to ``probe``: the agent answers (no
+  node command) whether it sees the file the controller just wrote in its ``--journal-dir``
+  (:func:`probe`), so a controller whose journal folder is not the agents' stops before any push.
 - Everything read from the plan ConfigMap passes a grammar before it reaches an argv
   (:func:`read_request`: run id, request name, node names, domain names); no shell is used.
 
@@ -34,7 +37,10 @@ from tuning.k8s import maintenance as nm
 from tuning.k8s.api import Api, ApiError
 
 PLAN_CM = "fabtune-plan"
-ACTIONS = ("apply", "restore")
+ACTIONS = ("apply", "restore", "probe")
+#: the file a controller writes in its --journal-dir before a run, which every agent must see in its
+#: own journal folder (the ``probe`` request): ``.fabtune-probe-<token>``
+PROBE_PREFIX = ".fabtune-probe-"
 _REQUEST = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 _DOMAIN = re.compile(r"[a-z][a-z0-9_]{0,39}")
 STDERR_KEEP = 4000  # characters of a node command's stderr kept in its result
@@ -124,6 +130,20 @@ def node_argv(req: Request, node: str, inventory: str, journal_dir: str, sysroot
     return argv + (["--sysroot", sysroot] if sysroot else [])
 
 
+def probe(node: str, journal_dir: str, inventory: str, token: str) -> tuple[int, str, str]:
+    """The ``probe`` request: whether this node sees the controller's probe file
+    (:data:`PROBE_PREFIX` + ``token``) in its journal folder and has the inventory folder; ``(exit
+    code, stdout, stderr)`` as a node command's: 0 with ``{"node", "probe"}``, 2 naming what is missing."""
+    from pathlib import Path
+
+    marker = Path(journal_dir) / f"{PROBE_PREFIX}{token}"
+    if not marker.is_file():
+        return 2, "", f"fabtune: error: {node}: no {marker.name} in this agent's journal folder {Path(journal_dir).resolve()}\n"
+    if not Path(inventory).is_dir():
+        return 2, "", f"fabtune: error: {node}: no inventory folder {Path(inventory).resolve()} on this node\n"
+    return 0, json.dumps({"node": node, "probe": token}), ""
+
+
 class Agent:
     """One node's agent (module docstring): ``api`` with the agent's token, ``namespace``, ``node``,
     ``inventory`` and ``journal_dir`` as the node sees them, ``sysroot`` (None: the process's own /
@@ -154,12 +174,15 @@ class Agent:
         except ApiError as e:
             if e.reason != "NotFound":
                 raise
-        argv = node_argv(req, self.node, self.inventory, self.journal_dir, self.sysroot)
-        try:
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout_s)
-            rc, out, err = p.returncode, p.stdout, p.stderr
-        except subprocess.TimeoutExpired:
-            rc, out, err = 4, "", f"fabtune: error: fabtune node {req.action} did not end within {self.timeout_s:.0f} s"
+        if req.action == "probe":
+            rc, out, err = probe(self.node, self.journal_dir, self.inventory, req.run_id)
+        else:
+            argv = node_argv(req, self.node, self.inventory, self.journal_dir, self.sysroot)
+            try:
+                p = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout_s)
+                rc, out, err = p.returncode, p.stdout, p.stderr
+            except subprocess.TimeoutExpired:
+                rc, out, err = 4, "", f"fabtune: error: fabtune node {req.action} did not end within {self.timeout_s:.0f} s"
         self.api.create(cm_path(self.namespace), result_configmap(req, self.node, self.namespace, rc, out, err))
         self.done.add((req.run_id, req.name))
         return name

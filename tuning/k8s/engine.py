@@ -36,6 +36,7 @@ import json
 import os
 import re
 import time
+from pathlib import Path
 from typing import Callable
 
 from tuning.errors import ConnectError, InputError, RollbackError, SetupError, TuningError
@@ -63,14 +64,55 @@ class KubeSession(NodeFront):
 
     engine_name = "k8s"
 
-    def __init__(self, inv, devices, workers, policy=None, *, api: Api, namespace: str, **kw):
+    def __init__(self, inv, devices, workers, policy=None, *, api: Api, namespace: str, journal_dir: Path = Path("."),
+                 **kw):
         super().__init__(inv, devices, workers, policy, **kw)
-        self.api, self.namespace = api, namespace
+        self.api, self.namespace, self.journal_dir = api, namespace, Path(journal_dir)
         self.held: dict[str, Held] = {}
         self.failed: dict[str, Held] = {}
         self.asked: list[str] = []  # result ConfigMaps to delete at the end
         self.mc: MaintenanceClient | None = None
         self.journal: Journal | None = None  # the run's: what is held and made is journaled in it (leftovers.py)
+
+    def open(self, only: set[str] | None = None) -> None:
+        """Open every Target as the engine does, then :meth:`probe` the agents (a whole session's open)."""
+        super().open(only)
+        if only is None:
+            self.probe()
+
+    def probe(self) -> None:
+        """Before anything is read or pushed: write ``.fabtune-probe-TOKEN`` in this run's journal
+        folder and ask every node's agent whether its journal folder holds it (:func:`tuning.k8s.agent.probe`);
+        the plan ConfigMap and the answers are deleted after, the file removed. An agent that does
+        not answer within ``connect_s`` + 60 s is left to the push (counted unreachable there).
+
+        Raises:
+            SetupError: an agent does not see the file or the inventory (the controller's
+                --journal-dir is not the agents' folder): nothing was pushed.
+        """
+        from tuning.outfile import write_atomic
+        from tuning.rollout.journal import new_run_id
+
+        nodes = tuple(sorted(self.nodes & set(self.targets)))
+        if not nodes:
+            return
+        token = new_run_id()
+        marker = self.journal_dir / f"{ag.PROBE_PREFIX}{token}"
+        write_atomic(marker, f"fabtune rollout --engine k8s probe {token}\n".encode(), 0o644)
+        req = ag.Request(token, "probe", "probe", nodes)
+        try:
+            _, errors = self.ask(req, {}, self.timeouts.connect_s + STEP_S)
+        finally:
+            marker.unlink(missing_ok=True)
+            for name in [ag.PLAN_CM, *[ag.result_name(token, "probe", n) for n in nodes]]:
+                try:
+                    self.api.delete(ag.cm_path(self.namespace, name))
+                except (ApiError, ConnectError):
+                    pass  # an answer not given is not there; the plan is replaced by the run's own
+            self.asked = [a for a in self.asked if token.lower() not in a]
+        refused = sorted((n, e) for n, e in errors.items() if isinstance(e, SetupError))
+        if refused:
+            raise SetupError(f"{len(refused)} agent(s) refused the probe: {refused[0][1]}", phase="k8s")
 
     def push_nodes(self, nodes: list[str], plans: dict, j: Journal) -> dict[str, BaseException]:
         """Hold ``nodes`` (one batch) and have their agents push them (module docstring)."""
@@ -110,15 +152,17 @@ class KubeSession(NodeFront):
             self.progress(f"k8s: {', '.join(take)} held (NodeMaintenance Ready) in namespace {self.namespace}")
         return take
 
-    def ask(self, req: ag.Request, planned: dict[str, list[str]]) -> tuple[dict[str, dict], dict[str, BaseException]]:
-        """Publish ``req`` and gather each node's answer: ``(results, errors)`` (module docstring)."""
+    def ask(self, req: ag.Request, planned: dict[str, list[str]],
+            wait_s: float | None = None) -> tuple[dict[str, dict], dict[str, BaseException]]:
+        """Publish ``req`` and gather each node's answer within ``wait_s`` (default ``apply_s`` + 60 s):
+        ``(results, errors)`` (module docstring)."""
         names = {n: ag.result_name(req.run_id, req.name, n) for n in req.nodes}
         if self.journal is not None:
             leftovers.journal_configmaps(self.journal, self.namespace, [ag.PLAN_CM, *names.values()])
         self.publish(ag.plan_configmap(req, self.namespace, planned))
         self.asked += names.values()
         self.progress(f"k8s: {req.action} published as {req.name} for {', '.join(req.nodes)}")
-        wait_s = self.timeouts.apply_s + STEP_S
+        wait_s = self.timeouts.apply_s + STEP_S if wait_s is None else wait_s
         deadline, answers = time.monotonic() + wait_s, {}
         while len(answers) < len(names) and time.monotonic() < deadline:
             for n, name in names.items():
@@ -264,4 +308,4 @@ def run(inv, opts: Options, progress: Progress = lambda m: None) -> RunReport:
     api, namespace = from_env(), os.environ.get(NAMESPACE_ENV) or "fabtune"
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace):
         raise InputError(f"${NAMESPACE_ENV}", namespace[:64], "allowed: a DNS label (RFC 1123)")
-    return run_front(inv, opts, progress, KubeSession, api=api, namespace=namespace)
+    return run_front(inv, opts, progress, KubeSession, api=api, namespace=namespace, journal_dir=opts.journal_dir)
