@@ -147,9 +147,7 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
     Exit 0 kept (or nothing to do), 1 rolled back or halted,
     2 bad input or setup (nothing pushed), 3 rollback failed,
     4 only unreachable devices failed, 130 stopped by Ctrl-C (restored).
-
-    Example: fabtune rollout -i inventory/lab --serial 1,50% --max-failed 1
-    Example: fabtune rollout -i inventory/lab --domain sysctl --domain irq
+    Example: fabtune rollout -i inventory/lab --serial 1,50% --max-failed 1 --domain sysctl
     Example: fabtune rollout -i inventory/lab --engine ansible --serial 2 --report-json run.json
     """
     from tuning.rollout import engine
