@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Callable
 
 from tuning import slurm_holds, slurm_reboot
-from tuning.slurm_cli import call, said
+from tuning.slurm_cli import call, check_conf, said, unreadable_conf
 from tuning.slurm_holds import Hold
 from tuning.burnin import drain
 from tuning.errors import ConnectError, InputError, RollbackError, SetupError, TuningError
@@ -352,12 +352,6 @@ def _last_error(path: Path) -> str:
     return (errs or lines or [""])[-1][:300]
 
 
-#: what Slurm's clients print when they cannot read a configuration (Slurm 22.05, as Debian's sinfo
-#: prints them: ``SLURM_CONF`` naming a missing file, and unset without /etc/slurm/slurm.conf)
-CONFIG_UNREADABLE = ("s_p_parse_file: cannot stat file", "Unable to process configuration file",
-                     "Could not establish a configuration source")
-
-
 def preflight(nodes: list[str]) -> None:
     """Before the run locks or reads anything: Slurm's clients read their configuration and know
     every node of ``nodes`` (the selected inventory nodes) by that name (``sinfo -h -N -o %N``).
@@ -367,16 +361,10 @@ def preflight(nodes: list[str]) -> None:
             ``$SLURM_CONF``), or nodes Slurm does not know (names them and some it does).
         ConnectError: slurmctld does not answer (sinfo's words).
     """
-    conf = os.environ.get("SLURM_CONF")
-    if conf and not os.path.isfile(conf):  # sinfo would retry it for 60 s before saying so
-        raise SetupError(f"--engine slurm: $SLURM_CONF is {conf}: no such file; set SLURM_CONF to the "
-                         "cluster's slurm.conf")
+    check_conf("--engine slurm")
     rc, out, err = call(["sinfo", "-h", "-N", "-o", "%N"])
     if rc != 0:
-        if any(w in err + out for w in CONFIG_UNREADABLE):
-            where = f"$SLURM_CONF is {conf}" if conf else "$SLURM_CONF is not set (Slurm reads /etc/slurm/slurm.conf)"
-            raise SetupError(f"--engine slurm: sinfo cannot read Slurm's configuration ({where}): "
-                             f"{said(out, err)}; set SLURM_CONF to the cluster's slurm.conf")
+        unreadable_conf("--engine slurm", "sinfo", out, err)
         raise ConnectError(f"--engine slurm: sinfo: exit {rc}: {said(out, err)}", phase="slurm")
     known = set(out.split())
     unknown = sorted(set(nodes) - known)

@@ -17,6 +17,7 @@ is named). Sources: ``scancel(1)``, ``scontrol(1)`` of Slurm 22.05; the reasons'
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -24,7 +25,7 @@ from tuning.burnin import drain
 from tuning.errors import InputError
 from tuning.model.grammar import check_host_name
 from tuning.rollout.journal import SLURM_HOLDS_KEY
-from tuning.slurm_cli import call, said
+from tuning.slurm_cli import call, check_conf, said, unreadable_conf
 
 Progress = Callable[[str], None]
 
@@ -32,6 +33,8 @@ Progress = Callable[[str], None]
 JOURNAL_KEY = SLURM_HOLDS_KEY
 #: scancel's words for a job Slurm no longer knows (Slurm 22.05 ``src/scancel/scancel.c``)
 GONE = "Invalid job id specified"
+#: a journaled job id (ASCII digits only: ``str.isdigit`` also takes "²" and "０")
+_JOB = re.compile(r"[0-9]{1,12}")
 
 
 @dataclass
@@ -69,6 +72,8 @@ def end(hold: Hold, progress: Progress) -> list[str]:
     anyway)."""
     errors: list[str] = []
     rc, out, err = call(["scancel", hold.job])
+    if rc != 0:
+        unreadable_conf("slurm", "scancel", out, err)  # a setup error: nothing was ended
     if rc != 0 and GONE not in err + out:
         errors.append(f"scancel {hold.job}: exit {rc}: {said(out, err)}")
     return errors + resume(hold.drained, progress)
@@ -96,29 +101,42 @@ def journaled(data: dict) -> list[Hold]:
     """The holds a journal document still names (oldest job first).
 
     Raises:
-        InputError: a job id that is not digits, or a node name outside the host-name grammar
+        InputError: holds that are not an object of job id -> ``{"nodes": [...], "drained": {...}}``,
+            a job id that is not 1-12 ASCII digits, or a node name outside the host-name grammar
             (the journal was edited: nothing of it reaches scancel or scontrol).
     """
-    out = []
-    for job, rec in sorted((data.get(JOURNAL_KEY) or {}).items(), key=lambda kv: (len(kv[0]), kv[0])):
-        if not (isinstance(job, str) and job.isdigit() and isinstance(rec, dict)):
-            raise InputError("journal", JOURNAL_KEY, f"{str(job)[:40]!r} is not a Slurm job id (digits)")
-        nodes, drained = list(rec.get("nodes") or []), dict(rec.get("drained") or {})
-        for n in nodes + list(drained):
-            try:
-                check_host_name(str(n))
-            except ValueError as e:
-                raise InputError("journal", f"{JOURNAL_KEY}.{job}", str(e)) from None
-        out.append(Hold(job, nodes, {n: str(r) for n, r in drained.items()}))
-    return out
+    holds = data.get(JOURNAL_KEY) or {}
+    if not isinstance(holds, dict):
+        raise InputError("journal", JOURNAL_KEY, f"a {type(holds).__name__}, not an object of job id -> hold")
+    return [_hold(job, rec) for job, rec in sorted(holds.items(), key=lambda kv: (len(kv[0]), kv[0]))]
+
+
+def _hold(job: str, rec: object) -> Hold:
+    """One journaled hold, checked (raises InputError as :func:`journaled`)."""
+    if not (_JOB.fullmatch(job) and isinstance(rec, dict)):
+        raise InputError("journal", JOURNAL_KEY, f"{job[:40]!r} is not a Slurm job id (digits) with a hold object")
+    nodes, drained = rec.get("nodes") or [], rec.get("drained") or {}
+    if not (isinstance(nodes, list) and isinstance(drained, dict)):
+        raise InputError("journal", f"{JOURNAL_KEY}.{job}", "nodes must be a list of node names, "
+                         "drained an object of node -> reason")
+    for n in nodes + list(drained):
+        try:
+            check_host_name(n if isinstance(n, str) else f"{n!r} (a {type(n).__name__})")
+        except ValueError as e:
+            raise InputError("journal", f"{JOURNAL_KEY}.{job}", str(e)) from None
+    return Hold(job, list(nodes), {n: str(r) for n, r in drained.items()})
 
 
 def end_journaled(j, progress: Progress) -> list[str]:
     """End every hold the journal ``j`` still names (:func:`end`), forgetting each that ended
     cleanly. Returns what failed (a hold with a failure stays journaled, for the next rollback).
-    Raises InputError as :func:`journaled`."""
+    Raises InputError as :func:`journaled`; SetupError when Slurm's configuration cannot be read
+    (``$SLURM_CONF``: nothing ended)."""
     errors: list[str] = []
-    for hold in journaled(j.data):
+    holds = journaled(j.data)
+    if holds:
+        check_conf("slurm")
+    for hold in holds:
         progress(f"slurm: ending job {hold.job} the run left (nodes {', '.join(hold.nodes)})")
         failed = end(hold, progress)
         errors += failed

@@ -103,3 +103,27 @@ def test_a_slurm_conf_that_is_not_there_is_refused_at_once_before_anything(tmp_p
         f"fabtune: error: --engine slurm: $SLURM_CONF is {tmp_path}/nowhere/slurm.conf: no such file; set "
         "SLURM_CONF to the cluster's slurm.conf")
     assert not (tmp_path / "j").exists() and not list(inv.glob(".fabtune*"))
+
+
+def test_rollback_of_a_held_run_without_a_readable_slurm_config_is_exit_2_naming_it(tmp_path):
+    """A killed run's hold ended by `fabtune rollback` with ``$SLURM_CONF`` naming no file: one line,
+    exit 2, naming the variable (the tryout's rollback said scancel's DNS SRV words, exit 1), and the
+    hold stays in the journal for the next try."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+    from tuning.rollout.journal import Journal
+
+    j = Journal.create(tmp_path, "inventory/lab", "rollout", run_id=RUN)
+    j.data["slurm_holds"] = {"42": {"nodes": ["node01"], "drained": {"node01": f"fabtune:{RUN}: rollout batch 1/1"}}}
+    j.save()
+    env = {**os.environ, "SLURM_CONF": str(tmp_path / "nowhere.conf")}
+    r = subprocess.run([sys.executable, "-m", "tuning", "rollback", RUN, "--journal-dir", str(tmp_path)],
+                       capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"fabtune: error: slurm: $SLURM_CONF is {tmp_path}/nowhere.conf: no such file; set SLURM_CONF to the "
+        "cluster's slurm.conf")
+    assert Journal.load(tmp_path, RUN).data["slurm_holds"] == j.data["slurm_holds"]

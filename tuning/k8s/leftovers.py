@@ -70,25 +70,31 @@ def _checked(rec: object) -> tuple[str, dict[str, tuple[str, bool]], list[str]]:
 
     Raises:
         InputError: a name outside its grammar (a DNS label / subdomain): nothing of an edited
-            journal reaches an API path.
+            journal reaches an API path; a record of the wrong shape (holds not an object of
+            node -> ``{"name": str, "created": bool}``, configmaps not a list).
     """
     def bad(key: str, value: object) -> InputError:
         return InputError("journal", f"{JOURNAL_KEY}.{key}", f"{str(value)[:60]!r} is not a Kubernetes name")
 
     if not isinstance(rec, dict) or not _LABEL.fullmatch(str(rec.get("namespace"))):
         raise bad("namespace", rec.get("namespace") if isinstance(rec, dict) else rec)
+    held, listed = rec.get("holds") or {}, rec.get("configmaps") or []
+    if not (isinstance(held, dict) and isinstance(listed, list)):
+        raise InputError("journal", JOURNAL_KEY, "holds must be an object of node -> {name, created}, "
+                         "configmaps a list of names")
     holds = {}
-    for node, h in (rec.get("holds") or {}).items():
+    for node, h in held.items():
         try:
-            nm.check_node_name(str(node))
-            name = nm.check_node_name(str((h or {}).get("name")))  # an object name: a DNS subdomain too
+            if not (isinstance(h, dict) and isinstance(h.get("name"), str) and isinstance(h.get("created"), bool)):
+                raise InputError("journal", node, "not {name, created}")
+            nm.check_node_name(node)
+            holds[node] = (nm.check_node_name(h["name"]), h["created"])  # an object name: a DNS subdomain too
         except InputError:
-            raise bad(f"holds.{str(node)[:60]}", h) from None
-        holds[node] = (name, bool(h.get("created")))
+            raise bad(f"holds.{node[:60]}", h) from None
     cms = []
-    for c in rec.get("configmaps") or []:
+    for c in listed:
         try:
-            cms.append(nm.check_node_name(str(c)))
+            cms.append(nm.check_node_name(c if isinstance(c, str) else f"{c!r} (a {type(c).__name__})"))
         except InputError:
             raise bad("configmaps", c) from None
     return rec["namespace"], holds, cms
