@@ -83,6 +83,17 @@ def test_rbac_is_the_manifests_roles(lab):
     assert lab["admin"].get("/api/v1/nodes/node01")["metadata"]["name"] == "node01"
 
 
+def test_a_person_lists_the_configmaps_left_and_no_service_account_may(lab):
+    """What a rollout left in the namespace is one admin GET (docs/kubernetes.md, "Checking the lab")."""
+    req = ag.Request(RUN, "apply-b1", "apply", ("node01",))
+    lab["controller"].create(ag.cm_path("fabtune"), ag.plan_configmap(req, "fabtune", {}))
+    listed = lab["admin"].get(ag.cm_path("fabtune"))
+    assert listed["kind"] == "ConfigMapList" and [o["metadata"]["name"] for o in listed["items"]] == ["fabtune-plan"]
+    assert lab["admin"].get(ag.cm_path("other"))["items"] == []
+    e = refusal(lambda: lab["controller"].get(ag.cm_path("fabtune")))
+    assert e.code == 403 and 'cannot list resource "configmaps"' in e.status["message"]
+
+
 def test_the_agent_reads_only_a_plan_within_its_grammar():
     req = ag.Request(RUN, "restore-b2-1", "restore", ("node01", "node02"))
     cm = ag.plan_configmap(req, "fabtune", {})

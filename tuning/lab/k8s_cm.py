@@ -1,4 +1,4 @@
-"""ConfigMaps in the lab's API server stand-in (:mod:`tuning.lab.k8s_api`): create, get, update,
+"""ConfigMaps in the lab's API server stand-in (:mod:`tuning.lab.k8s_api`): create, get, list, update,
 delete in a namespace, validated as the API server validates them (name a lowercase RFC 1123
 subdomain, data keys ``[-._a-zA-Z0-9]+``, unknown fields refused as with strict field validation),
 refused with its ``Status`` texts (sources in :mod:`tuning.lab.k8s_api`'s docstring).
@@ -70,6 +70,9 @@ def configmap(cluster: Cluster, method: str, ns: str, name: str | None, body: di
                                 creationTimestamp=_now())
         cluster.cms[(ns, name)] = body
         return 201, copy.deepcopy(body)
+    if name is None and method == "GET":  # a list (RBAC: no fabtune account may list; admin may)
+        return 200, {"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {"resourceVersion": str(cluster.version)},
+                     "items": [copy.deepcopy(o) for (n, _), o in sorted(cluster.cms.items()) if n == ns]}
     if name is None:
         raise Refused(status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"))
     if (ns, name) not in cluster.cms:
