@@ -4,6 +4,9 @@ object, report a failure, release, and the API server's refusals read as errors.
 
 from __future__ import annotations
 
+import calendar
+import time
+
 import pytest
 import yaml
 
@@ -259,13 +262,69 @@ def test_what_a_killed_run_left_is_ended_from_its_journal_alone(cluster, tmp_pat
             api.get(ag.cm_path(NS, name))
     assert Journal.load(tmp_path, RUN).data["k8s"] == {"namespace": NS, "configmaps": [],
                                                        "holds": {"node02": {"name": theirs["node02"].obj["metadata"]["name"],
-                                                                            "created": True}}}
+                                                                            "created": True, "namespace": NS}}}
     assert said[0] == f"k8s: node01 released (NodeMaintenance {NS}/{held['node01'].obj['metadata']['name']}) for run {RUN}"
     # an edited journal's names never reach an API path
     j = Journal.load(tmp_path, RUN)
     j.data["k8s"]["holds"]["node02"]["name"] = "../../nodes/node02"
     with pytest.raises(InputError, match="not a Kubernetes name"):
         leftovers.end_journaled(j, said.append)
+
+
+def test_a_joined_hold_in_its_owners_namespace_is_left_by_rollback_and_the_owners_stays(cluster, tmp_path, monkeypatch):
+    """A controller killed while fabtune is an additional requestor of another requestor's object in
+    that requestor's namespace (helper-46's tryout: the journal named the run's namespace, the GET
+    found nothing there, the hold was counted ended and fabtune stayed in the list, so the owner's
+    delete would never uncordon the node): rollback takes fabtune off that list, the object stays."""
+    from tuning.k8s import leftovers
+    from tuning.rollout.journal import Journal
+
+    c, api = cluster
+    theirs = {"apiVersion": nm.API_VERSION, "kind": nm.KIND, "metadata": {"name": "upgrade-node03", "namespace": "nvidia"},
+              "spec": {"requestorID": "network.operator.nvidia.com", "nodeName": "node03"}}
+    api.create(path("nvidia"), theirs)
+    held = client(api).hold(["node03"]).held
+    assert held["node03"].created is False and nm.joined(api.get(path("nvidia", "upgrade-node03")))
+    j = Journal.create(tmp_path, "inv", "rollout", run_id=RUN)
+    leftovers.journal_holds(j, NS, held)
+    assert j.data["k8s"]["holds"] == {"node03": {"name": "upgrade-node03", "created": False, "namespace": "nvidia"}}
+    monkeypatch.setenv("FABTUNE_K8S_SERVER", api.server)
+    said: list[str] = []
+    assert leftovers.end_journaled(Journal.load(tmp_path, RUN), said.append) == []
+    after = api.get(path("nvidia", "upgrade-node03"))
+    assert not nm.joined(after) and after["spec"]["requestorID"] == "network.operator.nvidia.com"
+    assert said == [f"k8s: node03 left (NodeMaintenance nvidia/upgrade-node03) for run {RUN}"]
+    assert "k8s" not in Journal.load(tmp_path, RUN).data
+
+
+def test_a_probe_a_killed_controller_left_is_ended_by_the_next_run_and_a_live_one_is_not(cluster, tmp_path):
+    """A controller SIGKILLed while its agents answer the probe (helper-46's tryout) left fabtune-plan
+    and the answers, journaled nowhere, and every later run was refused by that plan. Past twice the
+    probe's wait it is abandoned (tuning/k8s/leftovers.py): its answers, the plan and the marker go;
+    a younger probe, or a run's request, is not touched."""
+    from tuning.k8s import agent as ag
+    from tuning.k8s import leftovers
+
+    _, api = cluster
+    token = "20261204T150710-69159d"
+    req = ag.Request(token, "probe", "probe", ("node01", "node02"))
+    plan = api.create(ag.cm_path(NS), ag.plan_configmap(req, NS, {}))
+    answer = ag.result_name(token, "probe", "node01")
+    api.create(ag.cm_path(NS), ag.result_configmap(req, "node01", NS, 0, "{}", ""))
+    (tmp_path / f"{ag.PROBE_PREFIX}{token}").write_text("probe\n")
+    made = calendar.timegm(time.strptime(plan["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ"))
+    assert leftovers.abandoned_probe(plan, 120, now=made + 100) is None  # still waited for
+    run_plan = ag.plan_configmap(ag.Request(RUN, "apply-b1", "apply", ("node01",)), NS, {})
+    assert leftovers.abandoned_probe({**run_plan, "metadata": plan["metadata"]}, 120, now=made + 1000) is None
+    assert leftovers.abandoned_probe(plan, 120, now=made + 121) == req
+    assert leftovers.end_probe(api, NS, req, tmp_path) == []
+    for name in (ag.PLAN_CM, answer):
+        with pytest.raises(ApiError, match="NotFound"):
+            api.get(ag.cm_path(NS, name))
+    assert list(tmp_path.iterdir()) == []
+    api.create(ag.cm_path(NS), run_plan)  # another run's plan now: a probe's end leaves it
+    assert leftovers.end_probe(api, NS, req, tmp_path) == []
+    assert api.get(ag.cm_path(NS, ag.PLAN_CM))["data"]["run-id"] == RUN
 
 
 def test_an_agents_answer_is_read_by_its_exit_code():

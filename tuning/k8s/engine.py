@@ -103,12 +103,9 @@ class KubeSession(NodeFront):
         try:
             _, errors = self.ask(req, {}, self.timeouts.connect_s + STEP_S)
         finally:
-            marker.unlink(missing_ok=True)
-            for name in [ag.PLAN_CM, *[ag.result_name(token, "probe", n) for n in nodes]]:
-                try:
-                    self.api.delete(ag.cm_path(self.namespace, name))
-                except (ApiError, ConnectError):
-                    pass  # an answer not given is not there; the plan is replaced by the run's own
+            marker.unlink(missing_ok=True)  # the plan only while it is this probe's (never another run's)
+            leftovers.delete_configmaps(self.api, self.namespace, token,
+                                        [*[ag.result_name(token, "probe", n) for n in nodes], ag.PLAN_CM], [])
             self.asked = [a for a in self.asked if token.lower() not in a]
         refused = sorted((n, e) for n, e in errors.items() if isinstance(e, SetupError))
         if refused:
@@ -195,10 +192,15 @@ class KubeSession(NodeFront):
                 raise
             now = self.api.get(path)
             run = body["data"]["run-id"]
-            if (now.get("data") or {}).get("run-id") != run:
-                raise TuningError(f"ConfigMap {self.namespace}/{ag.PLAN_CM} holds the request of fabtune run "
-                                  f"{(now.get('data') or {}).get('run-id')}, not {run}: delete it once that run is "
-                                  "over", phase="k8s") from None
+            stale = leftovers.abandoned_probe(now, 2 * (self.timeouts.connect_s + STEP_S))
+            other = (now.get("data") or {}).get("run-id")
+            if stale is not None and not leftovers.end_probe(self.api, self.namespace, stale, self.journal_dir):
+                self.progress(f"k8s: deleted the probe {stale.run_id} a stopped controller left in {self.namespace}")
+                return self.publish(body)  # a controller killed while probing: nothing of it runs any more
+            if other != run:
+                raise TuningError(f"ConfigMap {self.namespace}/{ag.PLAN_CM} holds the request of fabtune run {other}, "
+                                  f"not {run}: once that run is over (or its controller killed), `fabtune rollback "
+                                  f"{other}` or a person deletes it", phase="k8s") from None
             self.api.replace(path, {**body, "metadata": {**body["metadata"],
                                                          "resourceVersion": now["metadata"]["resourceVersion"]}})
         if self.api.get(path).get("data") != body["data"]:

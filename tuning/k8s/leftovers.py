@@ -2,7 +2,8 @@
 journaled while it lasts, and ended by ``fabtune rollback`` after a controller that was killed.
 
 The run's journal keeps ``k8s: {"namespace": NS, "holds": {NODE: {"name": OBJECT, "created":
-BOOL}}, "configmaps": [NAME, ...]}``: each node's NodeMaintenance from the moment fabtune created or
+BOOL, "namespace": NS}}, "configmaps": [NAME, ...]}`` (a hold's namespace is its object's: another
+requestor's object that fabtune joined lives in its owner's; absent, the run's): each node's NodeMaintenance from the moment fabtune created or
 joined it until its hold ends (released, or marked failed and kept for a person: then it is a
 person's, and leaves the journal), and every ConfigMap the run made (``fabtune-plan`` and the
 agents' answers) until the run deleted them. A controller killed in a batch (SIGKILL) leaves its
@@ -14,6 +15,9 @@ the API server of ``$FABTUNE_K8S_SERVER`` (or the cluster it runs in), as the ru
 from __future__ import annotations
 
 import re
+import time
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Callable
 
 from tuning.errors import ConnectError, InputError
@@ -41,7 +45,8 @@ def journal_holds(j, namespace: str, held: dict[str, Held]) -> None:
         return
     holds = _record(j, namespace)["holds"]
     for node, h in held.items():
-        holds[node] = {"name": h.obj["metadata"]["name"], "created": bool(h.created)}
+        meta = h.obj["metadata"]
+        holds[node] = {"name": meta["name"], "created": bool(h.created), "namespace": meta.get("namespace") or namespace}
     j.save()
 
 
@@ -65,8 +70,8 @@ def forget(j, nodes: list[str] = (), configmaps: list[str] = ()) -> None:
     j.save()
 
 
-def _checked(rec: object) -> tuple[str, dict[str, tuple[str, bool]], list[str]]:
-    """``(namespace, {node: (object name, created)}, configmaps)`` of a journal's record.
+def _checked(rec: object) -> tuple[str, dict[str, tuple[str, bool, str]], list[str]]:
+    """``(namespace, {node: (object name, created, object namespace)}, configmaps)`` of a journal's record.
 
     Raises:
         InputError: a name outside its grammar (a DNS label / subdomain): nothing of an edited
@@ -85,10 +90,11 @@ def _checked(rec: object) -> tuple[str, dict[str, tuple[str, bool]], list[str]]:
     holds = {}
     for node, h in held.items():
         try:
-            if not (isinstance(h, dict) and isinstance(h.get("name"), str) and isinstance(h.get("created"), bool)):
-                raise InputError("journal", node, "not {name, created}")
-            nm.check_node_name(node)
-            holds[node] = (nm.check_node_name(h["name"]), h["created"])  # an object name: a DNS subdomain too
+            if not (isinstance(h, dict) and isinstance(h.get("name"), str) and isinstance(h.get("created"), bool)
+                    and _LABEL.fullmatch(str(h.get("namespace", rec["namespace"])))):
+                raise InputError("journal", node, "not {name, created, namespace}")
+            nm.check_node_name(node)  # an object name: a DNS subdomain too
+            holds[node] = (nm.check_node_name(h["name"]), h["created"], h.get("namespace", rec["namespace"]))
         except InputError:
             raise bad(f"holds.{node[:60]}", h) from None
     cms = []
@@ -114,27 +120,28 @@ def end_journaled(j, progress: Progress) -> list[str]:
     namespace, holds, cms = _checked(j.data[JOURNAL_KEY])
     api, errors = from_env(), []
     ended = _release(api, MaintenanceClient(api, j.run_id, namespace), j.run_id, holds, errors, progress)
-    deleted = _delete(api, namespace, j.run_id, cms, errors)
+    deleted = delete_configmaps(api, namespace, j.run_id, cms, errors)
     if deleted:
         progress(f"k8s: deleted the run's ConfigMaps in {namespace}: {', '.join(deleted)}")
     forget(j, ended, deleted)
     return errors
 
 
-def _release(api, mc: MaintenanceClient, run_id: str, holds: dict[str, tuple[str, bool]], errors: list[str],
+def _release(api, mc: MaintenanceClient, run_id: str, holds: dict[str, tuple[str, bool, str]], errors: list[str],
              progress: Progress) -> list[str]:
-    """Release each journaled hold (node -> (object name, created)) this run still has; the nodes
+    """Release each journaled hold (node -> (object name, created, its namespace)) this run still has; the nodes
     whose hold is over (released, or gone already). A failure goes to ``errors``."""
     ended = []
-    for node, (name, created) in sorted(holds.items()):
+    for node, (name, created, ns) in sorted(holds.items()):
         try:
-            obj = api.get(path(mc.namespace, name))
+            obj = api.get(path(ns, name))
             run = (obj["metadata"].get("annotations") or {}).get(nm.RUN_ANNOTATION)
             if nm.owned(obj) and run != run_id:
-                errors.append(f"{node}: NodeMaintenance {mc.namespace}/{name} is run {run}'s, not this run's: left")
+                errors.append(f"{node}: NodeMaintenance {ns}/{name} is run {run}'s, not this run's: left")
                 continue
             mc.release(Held(node, obj, created))
-            progress(f"k8s: {node} released (NodeMaintenance {mc.namespace}/{name}) for run {run_id}")
+            progress(f"k8s: {node} {'released' if nm.owned(obj) else 'left'} (NodeMaintenance {ns}/{name}) "
+                     f"for run {run_id}")
             ended.append(node)
         except ApiError as e:
             (ended.append(node) if e.reason == "NotFound" else errors.append(f"{node}: hold not released: {e}"))
@@ -143,7 +150,7 @@ def _release(api, mc: MaintenanceClient, run_id: str, holds: dict[str, tuple[str
     return ended
 
 
-def _delete(api, namespace: str, run_id: str, cms: list[str], errors: list[str]) -> list[str]:
+def delete_configmaps(api, namespace: str, run_id: str, cms: list[str], errors: list[str]) -> list[str]:
     """Delete the journaled ConfigMaps (``fabtune-plan`` only while it is this run's request); the
     names that are gone now (deleted, gone already, or the plan another run's). A failure goes to ``errors``."""
     deleted = []
@@ -159,3 +166,30 @@ def _delete(api, namespace: str, run_id: str, cms: list[str], errors: list[str])
         except ConnectError as e:
             errors.append(f"ConfigMap {name} not deleted: {e}")
     return deleted
+
+
+def abandoned_probe(cm: dict, max_age_s: float, now: float | None = None) -> ag.Request | None:
+    """The probe ``cm`` (the ``fabtune-plan`` ConfigMap) holds when the controller that made it is
+    gone: a ``probe`` request whose ``metadata.creationTimestamp`` (RFC 3339, UTC) is more than
+    ``max_age_s`` seconds before ``now`` (epoch seconds; default: the clock). A live probe deletes
+    its plan when its wait ends, and a probe is not journaled (no run exists yet), so a controller
+    killed while probing leaves it for no ``fabtune rollback`` to end. None for a run's request,
+    a younger probe, or a plan outside its grammar."""
+    try:
+        req = ag.read_request(cm)
+        made = datetime.strptime(cm["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
+    except (InputError, KeyError, TypeError, ValueError):
+        return None
+    age = (time.time() if now is None else now) - made.replace(tzinfo=timezone.utc).timestamp()
+    return req if req.action == "probe" and age > max_age_s else None
+
+
+def end_probe(api, namespace: str, req: ag.Request, journal_dir: Path) -> list[str]:
+    """Delete what an abandoned probe ``req`` (:func:`abandoned_probe`) left: its agents' answers,
+    the plan while it holds that probe, and its marker file in ``journal_dir``. Returns what
+    failed, one line each."""
+    errors: list[str] = []
+    delete_configmaps(api, namespace, req.run_id, [*[ag.result_name(req.run_id, req.name, n) for n in req.nodes],
+                                                   ag.PLAN_CM], errors)
+    (Path(journal_dir) / f"{ag.PROBE_PREFIX}{req.run_id}").unlink(missing_ok=True)
+    return errors
