@@ -297,6 +297,32 @@ def test_a_joined_hold_in_its_owners_namespace_is_left_by_rollback_and_the_owner
     assert "k8s" not in Journal.load(tmp_path, RUN).data
 
 
+def test_a_join_is_journaled_in_its_owners_namespace_before_it_is_written(cluster, tmp_path, monkeypatch):
+    """A controller SIGKILLed while its batch's holds were being written (helper-46's tryout: after
+    node03's join, before the holds were journaled as made) journaled node03 under the object fabtune
+    would have created, so rollback found nothing and left fabtune in the owner's list. Journaled from
+    the decisions before any write, the join is ended by rollback."""
+    from tuning.k8s import leftovers
+    from tuning.rollout.journal import Journal
+
+    _, api = cluster
+    api.create(path("nvidia"), {"apiVersion": nm.API_VERSION, "kind": nm.KIND,
+                                "metadata": {"name": "upgrade-node03", "namespace": "nvidia"},
+                                "spec": {"requestorID": "network.operator.nvidia.com", "nodeName": "node03"}})
+    mc, j = client(api), Journal.create(tmp_path, "inv", "rollout", run_id=RUN)
+    decisions = mc.preview(["node01", "node03"])
+    leftovers.journal_decisions(j, NS, decisions)
+    assert j.data["k8s"]["holds"] == {
+        "node01": {"name": nm.object_name(RUN, "node01"), "created": True, "namespace": NS},
+        "node03": {"name": "upgrade-node03", "created": False, "namespace": "nvidia"}}
+    mc.hold(["node01", "node03"], decisions)  # then killed: the holds never journaled as made
+    monkeypatch.setenv("FABTUNE_K8S_SERVER", api.server)
+    assert leftovers.end_journaled(Journal.load(tmp_path, RUN), lambda m: None) == []
+    assert not nm.joined(api.get(path("nvidia", "upgrade-node03")))
+    with pytest.raises(ApiError, match="NotFound"):  # fabtune's own object: deleted (never Ready, no finalizer wait)
+        api.get(path(NS, nm.object_name(RUN, "node01")))
+
+
 def test_a_probe_a_killed_controller_left_is_ended_by_the_next_run_and_a_live_one_is_not(cluster, tmp_path):
     """A controller SIGKILLed while its agents answer the probe (helper-46's tryout) left fabtune-plan
     and the answers, journaled nowhere, and every later run was refused by that plan. Past twice the

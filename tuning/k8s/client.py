@@ -80,11 +80,12 @@ class MaintenanceClient:
             by_node.setdefault(o.get("spec", {}).get("nodeName"), []).append(o)
         return {node: nm.decide(by_node.get(node, []), self.run_id, node, self.namespace) for node in nodes}
 
-    def hold(self, nodes: list[str]) -> Holds:
-        """Create or join one NodeMaintenance per node as :meth:`preview` decides. A refusal of one
+    def hold(self, nodes: list[str], decisions: dict[str, nm.Decision] | None = None) -> Holds:
+        """Create or join one NodeMaintenance per node as :meth:`preview` decides (or as ``decisions``,
+        its answer read before, say to journal each object before it is written). A refusal of one
         node is kept in ``refused``; the others go on."""
         out = Holds()
-        for node, d in self.preview(nodes).items():
+        for node, d in (self.preview(nodes) if decisions is None else decisions).items():
             try:
                 if d.action == "refuse":
                     out.refused[node] = d.why

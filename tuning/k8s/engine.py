@@ -42,7 +42,6 @@ from typing import Callable
 from tuning.errors import ConnectError, InputError, RollbackError, SetupError, TuningError
 from tuning.k8s import agent as ag
 from tuning.k8s import leftovers
-from tuning.k8s import maintenance as nm
 from tuning.k8s.api import NAMESPACE_ENV, Api, ApiError, from_env
 from tuning.k8s.client import Held, HoldError, MaintenanceClient
 from tuning.k8s.maintenance import check_node_name
@@ -134,10 +133,11 @@ class KubeSession(NodeFront):
         with the reason). Returns the nodes held and Ready."""
         if self.mc is None:
             self.mc = MaintenanceClient(self.api, j.run_id, self.namespace)
-        # journaled before and as held: a controller killed from here on leaves what `fabtune rollback` ends
-        leftovers.journal_holds(j, self.namespace, {n: Held(n, {"metadata": {"name": nm.object_name(j.run_id, n)}}, True)
-                                                    for n in nodes})
-        holds = self.mc.hold(nodes)
+        # journaled before and as held: a controller killed from here on leaves what `fabtune rollback` ends,
+        # the object it creates or joins (a joined one in its owner's namespace) named before it is written
+        decisions = self.mc.preview(nodes)
+        leftovers.journal_decisions(j, self.namespace, decisions)
+        holds = self.mc.hold(nodes, decisions)
         leftovers.forget(j, [n for n in nodes if n not in holds.held])
         leftovers.journal_holds(j, self.namespace, holds.held)
         self.held.update(holds.held)

@@ -50,6 +50,15 @@ def journal_holds(j, namespace: str, held: dict[str, Held]) -> None:
     j.save()
 
 
+def journal_decisions(j, namespace: str, decisions: dict[str, nm.Decision]) -> None:
+    """Journal, before any is written, the object each node's hold will create, join or has
+    (``decisions``: node -> :class:`tuning.k8s.maintenance.Decision`; refusals left out), and save:
+    a controller killed between a write and :func:`journal_holds` leaves no hold unnamed (a joined
+    object in its owner's namespace is found there; one not joined yet is left as it is)."""
+    journal_holds(j, namespace, {n: Held(n, d.body, nm.owned(d.body)) for n, d in decisions.items()
+                                 if d.action != "refuse"})
+
+
 def journal_configmaps(j, namespace: str, names: list[str]) -> None:
     """Journal ConfigMaps the run is about to make (before they exist) and save."""
     cms = _record(j, namespace)["configmaps"]
