@@ -291,16 +291,17 @@ def load(path: str | Path, *, lint: bool = True) -> Inventory:
     with collector_paused():
         hosts_file = _hosts_file(path)
         inv = hosts_file.parent
-        tree = parse_tree(hosts_file)
+        cache = VarsCache(inv)
+        tree = parse_tree(hosts_file, cache.parsed.read_yaml)
         groups = {h: tree.groups_of(h) for h in tree.inline}
         check_vars_files(inv, set(tree.groups) | {"ungrouped"}, set(groups))
         role_of = {h: r for h, g in groups.items() if (r := _role_of(hosts_file, h, g)) is not None}
         mixed = {g for g in tree.groups if len({role_of[h] for h in role_of if g in groups[h]}) > 1}
-        cache = VarsCache(inv)
         layered, devices = {}, {}  # each host's merged vars, read once (the policy reads them too)
         for h in role_of:
             layered[h] = host_vars(tree, cache, h)
             devices[h] = _build(inv, h, groups[h], role_of[h], layered[h], mixed)
+        cache.parsed.save()
         check_cabling(devices, hosts_file)
         check_addresses(devices, hosts_file)
         if lint:

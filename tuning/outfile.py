@@ -73,14 +73,23 @@ def write_atomic(path: Path | str, data: bytes, mode: int = 0o644) -> None:
     if why:
         raise OSError(errno.EINVAL, why, str(path))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    placed = False
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        try:  # os.write on the descriptor: no file object (a render writes 13,772 files)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
         why = refusal(path)  # swapped for a link or a device meanwhile: leave it alone
         if why:
             raise OSError(errno.EINVAL, why, str(path))
         os.replace(tmp, path)
+        placed = True
     finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
+        if not placed:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:  # the open itself failed
+                pass

@@ -9,7 +9,7 @@ itself, and the network / broadcast test is done on the integer, so the result a
 from __future__ import annotations
 
 import re
-from ipaddress import IPv4Interface
+from ipaddress import IPv4Interface, IPv4Network
 
 #: what a NIC's ``ipv4`` may be, as error messages say it
 IPV4_ALLOWED = ("a host address with its prefix length like 10.0.0.1/24 (not the network or broadcast "
@@ -53,4 +53,49 @@ def _ipv4_interface(value: str) -> IPv4Interface:
     if m is None:
         return IPv4Interface(value)
     a, b, c, d, prefix = map(int, m.groups())
-    return IPv4Interface((a << 24 | b << 16 | c << 8 | d, prefix))
+    return _interface(a << 24 | b << 16 | c << 8 | d, prefix)
+
+
+#: subnets by (network number, prefix length): the NICs of one leaf share one (80,000 NICs, ~2,500 subnets)
+_NETWORKS: dict[tuple[int, int], IPv4Network] = {}
+_NETWORKS_MAX = 1 << 16
+
+
+def _interface(ip: int, prefix: int) -> IPv4Interface:
+    """``IPv4Interface((ip, prefix))`` sharing its subnet's ``IPv4Network`` with the other NICs of
+    that subnet (a tenth of the cost: building the network is most of the constructor's work). The
+    object holds what ``IPv4Interface.__init__`` sets (CPython 3.8-3.13 ``ipaddress``); a Python whose
+    ``ipaddress`` differs is detected at import (:data:`_SHARED_NETWORKS`) and gets the constructor."""
+    if not _SHARED_NETWORKS:
+        return IPv4Interface((ip, prefix))
+    key = (ip >> (32 - prefix) if prefix else 0, prefix)
+    net = _NETWORKS.get(key)
+    if net is None:
+        net = IPv4Network((ip, prefix), strict=False)
+        if len(_NETWORKS) < _NETWORKS_MAX:
+            _NETWORKS[key] = net
+    iface = object.__new__(IPv4Interface)
+    iface._ip, iface.network, iface.netmask, iface._prefixlen = ip, net, net.netmask, prefix
+    return iface
+
+
+def _same_as_constructor() -> bool:
+    """Whether :func:`_interface` gives what ``IPv4Interface`` gives (equal, same text, hash,
+    network, attributes) on this Python: checked once at import."""
+    global _SHARED_NETWORKS
+    _SHARED_NETWORKS = True
+    try:
+        for ip, prefix in ((0x0A000101, 24), (0xC0A80001, 31), (0x01020304, 32), (0x0A000001, 0)):
+            ours, theirs = _interface(ip, prefix), IPv4Interface((ip, prefix))
+            if (ours != theirs or str(ours) != str(theirs) or hash(ours) != hash(theirs) or ours.network != theirs.network
+                    or vars(ours) != vars(theirs) or ours.ip != theirs.ip):
+                return False
+        return True
+    except Exception:  # noqa: BLE001 (any difference in the internals: use the constructor)
+        return False
+    finally:
+        _NETWORKS.clear()
+
+
+_SHARED_NETWORKS = False
+_SHARED_NETWORKS = _same_as_constructor()

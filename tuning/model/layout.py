@@ -20,12 +20,14 @@
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tuning.errors import InputError
 from tuning.model import grammar
+from tuning.model.parsecache import MIN_FILES, ParseCache
 from tuning.model.yamlfile import read_yaml
 
 SECTIONS = ("hosts", "children", "vars")
@@ -186,13 +188,14 @@ def _owner(folder: Path) -> int | None:
         return None
 
 
-def parse_tree(path: Path) -> Tree:
-    """Read ``hosts.yaml`` into groups and hosts.
+def parse_tree(path: Path, read: Callable[[Path, int | None], Any] = read_yaml) -> Tree:
+    """Read ``hosts.yaml`` into groups and hosts (``read``: how its YAML is read, as
+    :func:`tuning.model.yamlfile.read_yaml`; a load passes its :class:`ParseCache`'s).
 
     Raises:
         InputError: not a mapping of groups, a list where a mapping belongs, a bad name, a cycle.
     """
-    data = read_yaml(path, _owner(path.parent))
+    data = read(path, _owner(path.parent))
     tree = Tree(path)
     if not isinstance(data, dict) or not data:
         raise InputError(str(path), "-", "top level must be a mapping of groups (all: {children: ...})")
@@ -215,14 +218,19 @@ def vars_files(inv: Path, folder: str, name: str, listed: set[str] | None = None
         InputError: two candidates exist for one name (Ansible would ignore all but the first).
     """
     base = inv / folder
-    found = [base / (name + ext) for ext in ("",) + VARS_EXTENSIONS
-             if (listed is None or name + ext in listed) and (base / (name + ext)).exists()]
+    found: list[tuple[Path, os.stat_result]] = []
+    for ext in ("",) + VARS_EXTENSIONS:
+        if listed is None or name + ext in listed:
+            try:
+                found.append((base / (name + ext), os.stat(base / (name + ext))))  # one stat: exists, and its kind
+            except OSError:  # missing, or a dangling link: as Path.exists, not there
+                pass
     if len(found) > 1:
-        raise InputError(str(found[1]), "-", f"{folder}/ has {', '.join(p.name for p in found)} for {name}; Ansible "
-                                             f"reads only {found[0].name} and ignores the rest: merge them into one")
-    if found and found[0].is_dir():
-        return _dir_files(found[0])
-    return found
+        raise InputError(str(found[1][0]), "-", f"{folder}/ has {', '.join(p.name for p, _ in found)} for {name}; "
+                         f"Ansible reads only {found[0][0].name} and ignores the rest: merge them into one")
+    if found and stat.S_ISDIR(found[0][1].st_mode):
+        return _dir_files(found[0][0])
+    return [p for p, _ in found]
 
 
 def _dir_files(folder: Path) -> list[Path]:
@@ -244,8 +252,10 @@ class VarsCache:
         self.inv = inv
         self.owner = _owner(inv)
         self._data: dict[Path, dict] = {}
-        self._files: dict[tuple[str, str], list[Path]] = {}  # a group's files, looked up once per load
+        self._layers: dict[tuple[str, str], list[tuple[dict, str]]] = {}  # a group's files, read once per load
         self._listed: dict[str, set[str] | None] = {}  # group_vars / host_vars -> the names in it
+        count = sum(len(self.listed(f) or ()) for f in ("group_vars", "host_vars"))
+        self.parsed = ParseCache(inv, enabled=count >= MIN_FILES)  # a large inventory's parses, kept by content
 
     def listed(self, folder: str) -> set[str] | None:
         """The names in ``inv/folder``, read once per load; None when it cannot be listed (missing,
@@ -258,18 +268,20 @@ class VarsCache:
         return self._listed[folder]
 
     def layers(self, folder: str, name: str) -> list[tuple[dict, str]]:
-        """(mapping, file) for each vars file of one group or host, in Ansible's order."""
-        out = []
-        if (folder, name) not in self._files:
-            self._files[folder, name] = vars_files(self.inv, folder, name, self.listed(folder))
-        for path in self._files[folder, name]:
-            if path not in self._data:
-                data = read_yaml(path, self.owner)
-                if not isinstance(data, dict):
-                    raise InputError(str(path), "-", f"is a {type(data).__name__}; allowed: a mapping of variables")
-                self._data[path] = _var_names(str(path), "", data)
-            out.append((self._data[path], str(path)))
-        return out
+        """(mapping, file) for each vars file of one group or host, in Ansible's order; a group's
+        list is built once per load (every host of the group shares it)."""
+        layers = self._layers.get((folder, name))
+        if layers is None:
+            layers = []
+            for path in vars_files(self.inv, folder, name, self.listed(folder)):
+                if path not in self._data:
+                    data = self.parsed.read_yaml(path, self.owner)
+                    if not isinstance(data, dict):
+                        raise InputError(str(path), "-", f"is a {type(data).__name__}; allowed: a mapping of variables")
+                    self._data[path] = _var_names(str(path), "", data)
+                layers.append((self._data[path], str(path)))
+            self._layers[folder, name] = layers  # stored once whole: a read that failed is not half-kept
+        return layers
 
 
 def host_vars(tree: Tree, cache: VarsCache, host: str) -> tuple[dict, dict[str, str], dict[str, str | None]]:

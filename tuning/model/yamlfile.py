@@ -289,8 +289,18 @@ def read_yaml(path: Path, owner: int | None = None) -> Any:
     Raises:
         InputError: unreadable, not a regular file, not UTF-8, not YAML, a duplicate key, too deep, recursive.
     """
+    return parse_yaml(read_bytes(path, owner), path)
+
+
+def parse_yaml(raw: bytes, path: Path) -> Any:
+    """The data of a YAML (or JSON) document's bytes, read from ``path`` (named in errors): as
+    :func:`read_yaml`, which reads the file first; an empty document is ``{}``.
+
+    Raises:
+        InputError: not UTF-8, not YAML, a duplicate key, too deep, recursive.
+    """
     try:
-        text = read_bytes(path, owner).decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(str(path), f"byte {e.start}", "not UTF-8 text; allowed: a UTF-8 YAML file") from None
     loader = _Loader(text)
