@@ -123,3 +123,29 @@ def test_agent_command_refuses_bad_input_and_answers_nothing_without_a_request(t
         server.shutdown()
     assert r.returncode == 0 and "node01: no request for this node" in r.stdout, r.stderr
     assert c.requests == [("GET", "/api/v1/namespaces/fabtune/configmaps/fabtune-plan")]
+
+
+def test_a_controller_without_its_api_server_or_token_stops_before_anything_with_exit_2(lab, tmp_path, monkeypatch):
+    """helper-46's tryout: no $FABTUNE_K8S_SERVER outside a pod, a server with nothing listening, a
+    wrong token and the agent's token were exit 4 or 1 (the last after the switches were pushed and
+    restored). Each is the controller's setup, checked before the probe (tuning/k8s/engine.py
+    ``reach``): exit 2 naming the variable to fix."""
+    from types import SimpleNamespace
+
+    from tests.k8s.clirun import fabtune
+    from tuning.errors import SetupError
+    from tuning.k8s.engine import KubeSession
+
+    for var in ("FABTUNE_K8S_SERVER", "FABTUNE_K8S_TOKEN_FILE", "KUBERNETES_SERVICE_HOST"):
+        monkeypatch.delenv(var, raising=False)
+    r = fabtune("rollout", "-i", "inventory/lab", "--engine", "k8s", "--journal-dir", str(tmp_path))
+    assert r.returncode == 2 and "$FABTUNE_K8S_SERVER is not set" in r.stderr, r.stderr[-800:]
+    KubeSession.reach(SimpleNamespace(api=lab["controller"]))  # the controller's token: no refusal
+    url = lab["controller"].server
+    for api, var, said in ((Api("http://127.0.0.1:9", token="ctl"), "$FABTUNE_K8S_SERVER", "did not answer"),
+                           (Api(url, token="nope"), "$FABTUNE_K8S_TOKEN_FILE", "401 Unauthorized"),
+                           (lab["agent"], "$FABTUNE_K8S_TOKEN_FILE", 'User "system:serviceaccount:fabtune:fabtune-agent" '
+                                                                  'cannot list resource "nodemaintenances"')):
+        with pytest.raises(SetupError) as e:
+            KubeSession.reach(SimpleNamespace(api=api))
+        assert e.value.exit_code == 2 and str(e.value).startswith(var) and said in str(e.value), str(e.value)

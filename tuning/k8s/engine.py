@@ -42,8 +42,9 @@ from typing import Callable
 from tuning.errors import ConnectError, InputError, RollbackError, SetupError, TuningError
 from tuning.k8s import agent as ag
 from tuning.k8s import leftovers
-from tuning.k8s.api import NAMESPACE_ENV, Api, ApiError, from_env
-from tuning.k8s.client import Held, HoldError, MaintenanceClient
+from tuning.k8s import maintenance as nm
+from tuning.k8s.api import NAMESPACE_ENV, SERVER_ENV, TOKEN_FILE_ENV, Api, ApiError, from_env
+from tuning.k8s.client import BASE, Held, HoldError, MaintenanceClient
 from tuning.k8s.maintenance import check_node_name
 from tuning.model.outcomes import DeviceState
 from tuning.rollout.journal import Journal
@@ -95,6 +96,7 @@ class KubeSession(NodeFront):
         nodes = tuple(sorted(self.nodes & set(self.targets)))
         if not nodes:
             return
+        self.reach()
         token = new_run_id()
         marker = self.journal_dir / f"{ag.PROBE_PREFIX}{token}"
         write_atomic(marker, f"fabtune rollout --engine k8s probe {token}\n".encode(), 0o644)
@@ -109,6 +111,21 @@ class KubeSession(NodeFront):
         refused = sorted((n, e) for n, e in errors.items() if isinstance(e, SetupError))
         if refused:
             raise SetupError(f"{len(refused)} agent(s) refused the probe: {refused[0][1]}", phase="k8s")
+
+    def reach(self) -> None:
+        """Before the probe: the API server answers the controller and lets it list NodeMaintenances
+        (every batch's first read). Raises SetupError naming ``$FABTUNE_K8S_SERVER`` (no answer) or
+        ``$FABTUNE_K8S_TOKEN_FILE`` (401, 403: not the controller's token): nothing was pushed."""
+        try:
+            self.api.get(f"{BASE}/{nm.PLURAL}")
+        except ConnectError as e:
+            raise SetupError(f"${SERVER_ENV}: the API server {self.api.server} did not answer ({e}); export the "
+                             "server `fabtune lab up --k8s` printed, or the cluster's", phase="k8s") from None
+        except ApiError as e:
+            if e.code not in (401, 403):
+                raise
+            raise SetupError(f"${TOKEN_FILE_ENV}: the API server {self.api.server} refused its token ({e}); it must "
+                             "be the fabtune-controller service account's token", phase="k8s") from None
 
     def push_nodes(self, nodes: list[str], plans: dict, j: Journal) -> dict[str, BaseException]:
         """Hold ``nodes`` (one batch) and have their agents push them (module docstring)."""
@@ -307,7 +324,12 @@ def run(inv, opts: Options, progress: Progress = lambda m: None) -> RunReport:
     for dev in inv.select(opts.limit):  # the holds name nodes: a name the API refuses must stop the run
         if dev.kind.endpoint:            # here, not after the switches were pushed (tryout, session 15)
             check_node_name(dev.name)
-    api, namespace = from_env(), os.environ.get(NAMESPACE_ENV) or "fabtune"
+    try:
+        api = from_env()
+    except ConnectError as e:  # outside a pod without $FABTUNE_K8S_SERVER: the controller's setup
+        raise SetupError(f"${SERVER_ENV} is not set and {e}: export it (and ${TOKEN_FILE_ENV}) as `fabtune lab up "
+                         "--k8s` prints, or run the controller in the cluster", phase="k8s") from None
+    namespace = os.environ.get(NAMESPACE_ENV) or "fabtune"
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace):
         raise InputError(f"${NAMESPACE_ENV}", namespace[:64], "allowed: a DNS label (RFC 1123)")
     return run_front(inv, opts, progress, KubeSession, api=api, namespace=namespace, journal_dir=opts.journal_dir)
