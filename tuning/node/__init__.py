@@ -119,8 +119,9 @@ def offline_desired(spec, facts: NodeFacts) -> tuple[list[tuple[Domain, dict[str
     Unfit on empty facts: it is skipped and named, never guessed; the files domain is built from the
     domains that did answer."""
     out, skipped = offline_settings(spec, facts, (ServicesDomain(),))
-    files = FilesDomain([d for d, _ in out if d.name != "services"])
-    out.append((files, files.desired(spec, facts)))
+    persisted = [(d, want) for d, want in out if d.name != "services"]
+    files = FilesDomain([d for d, _ in persisted])
+    out.append((files, files.desired(spec, facts, [want for _, want in persisted])))  # their values, not again
     return out, skipped
 
 

@@ -127,10 +127,12 @@ class FilesDomain(Domain):
         out[f"unit/{UNIT}"] = facts.raw.get(f"unit/{UNIT}", "disabled")
         return out
 
-    def desired(self, spec: NodeSpec, facts: NodeFacts) -> dict[str, str]:
+    def desired(self, spec: NodeSpec, facts: NodeFacts, wanted: Sequence[dict] | None = None) -> dict[str, str]:
         """Every file and the unit enabled; nothing when no persisted domain wants a value (a
-        profile that asks for nothing lays no empty script and enables no unit that does nothing)."""
-        cmds, sysctls = boot_settings(self._settings, spec, facts)
+        profile that asks for nothing lays no empty script and enables no unit that does nothing).
+        ``wanted``: the persisted domains' desired values, one per domain, when the caller has them
+        (``plan --offline``); None: each is asked."""
+        cmds, sysctls = boot_settings(self._settings, spec, facts, wanted)
         if not cmds and not sysctls:
             return {}
         out = {f"file{p}": content for p, content in node_files_from_plan(cmds, sysctls).items()}
