@@ -149,3 +149,26 @@ def test_a_controller_without_its_api_server_or_token_stops_before_anything_with
         with pytest.raises(SetupError) as e:
             KubeSession.reach(SimpleNamespace(api=api))
         assert e.value.exit_code == 2 and str(e.value).startswith(var) and said in str(e.value), str(e.value)
+
+
+def test_a_node_whose_agent_does_not_answer_the_probe_stops_the_run_before_anything(lab, tmp_path, monkeypatch):
+    """helper-46's tryout: with node02's agent stopped the run probed for 90 s, pushed the switches and
+    the other nodes, waited apply_s + 60 s for node02, then restored and left the other nodes cordoned
+    for a person (exit 4 after 12 minutes with the default timeouts). An agent silent to the probe is
+    the setup (its pod is not running): exit 2 naming the node, the probe's ConfigMaps and file gone."""
+    from types import SimpleNamespace
+
+    from tuning.errors import SetupError
+    from tuning.k8s import engine
+
+    monkeypatch.setattr(engine, "STEP_S", 0.0)  # the probe's wait: connect_s alone (no agent runs here)
+    s = object.__new__(engine.KubeSession)  # a session's probe state, without opening SSH to a lab
+    s.__dict__.update(nodes={"node01", "node02"}, targets={"node01": None, "node02": None}, journal_dir=tmp_path,
+                      api=lab["controller"], namespace="fabtune", timeouts=SimpleNamespace(connect_s=1, apply_s=1),
+                      journal=None, asked=[], progress=lambda m: None)
+    with pytest.raises(SetupError) as e:
+        s.probe()
+    assert e.value.exit_code == 2 and str(e.value).startswith(
+        "2 agent(s) did not answer the probe within 1 s (node01, node02): each selected node's fabtune-agent pod") and \
+        "--limit" in str(e.value), str(e.value)
+    assert lab["admin"].get(ag.cm_path("fabtune"))["items"] == [] and list(tmp_path.iterdir()) == []

@@ -83,12 +83,13 @@ class KubeSession(NodeFront):
     def probe(self) -> None:
         """Before anything is read or pushed: write ``.fabtune-probe-TOKEN`` in this run's journal
         folder and ask every node's agent whether its journal folder holds it (:func:`tuning.k8s.agent.probe`);
-        the plan ConfigMap and the answers are deleted after, the file removed. An agent that does
-        not answer within ``connect_s`` + 60 s is left to the push (counted unreachable there).
+        the plan ConfigMap and the answers are deleted after, the file removed.
 
         Raises:
             SetupError: an agent does not see the file or the inventory (the controller's
-                --journal-dir is not the agents' folder): nothing was pushed.
+                --journal-dir is not the agents' folder), or does not answer within ``connect_s``
+                + 60 s (its pod is not running; was left to the push, which waited ``apply_s`` + 60 s
+                more, then restored and left the batch's other nodes cordoned): nothing was pushed.
         """
         from tuning.outfile import write_atomic
         from tuning.rollout.journal import new_run_id
@@ -111,6 +112,10 @@ class KubeSession(NodeFront):
         refused = sorted((n, e) for n, e in errors.items() if isinstance(e, SetupError))
         if refused:
             raise SetupError(f"{len(refused)} agent(s) refused the probe: {refused[0][1]}", phase="k8s")
+        if errors:
+            raise SetupError(f"{len(errors)} agent(s) did not answer the probe within {self.timeouts.connect_s + STEP_S:.0f}"
+                             f" s ({', '.join(sorted(errors))}): each selected node's fabtune-agent pod (the DaemonSet; "
+                             "the lab's: `fabtune lab up --k8s`) must run, or leave the node out with --limit", phase="k8s")
 
     def reach(self) -> None:
         """Before the probe: the API server answers the controller and lets it list NodeMaintenances
