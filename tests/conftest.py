@@ -5,11 +5,17 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+# pytest keeps each test module's assertion-rewritten code in __pycache__ only where bytecode may be
+# written; under PYTHONDONTWRITEBYTECODE (CI's image, the development machine) every run rewrote all
+# ~300 test modules in each xdist worker: about 10 s of CPU a worker, a fast-tier run's 8 %
+sys.dont_write_bytecode = False
 
 
 def shared_cases() -> Path:
