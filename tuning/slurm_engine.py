@@ -173,11 +173,13 @@ class SlurmSession(NodeFront):
         take = [n for n in nodes if n not in failed]
         if not take:
             return []
-        argv = ["salloc", "--no-shell", "--exclusive", f"--immediate={int(self.timeouts.connect_s)}",
-                f"--nodelist={','.join(take)}", f"--nodes={len(take)}", f"--job-name=fabtune:{j.run_id}"]
+        argv = ["salloc", "--no-shell", "--exclusive", f"--immediate={int(self.timeouts.connect_s)}", f"--nodelist="
+                f"{','.join(take)}", f"--nodes={len(take)}", f"--job-name={slurm_holds.job_name(j.run_id)}"]
+        slurm_holds.request(j, take)  # a controller killed while salloc waits: rollback ends the job by name
         rc, out, err = call(argv, self.timeouts.connect_s + 30)
         job = GRANTED.search(out + err)
         if rc != 0 or job is None:
+            slurm_holds.request(j, None)  # nothing granted
             for n in take:
                 failed[n] = ConnectError(f"salloc: exit {rc}: {said(out, err)}", host=n, phase="slurm")
             return []
@@ -197,8 +199,8 @@ class SlurmSession(NodeFront):
         each node's JSON result, each failed node's error (module docstring)."""
         out_dir = j.path.parent / f"{j.run_id}.slurm"
         out_dir.mkdir(mode=0o700, exist_ok=True)
-        return self._srun([f"--jobid={job}", f"--job-name=fabtune:{j.run_id}"], nodes, args, out_dir, tag,
-                          self.timeouts.apply_s)
+        head = [f"--jobid={job}", f"--job-name={slurm_holds.job_name(j.run_id)}"]
+        return self._srun(head, nodes, args, out_dir, tag, self.timeouts.apply_s)
 
     def _srun(self, head: list[str], nodes: list[str], args: list[str], out_dir: Path, tag: str,
               budget_s: float) -> tuple[dict[str, dict], dict[str, BaseException]]:

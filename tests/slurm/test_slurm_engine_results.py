@@ -127,3 +127,28 @@ def test_rollback_of_a_held_run_without_a_readable_slurm_config_is_exit_2_naming
         f"fabtune: error: slurm: $SLURM_CONF is {tmp_path}/nowhere.conf: no such file; set SLURM_CONF to the "
         "cluster's slurm.conf")
     assert Journal.load(tmp_path, RUN).data["slurm_holds"] == j.data["slurm_holds"]
+
+
+def test_holds_of_a_run_whose_controller_still_runs_are_not_ended_by_a_rollback(tmp_path, monkeypatch):
+    """`fabtune rollback RUN` while RUN's controller is alive and has touched nothing yet (a tryout:
+    during its drain; the rollback scancelled its job under it, exit 0): the inventory's run lock
+    held by a live process refuses it (exit 2, naming the holder) before any Slurm call, and the
+    journal keeps the hold and the request."""
+    from tuning.rollout.journal import Journal
+    from tuning.rollout.lock import LockError, RunLock, lock_path
+    from tuning.slurm_holds import end_journaled
+
+    inv = tmp_path / "inv"
+    inv.mkdir()
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    j = Journal.create(tmp_path / "j", str(inv), "rollout", run_id=RUN)
+    j.data["slurm_holds"] = {"42": {"nodes": ["node01"], "drained": {"node01": f"fabtune:{RUN}: rollout batch 1/1"}}}
+    j.data["slurm_request"] = ["node02"]
+    j.save()
+    with RunLock(lock_path(inv), RUN, "rollout", j.path):  # this live process is the run's controller
+        with pytest.raises(LockError, match=f"another run holds this inventory: run {RUN} \\(rollout, pid "):
+            end_journaled(j, lambda m: None)
+    assert Journal.load(tmp_path / "j", RUN).data["slurm_holds"] == j.data["slurm_holds"]
+    assert Journal.load(tmp_path / "j", RUN).data["slurm_request"] == ["node02"]

@@ -322,3 +322,48 @@ def test_a_controller_killed_in_a_batch_leaves_its_hold_in_the_journal_and_rollb
     assert _idle(env) == {"node01": "idle", "node02": "idle"}
     assert "slurm_holds" not in json.loads((jdir / f"{run_id}.json").read_text())
     assert json.loads(fab("runs", "--journal-dir", str(jdir), "--json").stdout)[0]["holds"] == []
+
+
+def test_an_allocation_asked_for_by_a_killed_controller_is_ended_by_rollback_never_under_a_live_one(slurm_lab,
+                                                                                                    tmp_path):
+    """A busy node makes the batch's ``salloc`` wait; SIGKILL of the controller then leaves salloc
+    waiting, and Slurm grants it later: a job of no time limit holding the nodes that no hold in the
+    journal names (a tryout: rollback said "the run changed nothing", the job stayed). The request is
+    journaled before salloc: `fabtune rollback RUN_ID` refuses while the controller lives (exit 2,
+    naming it) and, once it is gone, cancels the run's job by name; nothing was pushed."""
+    import signal
+
+    inv, env = slurm_lab
+    assert fab("lab", "reset", "-i", str(inv)).returncode == 0
+    untuned, jdir = snapshot_fabric(inv), tmp_path / "j"
+    busy = subprocess.Popen(["srun", "-w", "node01", "-N1", "--job-name=user-job", "sleep", "120"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen([sys.executable, "-m", "tuning", "rollout", "-i", str(inv), "--engine", "slurm",
+                          "--journal-dir", str(jdir), *CHANGE], cwd=REPO, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, env=_env(env))
+    try:
+        deadline, jobs = time.monotonic() + 60, []
+        while not any(name.startswith("fabtune:2") for _, name, _ in jobs) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            jobs = [tuple(x.split()) for x in client(env, "squeue", "-h", "-o", "%i %j %T").splitlines()]
+        [(job, name, state)] = [x for x in jobs if x[1].startswith("fabtune:2")]
+        run_id = name.split(":", 1)[1]
+        assert state == "PENDING" and p.poll() is None
+        r = fab("rollback", run_id, "--journal-dir", str(jdir), env=_env(env))
+        assert r.returncode == 2 and f"another run holds this inventory: run {run_id} (rollout, pid {p.pid}" in r.stderr
+        assert client(env, "squeue", "-h", "-n", name, "-o", "%i %T").split() == [job, "PENDING"]
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=30)
+        r = fab("rollback", run_id, "--journal-dir", str(jdir), env=_env(env))
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+        assert f"slurm: ending job {job} the run left (asked for before its controller ended)" in r.stderr
+        assert "slurm_request" not in json.loads((jdir / f"{run_id}.json").read_text())
+    finally:
+        p.kill()
+        subprocess.run(["scancel", "-n", "user-job"], env=env, timeout=30)
+        busy.wait(timeout=30)
+    deadline = time.monotonic() + 15  # nothing of the run is granted once the busy job ends
+    while client(env, "squeue", "-h", "-o", "%i").split() and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert client(env, "squeue", "-h", "-o", "%i %j").split() == [] and reasons(env) == {}
+    assert snapshot_fabric(inv) == untuned

@@ -188,14 +188,22 @@ def _now_and_restored(j: Journal, names: list[str], irreversible: bool = False) 
     return out
 
 
+def rollback_lock(j: Journal) -> RunLock | None:
+    """The inventory's run lock as a rollback of journaled run ``j`` takes it (not acquired yet):
+    refused while a live run holds it, taking over the stale lock of this very run; None when the
+    journaled inventory folder is gone (no run can hold its lock)."""
+    inv_dir = Path(j.data.get("inventory") or ".")
+    if not inv_dir.is_dir():
+        return None
+    return RunLock(lock_path(inv_dir), f"rollback-{j.run_id}", "rollback", j.path, take_over_run=j.run_id)
+
+
 def _restore_locked(j: Journal, names: list[str], report, progress: Progress, forced: bool,
                     irreversible: bool = False) -> None:
     """Take the inventory's lock (or the stale lock of this very run), open the devices from the
     journal, restore them, record the outcome. On any failure or refusal the lock is left held as
     this run's (:meth:`RunLock.hand_back_to`), not given back."""
-    inv_dir = Path(j.data.get("inventory") or ".")
-    lock = (RunLock(lock_path(inv_dir), f"rollback-{j.run_id}", "rollback", j.path, take_over_run=j.run_id)
-            if inv_dir.is_dir() else None)  # inventory gone: no run can hold its lock
+    lock = rollback_lock(j)
     if lock is not None:
         lock.acquire()
     try:
