@@ -221,10 +221,15 @@ class SlurmSession(NodeFront):
         ``{node: its NodeState (:func:`tuning.node_local_state.state_from_doc`, planned at the
         inventory's sysroot) or its error}``: a failed task in Slurm's words as a push's is
         (:func:`task_results`). Raises ConnectError: sinfo failed."""
-        self.progress(f"slurm: collecting {len(nodes)} node(s) on the nodes")
         held = [n for n in nodes if self.hold is not None and n in self.hold.nodes]
         states = node_states([n for n in nodes if n not in held]) if len(held) < len(nodes) else {}
         free = [n for n in nodes if n not in held and collectable(*states.get(n, ("", "")))]
+        rest = [n for n in nodes if n not in held and n not in free]
+        if held or free:
+            self.progress(f"slurm: collecting {len(held) + len(free)} node(s) on the nodes")
+        if rest:
+            self.progress(f"slurm: reading {len(rest)} node(s) over SSH, no task can start there now: "
+                          f"{', '.join(rest[:8])}{' ...' if len(rest) > 8 else ''}")
         args = ["node", "collect", "-i", self._path(self.inv.path), "--json"]
         args += [a for d in sorted(domains or ()) for a in ("-d", d)]
         got: dict[str, object] = {}
@@ -306,7 +311,8 @@ def task_results(out_dir: Path, tag: str, nodes: list[str], srun_err: str,
                  rc: int) -> tuple[dict[str, dict], dict[str, BaseException]]:
     """Read one step's tasks: ``<out_dir>/<tag>-<task>.out`` (a JSON result naming its node) and
     srun's failed-task lines (:data:`TASK_FAILED`) with each task's ``.err``. Returns ``(results,
-    errors)``; a node with neither a result nor a failed-task line is unreachable with srun's words."""
+    errors)``; a node with neither a result nor a failed-task line is unreachable with srun's words,
+    a setup error naming :data:`NODE_COMMAND_ENV` when srun exited 0 (its task ran and printed none)."""
     results, errors = {}, {}
     for t in range(len(nodes)):
         try:
@@ -321,9 +327,15 @@ def task_results(out_dir: Path, tag: str, nodes: list[str], srun_err: str,
         results.pop(node, None)
         errors[node] = task_error(node, what, _last_error(out_dir / f"{tag}-{tasks.split('-')[0]}.err"))
     for node in nodes:
-        if node not in results and node not in errors:
-            why = " ".join(srun_err.split())[-300:] or "nothing said"
+        if node in results or node in errors:
+            continue
+        why = " ".join(srun_err.split())[-300:] or "nothing said"
+        if rc != 0:
             errors[node] = ConnectError(f"srun (exit {rc}) gave no result for {node}: {why}", host=node, phase="slurm")
+        else:  # every task ran and exited 0: not fabtune's result, or not where the controller reads it
+            errors[node] = SetupError(f"srun task on {node} exited 0 without a JSON result: set {NODE_COMMAND_ENV} "
+                                      "to fabtune's path on the nodes; the journal folder must be at the same path "
+                                      "on the nodes (a shared file system)", host=node, phase="slurm")
     return results, errors
 
 

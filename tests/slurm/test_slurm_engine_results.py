@@ -129,6 +129,18 @@ def test_rollback_of_a_held_run_without_a_readable_slurm_config_is_exit_2_naming
     assert Journal.load(tmp_path, RUN).data["slurm_holds"] == j.data["slurm_holds"]
 
 
+def test_a_task_that_exited_0_without_a_result_is_a_setup_error_naming_the_node_command(tmp_path):
+    """``FABTUNE_NODE_COMMAND=/bin/true`` (a tryout): srun exits 0, no task failed and none printed a
+    result: the node command is not fabtune's (or its output is not where the controller reads it):
+    exit 2 naming the variable, not an unreachable node (exit 4, "nothing said")."""
+    _task(tmp_path, "collect", 0)
+    _, errors = task_results(tmp_path, "collect", ["node01"], "", 0)
+    assert isinstance(errors["node01"], SetupError) and errors["node01"].exit_code == 2
+    assert str(errors["node01"]) == (
+        "node01: srun task on node01 exited 0 without a JSON result: set FABTUNE_NODE_COMMAND to fabtune's path on "
+        "the nodes; the journal folder must be at the same path on the nodes (a shared file system)")
+
+
 def test_holds_of_a_run_whose_controller_still_runs_are_not_ended_by_a_rollback(tmp_path, monkeypatch):
     """`fabtune rollback RUN` while RUN's controller is alive and has touched nothing yet (a tryout:
     during its drain; the rollback scancelled its job under it, exit 0): the inventory's run lock
