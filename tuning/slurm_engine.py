@@ -372,14 +372,15 @@ def preflight(nodes: list[str]) -> None:
 
     Raises:
         SetupError: a client is not installed, its configuration cannot be read (names
-            ``$SLURM_CONF``), or nodes Slurm does not know (names them and some it does).
-        ConnectError: slurmctld does not answer (sinfo's words).
+            ``$SLURM_CONF``), sinfo fails (slurmctld does not answer: sinfo's words, what to check;
+            exit 2, not an unreachable node's 4) or nodes Slurm does not know (names them and some it does).
     """
     check_conf("--engine slurm")
     rc, out, err = call(["sinfo", "-h", "-N", "-o", "%N"])
     if rc != 0:
         unreadable_conf("--engine slurm", "sinfo", out, err)
-        raise ConnectError(f"--engine slurm: sinfo: exit {rc}: {said(out, err)}", phase="slurm")
+        raise SetupError(f"--engine slurm: sinfo: exit {rc}: {said(out, err)}; check that slurmctld (and munged) "
+                         "run and answer, or set SLURM_CONF to the cluster's slurm.conf", phase="slurm")
     known = set(out.split())
     unknown = sorted(set(nodes) - known)
     if unknown:

@@ -164,3 +164,24 @@ def test_holds_of_a_run_whose_controller_still_runs_are_not_ended_by_a_rollback(
             end_journaled(j, lambda m: None)
     assert Journal.load(tmp_path / "j", RUN).data["slurm_holds"] == j.data["slurm_holds"]
     assert Journal.load(tmp_path / "j", RUN).data["slurm_request"] == ["node02"]
+
+
+def test_a_slurm_controller_that_does_not_answer_is_exit_2_before_anything(tmp_path, monkeypatch):
+    """slurmctld stopped (a tryout on the Slurm lab: `fabtune rollout --engine slurm` said sinfo's
+    words with exit 4, an unreachable device's code): a setup error, exit 2, with sinfo's words and
+    what to check. The stand-in sinfo prints what Debian's sinfo 22.05 printed there."""
+    from tuning.slurm_engine import preflight
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sinfo").write_text("#!/bin/sh\necho 'slurm_load_partitions: Unable to contact slurm controller "
+                                   "(connect failure)' >&2\nexit 1\n")
+    (bin_dir / "sinfo").chmod(0o755)
+    (tmp_path / "slurm.conf").write_text("ClusterName=lab\n")
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
+    with pytest.raises(SetupError) as e:
+        preflight(["node01"])
+    assert e.value.exit_code == 2 and str(e.value) == (
+        "--engine slurm: sinfo: exit 1: slurm_load_partitions: Unable to contact slurm controller (connect failure); "
+        "check that slurmctld (and munged) run and answer, or set SLURM_CONF to the cluster's slurm.conf")
