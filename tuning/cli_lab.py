@@ -121,7 +121,8 @@ def _lab_status(sd: Path, as_json: bool = False) -> bool:
         for col in ("name", "kind", "port", "up"):
             t.add_column(col)
         for e in st.get("endpoints", []):
-            t.add_row(str(e["name"]), str(e["kind"]), str(e["port"]), "yes" if e["up"] else "NO")
+            t.add_row(str(e["name"]), str(e["kind"]), "-" if e["port"] is None else str(e["port"]),
+                      "yes" if e["up"] else "NO")
         out.print(t)
     eps = st.get("endpoints", [])
     return bool(eps) and all(e["up"] for e in eps)

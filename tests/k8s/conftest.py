@@ -55,5 +55,5 @@ def k8s_lab(tmp_path_factory):
         r = fab("lab", "down", "-i", str(inv))
         if claim is not None:
             claim.close()
-    left = [pid for pid in procs.values() if k8s._runs(pid)]
+    left = [pid for pid in procs.values() if k8s.runs(pid)]
     assert r.returncode == 0 and not left, f"left running after lab down: {left} of {procs}"

@@ -5,6 +5,7 @@ beside a 2-node lab, ``srun`` reaches each lab node as itself, and the burn-in d
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 
@@ -94,3 +95,18 @@ def test_lab_up_slurm_is_refused_before_the_lab_starts_when_a_slurm_port_is_take
     r = _fab("lab", "up", "-i", str(inv), "--slurm")
     assert r.returncode == 2 and r.stderr.startswith(f"fabtune: error: the Slurm lab's ports are in use: [{ctld}, ")
     assert sorted(_run(env, "srun", "-N2", "printenv", "SLURMD_NODENAME").split()) == ["node01", "node02"]
+
+
+def test_lab_status_lists_each_slurm_daemon_with_its_port(slurm_lab):
+    inv, _ = slurm_lab
+    r = _fab("lab", "status", "-i", str(inv), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = {e["name"]: e for e in json.loads(r.stdout)["endpoints"] if e["kind"] == "slurm"}
+    ports = slurm.ports(Fabric.load(inv / ".state" / "fabric.json"))
+    assert {n: (e["port"], e["up"]) for n, e in rows.items()} == {
+        "munged": (None, True), "slurmctld": (ports.slurmctld, True),
+        "slurmd node01": (ports.slurmd["node01"], True), "slurmd node02": (ports.slurmd["node02"], True)}
+    table = _fab("lab", "status", "-i", str(inv)).stdout
+    cells = [[c.strip() for c in line.split("│")[1:5]] for line in table.splitlines() if "│" in line]
+    assert ["slurmd node02", "slurm", str(ports.slurmd["node02"]), "yes"] in cells, table
+    assert ["munged", "slurm", "-", "yes"] in cells, table

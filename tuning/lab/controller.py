@@ -369,13 +369,16 @@ def _stop(pid: int) -> bool:
 
 
 def status(state_dir: Path) -> dict:
-    """The lab's state: ``{"state_dir", "running", "pid", "endpoints": [{"name", "kind", "port", "up"}]}``."""
+    """The lab's state: ``{"state_dir", "running", "pid", "endpoints": [{"name", "kind", "port", "up"}]}``;
+    the endpoints end with the Slurm and Kubernetes processes started beside it, if any
+    (:mod:`tuning.lab.schedulers`; kind ``slurm`` / ``k8s``, port None where one serves none)."""
+    from tuning.lab import schedulers
+
     state_dir = state_dir.resolve()
     pid = running_pid(state_dir)
     fabric_file = state_dir / "fabric.json"
-    eps = endpoints(Fabric.load(fabric_file)) if fabric_file.exists() else []
-    return {
-        "state_dir": str(state_dir), "running": pid is not None, "pid": pid,
-        "endpoints": [{"name": n, "kind": k, "port": p, "up": pid is not None and port_open(p)}
-                      for n, k, p in eps],
-    }
+    fabric = Fabric.load(fabric_file) if fabric_file.exists() else None
+    eps = [{"name": n, "kind": k, "port": p, "up": pid is not None and port_open(p)}
+           for n, k, p in (endpoints(fabric) if fabric else [])]
+    return {"state_dir": str(state_dir), "running": pid is not None, "pid": pid,
+            "endpoints": eps + (schedulers.endpoints(state_dir, fabric, port_open) if fabric else [])}

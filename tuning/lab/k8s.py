@@ -120,7 +120,7 @@ def up(state_dir: Path, fabric: Fabric, inventory: Path) -> float:
     p = port(fabric)
     deadline = time.monotonic() + UP_TIMEOUT_S
     while not port_open(p):
-        if time.monotonic() > deadline or not _runs(pids["apiserver"]):
+        if time.monotonic() > deadline or not runs(pids["apiserver"]):
             tail = (base / "log" / "apiserver.log").read_text(errors="replace")[-1000:]
             down(state_dir)
             raise TuningError(f"the Kubernetes lab's API server did not answer on {p}: {tail}", phase="lab")
@@ -134,7 +134,7 @@ def up(state_dir: Path, fabric: Fabric, inventory: Path) -> float:
         pids[f"agent {node.name}"] = _spawn(argv, base, f"agent.{node.name}.log", nenv)
     _save(base, pids)
     time.sleep(AGENT_SETTLE_S)  # an agent that refuses its flags or inventory exits at once (exit 2)
-    gone = [name for name, pid in pids.items() if not _runs(pid)]
+    gone = [name for name, pid in pids.items() if not runs(pid)]
     if gone:
         tails = {g: (base / "log" / f"{g.replace(' ', '.')}.log").read_text(errors="replace")[-300:] for g in gone}
         down(state_dir)
@@ -146,7 +146,7 @@ def _save(base: Path, pids: dict[str, int]) -> None:
     (base / "pids.json").write_text(json.dumps(pids, indent=2) + "\n")
 
 
-def _runs(pid: int) -> bool:
+def runs(pid: int) -> bool:
     """Whether ``pid`` is a live process of this lab (its command line holds :data:`_MARK`; not a zombie)."""
     try:
         if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
@@ -157,13 +157,18 @@ def _runs(pid: int) -> bool:
     return not cmd or any(m in cmd for m in _MARK)  # empty: still inside execve (tuning.lab.slurm.runs)
 
 
-def running(state_dir: Path) -> dict[str, int]:
-    """The Kubernetes lab's processes of ``state_dir`` that still run (``{"apiserver": pid, "agent node01": pid}``)."""
+def recorded(state_dir: Path) -> dict[str, int]:
+    """``pids.json``: every process :func:`up` started (``{"apiserver": pid, "agent node01": pid}``),
+    running or not; {} when this lab was not started."""
     try:
-        pids = json.loads((folder(state_dir) / "pids.json").read_text())
+        return dict(json.loads((folder(state_dir) / "pids.json").read_text()))
     except (OSError, ValueError):
         return {}
-    return {name: pid for name, pid in pids.items() if _runs(pid)}
+
+
+def running(state_dir: Path) -> dict[str, int]:
+    """The Kubernetes lab's processes of ``state_dir`` that still run (:func:`recorded`'s live ones)."""
+    return {name: pid for name, pid in recorded(state_dir).items() if runs(pid)}
 
 
 def down(state_dir: Path) -> bool:
@@ -171,12 +176,12 @@ def down(state_dir: Path) -> bool:
     live = running(state_dir)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in live.values():
-            if _runs(pid):
+            if runs(pid):
                 os.kill(pid, sig)
         deadline = time.monotonic() + DOWN_TIMEOUT_S
-        while time.monotonic() < deadline and any(_runs(pid) for pid in live.values()):
+        while time.monotonic() < deadline and any(runs(pid) for pid in live.values()):
             time.sleep(0.05)
-        if not any(_runs(pid) for pid in live.values()):
+        if not any(runs(pid) for pid in live.values()):
             break
     (folder(state_dir) / "pids.json").unlink(missing_ok=True)
     return bool(live)

@@ -300,7 +300,7 @@ def _wait(ready, state_dir: Path, what: str, timeout_s: float = UP_TIMEOUT_S) ->
     """Until ``ready()``; a daemon that exits or ``timeout_s`` without it stop everything and raise TuningError."""
     deadline = time.monotonic() + timeout_s
     while not ready():
-        gone = sorted(set(_recorded(state_dir)) - set(running(state_dir)))
+        gone = sorted(set(recorded(state_dir)) - set(running(state_dir)))
         if gone or time.monotonic() > deadline:
             tail = _log_tails(state_dir / FOLDER / "log")
             down(state_dir)
@@ -344,10 +344,10 @@ def runs(pid: int, program: str) -> bool:
 def running(state_dir: Path) -> dict[str, int]:
     """The Slurm lab's daemons of ``state_dir`` that still run (``{"slurmd node01": pid, ...}``):
     each pid of ``pids.json`` whose process still runs its program."""
-    return {name: pid for name, pid in _recorded(state_dir).items() if runs(pid, name.split()[0])}
+    return {name: pid for name, pid in recorded(state_dir).items() if runs(pid, name.split()[0])}
 
 
-def _recorded(state_dir: Path) -> dict[str, int]:
+def recorded(state_dir: Path) -> dict[str, int]:
     """``pids.json``: every daemon :func:`up` started, running or not."""
     try:
         return dict(json.loads((Path(state_dir).resolve() / FOLDER / "pids.json").read_text()))
