@@ -172,3 +172,28 @@ def test_a_node_whose_agent_does_not_answer_the_probe_stops_the_run_before_anyth
         "2 agent(s) did not answer the probe within 1 s (node01, node02): each selected node's fabtune-agent pod") and \
         "--limit" in str(e.value), str(e.value)
     assert lab["admin"].get(ag.cm_path("fabtune"))["items"] == [] and list(tmp_path.iterdir()) == []
+
+
+def test_a_restore_the_api_server_never_got_leaves_each_hold_journaled_for_rollback(tmp_path):
+    """helper-46's tryout: the API server stopped while the agents pushed; the batch's restore request
+    could not be sent, the ConnectError escaped the run (no report, no `fabtune rollback` named) and
+    "released" was said of holds that were not. Now each node's restore is a RollbackError (the run
+    names `fabtune rollback RUN`), its hold stays journaled and is not released by the run."""
+    from types import SimpleNamespace
+
+    from tuning.errors import RollbackError
+    from tuning.k8s import engine, leftovers
+    from tuning.k8s.client import Held
+    from tuning.rollout.journal import Journal
+
+    j = Journal.create(tmp_path, "inv", "rollout", run_id=RUN)
+    hold = Held("node01", {"metadata": {"name": nm.object_name(RUN, "node01"), "namespace": "fabtune"}}, True)
+    leftovers.journal_holds(j, "fabtune", {"node01": hold})
+    s = object.__new__(engine.KubeSession)
+    s.__dict__.update(held={"node01": hold}, failed={}, asked=[], batch=1, journal=None, mc=None, release_errors=[],
+                      api=Api("http://127.0.0.1:9", token="ctl"), namespace="fabtune",
+                      timeouts=SimpleNamespace(connect_s=1, apply_s=1), progress=lambda m: None)
+    errors = s.restore_nodes(["node01"], j)
+    assert type(errors["node01"]) is RollbackError and "restore request not sent" in str(errors["node01"])
+    assert s.held == {} and s.failed == {}
+    assert Journal.load(tmp_path, RUN).data["k8s"]["holds"]["node01"]["name"] == nm.object_name(RUN, "node01")

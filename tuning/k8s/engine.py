@@ -234,10 +234,17 @@ class KubeSession(NodeFront):
         errors: dict[str, BaseException] = {}
         self.journal = j
         again = [n for n in nodes if n not in self.held]
-        take = [n for n in nodes if n in self.held] + (self.hold_nodes(again, j, errors) if again else [])
-        if take:
-            k = sum(1 for a in self.asked if "-restore-" in a) + 1
-            errors.update(self.ask(ag.Request(j.run_id, f"restore-b{self.batch}-{k}", "restore", tuple(take)), {})[1])
+        try:
+            take = [n for n in nodes if n in self.held] + (self.hold_nodes(again, j, errors) if again else [])
+            if take:
+                k = sum(1 for a in self.asked if "-restore-" in a) + 1
+                errors.update(self.ask(ag.Request(j.run_id, f"restore-b{self.batch}-{k}", "restore", tuple(take)), {})[1])
+        except (ApiError, ConnectError) as e:  # no request out: each hold stays journaled, never released
+            for n in nodes:                     # here, for `fabtune rollback` (restores first, then ends it)
+                self.held.pop(n, None)
+                errors.setdefault(n, RollbackError(f"restore request not sent through the API server: {e}", host=n,
+                                                   phase="restore"))
+            return errors
         for n in take:
             self._fail(n, f"batch {self.batch}: the change was restored on {n} (verification or push failed)")
         return errors
@@ -247,8 +254,9 @@ class KubeSession(NodeFront):
         h = self.held.pop(node)
         try:
             self.mc.fail(h, message)
-        except (ApiError, HoldError, ConnectError) as e:
+        except (ApiError, HoldError, ConnectError) as e:  # not marked: stays journaled, `fabtune rollback` ends it
             self.release_errors.append(f"{node}: RequestorFailed not written: {e}")
+            return
         self.failed[node] = h
         if self.journal is not None:  # a person's now: `fabtune rollback` leaves it
             leftovers.forget(self.journal, [node])
@@ -271,8 +279,10 @@ class KubeSession(NodeFront):
                 self.release_errors.append(f"{n}: hold not released: {e}")
         if self.journal is not None and ended:
             leftovers.forget(self.journal, ended)
-        if held:
-            self.progress(f"k8s: released {', '.join(sorted(held))}")
+        if ended:
+            self.progress(f"k8s: released {', '.join(ended)}")
+        if len(ended) < len(held):
+            self.progress(f"k8s: not released: {', '.join(sorted(set(held) - set(ended)))} (in the report's errors)")
 
     def close(self) -> None:
         """End the holds (:meth:`release`), delete the plan and result ConfigMaps, close every connection."""
