@@ -197,3 +197,10 @@ def test_a_restore_the_api_server_never_got_leaves_each_hold_journaled_for_rollb
     assert type(errors["node01"]) is RollbackError and "restore request not sent" in str(errors["node01"])
     assert s.held == {} and s.failed == {}
     assert Journal.load(tmp_path, RUN).data["k8s"]["holds"]["node01"]["name"] == nm.object_name(RUN, "node01")
+    # restored, but RequestorFailed could not be written: not a person's hold, so it stays journaled
+    from tuning.k8s.client import MaintenanceClient
+
+    s.__dict__.update(held={"node01": hold}, journal=j, mc=MaintenanceClient(s.api, RUN, "fabtune"))
+    s._fail("node01", "verification failed")
+    assert s.failed == {} and s.release_errors[0].startswith("node01: RequestorFailed not written: ")
+    assert "node01" in Journal.load(tmp_path, RUN).data["k8s"]["holds"]
