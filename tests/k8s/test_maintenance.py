@@ -297,6 +297,23 @@ def test_a_joined_hold_in_its_owners_namespace_is_left_by_rollback_and_the_owner
     assert "k8s" not in Journal.load(tmp_path, RUN).data
 
 
+def test_rollback_without_the_api_servers_variables_says_what_is_left_and_why(tmp_path, monkeypatch):
+    """helper-46's tryout: `fabtune rollback` in a shell without $FABTUNE_K8S_SERVER restored the nodes,
+    then ended with exit 4 "not in a Kubernetes pod" (its report lost, no variable named). The holds are
+    one line naming the variables, kept in the journal for the next rollback."""
+    from tuning.k8s import leftovers
+    from tuning.k8s.client import Held
+    from tuning.rollout.journal import Journal
+
+    for var in ("FABTUNE_K8S_SERVER", "FABTUNE_K8S_TOKEN_FILE", "KUBERNETES_SERVICE_HOST"):
+        monkeypatch.delenv(var, raising=False)
+    j = Journal.create(tmp_path, "inv", "rollout", run_id=RUN)
+    leftovers.journal_holds(j, NS, {"node01": Held("node01", {"metadata": {"name": nm.object_name(RUN, "node01")}}, True)})
+    left = leftovers.end_journaled(Journal.load(tmp_path, RUN), lambda m: None)
+    assert len(left) == 1 and left[0].startswith("$FABTUNE_K8S_SERVER is not set and not in a Kubernetes pod"), left
+    assert "node01" in Journal.load(tmp_path, RUN).data["k8s"]["holds"]
+
+
 def test_a_join_is_journaled_in_its_owners_namespace_before_it_is_written(cluster, tmp_path, monkeypatch):
     """A controller SIGKILLed while its batch's holds were being written (helper-46's tryout: after
     node03's join, before the holds were journaled as made) journaled node03 under the object fabtune

@@ -122,12 +122,15 @@ def end_journaled(j, progress: Progress) -> list[str]:
     this run's request). What ended leaves the journal. Returns what failed, one line each.
 
     Raises:
-        InputError: a journaled name outside its grammar.  ConnectError: no API server.
+        InputError: a journaled name outside its grammar (or a bad ``$FABTUNE_K8S_*``).
     """
     if not j.data.get(JOURNAL_KEY):
         return []
     namespace, holds, cms = _checked(j.data[JOURNAL_KEY])
-    api, errors = from_env(), []
+    try:
+        api, errors = from_env(), []
+    except ConnectError as e:  # outside a pod without $FABTUNE_K8S_SERVER: all of it is left, said once
+        return [f"$FABTUNE_K8S_SERVER is not set and {e}: export it (and $FABTUNE_K8S_TOKEN_FILE) as the run had them"]
     ended = _release(api, MaintenanceClient(api, j.run_id, namespace), j.run_id, holds, errors, progress)
     deleted = delete_configmaps(api, namespace, j.run_id, cms, errors)
     if deleted:
