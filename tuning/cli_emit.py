@@ -40,7 +40,8 @@ def emit(report, as_json: bool, title: str, diff: bool = False, detail: bool = F
         if report.mode != "rollback":
             out.print(f"{dev}: {e}", style="red", markup=False, highlight=False)
     if report.unreachable:
-        out.print(f"unreachable (no answer; left for `fabtune rollback {report.run_id}`): "
+        out.print(f"unreachable (no answer, or its scheduler would not hold it: its line above says which; "
+                  f"whatever the run may have left on it is for `fabtune rollback {report.run_id}`): "
                   f"{', '.join(report.unreachable)}", style="red", markup=False, highlight=False)
     _restored(report)
     run = f" (run {report.run_id})" if report.run_id else ""
@@ -161,7 +162,7 @@ def _outcome_words(report) -> str:
                                                  "does not hold what the inventory says (switch-drift above)")
     if report.mode == "rollback":
         words["rolled-back"] = f"{n} change(s) rolled back on {len(report.restored)} device(s)"
-        words["no-change"] = f"nothing to roll back: {report.errors.get('run', 'the run changed nothing')}"
+        words["no-change"] = f"nothing to roll back: {report.errors.get('run', 'the run changed no setting')}"
     return words.get(report.outcome, report.outcome)
 
 

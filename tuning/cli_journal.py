@@ -40,22 +40,37 @@ def rollback(run_id: str = typer.Argument(..., help="Run id printed by apply/rol
 
     Example: fabtune rollback 20261130T101500-1a2b3c
     """
-    from tuning import slurm_holds
     from tuning.errors import TuningError
-    from tuning.k8s import leftovers
-    from tuning.rollout.journal import Journal
     from tuning.rollout.rollback import rollback_run
 
     report = rollback_run(journal_dir, run_id, inventory, force, progress, firmware)
-    j = Journal.load(journal_dir, run_id)
-    left = slurm_holds.end_journaled(j, progress)
-    if j.data.get(leftovers.JOURNAL_KEY):
-        left += leftovers.end_journaled(j, progress)
+    left = _end_holds(journal_dir, run_id, as_json)
     # what a rollback did, setting by setting (now -> restored to) for a run of up to 32 devices
     emit(report, as_json, "rollback: now -> restored to", limited=True)
     if left:
         raise TuningError(f"holds of run {run_id} not ended (still in its journal; run `fabtune rollback "
                           f"{run_id}` again): {'; '.join(left)[:600]}")
+
+
+def _end_holds(journal_dir: Path, run_id: str, as_json: bool) -> list[str]:
+    """End what the run's journal says it still holds outside its devices (Slurm jobs and drains,
+    NodeMaintenances, ConfigMaps), say which ended (before the outcome line, whose "nothing to roll
+    back" is about settings), and return those that could not be ended."""
+    from tuning import slurm_holds
+    from tuning.k8s import leftovers
+    from tuning.reports.history import holds_left
+    from tuning.rollout.journal import Journal
+
+    j = Journal.load(journal_dir, run_id)
+    held = holds_left(j.data)
+    left = slurm_holds.end_journaled(j, progress)
+    if j.data.get(leftovers.JOURNAL_KEY):
+        left += leftovers.end_journaled(j, progress)
+    ended = [h for h in held if h not in holds_left(Journal.load(journal_dir, run_id).data)]
+    if ended and not as_json:
+        out.print(f"ended what run {run_id} held outside its devices: {'; '.join(ended)}", markup=False, highlight=False,
+                  soft_wrap=True)
+    return left
 
 
 def runs(journal_dir: Path = JDIR, as_json: bool = JSON,
@@ -79,8 +94,10 @@ def runs(journal_dir: Path = JDIR, as_json: bool = JSON,
         print(json.dumps(rows, indent=2))
         return
     t = Table(title=f"runs in {journal_dir}", title_justify="left")
+    # the run id is what `fabtune rollback` takes: never cut; the inventory path folds, never to one letter
+    widths = {"run id": max((len(r["run_id"]) for r in rows), default=6), "inventory": 16}
     for col in ("run id", "started (UTC)", "seconds", "mode", "inventory", "outcome", "changes", "touched"):
-        t.add_column(col, overflow="fold", no_wrap=col not in ("inventory", "touched"))
+        t.add_column(col, overflow="fold", no_wrap=col not in ("inventory", "touched"), min_width=widths.get(col))
     for r in rows:
         outcome = r["outcome"] or ("unreadable" if r["stage"] == "unreadable"
                                    else f"not finished (running or killed) at stage {r['stage']}")

@@ -235,6 +235,8 @@ def test_a_controller_killed_in_a_batch_leaves_its_holds_in_the_journal_and_roll
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert snapshot_fabric(inv) == untuned
     assert "k8s: deleted the run's ConfigMaps in fabtune: fabtune-plan" in r.stderr, r.stderr[-2000:]
+    said = r.stdout.split(f"ended what run {run_id} held outside its devices: ", 1)[-1].splitlines()[0]
+    assert said.count("NodeMaintenance fabtune/") == 2 and "ConfigMap fabtune/fabtune-plan" in said, r.stdout
     assert _holds(inv) == {} and _cordoned(inv) == {"node01": False, "node02": False}
     assert admin(inv, "GET", "/api/v1/namespaces/fabtune/configmaps/fabtune-plan")["reason"] == "NotFound"
     assert "k8s" not in json.loads((jdir / f"{run_id}.json").read_text())

@@ -148,9 +148,10 @@ def test_regression_restores_through_srun_byte_for_byte_and_another_drain_is_lef
                               "--journal-dir", str(jdir), *CHANGE, "--max-fail-percentage", "50", "--json"],
                              cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              env={**_env(env), "FABTUNE_TEST_PAUSE_AT": "verify-batch-1:3"})
-        line = ""
+        line, said = "", []
         while "test pause at verify-batch-1" not in line and p.poll() is None:
             line = p.stderr.readline()
+            said.append(line)
         run_id = line.rsplit("(run ", 1)[-1].rstrip(")\n")
         # during the batch: node01 held and drained with this run's reason, node02 keeps its owner's
         assert reasons(env) == {"node01": f"fabtune:{run_id}: rollout batch 1/1", "node02": OTHER}
@@ -164,6 +165,8 @@ def test_regression_restores_through_srun_byte_for_byte_and_another_drain_is_lef
     doc = json.loads(out)
     assert doc["outcome"] == "rolled-back" and doc["restored"] == ["node01"] and doc["unreachable"] == ["node02"]
     assert doc["errors"]["node02"] == f"Slurm: node02 is drained with reason {OTHER!r}, not this run's: left alone"
+    # said as what it is: not held, not "no answer" (a tryout read "left for rollback" for a node never touched)
+    assert "batch 1: node02: no answer, or not held by its scheduler (each one's error says which)" in "".join(said)
     # node01 was pushed and put back by its own srun tasks, byte for byte; node02 never touched
     assert _results(jdir, run_id, "apply-b1")["node01"]["pushed"] is True
     assert _results(jdir, run_id, "restore-b1")["node01"]["restored"] == ["node01"]
@@ -314,6 +317,8 @@ def test_a_controller_killed_in_a_batch_leaves_its_hold_in_the_journal_and_rollb
     r = fab("rollback", run_id, "--journal-dir", str(jdir), timeout=300, env=_env(env))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert f"slurm: ending job {job} the run left (nodes node01, node02)" in r.stderr
+    # what ended is said on stdout beside the outcome (a tryout: only "the run changed nothing" was)
+    assert f"ended what run {run_id} held outside its devices: Slurm job {job} (node01, node02)" in r.stdout
     assert snapshot_fabric(inv) == untuned
     deadline = time.monotonic() + 15  # a cancelled job shows COMPLETING until slurmd has ended it
     while client(env, "squeue", "-h", "-o", "%i").split() and time.monotonic() < deadline:

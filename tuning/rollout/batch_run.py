@@ -224,7 +224,8 @@ def _account(s: "Session", j: Journal, report: RunReport, progress: Progress, b:
     report.unreachable += [n for n in gone if n not in report.unreachable]
     rec["failed"], rec["unreachable"] = sorted(set(failed) - set(gone)), gone
     if set(gone) & set(new):
-        progress(f"batch {b.index}: no answer from {', '.join(sorted(set(gone) & set(new)))}: left for "
+        progress(f"batch {b.index}: {', '.join(sorted(set(gone) & set(new)))}: no answer, or not held by its "
+                 f"scheduler (each one's error says which); whatever the run may have left there is for "
                  f"`fabtune rollback {j.run_id}`")
     if set(new) - set(gone):
         got = s.restore(j, progress, only=set(new) - set(gone))
