@@ -154,12 +154,18 @@ def node_check(inventory: Path = INV, node: Optional[str] = NODE,
                                             "a passing one that a health check drained."),
                prolog: bool = typer.Option(False, "--prolog", help="Slurm's Prolog: the checks a job needs (port ACTIVE, "
                                            "RoCE v2 GID, MTU, PFC, trust); one line on stderr when one fails."),
-               sysroot: Optional[str] = SYSROOT, as_json: bool = JSON) -> None:
+               sysroot: Optional[str] = SYSROOT,
+               state: Optional[Path] = typer.Option(None, "--state", help="--passive: the file keeping the counters "
+                                                    "of the previous check (default: var/lib/fabtune/node-check.json "
+                                                    "under the sysroot); counters are judged on what they rose since."),
+               as_json: bool = JSON) -> None:
     """Check this node from itself, reading only (no RDMA traffic), for Slurm's hooks: --passive
     (HealthCheckProgram: drains a failing node through scontrol with a fabtune: reason, never
-    touching another's drain; resumes a passing node only from a health check's own drain) or
+    touching another's drain; resumes a passing node only from a health check's own drain; NIC
+    counters judged on what they rose since the previous check, kept in --state) or
     --prolog (a job's gate: Slurm drains the node and requeues the job on a non-zero exit).
-    Exit 0 healthy, 1 unhealthy (drained, or left to another's drain), 2 bad input, 4 could not read.
+    Exit 0 healthy, 1 unhealthy (drained, or left to another's drain), 2 bad input, 4 could not read
+    (or the --state file could not be written).
 
     Example: HealthCheckProgram=/usr/local/bin/fabtune-health (a script: exec fabtune node check --passive -i /shared/inv)
     """
@@ -175,21 +181,33 @@ def node_check(inventory: Path = INV, node: Optional[str] = NODE,
             raise nc.NotReady(f"not ready for a job: {'; '.join(problems)}", host=dev.name)
         _say({"command": "node check", "mode": "prolog", "node": dev.name, "problems": []}, as_json, f"{dev.name}: ready")
         return
-    v = nc.passive(dev, root)
+    raise typer.Exit(_passive(dev, root, state, as_json))
+
+
+def _passive(dev, root: str | None, state: Optional[Path], as_json: bool) -> int:
+    """Run the passive check (:func:`tuning.burnin.node_check.passive`), print its result (JSON or one line)
+    and, on stderr, each scontrol failure and a state file not written; returns the exit code."""
+    from tuning.burnin import node_check as nc
+
+    v = nc.passive(dev, root, state=state)
     doc = {"command": "node check", "mode": "passive", "node": dev.name, "healthy": not v.problems,
-           "problems": v.problems, "drain": v.drain, "undrain": v.undrain, "run_id": v.doc["run_id"]}
+           "problems": v.problems, "drain": v.drain, "undrain": v.undrain, "counters": v.counters,
+           "run_id": v.doc["run_id"]}
     _say(doc, as_json, _passive_line(v))
+    if v.counters["save_error"]:
+        print(f"fabtune: error: {v.counters['save_error']}", file=sys.stderr)
     for what, res in (("drain", v.drain), ("resume", v.undrain)):
         for why in ((res or {}).get("failed") or {}).values():  # scontrol failed: said, never taken as done
             print(f"fabtune: error: {what} failed: {why}", file=sys.stderr)
-    raise typer.Exit(v.exit_code)
+    return v.exit_code
 
 
 def _passive_line(v) -> str:
     """One line of a passive check: healthy (resumed or not) or what is wrong and what became of the drain."""
     if not v.problems:
+        unjudged = "" if v.counters["judged"] else "; counters not judged (no previous read)"
         return f"{v.node}: healthy" + ("; resumed (a health check had drained it)" if v.undrain["resumed"] else
-                                       "; NOT resumed (scontrol failed)" if v.undrain["failed"] else "")
+                                       "; NOT resumed (scontrol failed)" if v.undrain["failed"] else "") + unjudged
     d = v.drain
     act = ("drained" if d["drained"] else f"left alone ({d['left'][v.node]})" if v.node in d["left"]
            else "NOT drained (the drain failed)")

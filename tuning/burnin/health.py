@@ -12,7 +12,8 @@ carrier_down_count}``, the PCI device's ``current_link_*`` / ``max_link_*``), ``
 ``nvmlDeviceGetTotalEccErrors`` uncorrected volatile, ``nvmlDeviceGetRemappedRows``,
 ``nvmlDeviceGetCurrentClocksEventReasons`` (older drivers: ``...ThrottleReasons``),
 ``nvmlDeviceGetPcieReplayCounter``; every call guarded: older drivers lack newer functions) and the
-kernel log's XID lines (``dmesg``, root). Counters are totals since boot there (no earlier read).
+kernel log's XID lines (``dmesg``, root). Counters are totals since boot there unless an earlier
+read is given (``prev``: the passive node check's state, :mod:`tuning.burnin.node_check`).
 """
 
 from __future__ import annotations
@@ -113,16 +114,28 @@ def nvml_gpus() -> list[dict] | None:
     return out
 
 
+def local_read(root: Path = Path("/")) -> tuple[dict, dict[str, dict]]:
+    """One read of this machine: (:func:`tuning.burnin.collect.parse_node`'s snapshot of
+    :func:`local_text`, the topology entry per RDMA device). Counters in it are totals since boot."""
+    text, topo = local_text(root)
+    return parse_node(text), topo
+
+
 def local_document(root: Path = Path("/"), opts: BurninOptions | None = None,
-                   progress: Progress | None = None, name: str | None = None) -> dict:
+                   progress: Progress | None = None, name: str | None = None,
+                   read: tuple[dict, dict] | None = None, prev: dict | None = None) -> dict:
     """The health document of this machine (module docstring), findings and reports included;
-    ``name``: the node's name in it (checked by the caller; default the short host name)."""
+    ``name``: the node's name in it (checked by the caller; default the short host name).
+
+    ``read``: a :func:`local_read` already made (default: read now); ``prev``: an earlier snapshot of
+    this machine (``{"nics": {dev: {"counters": {name: int}, "link": {"carrier_down_count": int}}}}``):
+    counters are judged as what they rose since it (:func:`tuning.burnin.collect.deltas`), else as
+    totals since boot (``fabtune health --local``)."""
     opts = opts or BurninOptions(kind="health")
     opts.kind = "health"
     name = name or socket.gethostname().split(".")[0]
-    text, topo = local_text(root)
-    snap = parse_node(text)
-    nics, gpus = deltas(None, snap, set())
+    snap, topo = read or local_read(root)
+    nics, gpus = deltas(prev, snap, set())
     by_bdf = {g["bdf"]: g for g in gpus}
     for g in nvml_gpus() or []:
         g["xid"] = by_bdf.pop(g["bdf"], {}).get("xid", [])
