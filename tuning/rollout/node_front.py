@@ -42,7 +42,8 @@ class NodeFront(Session):
         self.release_errors: list[str] = []
         self._read_lock = threading.Lock()
         self._collects: dict[str, int] = {}  # node -> how many times the engine collected it
-        self._read: dict[str, object] = {}  # node -> its state, or its error, of the last collect_nodes
+        self._read: dict[str, object] = {}  # node -> its state, or its error, not yet taken by its collect
+        self._stepped: dict[int, set[str]] = {}  # collect round -> the nodes a collect_nodes step was asked for
         self.pushed: set[str] = set()  # nodes handed to push_nodes
 
     def open(self, only: set[str] | None = None) -> None:
@@ -62,13 +63,17 @@ class NodeFront(Session):
         def collect(domains: set[str] | None = None):
             with self._read_lock:
                 n = self._collects.get(name, 0)
-                if name not in self._read and (n == 0 or name in self.pushed):
+                stepped = self._stepped.setdefault(n, set())
+                if name not in self._read and name not in stepped and (n == 0 or name in self.pushed):
+                    # one step per round: a node the step left out (not collectable) is read by `own`,
+                    # never by a second step that would read again the nodes not yet taken
                     pool = self.nodes & set(self.targets) if n == 0 else self.pushed
-                    todo = sorted(m for m in pool if self._collects.get(m, 0) == n)
+                    todo = sorted(m for m in pool if self._collects.get(m, 0) == n and m not in stepped)
+                    stepped.update(todo)
                     try:
-                        self._read = dict(self.collect_nodes(todo, domains))
+                        self._read.update(self.collect_nodes(todo, domains))
                     except TuningError as e:  # the step itself failed: every node of it says so
-                        self._read = {m: e for m in todo}
+                        self._read.update({m: e for m in todo})
                 self._collects[name] = n + 1
                 got = self._read.pop(name, None)
             if got is None:
