@@ -29,6 +29,7 @@ import difflib
 import fnmatch
 import functools
 import gc
+import os
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -221,7 +222,7 @@ def _connection(inv: Path, host: str, vars_: dict, sources: dict) -> Connection:
         raise validation_error(e, ConnectionVars, sources, host) from None
 
     def rel(v: str | None) -> str | None:
-        return None if v is None else str(Path(v) if Path(v).is_absolute() else inv.absolute() / v)
+        return None if v is None else _beside(str(inv), v, os.getcwd())
 
     become = _become.parse(vars_, sources, host)
     return Connection(hostname=cv.ansible_host or host, port=cv.ansible_port, username=cv.ansible_user,
@@ -229,6 +230,14 @@ def _connection(inv: Path, host: str, vars_: dict, sources: dict) -> Connection:
                       sysroot=cv.fabtune_sysroot, become=become.enabled, become_user=become.user,
                       become_method=become.method, become_password_vault=become.password_vault,
                       local=cv.fabtune_local)
+
+
+@functools.lru_cache(maxsize=256)
+def _beside(inv: str, v: str, cwd: str) -> str:
+    """``v`` (a key or known_hosts file an inventory names) as an absolute path: as given when
+    absolute, else under the inventory folder ``inv`` (relative to ``cwd``); worked out once per
+    distinct value (every host of a fleet names the same few files)."""
+    return str(Path(v) if Path(v).is_absolute() else Path(cwd, inv) / v)
 
 
 def _hosts_file(path: str | Path) -> Path:

@@ -221,8 +221,9 @@ def vars_files(inv: Path, folder: str, name: str, listed: set[str] | None = None
     found: list[tuple[Path, os.stat_result]] = []
     for ext in ("",) + VARS_EXTENSIONS:
         if listed is None or name + ext in listed:
+            path = base / (name + ext)
             try:
-                found.append((base / (name + ext), os.stat(base / (name + ext))))  # one stat: exists, and its kind
+                found.append((path, os.stat(path)))  # one stat: exists, and its kind
             except OSError:  # missing, or a dangling link: as Path.exists, not there
                 pass
     if len(found) > 1:
