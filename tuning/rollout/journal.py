@@ -376,6 +376,16 @@ def _rollback_events(doc: dict) -> list[tuple[str, float]]:
             and isinstance(e[2], (int, float)) and not isinstance(e[2], bool)]
 
 
+def refuse_ended(j: "Journal") -> "Journal":
+    """``j`` while its run takes node pushes (``fabtune node apply``; a late agent would change a node
+    nobody verifies). Raises InputError when its controller recorded an outcome or a rollback began."""
+    why = (f"its controller ended it ({j.data['outcome']})" if j.data.get("outcome")
+           else _rolled_back_at(j.data) and "it was rolled back")
+    if why:
+        raise InputError("fabtune_run_id", j.run_id, f"{why}: it takes no more pushes; nothing written")
+    return j
+
+
 def rollback_interrupted(doc: dict) -> bool:
     """Whether the last ``fabtune rollback`` of a run began writing devices back (its ``restore``
     event) and never journaled ``done``: the fabric holds a mix no run produced."""

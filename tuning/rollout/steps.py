@@ -32,7 +32,7 @@ from tuning.rollout import gate, session
 from tuning.rollout.options import Options, Run
 from tuning.rollout.batches import plan_batches
 from tuning.rollout.fanout import _within
-from tuning.rollout.journal import DEFAULT_DIR, Journal, new_run_id
+from tuning.rollout.journal import DEFAULT_DIR, Journal, new_run_id, refuse_ended
 from tuning.rollout.baseline import save_baseline
 from tuning.rollout.journal_check import check_run_id
 from tuning.rollout.lock import RunLock, lock_path, read_lock
@@ -272,7 +272,7 @@ def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | No
     Raises:
         ConnectError / DeviceTimeout: the device did not answer (a timed-out push is journaled
             ``pushing``: ``fabtune rollback RUN_ID`` restores it).
-        InputError: the inventory asks for what the device cannot take; a firmware burn not allowed.
+        InputError: the inventory asks for what the device cannot take; a firmware burn not allowed; the run ended.
         CommandError / VerifyError / CommitError / CandidateError: the push failed; the device
             was restored at once (a RollbackError when that failed too).
     """
@@ -287,7 +287,7 @@ def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | No
         session.refuse_firmware({dev.name: changes}, opts.allow_firmware)
         if run_id is None:
             raise InputError("fabtune_run_id", "-", "no run id: the playbook's begin stage must run first")
-        j = open_journal(opts.journal_dir, run_id)
+        j = refuse_ended(open_journal(opts.journal_dir, run_id))  # a late request of a run whose controller is gone
         applied = _apply(target, changes, j, state, t.apply_s, progress)
         return {"changes": applied, "effects": effects, "pushed": True}
     finally:
