@@ -97,7 +97,8 @@ def runs(journal_dir: Path = JDIR, as_json: bool = JSON,
     # the run id is what `fabtune rollback` takes: never cut; the inventory path folds, never to one letter
     widths = {"run id": max((len(r["run_id"]) for r in rows), default=6), "inventory": 16}
     for col in ("run id", "started (UTC)", "seconds", "mode", "inventory", "outcome", "changes", "touched"):
-        t.add_column(col, overflow="fold", no_wrap=col not in ("inventory", "touched"), min_width=widths.get(col))
+        t.add_column(col, overflow="fold", no_wrap=col not in ("inventory", "outcome", "touched"),
+                     min_width=widths.get(col))
     for r in rows:
         outcome = r["outcome"] or ("unreadable" if r["stage"] == "unreadable"
                                    else f"not finished (running or killed) at stage {r['stage']}")

@@ -31,7 +31,7 @@ from typing import Callable
 from tuning.burnin import drain
 from tuning.errors import ConnectError, InputError
 from tuning.model.grammar import check_host_name
-from tuning.rollout.journal import SLURM_HOLDS_KEY
+from tuning.rollout.journal import SLURM_HOLDS_KEY, SLURM_REQUEST_KEY
 from tuning.rollout.rollback import rollback_lock
 from tuning.slurm_cli import call, check_conf, said, unreadable_conf
 
@@ -40,7 +40,7 @@ Progress = Callable[[str], None]
 #: the journal key of the holds a run has now (job id -> nodes and drains)
 JOURNAL_KEY = SLURM_HOLDS_KEY
 #: the journal key of an allocation asked for and not answered yet: the nodes asked for
-REQUEST_KEY = "slurm_request"
+REQUEST_KEY = SLURM_REQUEST_KEY
 #: scancel's words for a job Slurm no longer knows (Slurm 22.05 ``src/scancel/scancel.c``)
 GONE = "Invalid job id specified"
 #: a journaled job id (ASCII digits only: ``str.isdigit`` also takes "²" and "０")

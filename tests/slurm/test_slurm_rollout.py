@@ -359,9 +359,12 @@ def test_an_allocation_asked_for_by_a_killed_controller_is_ended_by_rollback_nev
         assert client(env, "squeue", "-h", "-n", name, "-o", "%i %T").split() == [job, "PENDING"]
         p.send_signal(signal.SIGKILL)
         p.wait(timeout=30)
+        [row] = json.loads(fab("runs", "--journal-dir", str(jdir), "--json").stdout)  # the request is shown
+        assert row["holds"] == ["a Slurm allocation asked for (node01, node02)"], row
         r = fab("rollback", run_id, "--journal-dir", str(jdir), env=_env(env))
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
         assert f"slurm: ending job {job} the run left (asked for before its controller ended)" in r.stderr
+        assert f"ended what run {run_id} held outside its devices: a Slurm allocation asked for (node01, node02)" in r.stdout
         assert "slurm_request" not in json.loads((jdir / f"{run_id}.json").read_text())
     finally:
         p.kill()

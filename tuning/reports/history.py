@@ -24,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuning.model.outcomes import DeviceState, RunOutcome
-from tuning.rollout.journal import K8S_HOLDS_KEY, SLURM_HOLDS_KEY
+from tuning.rollout.journal import K8S_HOLDS_KEY, SLURM_HOLDS_KEY, SLURM_REQUEST_KEY
 
 #: the error text of a failed device in a report rebuilt from its journal
 NO_TEXT = "apply failed on this device (the journal keeps no error text; see the run's own output)"
@@ -110,10 +110,12 @@ def holds_left(doc: dict) -> list[str]:
 
     out = [f"Slurm job {str(job)[:20]} ({', '.join(map(str, seq(d(rec).get('nodes'))))[:200]})"
            for job, rec in d(doc.get(SLURM_HOLDS_KEY)).items()]
+    if SLURM_REQUEST_KEY in doc:  # salloc was waiting when the controller ended: Slurm may grant it later
+        out.append(f"a Slurm allocation asked for ({', '.join(map(str, seq(doc[SLURM_REQUEST_KEY])))[:200]})")
     k8s = d(doc.get(K8S_HOLDS_KEY))
     ns = str(k8s.get("namespace"))[:63]
-    out += [f"NodeMaintenance {ns}/{str(d(rec).get('name'))[:253]} ({str(node)[:253]})"
-            for node, rec in d(k8s.get("holds")).items()]
+    out += [f"NodeMaintenance {str(d(rec).get('namespace') or ns)[:63]}/{str(d(rec).get('name'))[:253]} "
+            f"({str(node)[:253]})" for node, rec in d(k8s.get("holds")).items()]  # a joined hold: its owner's namespace
     return out + [f"ConfigMap {ns}/{str(c)[:253]}" for c in seq(k8s.get("configmaps"))]
 
 

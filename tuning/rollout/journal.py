@@ -63,8 +63,8 @@ def new_run_id() -> str:
 #: the journal keys of what a front end's run holds outside the devices while it lasts (a
 #: scheduler's hold of its nodes), ended by ``fabtune rollback`` after a killed controller:
 #: ``tuning/slurm_holds.py`` (Slurm allocations and drains), ``tuning/k8s/leftovers.py``
-#: (NodeMaintenances and ConfigMaps)
-SLURM_HOLDS_KEY = "slurm_holds"
+#: (NodeMaintenances and ConfigMaps); a Slurm allocation asked for and not answered yet: its nodes
+SLURM_HOLDS_KEY, SLURM_REQUEST_KEY = "slurm_holds", "slurm_request"
 K8S_HOLDS_KEY = "k8s"
 
 
