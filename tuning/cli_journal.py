@@ -77,9 +77,9 @@ def runs(journal_dir: Path = JDIR, as_json: bool = JSON,
          last: int = typer.Option(20, "--last", parser=integer("--last", None, 10**6, "a count of runs", "1..1000000"),
                                   help="How many of the newest runs (1 or more).")) -> None:
     """List journaled runs (newest last): id, start time (UTC), duration, mode (with the engine where
-    not SSH: slurm, k8s, ansible), inventory, outcome (and what a killed run still holds: Slurm jobs,
-    NodeMaintenances, ConfigMaps, which `fabtune rollback RUN_ID` ends), change count and the devices
-    each touched. `fabtune report RUN_ID` prints one again.
+    not SSH: slurm, k8s, ansible), inventory, outcome, change count, the devices each touched and,
+    when a killed run left any, what it still holds (Slurm jobs and allocations asked for,
+    NodeMaintenances, ConfigMaps: `fabtune rollback RUN_ID` ends them). `fabtune report RUN_ID` prints one again.
 
     Example: fabtune runs --last 5
     """
@@ -94,19 +94,21 @@ def runs(journal_dir: Path = JDIR, as_json: bool = JSON,
         print(json.dumps(rows, indent=2))
         return
     t = Table(title=f"runs in {journal_dir}", title_justify="left")
-    # the run id is what `fabtune rollback` takes: never cut; the inventory path folds, never to one letter
-    widths = {"run id": max((len(r["run_id"]) for r in rows), default=6), "inventory": 16}
-    for col in ("run id", "started (UTC)", "seconds", "mode", "inventory", "outcome", "changes", "touched"):
-        t.add_column(col, overflow="fold", no_wrap=col not in ("inventory", "outcome", "touched"),
-                     min_width=widths.get(col))
+    # the run id is what `fabtune rollback` takes and the start time what a person looks for: never cut;
+    # what a killed run still holds has a column of its own that wraps (in the outcome it squeezed the rest out)
+    holds = any(r["holds"] for r in rows)
+    widths = {"run id": max((len(r["run_id"]) for r in rows), default=6), "started (UTC)": 19, "inventory": 16}
+    for col in ("run id", "started (UTC)", "seconds", "mode", "inventory", "outcome", "changes", "touched") + \
+            (("still holds (fabtune rollback RUN_ID ends them)",) if holds else ()):
+        t.add_column(col, overflow="fold", no_wrap=col in ("run id", "started (UTC)", "seconds", "mode", "outcome",
+                                                              "changes"), min_width=widths.get(col))
     for r in rows:
         outcome = r["outcome"] or ("unreadable" if r["stage"] == "unreadable"
                                    else f"not finished (running or killed) at stage {r['stage']}")
-        if r["holds"]:  # a killed controller's: `fabtune rollback RUN_ID` ends them
-            outcome += f"; still holds {'; '.join(r['holds'][:4])}{' ...' if len(r['holds']) > 4 else ''}"
         mode = f"{r['mode']} ({r['engine']})" if r["engine"] not in (None, "ssh") else str(r["mode"])
         t.add_row(r["run_id"], (r["started"] or "-").replace("T", " ")[:19], _or_dash(r["seconds"]), mode,
-                  str(r["inventory"] or "-"), str(outcome), _or_dash(r["n_changes"]), ", ".join(r["touched"]) or "-")
+                  str(r["inventory"] or "-"), str(outcome), _or_dash(r["n_changes"]), ", ".join(r["touched"]) or "-",
+                  *(["; ".join(r["holds"]) or "-"] if holds else []))
     out.print(t)
 
 

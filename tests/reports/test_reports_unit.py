@@ -268,7 +268,10 @@ def _journal(jdir: Path, run_id: str, outcome: str | None, state: str = "applied
 def test_report_and_runs_from_journals(tmp_path: Path):
     jdir = tmp_path / "j"
     _journal(jdir, "20261130T091258-aaaaaa", "rolled-back", restored=True)
-    _journal(jdir, "20261130T091300-bbbbbb", None, state="pushing")  # killed mid-push
+    killed = _journal(jdir, "20261130T091300-bbbbbb", None, state="pushing")  # killed mid-push
+    killed.data["slurm_holds"] = {str(job): {"nodes": [f"node{n:02d}" for n in range(1, 9)], "drained": {}}
+                                  for job in range(41, 47)}  # what it still holds: a long outcome cell
+    killed.save()
     code, out, err = cli("runs", "--journal-dir", str(jdir), "--json")
     assert code == 0, err
     rows = {r["run_id"]: r for r in json.loads(out)}
@@ -279,6 +282,8 @@ def test_report_and_runs_from_journals(tmp_path: Path):
     code, out, _ = cli("runs", "--journal-dir", str(jdir))
     text = " ".join(out.split())
     assert "2026-11-30 09:12:58" in text and "not finished (running or killed) at stage validate" in text
+    # the ids `fabtune rollback` takes are never cut, however long a killed run's holds (a tryout saw "20261204T")
+    assert "20261130T091258-aaaaaa" in text and "20261130T091300-bbbbbb" in text, out
 
     files = [str(tmp_path / f) for f in ("r.xml", "r.prom", "r.json")]
     code, out, err = cli("report", "20261130T091258-aaaaaa", "--journal-dir", str(jdir), "--json",
