@@ -32,8 +32,7 @@ def emit(report, as_json: bool, title: str, diff: bool = False, detail: bool = F
     row per setting or one summary row per domain (:func:`tuning.report.per_setting` of ``detail``,
     ``--detail``, and ``limited``, a ``--limit`` was given)."""
     if as_json:
-        json.dump(report.as_dict(), sys.stdout, indent=2, default=str)  # streamed: never one huge string
-        sys.stdout.write("\n")
+        dump_report(report.as_dict(), sys.stdout)
         return
     _tables(report, title, diff, detail, limited)
     for dev, e in report.errors.items():
@@ -49,6 +48,33 @@ def emit(report, as_json: bool, title: str, diff: bool = False, detail: bool = F
     if report.outcome == RunOutcome.NO_CHANGE and report.verify_ok is False:
         out.print("[red]verification FAILED: the fabric is unhealthy as it is (nothing was changed, "
                   "nothing to roll back)[/red]")
+
+
+#: the report keys whose values are ``{device: [change dicts]}``: a fleet's plan holds 860,000 changes
+PER_DEVICE = ("changes", "kept")
+
+
+def dump_report(doc: dict, fp) -> None:
+    """Write a JSON report as it is encoded, never as one string: the document indented as
+    ``json.dump(doc, fp, indent=2)`` writes it, except that each change of :data:`PER_DEVICE` is one
+    line of compact JSON (``json.dumps`` without indent runs CPython's C encoder; with an indent the
+    pure-Python one: 50 of an offline plan's 60 CPU seconds at 10,016 nodes). Values that JSON cannot
+    hold are written as their ``str``, as before. Same data, same keys, same order."""
+    def enc(v: object, indent: int | None = None) -> str:
+        return json.dumps(v, indent=indent, default=str)
+
+    fp.write("{")
+    for i, (key, value) in enumerate(doc.items()):
+        fp.write(("," if i else "") + f"\n  {enc(key)}: ")
+        if key in PER_DEVICE and isinstance(value, dict) and value:
+            fp.write("{")
+            for k, (dev, items) in enumerate(value.items()):
+                fp.write(("," if k else "") + f"\n    {enc(str(dev))}: [")
+                fp.write(",".join(f"\n      {enc(c)}" for c in items) + ("\n    ]" if items else "]"))
+            fp.write("\n  }")
+        else:
+            fp.write(enc(value, 2).replace("\n", "\n  "))
+    fp.write("\n}\n" if doc else "}\n")
 
 
 @contextmanager
