@@ -35,6 +35,7 @@ def rollback(run_id: str = typer.Argument(..., help="Run id printed by apply/rol
     what the journal names is ended (Slurm: scancel, resume the nodes still drained by this run;
     Kubernetes, through $FABTUNE_K8S_SERVER as the run reached it: its NodeMaintenances released,
     its ConfigMaps deleted).
+
     Exit 0 restored (or nothing to restore), 1 a hold could not be ended, 2 bad input, 3 a restore
     failed (the holds stay: no job lands on a node not put back).
 
