@@ -99,6 +99,9 @@ def irq_plan(spec: NodeSpec, facts: NodeFacts) -> dict[int, int]:
     """
     out: dict[int, int] = {}
     offsets: dict[tuple[int, ...], int] = {}
+    if not any(facts.nics.get(nic.netdev, {}).get("comp_irqs") for nic in spec.nics) and not (
+            spec.irq_cpus or spec.cpu.irq_cores_per_numa is not None or spec.cpu.reserved_cpus):
+        return out  # no IRQ to pin and no CPU setting to check (offline: a topology per node, for nothing)
     lists = _cpu_lists(spec, facts)
     for nic in spec.nics:
         f = facts.nics.get(nic.netdev)
