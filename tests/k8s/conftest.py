@@ -2,7 +2,7 @@
 stand-in with the Maintenance Operator's part, one ``fabtune k8s agent`` per node, each on its node's
 sysroot) beside a 2-node lab, one per test module. Needs no root.
 
-Ports: 150 into this process's test port range (31800 or 31000, :func:`tests.slurm.conftest._base_port`
+Ports: 150 into this process's own test port range (:func:`tests.slurm.conftest._base_port`
 gives +50 to the Slurm lab): nodes +1..+2, switches +101..+103, the API server after the Slurm
 lab's range (+143, ``tuning.lab.k8s.port``), all below the pool's +300.
 """
@@ -38,7 +38,7 @@ def admin(inv, method: str, path: str, body: dict | None = None) -> dict:
 @pytest.fixture(scope="module")
 def k8s_lab(tmp_path_factory):
     """``(inventory, controller env, journal dir)`` of a running 2-node lab with its Kubernetes part."""
-    base, claim = _base_port()
+    base = _base_port()
     inv = tmp_path_factory.mktemp("k8s") / "lab2"
     procs: dict[str, int] = {}
     try:
@@ -53,7 +53,5 @@ def k8s_lab(tmp_path_factory):
         yield inv, env, k8s.folder(inv / ".state") / k8s.JOURNAL
     finally:
         r = fab("lab", "down", "-i", str(inv))
-        if claim is not None:
-            claim.close()
     left = [pid for pid in procs.values() if k8s.runs(pid)]
     assert r.returncode == 0 and not left, f"left running after lab down: {left} of {procs}"

@@ -3,9 +3,8 @@
 ``make test`` runs in a user namespace, where slurmctld and slurmd stop at setgroups, and the fixture
 asserts the one-line refusal instead. Slurm missing is a failure, never a skip: ``.ci/run`` installs it.
 
-Ports from 31850 (or 31050): the first of the test port ranges 31800 and 31000 that this process holds
-or can claim (``tests.conftest.claim_port_range``), its nodes at +1..+2, switches +101..+103, Slurm
-+104.. (``tuning.lab.slurm.ports``).
+Ports from 50 into this process's own test port range (``tests.conftest.TEST_BASE_PORT``): its nodes
+at +1..+2, switches +101..+103, Slurm +104.. (``tuning.lab.slurm.ports``).
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, TEST_BASE_PORT, claim_port_range
+from tests.conftest import REPO, TEST_BASE_PORT
 from tuning.errors import SetupError
 from tuning.lab import privileges, slurm
 
@@ -28,16 +27,12 @@ def fab(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess
                           timeout=timeout, cwd=REPO, env=env)
 
 
-def _base_port():
-    """``(base port, claim)``: 50 ports into the first range of 31800 / 31000 that is this process's
-    own (the tests' fixed ports lie below its pool at +300) or that it can claim (``claim`` to close)."""
-    if TEST_BASE_PORT in (31800, 31000):  # its own first: claiming the other would leave none to a second worker
-        return TEST_BASE_PORT + 50, None
-    for first in (31800, 31000):
-        claim = claim_port_range(first)
-        if claim is not None:
-            return first + 50, claim
-    pytest.fail("the test port ranges 31000 and 31800 are both held by other pytest processes")
+def _base_port() -> int:
+    """50 ports into this process's own test port range (``TEST_BASE_PORT``, claimed for the process's
+    life, so no other pytest process listens there; the tests' fixed ports and the pool's +300 lie
+    elsewhere in it). Stop 38's CI: taking one of two fixed ranges (31800, 31000) left a worker none
+    when the others held both, and every Slurm and k8s lab test of that worker errored."""
+    return TEST_BASE_PORT + 50
 
 
 def client(env: dict, *argv: str) -> str:
@@ -64,7 +59,7 @@ def slurm_lab(tmp_path_factory):
             slurm.check(default_fabric(n_nodes=2))
         pytest.xfail("refused as it must be: the Slurm lab needs real root (slurmd stops at setgroups in a "
                      "user namespace); the lab tests run under root (CI)")
-    base, claim = _base_port()
+    base = _base_port()
     daemons: dict[str, int] = {}
     inv = tmp_path_factory.mktemp("slurm") / "lab2"
     try:
@@ -80,8 +75,6 @@ def slurm_lab(tmp_path_factory):
         yield inv, {**os.environ, **slurm.client_env(inv / ".state")}
     finally:
         r = fab("lab", "down", "-i", str(inv))
-        if claim is not None:
-            claim.close()
     left = [pid for pid in daemons.values() if _cmdline(pid)]  # a zombie's is empty
     assert r.returncode == 0 and not left, f"Slurm left running after lab down: {left}"
 
