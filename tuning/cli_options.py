@@ -11,9 +11,9 @@ import typer
 
 from tuning.cli_args import deferred, file_arg, integer, inventory_arg, journal_dir_arg, number, state_dir_arg
 from tuning.errors import InputError
-from tuning.node import domains as node_domains
 from tuning.reports import Outputs, Recorder, report_file
 from tuning.rollout.journal import DEFAULT_DIR
+from tuning.targets import domains as target_domains
 
 INV = typer.Option(Path("inventory/lab"), "-i", "--inventory", parser=inventory_arg,
                    help="Ansible-format inventory directory.")
@@ -28,8 +28,8 @@ JDIR = typer.Option(DEFAULT_DIR, "--journal-dir", parser=journal_dir_arg,
 #: the same, for a command that writes reports: a refusal is raised in its body (cli_args.Refused)
 JDIR_RUN = typer.Option(DEFAULT_DIR, "--journal-dir", parser=deferred(journal_dir_arg),
                         help="Where run journals and the baseline live (yours, not group/world-writable).")
-#: every domain a run can be limited to: the node domains in apply order, then the switches
-DOMAINS = tuple(d.name for d in node_domains()) + ("switch",)
+#: every domain a run can be limited to (:func:`tuning.targets.domains`)
+DOMAINS = target_domains()
 DOMAIN = typer.Option(None, "--domain", "-d", help=f"Only these domains (repeatable): {', '.join(DOMAINS)}.")
 RAIL = typer.Option(None, "--rail", parser=deferred(integer("--rail", 0, 31, "a rail")), metavar="0..31",
                     help="Verify on these rails only (an integer 0..31, repeatable; default: every rail).")

@@ -22,14 +22,14 @@ try:
 except ImportError:  # a checkout that is not pip-installed: the repository root is two levels up
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tuning import errors, inventory_vars
-from tuning import node
+from tuning import targets
 from tuning.rollout import steps
 from tuning.rollout.journal import DEFAULT_DIR, check_dir
 from tuning.rollout.journal_check import check_run_id
 from tuning.transport import become
 
-#: every node domain (:func:`tuning.node.domains`) and ``switch``: the task files and tags
-DOMAINS = [d.name for d in node.domains()] + ["switch"]
+#: every domain (:func:`tuning.targets.domains`: the node domains, ``switch``, ``sm``): the task files and tags
+DOMAINS = list(targets.domains())
 #: Ansible's own variables (magic, play state): never inventory settings
 SKIP = frozenset(C.INTERNAL_STATIC_VARS) | {"omit", "playbook_dir", "play_hosts", "role_names", "role_name",
                                             "role_path", "vars", "environment", "ansible_check_mode"}

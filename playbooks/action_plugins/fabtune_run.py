@@ -116,12 +116,22 @@ class ActionModule(ActionBase):
                 out = verify_batch(inv, opts, run_id, [str(h) for h in args.get("batch") or []])
                 res = {**result, "changed": False, "run_id": run_id, **out}
                 if not out["ok"]:
-                    res.update(failed=True, msg=f"batch {out['batch']}: verification failed or regressed: restored "
-                               f"({', '.join(out['restored']) or 'nothing'}); run {run_id} {out['outcome']}")
+                    res.update(failed=True, msg=self._halt_msg(out, run_id))
                 return res
             return {**result, "changed": False, **common.steps.end(inv, opts, run_id)}
         except TuningError as e:
             raise common.fail(e) from None
+
+    @staticmethod
+    def _halt_msg(out: dict, run_id: str) -> str:
+        """A failed gate's one line: the run's halt line (it names up to 3 failed IB checks), up to 3
+        failed RoCE pairs with their reasons, what was restored, the run's outcome."""
+        from tuning.verify.ib_sm import PREFIX
+
+        why = out.get("halt") or f"batch {out['batch']}: verification failed or regressed"
+        pairs = "".join(f"; {r}" for r in [r for r in out["reasons"] if not r.startswith(PREFIX)][:3])
+        return (f"{why}{pairs}; restored ({', '.join(out['restored']) or 'nothing'}); run {run_id} "
+                f"{out['outcome']}")
 
     def _verify_only(self, inv, opts, task_vars: dict) -> dict:
         """``verify.yml``: every pair of the play's hosts against the pass marks and the baseline."""

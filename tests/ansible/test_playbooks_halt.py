@@ -6,6 +6,7 @@ with a one-line failure and the journal says ``rolled-back``; every lab byte is 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,9 @@ def test_a_failed_gate_restores_the_batch(lab_inventory: Path, tmp_path: Path) -
         now = snapshot_fabric(lab_inventory)
         inject(lab_inventory / ".state", "node03:mlx5_0", "clear")
     assert run.rc == 2, run.out[-4000:]
-    assert "batch 1: verification failed or regressed: restored (" in run.out
+    # the task's line names the failed pair with its evidence, then what it restored
+    assert re.search(r"batch 1: verification failed or regressed; node\d\d:mlx5_\d->node\d\d:mlx5_\d: [^;]*"
+                     r".*; restored \([a-z0-9, ]*node03[a-z0-9, ]*\); run \S+ rolled-back", run.out), run.out[-4000:]
     [doc] = journals(journal)
     assert doc["outcome"] == "rolled-back" and doc["restored_verified"] is True
     assert doc["batches"][0]["outcome"] == "restored" and doc["batches"][0]["verify_ok"] is False

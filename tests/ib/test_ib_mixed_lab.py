@@ -129,3 +129,32 @@ def fabtune_text(ib: IbLab, *args: str) -> str:
                           timeout=120)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return " ".join(done.stdout.split())
+
+
+def test_tune_yml_plans_the_subnet_manager_pushes_it_with_the_fabric_and_its_gate_restores_it(ib, tmp_path):
+    """The operator playbook on a mixed inventory: ``--check --diff`` lists the SM's pkey moves with the
+    nodes' and switches' changes and writes nothing; the real play pushes sm01 in its own play (before
+    the switches), batch 1's gate runs the IB checks and, the Default rule being dropped, restores the
+    SM with the nodes and switches byte for byte and fails the play."""
+    from tests.ansible.playbook_run import play
+
+    before = lab_before(ib)
+    inv = mixed_inventory(write_inventory(tmp_path / "inv", 2), ib.dir, [TENANT])
+    with (inv / "group_vars" / "all.yml").open("a") as f:  # the RoCE side short: no incast (as --no-incast)
+        f.write("\nfabtune_rollout: {incast: {enabled: false}}\n")
+    with lab_up(inv) as inv:
+        untuned = snapshot_fabric(inv)
+        check = play(inv, "tune.yml", "--check", "--diff", journal=tmp_path / "journal", env=env_of(ib))
+        assert check.rc == 0, check.out[-3000:]
+        assert "sm01 pkey/node01 mlx5_0/1/0x7fff" in check.out and "PLAY [Tune subnet managers]" in check.out
+        assert check.changed()["sm01"] == 1 and check.changed()["node02"] > 0
+        assert "Could not match supplied host pattern" not in check.out
+        assert snapshot_fabric(inv) == untuned and lab_before(ib) == before  # a check writes nothing
+        done = play(inv, "tune.yml", journal=tmp_path / "journal", env=env_of(ib))
+        assert done.rc == 2, done.out[-3000:]
+        assert done.recap["sm01"]["changed"] == 1  # pushed by its play, then restored by the gate
+        assert "ib Default 0x7fff pkeys: node01 mlx5_0/1: 0x7fff limited, want full" in done.out, done.out[-3000:]
+        [j] = [Journal.load(tmp_path / "journal", p.stem) for p in (tmp_path / "journal").glob("*.json")]
+        assert j.data["outcome"] == "rolled-back" and j.device("sm01")["restored"]
+        assert snapshot_fabric(inv) == untuned
+    assert lab_before(ib) == before  # partitions.conf, opensm.conf and every port's pkey table as before

@@ -87,7 +87,9 @@ def verify_batch(inv: Inventory, opts: StepOptions, run_id: str, active: list[st
 
     Returns:
         ``{"batch": index, "ok": bool, "outcome": a RunOutcome (kept | no-change | halted | rolled-back), "pairs": n,
-        "restored": [devices], "restored_verified": bool | None, "reasons": [one line per failed pair]}``.
+        "restored": [devices], "restored_verified": bool | None, "reasons": [one line per check of the gate
+        that failed: a RoCE pair or an IB check, with its evidence], "halt": the run's halt line (None: kept),
+        "not_restored": [one line per restored pair not back to the baseline]}``.
 
     Raises:
         InputError: not a batch of this run.  RollbackError: restoring the batch failed.
@@ -109,10 +111,17 @@ def verify_batch(inv: Inventory, opts: StepOptions, run_id: str, active: list[st
         s.close()
         if j.data.get("outcome") is not None:
             release(inv.path, run_id)  # halted: the run is over
-    failed = [f"{x['pair']}: {'; '.join(x.get('reasons') or [])}" for x in report.verify_after
-              if x.get("status") != "pass"]
+    done = j.data["batches"][b.index - 1]
     return {"batch": b.index, "ok": ok, "outcome": RunOutcome.KEPT if ok else report.outcome, "restored": report.restored,
-            "pairs": len(rec.get("pairs") or []), "restored_verified": report.restored_verified, "reasons": failed}
+            "pairs": len(rec.get("pairs") or []), "restored_verified": report.restored_verified,
+            "reasons": _failed(done.get("results") or []), "halt": done.get("halt"),
+            "not_restored": _failed(report.verify_after)}
+
+
+def _failed(results: list[dict]) -> list[str]:
+    """One line per check that did not pass: ``PAIR: reason; reason`` (a RoCE pair or an IB check)."""
+    return [f"{x.get('pair')}: {'; '.join(x.get('reasons') or [x.get('status', '?')])}" for x in results
+            if x.get("status") != "pass"]
 
 
 def _nothing_planned(j: Journal, eopts: Options, b: Batch, rec: dict) -> dict:
@@ -121,14 +130,14 @@ def _nothing_planned(j: Journal, eopts: Options, b: Batch, rec: dict) -> dict:
     gate's: measuring the same fabric again proves nothing, and a verified run whose baseline
     measured nothing fails. Returns :func:`verify_batch`'s dict."""
     before = j.data["verify"].get("before") or []
-    bad = [f"{x.get('pair')}: {'; '.join(x.get('reasons') or [x.get('status', '?')])}" for x in before
-           if x.get("status") != "pass"]
+    bad = _failed(before)
     ok = not eopts.verify or (bool(before) and not bad)
     rec["outcome"], rec["verify_ok"] = BatchOutcome.KEPT, ok if eopts.verify else None
     j.data["verify_ok"] = rec["verify_ok"]
     j.save()
     return {"batch": b.index, "ok": ok, "outcome": RunOutcome.KEPT if ok else RunOutcome.NO_CHANGE, "restored": [],
-            "pairs": len(before), "restored_verified": None, "reasons": bad or ([] if ok else ["no pair was measured"])}
+            "pairs": len(before), "restored_verified": None, "reasons": bad or ([] if ok else ["no pair was measured"]),
+            "halt": None, "not_restored": []}
 
 
 def _batch_session(inv: Inventory, opts: StepOptions, eopts: Options, j: Journal, r: Run,

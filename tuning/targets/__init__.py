@@ -50,6 +50,18 @@ def roles() -> tuple[str, ...]:
     return tuple(dict.fromkeys(r for r, _ in _entries()))
 
 
+#: the domain of every switch's settings and of a subnet manager's files (``tuning.targets.sm_partitions.DOMAIN``)
+SWITCH_DOMAIN, SM_DOMAIN = "switch", "sm"
+
+
+def domains() -> tuple[str, ...]:
+    """Every domain a run can be limited to (``--domain``, the playbooks' tags and task files): the
+    node domains in apply order (:func:`tuning.node.domains`), then ``switch``, then ``sm``."""
+    from tuning.node import domains as node_domains
+
+    return (*(d.name for d in node_domains()), SWITCH_DOMAIN, SM_DOMAIN)
+
+
 def platforms(role: str) -> tuple[str, ...]:
     """The platforms registered for ``role``."""
     return tuple(p for r, p in _entries() if r == role)

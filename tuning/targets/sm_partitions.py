@@ -30,9 +30,10 @@ from tuning.errors import InputError
 from tuning.model.ib_sm import DEFAULT_PKEY, IbPartitionSpec, SmSpec, pkey_word
 from tuning.parsers.ib_sm import MTUS
 from tuning.node.base import Change, Finding
+from tuning.targets import SM_DOMAIN
 from tuning.targets.sm_qos import FILE_KEY as QOS_FILE_KEY
 
-DOMAIN = "sm"
+DOMAIN = SM_DOMAIN
 FILE_KEY = "file/partitions.conf"
 PRIORITY_KEY = "sm_priority"
 #: OpenSM's longest line (characters); a longer definition gets one member a line
