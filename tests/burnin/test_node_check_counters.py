@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from tests.burnin.test_drain import scontrol  # noqa: F401  (the stand-in scontrol fixture)
+from tests.conftest import served_stand_ins
 from tuning import inventory
 from tuning.burnin import node_check as nc
 from tuning.lab import counters
@@ -26,20 +27,22 @@ NIC, DEV = "enp12s0np0", "mlx5_0"  # node01's first NIC (tuning.lab.fabric)
 @pytest.fixture
 def node(tmp_path, monkeypatch, scontrol):  # noqa: F811
     """node01 of a one-node lab laid out (not started), its MTU, PFC and trust tuned through the node's own
-    stand-ins (a clean gate); the process environment is the node shell's. Yields (inventory device, sysroot)."""
+    stand-ins (a clean gate); the process environment is the node shell's; the stand-ins served by the lab's
+    tool servers, as in a running lab (:mod:`tuning.lab.toolserver`). Yields (inventory device, sysroot)."""
     state = tmp_path / "lab"
     prepare(state, default_fabric(n_nodes=1))
-    env = node_env(state, "node01")
-    for k in ("FABTUNE_LAB_DIR", "FABTUNE_LAB_NODE", "FABTUNE_LAB_SYSROOT"):
-        monkeypatch.setenv(k, env[k])
-    monkeypatch.setenv("PATH", f"{state / 'bin'}:{scontrol[0].parent / 'bin'}:/usr/local/bin:/usr/bin:/bin")
-    dev = inventory.load(write_inventory(tmp_path / "inv", 1)).devices["node01"]
-    for nic in dev.spec.nics:
-        for argv in (["ip", "link", "set", "dev", nic.netdev, "mtu", "9000"],
-                     ["mlnx_qos", "-i", nic.netdev, "--trust", "dscp", "--pfc", "0,0,0,1,0,0,0,0"]):
-            r = subprocess.run(argv, capture_output=True, text=True)
-            assert r.returncode == 0, (argv, r.stdout, r.stderr)
-    return dev, state / "nodes/node01/sysroot"
+    with served_stand_ins(state):
+        env = node_env(state, "node01")
+        for k in ("FABTUNE_LAB_DIR", "FABTUNE_LAB_NODE", "FABTUNE_LAB_SYSROOT"):
+            monkeypatch.setenv(k, env[k])
+        monkeypatch.setenv("PATH", f"{state / 'bin'}:{scontrol[0].parent / 'bin'}:/usr/local/bin:/usr/bin:/bin")
+        dev = inventory.load(write_inventory(tmp_path / "inv", 1)).devices["node01"]
+        for nic in dev.spec.nics:
+            for argv in (["ip", "link", "set", "dev", nic.netdev, "mtu", "9000"],
+                         ["mlnx_qos", "-i", nic.netdev, "--trust", "dscp", "--pfc", "0,0,0,1,0,0,0,0"]):
+                r = subprocess.run(argv, capture_output=True, text=True)
+                assert r.returncode == 0, (argv, r.stdout, r.stderr)
+        yield dev, state / "nodes/node01/sysroot"
 
 
 def _reason(scontrol_state) -> str | None:  # noqa: F811

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import served_stand_ins
 from tuning.lab.controller import write_wrappers
 from tuning.lab.fabric import default_fabric
 from tuning.lab.sysroot import (SYSCTLS, build_sysroot, irq_affinity_parse, node_sysctls, read_json, sync_derived,
@@ -53,7 +54,9 @@ class Node:
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory) -> Node:
-    return Node(tmp_path_factory.mktemp("fidelity"))
+    base = tmp_path_factory.mktemp("fidelity")
+    with served_stand_ins(base):
+        yield Node(base)
 
 
 # ---- 1. the sysctls every node has ------------------------------------------------------------

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import served_stand_ins
 from tuning.lab.controller import write_wrappers
 from tuning.lab.fabric import Node, default_fabric
 from tuning.lab.sysroot import build_sysroot, read_json
@@ -50,7 +51,9 @@ class Lab:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> Lab:
-    return Lab(tmp_path_factory.mktemp("node01"), default_fabric().node("node01"))
+    base = tmp_path_factory.mktemp("node01")
+    with served_stand_ins(base):
+        yield Lab(base, default_fabric().node("node01"))
 
 
 @pytest.fixture(scope="module")

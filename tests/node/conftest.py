@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import running_lab
+from tests.conftest import REPO, running_lab, served_stand_ins
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +65,21 @@ def node_files(sysroot: Path) -> dict[str, bytes]:
     from tests.conftest import tree_files
 
     return tree_files(sysroot, links=True)
+
+@pytest.fixture(scope="module")
+def laid(tmp_path_factory):
+    """node01 of the default lab laid out without a daemon: its sysroot at power-on, the stand-ins'
+    wrappers and the lab's two tool servers (:mod:`tuning.lab.toolserver`: each call forked from a
+    preloaded interpreter, as in a running lab); yields (state dir, node01's inventory device)."""
+    from tuning import inventory
+    from tuning.lab.controller import write_wrappers
+    from tuning.lab.fabric import default_fabric
+    from tuning.lab.sysroot import build_sysroot
+
+    state = (tmp_path_factory.mktemp("laid") / "state").resolve()
+    fabric = default_fabric()
+    build_sysroot(state / "nodes" / "node01" / "sysroot", fabric.node("node01"))
+    write_wrappers(state / "bin")
+    fabric.save(state / "fabric.json")
+    with served_stand_ins(state):
+        yield state, inventory.load(REPO / "inventory" / "lab").devices["node01"]

@@ -11,13 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
 from tests.node.conftest import node_files
-from tuning import inventory, node
-from tuning.lab.controller import write_wrappers
+from tuning import node
 from tuning.lab.fabric import default_fabric
 from tuning.lab.localnode import lab_node
-from tuning.lab.sysroot import build_sysroot
 
 NODE = "node01"
 #: domains pushed together (their reads are one round trip); values from inventory/lab's profile
@@ -30,20 +27,10 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the stand-ins refuse 
                                 "user, as the kernel does (the lab tests cover sudo)")
 
 
-@pytest.fixture(scope="module")
-def laid(tmp_path_factory):
-    """node01's sysroot at power-on and the stand-ins' wrappers (no daemon); yields (host, device)."""
-    state = tmp_path_factory.mktemp("inproc") / "state"
-    fabric = default_fabric()
-    build_sysroot(state / "nodes" / NODE / "sysroot", next(n for n in fabric.nodes if n.name == NODE))
-    write_wrappers(state / "bin")
-    fabric.save(state / "fabric.json")
-    return lab_node(state, NODE), inventory.load(REPO / "inventory" / "lab").devices[NODE]
-
-
 @pytest.mark.parametrize("domains", list(CASES.values()), ids=list(CASES))
 def test_a_domain_plans_applies_reads_back_and_restores_in_process(laid, domains: set[str]):
-    host, dev = laid
+    state, dev = laid
+    host = lab_node(state, NODE)
     sysroot = Path(host.cwd) / host.sysroot  # the lab node's own files, read beside the host
     before = node_files(sysroot)
 

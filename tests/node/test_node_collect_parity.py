@@ -16,12 +16,9 @@ import sys
 import pytest
 
 from tests.conftest import REPO
-from tuning import inventory, node
-from tuning.lab.controller import write_wrappers
-from tuning.lab.fabric import default_fabric
+from tuning import node
 from tuning.lab.localnode import lab_node
 from tuning.lab.nodeserver import node_env
-from tuning.lab.sysroot import build_sysroot
 from tuning.errors import TuningError
 from tuning.node_local_state import state_from_doc
 from tuning.transport.base import SYSROOT_ENV
@@ -30,17 +27,6 @@ NODE = "node01"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the stand-ins refuse privileged reads to a non-root "
                                 "user, as the kernel does (the lab tests cover sudo)")
-
-
-@pytest.fixture(scope="module")
-def laid(tmp_path_factory):
-    """node01's sysroot at power-on and the stand-ins' wrappers (no daemon); yields (state dir, device)."""
-    state = (tmp_path_factory.mktemp("collect") / "state").resolve()
-    fabric = default_fabric()
-    build_sysroot(state / "nodes" / NODE / "sysroot", next(n for n in fabric.nodes if n.name == NODE))
-    write_wrappers(state / "bin")
-    fabric.save(state / "fabric.json")
-    return state, inventory.load(REPO / "inventory" / "lab").devices[NODE]
 
 
 def _node_collect(state, *args: str) -> subprocess.CompletedProcess:
