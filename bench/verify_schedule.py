@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuning.inventory import Connection, Device  # noqa: E402
 from tuning.lab.fabric import NIC_BDFS, netdev_for  # noqa: E402
+from tuning.model.ipv4 import shared_interface  # noqa: E402
 from tuning.model.settings import NicSpec, NodeSpec, SwitchSpec  # noqa: E402
 
 SU_NODES, RAILS, UPLINKS = 32, 8, 32
@@ -63,7 +64,7 @@ def _nodes(n_nodes: int, leaf: callable) -> list[Device]:
     for k in range(n_nodes):
         nics = [nic0.model_copy(update={
             "netdev": netdevs[r], "rdma_device": f"mlx5_{r}", "rail": r,
-            "ipv4": IPv4Interface(((10 << 24) + (r << 16) + ((k // 250) << 8) + k % 250 + 1, 16)),  # 10.r.k/250.k%250+1/16
+            "ipv4": shared_interface((10 << 24) + (r << 16) + ((k // 250) << 8) + k % 250 + 1, 16),  # 10.r.k/250.k%250+1/16
             "switch": leaf(k // SU_NODES, r), "switch_port": f"swp{k % SU_NODES + 1}"}) for r in range(RAILS)]
         out.append(Device(f"gpu{k + 1:05d}", ["gpu_nodes"], CONN, node0.model_copy(update={"nics": nics})))
     return out

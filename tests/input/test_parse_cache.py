@@ -109,7 +109,7 @@ def test_a_shared_subnet_interface_is_what_ipaddress_builds():
     rng = random.Random(24)
     for _ in range(2000):
         ip, prefix = rng.getrandbits(32), rng.choice([0, 1, 8, 16, 23, 24, 30, 31, 32])
-        ours, theirs = ipv4._interface(ip, prefix), ipaddress.IPv4Interface((ip, prefix))
+        ours, theirs = ipv4.shared_interface(ip, prefix), ipaddress.IPv4Interface((ip, prefix))
         assert (ours, str(ours), hash(ours), ours.ip, ours.network, ours.netmask, ours.with_prefixlen) == \
                (theirs, str(theirs), hash(theirs), theirs.ip, theirs.network, theirs.netmask, theirs.with_prefixlen)
     assert ipv4._SHARED_NETWORKS  # this Python takes the shared path the test compared

@@ -53,7 +53,7 @@ def _ipv4_interface(value: str) -> IPv4Interface:
     if m is None:
         return IPv4Interface(value)
     a, b, c, d, prefix = map(int, m.groups())
-    return _interface(a << 24 | b << 16 | c << 8 | d, prefix)
+    return shared_interface(a << 24 | b << 16 | c << 8 | d, prefix)
 
 
 #: subnets by (network number, prefix length): the NICs of one leaf share one (80,000 NICs, ~2,500 subnets)
@@ -61,7 +61,7 @@ _NETWORKS: dict[tuple[int, int], IPv4Network] = {}
 _NETWORKS_MAX = 1 << 16
 
 
-def _interface(ip: int, prefix: int) -> IPv4Interface:
+def shared_interface(ip: int, prefix: int) -> IPv4Interface:
     """``IPv4Interface((ip, prefix))`` sharing its subnet's ``IPv4Network`` with the other NICs of
     that subnet (a tenth of the cost: building the network is most of the constructor's work). The
     object holds what ``IPv4Interface.__init__`` sets (CPython 3.8-3.13 ``ipaddress``); a Python whose
@@ -80,13 +80,13 @@ def _interface(ip: int, prefix: int) -> IPv4Interface:
 
 
 def _same_as_constructor() -> bool:
-    """Whether :func:`_interface` gives what ``IPv4Interface`` gives (equal, same text, hash,
+    """Whether :func:`shared_interface` gives what ``IPv4Interface`` gives (equal, same text, hash,
     network, attributes) on this Python: checked once at import."""
     global _SHARED_NETWORKS
     _SHARED_NETWORKS = True
     try:
         for ip, prefix in ((0x0A000101, 24), (0xC0A80001, 31), (0x01020304, 32), (0x0A000001, 0)):
-            ours, theirs = _interface(ip, prefix), IPv4Interface((ip, prefix))
+            ours, theirs = shared_interface(ip, prefix), IPv4Interface((ip, prefix))
             if (ours != theirs or str(ours) != str(theirs) or hash(ours) != hash(theirs) or ours.network != theirs.network
                     or vars(ours) != vars(theirs) or ours.ip != theirs.ip):
                 return False
