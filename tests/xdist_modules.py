@@ -7,8 +7,8 @@ stealing cuts the queue anywhere: a stolen test then ran on the other worker, in
 own, without the tests before it (stop 32's CI: two tests of ``tests/node/test_power.py`` failed
 so). Here every hand-out and every steal ends at a module boundary, so a module runs whole, in
 order, on one worker; whole modules still move to an idle worker. A worker answers a steal with the
-requested tests it has not started yet; a worker that ran on meanwhile may keep a module's head
-while giving up its tail (a race of one message, not seen with tests that take seconds).
+requested tests it has not started yet; when it ran on meanwhile into the first stolen module, the
+tail of that module it gave up is sent back to it (``remove_pending_tests_from_node``).
 
 Only lab modules (a test marked ``lab``) are kept whole: the others share no lab and their tests
 move one by one, as xdist's own (keeping every module whole cost the fast tier ~15 %). The
@@ -73,6 +73,22 @@ class ModuleWorkSteal(WorkStealingScheduling):
         no module starts there (one module left: it runs where it is)."""
         starts = self._starts(pending, MIN_PENDING)
         return next((i for i in starts if i >= cut), starts[-1] if starts else None)
+
+    def remove_pending_tests_from_node(self, node, indices) -> None:
+        """The victim's answer to a steal (:class:`WorkStealingScheduling`'s), except that when the
+        victim had already started the module the steal began with (the race of one message: stop
+        38's CI ran the last Slurm rollout test on the other worker, in a second Slurm lab), that
+        module's tail goes back to the victim, after its head; only whole modules move."""
+        kept = [i for i in self.node2pending[node] if i not in set(indices)]
+        started = {self._module(i) for i in kept}
+        tail = []
+        for i in indices:
+            if self._module(i) not in started:
+                break
+            tail.append(i)
+        if tail:
+            node.send_runtest_some(tail)  # queued after the head it is running
+        super().remove_pending_tests_from_node(node, indices[len(tail):])  # the tail stays the victim's
 
     def check_schedule(self) -> None:
         """Hand out and rebalance as :class:`WorkStealingScheduling` does, cutting between modules."""

@@ -81,3 +81,18 @@ def test_one_lab_module_left_is_never_split(sched):
         s.mark_test_complete(gw1, i)
     # gw0 holds test_lab1.py t0..t4 only: never split, so gw1 ends instead of stealing t2..t4
     assert gw0.steals == [[5, 6, 7, 8]] and gw1.shutting_down and s.node2pending[gw0] == [0, 1, 2, 3, 4]
+
+
+def test_a_steal_answered_after_the_victim_began_the_module_leaves_its_tail_with_the_victim(sched):
+    s, (gw0, gw1) = sched
+    for i in list(s.node2pending[gw0]):
+        s.mark_test_complete(gw0, i)
+    assert gw1.steals == [[11, 12, 13, 14, 15, 16, 17]]
+    for i in (9, 10):  # meanwhile gw1 finished the fast tests and began test_lab2.py (t0 and t1 are its)
+        s.mark_test_complete(gw1, i)
+    sent_before = len(gw1.sent)
+    s.remove_pending_tests_from_node(gw1, [13, 14, 15, 16, 17])  # what it had not started
+    # the tail is sent back to gw1, after its head; gw0 gets none of test_lab2.py
+    assert gw1.sent[sent_before:] == [13, 14, 15, 16, 17]
+    assert not _modules(s, s.node2pending[gw0]) & {"tests/c/test_lab2.py"} and not s.pending
+    assert sorted(s.node2pending[gw1]) == list(range(11, 18))
