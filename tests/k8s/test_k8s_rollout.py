@@ -251,6 +251,13 @@ def test_a_journal_dir_that_is_not_the_agents_is_refused_before_anything(k8s_lab
     assert fab("lab", "reset", "-i", str(inv)).returncode == 0
     untuned = snapshot_fabric(inv)
     elsewhere = tmp_path / "elsewhere"
+    # a folder that does not exist cannot be the agents': refused before the lock, and never created
+    r = fab("rollout", "-i", str(inv), "--engine", "k8s", "--journal-dir", str(elsewhere), *CHANGE, env=env)
+    assert (r.returncode, r.stderr.strip().splitlines()[-1]) == (2, (
+        f"fabtune: error: --journal-dir {elsewhere}: no such folder; with --engine k8s it is the folder the agents "
+        "mount (their shared volume), never created here")), r.stderr[-2000:]
+    assert not elsewhere.exists() and snapshot_fabric(inv) == untuned
+    elsewhere.mkdir()
     r = fab("rollout", "-i", str(inv), "--engine", "k8s", "--journal-dir", str(elsewhere), *CHANGE, env=env,
             timeout=300)
     assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-3000:]

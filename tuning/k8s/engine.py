@@ -347,4 +347,8 @@ def run(inv, opts: Options, progress: Progress = lambda m: None) -> RunReport:
     namespace = os.environ.get(NAMESPACE_ENV) or "fabtune"
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace):
         raise InputError(f"${NAMESPACE_ENV}", namespace[:64], "allowed: a DNS label (RFC 1123)")
+    # the SSH engine creates a missing journal folder; the agents' one exists (their shared volume)
+    if opts.mode != "plan" and not Path(opts.journal_dir).is_dir():
+        raise SetupError(f"--journal-dir {opts.journal_dir}: no such folder; with --engine k8s it is the "
+                         "folder the agents mount (their shared volume), never created here", phase="k8s")
     return run_front(inv, opts, progress, KubeSession, api=api, namespace=namespace, journal_dir=opts.journal_dir)
