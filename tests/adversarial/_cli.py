@@ -17,16 +17,18 @@ import yaml
 from tests.conftest import REPO, lab_up, running_lab  # noqa: F401 (lab_up: the tests import it from here)
 
 
-def cli(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
-    """Run ``fabtune ARGS`` through :func:`tuning.cli.main` in this process: (exit code, stdout, stderr).
+def cli(*args: str, cwd: Path | None = None, stdin: bytes = b"") -> tuple[int, str, str]:
+    """Run ``fabtune ARGS`` through :func:`tuning.cli.main` in this process: (exit code, stdout, stderr);
+    ``stdin``: what the command reads as its standard input (UTF-8 text over those bytes).
 
     A traceback (any exception escaping main) is printed into stderr and returns -1.
     """
     from tuning import cli as _cli
 
     out, err = io.StringIO(), io.StringIO()
-    old_argv, old_cwd = sys.argv, os.getcwd()
+    old_argv, old_cwd, old_stdin = sys.argv, os.getcwd(), sys.stdin
     sys.argv = ["fabtune", *args]
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
     if cwd:
         os.chdir(cwd)
     code = 0
@@ -40,7 +42,7 @@ def cli(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
                 traceback.print_exc(file=err)
                 code = -1
     finally:
-        sys.argv = old_argv
+        sys.argv, sys.stdin = old_argv, old_stdin
         os.chdir(old_cwd)
     return code, out.getvalue(), err.getvalue()
 

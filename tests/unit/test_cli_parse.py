@@ -10,10 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.adversarial._cli import cli
 
-def _parse(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuning", "parse", *args], input=stdin,
-                          capture_output=True, timeout=60)
+
+def _parse(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    """``fabtune parse ARGS`` run in this process (:func:`tests.adversarial._cli.cli`), as a finished process."""
+    code, out, err = cli("parse", *args, stdin=stdin)
+    return subprocess.CompletedProcess(["fabtune", "parse", *args], code, out.encode(), err.encode())
 
 
 def test_parse_real_sample_gives_gbps(cases_dir: Path):
