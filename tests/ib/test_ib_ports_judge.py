@@ -154,3 +154,55 @@ def test_an_active_mtu_the_intent_asks_and_no_ibv_devinfo_gives_is_a_harness_err
         judge("node01", ports, IbPortsSpec(hcas=HCAS, active_mtu=4096))
     assert str(e.value).startswith("cannot read the active MTU of mlx5_0 port 1: ibv_devinfo exited 127: ")
     assert "ibv_devinfo" in str(e.value).split("exited 127: ")[1]
+
+
+def test_the_burn_in_read_judges_every_port_of_an_ib_node_and_names_the_bad_one(tmp_path):
+    """``fabtune health`` / ``burnin`` over SSH (issue 22): an ``ib_ports`` node's HCA ports are read in the
+    node's one round trip (:func:`tuning.burnin.collect.node_script`) and judged port by port; the round
+    carries the verdicts and localise names the node by the worst code, with every port's evidence. A
+    node with eight good ports has none and is not a node that read nothing; a read without the section
+    is the node not read that round (never a pass)."""
+    import time
+
+    from tuning.burnin.collect import read_nodes
+    from tuning.burnin.localise import NODE_CODES, localise
+    from tuning.burnin.run import BurninOptions, one_round
+    from tuning.inventory import Connection, Device
+    from tuning.model.settings import NodeSpec
+
+    def node_at(root: Path) -> Device:  # an InfiniBand-only node (ib_ports, no nics) whose files are under root
+        return Device("node01", ["gpu_nodes"], Connection("127.0.0.1", 22, "fabtune", None, None, str(root)),
+                      NodeSpec.model_validate({"ib_ports": INTENT.model_dump()}))
+
+    dev = node_at(tmp_path)
+    host = tree(tmp_path, mlx5_3={"state": "1: DOWN", "phys_state": "2: Polling"}, mlx5_6={"rate": "50 Gb/sec (1X HDR)"})
+    snap = read_nodes([dev], {"node01": host})["node01"]
+    assert host.calls == 1 and "mlx5_7/ports/1/state\t4: ACTIVE" in snap["ib"]
+    rnd = one_round(1, time.time(), [], [dev], {"node01": host}, BurninOptions(iterations=1), {}, {})
+    assert rnd["errors"] == {} and rnd["ib_ports"]["node01"]["ports"] == 8
+    assert [f["code"] for f in rnd["ib_ports"]["node01"]["findings"]] == [
+        "ib-port-not-active", "ib-port-phys-down", "ib-width-degraded"]
+    doc = {"topology": {"nodes": {}, "switches": {}, "links": []}, "rounds": [rnd]}
+    [f] = localise(doc)
+    assert (f["kind"], f["target"], f["code"]) == ("node", "node01", "ib-port-not-active")
+    assert NODE_CODES.index("ib-port-not-active") < NODE_CODES.index("pcie-degraded")
+    assert f["message"] == ("node01: mlx5_3 port 1: state 1: DOWN, not ACTIVE; also ib-port-phys-down, "
+                            "ib-width-degraded")
+    assert f["evidence"]["counters"]["ib-width-degraded"] == {"mlx5_6 port 1 rate=50 Gb/sec (1X HDR)": 1}
+    good = tree(tmp_path / "good")
+    rnd = one_round(1, time.time(), [], [node_at(tmp_path / "good")], {"node01": good}, BurninOptions(iterations=1),
+                    {}, {})
+    assert rnd["ib_ports"]["node01"] == {"ports": 8, "findings": []}
+    assert localise({"topology": doc["topology"], "rounds": [rnd]}) == []  # read: not node-nothing-read
+
+    class Cut(Counting):  # the node's output ends before its InfiniBand section (a killed read)
+        def run(self, command, **kw):
+            import dataclasses
+
+            res = super().run(command, **kw)
+            return dataclasses.replace(res, stdout=res.stdout.split("@@fabtune-burnin ib")[0])
+
+    rnd = one_round(1, time.time(), [], [node_at(tmp_path / "good")], {"node01": Cut("node01", str(tmp_path / "good"))},
+                    BurninOptions(iterations=1), {}, {})
+    assert "ib_ports" not in rnd and rnd["errors"] == {
+        "node01": "InfiniBand ports: the node's read printed no InfiniBand section (cut short?)"}

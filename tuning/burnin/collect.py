@@ -20,6 +20,9 @@ clocks_event_reasons.active --format=csv,noheader,nounits`` (nvidia-smi ``--help
 --format=csv,noheader`` (``--help-query-remapped-rows``), where nvidia-smi is installed, and the
 kernel log's ``NVRM: Xid (PCI:DDDD:BB:DD): N, ...`` lines (NVIDIA "XID Errors" catalog). A GPU the
 driver lost prints ``Unable to determine the device handle for GPU<i>: <BDF>: ...`` instead of a row.
+A node whose inventory gives ``ib_ports`` (an InfiniBand node) also has every HCA port read in the same
+round trip (:func:`tuning.node.ib_ports.ports_command`: sysfs and ``ibv_devinfo``) and judged port by
+port (:func:`ib_round`), as ``fabtune node check`` judges them on the node.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tuning.errors import ParseError, TuningError
+from tuning.node import ib_ports
 from tuning.parsers.nic import parse_ethtool_s
 from tuning.transport.base import Host, q, sysroot_path
 
@@ -80,7 +84,25 @@ def node_script(dev: Any) -> str:
               f"echo {MARK} gpu -; nvidia-smi --query-gpu={GPU_QUERY} --format=csv,noheader,nounits 2>&1; "
               f"echo {MARK} remap -; nvidia-smi --query-remapped-rows={REMAP_QUERY} --format=csv,noheader 2>&1; fi",
               f"echo {MARK} xid -", "dmesg 2>&1 | grep -F 'NVRM: Xid' || true"]
+    if getattr(dev.spec, "ib_ports", None) is not None:  # an InfiniBand node: every HCA port, in a subshell
+        parts += [f"echo {MARK} ib -", f"( {ib_ports.ports_command(root)} )"]  # (its `exit 0` ends only it)
     return "; ".join(parts)
+
+
+def ib_round(node: str, text: str | None, intent: Any) -> dict[str, Any]:
+    """One round's reading of a node's InfiniBand ports (:func:`node_script`'s ``ib`` section; None: the
+    output had none), judged port by port against its ``ib_ports`` intent (:func:`tuning.node.ib_ports.judge`):
+    ``{"ports": n, "findings": [{"code", "message", "evidence"}]}``.
+
+    Raises:
+        IbReadError: no section, or a port the read could not give (a harness error: the node not read).
+    """
+    if text is None:
+        raise ib_ports.IbReadError("the node's read printed no InfiniBand section (cut short?)", phase="collect")
+    hcas = ib_ports.parse_ports(text)
+    found = ib_ports.judge(node, hcas, intent)
+    return {"ports": sum(len(p) for p in hcas.values()),
+            "findings": [{"code": f.code, "message": f.message, "evidence": f.evidence} for f in found]}
 
 
 def _sections(text: str) -> list[tuple[str, str, list[str]]]:
@@ -204,6 +226,8 @@ def parse_node(text: str) -> dict[str, Any]:
             remap = lines
         elif kind == "xid":
             snap["xid_lines"] = [ln for ln in lines if _XID.search(ln)]
+        elif kind == "ib":
+            snap["ib"] = "".join(f"{ln}\n" for ln in lines)
     snap["gpus"] = _gpus(gpu, remap)
     return snap
 

@@ -48,6 +48,7 @@ import networkx as nx
 
 from tuning.burnin import ib_judge, signals
 from tuning.verify.pair_result import harness_node
+from tuning.node import ib_ports
 
 #: a pair is slow below this share of its rail's reference rate (75th percentile of the round)
 SLOW_RATIO = 0.8
@@ -58,8 +59,8 @@ BAD_NIC_SHARE = 0.6
 #: a node is slow when its NICs are bad on at least this share of its measured rails
 NODE_RAIL_SHARE = 0.75
 #: node-level codes, most severe first: one finding per node takes the first that applies
-NODE_CODES = ("gpu-xid", "gpu-ecc", "gpu-remapped-rows", "pcie-degraded", "gpu-throttle", "node-unreachable",
-              "node-nothing-read", "node-slow")
+NODE_CODES = ("gpu-xid", "gpu-ecc", "gpu-remapped-rows", *ib_ports.CODES, "pcie-degraded", "gpu-throttle",
+              "node-unreachable", "node-nothing-read", "node-slow")
 #: link-level codes, most specific cause first
 LINK_CODES = ("link-flap", "link-speed-degraded", "link-lossy", "link-slow")
 

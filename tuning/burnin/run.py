@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tuning.burnin.collect import deltas, read_nodes
+from tuning.burnin.collect import deltas, ib_round, read_nodes
 from tuning.burnin.ib_read import IbWindow
 from tuning.burnin.report_files import write_reports
 from tuning.errors import ConnectError, InputError, TuningError
@@ -144,7 +144,13 @@ def one_round(index: int, t0: float, pairs: list, devices: list[Any], hosts: dic
                            "nics": {}, "gpus": {}, "errors": {}}
     if nccl:
         rnd["nccl"] = nccl
+    intents = {d.name: d.spec.ib_ports for d in devices if getattr(d.spec, "ib_ports", None) is not None}
     for name, snap in snaps.items():
+        if isinstance(snap, dict) and name in intents:
+            try:  # a port the read could not give is the node not read this round, never a pass
+                rnd.setdefault("ib_ports", {})[name] = ib_round(name, snap.get("ib"), intents[name])
+            except TuningError as e:
+                snap = f"InfiniBand ports: {' '.join(str(e).split())[:280]}"
         if isinstance(snap, str):
             rnd["errors"][name] = snap
             continue

@@ -137,7 +137,8 @@ def lossy_cover(doc: dict) -> dict[str, tuple[list[int], dict[str, int], list[st
 def node_signals(doc: dict) -> dict[str, dict[str, dict]]:
     """Node signals: GPU health, NIC PCIe below capability, rounds the node could not be read.
 
-    Codes: ``gpu-xid`` (any XID), ``gpu-ecc`` (``ecc_uncorrected`` > 0),
+    Codes: ``gpu-xid`` (any XID), ``gpu-ecc`` (``ecc_uncorrected`` > 0), the InfiniBand port codes of
+    :data:`tuning.node.ib_ports.CODES` (a round's ``ib_ports``: an ``ib_ports`` node's every HCA port),
     ``gpu-remapped-rows`` (pending or failed > 0), ``gpu-throttle`` (a reason outside
     :data:`BENIGN_THROTTLE`), ``pcie-degraded`` (a NIC's PCIe width or speed below its
     capability), ``node-unreachable`` (``errors`` names it in half the rounds or more),
@@ -164,6 +165,11 @@ def node_signals(doc: dict) -> dict[str, dict[str, dict]]:
                 if short := pcie_short(st.get("pcie") or {}):
                     _sig(out, node, "pcie-degraded", f"{node}: {dev} PCIe link at {short}", i,
                          {f"{dev}_pcie": 1})
+        for node, ib in (rnd.get("ib_ports") or {}).items():
+            answered.add(node)
+            if ib.get("ports"):
+                read.add(node)  # an InfiniBand node's HCA ports were read: it is not a node that read nothing
+            _ib_ports(out, node, ib.get("findings") or [], i)
         for node in rnd.get("errors") or {}:
             unreachable.setdefault(node, []).append(i)
     for node, idx in unreachable.items():
@@ -174,6 +180,18 @@ def node_signals(doc: dict) -> dict[str, dict[str, dict]]:
                 _sig(out, node, "node-unreachable", msg, i)
     _nothing_read(out, sorted(answered - read - set(unreachable)), len(rounds))
     return out
+
+
+def _ib_ports(out: dict, node: str, findings: list[dict], rnd: int) -> None:
+    """A round's InfiniBand port findings of ``node`` (:func:`tuning.burnin.collect.ib_round`), one signal per
+    code naming every port it holds (``node01: mlx5_3 port 1: state 1: DOWN, not ACTIVE``), each port's
+    evidence counted once a round (``{"mlx5_3 port 1 state=1: DOWN": 1}``)."""
+    by_code: dict[str, list[dict]] = {}
+    for f in findings:
+        by_code.setdefault(f["code"], []).append(f)
+    for code, fs in by_code.items():
+        _sig(out, node, code, f"{node}: " + "; ".join(f["message"] for f in fs), rnd,
+             {f"{f['message'].split(':', 1)[0]} {f['evidence']}": 1 for f in fs})
 
 
 def _nothing_read(out: dict, nodes: list[str], n_rounds: int) -> None:

@@ -42,9 +42,12 @@ from tuning.parsers.ib_sysfs import LANE_GBPS, IbRate, parse_counter, parse_hex,
 from tuning.parsers.ibv_devinfo import parse_ibv_devinfo
 from tuning.transport.base import Host, q, sysroot_path
 
-__all__ = ["DOMAIN", "IbPort", "IbReadError", "judge", "parse_ports", "ports_command", "read_ports"]
+__all__ = ["CODES", "DOMAIN", "IbPort", "IbReadError", "judge", "parse_ports", "ports_command", "read_ports"]
 
 DOMAIN = "ib_ports"
+#: the finding codes of :func:`judge` (module docstring), the most severe first
+CODES = ("ib-hca-missing", "ib-not-infiniband", "ib-port-not-active", "ib-port-phys-down", "ib-no-sm", "ib-no-lid",
+         "ib-width-degraded", "ib-speed-degraded", "ib-mtu-below")
 CLASS_DIR = "/sys/class/infiniband"
 #: the port files every port must give (the counters and pkeys are read as the port lists them)
 PORT_FILES = ("state", "phys_state", "rate", "lid", "sm_lid", "link_layer")
