@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.adversarial._cli import cli
 from tests.conftest import REPO
 from tuning import inventory
 from tuning.errors import InputError
@@ -27,8 +28,9 @@ LAB = REPO / "inventory" / "lab"
 
 
 def _fabtune(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuning", *args], capture_output=True, text=True, timeout=60,
-                          cwd=cwd or REPO)
+    """``fabtune ARGS`` run in this process (:func:`tests.adversarial._cli.cli`), from ``cwd`` (the repository)."""
+    code, out, err = cli(*args, cwd=cwd or REPO)
+    return subprocess.CompletedProcess(["fabtune", *args], code, out, err)
 
 
 # ---- item 6: one run per inventory ---------------------------------------------------------------

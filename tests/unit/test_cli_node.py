@@ -5,11 +5,11 @@ with '..', a run that does not exist; a switch is never driven from itself."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.adversarial._cli import cli
 from tests.conftest import REPO
 from tuning import inventory
 from tuning.errors import InputError
@@ -18,9 +18,10 @@ from tuning.targets import local_target_for
 LAB = REPO / "inventory" / "lab"
 
 
-def _fabtune(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuning", *args], capture_output=True, text=True, timeout=60,
-                          cwd=REPO, env=env)
+def _fabtune(*args: str) -> subprocess.CompletedProcess:
+    """``fabtune ARGS`` run in this process from the repository (:func:`tests.adversarial._cli.cli`)."""
+    code, out, err = cli(*args, cwd=REPO)
+    return subprocess.CompletedProcess(["fabtune", *args], code, out, err)
 
 
 @pytest.mark.parametrize("args,words", [
