@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.adversarial._cli import cli
 from tests.conftest import REPO, TEST_BASE_PORT
 from tuning.burnin.health import local_document
 from tuning.burnin.run import BurninOptions
@@ -44,9 +45,8 @@ def test_health_of_an_unreachable_fabric_exits_4_and_names_the_nodes(tmp_path: P
 def test_burnin_refuses_bad_input_with_one_line_and_exit_2(tmp_path: Path):
     for argv, text in ((["--iterations", "0"], "--iterations"), (["--duration", "2 weeks"], "--duration"),
                        (["--iterations", "1", "--drain-adapter", "pbs"], "--drain-adapter"), ([], "--iterations")):
-        r = subprocess.run([sys.executable, "-m", "tuning", "burnin", "-i", str(REPO / "inventory/lab"), *argv],
-                           capture_output=True, text=True, cwd=REPO, timeout=120)
-        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and text in r.stderr, (argv, r.stderr)
+        code, _, err = cli("burnin", "-i", str(REPO / "inventory/lab"), *argv, cwd=REPO)  # in process
+        assert code == 2 and len(err.strip().splitlines()) == 1 and text in err, (argv, err)
 
 
 def test_local_health_that_reads_no_nic_and_no_gpu_fails(tmp_path: Path):

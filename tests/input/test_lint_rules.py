@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.adversarial._cli import cli
 from tests.conftest import REPO, copy_lab_inventory_files
 from tuning import inventory
 from tuning.lab.scale import write_inventory
@@ -93,11 +93,16 @@ def test_the_good_inventories_break_no_rule(tmp_path: Path, make: str):
     assert list(inventory_findings(inventory.load(inv, lint=False).devices)) == []
 
 
+def _lint(*args: str) -> subprocess.CompletedProcess:
+    """``fabtune lint ARGS`` run in this process (:func:`tests.adversarial._cli.cli`)."""
+    code, out, err = cli("lint", *args, cwd=REPO)
+    return subprocess.CompletedProcess(["fabtune", "lint", *args], code, out, err)
+
+
 def test_lint_offline_prints_rule_devices_and_fix_and_exits_2_on_an_error(tmp_path: Path):
     inv = copy_lab_inventory_files(tmp_path / "lab")
     FIXTURES["trust"](inv)
-    res = subprocess.run([sys.executable, "-m", "tuning", "lint", "-i", str(inv), "--offline", "--json"],
-                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    res = _lint("-i", str(inv), "--offline", "--json")
     assert res.returncode == 2, res.stderr
     doc = json.loads(res.stdout)
     trust = [f for f in doc["findings"] if f["rule"] == "trust"]
@@ -106,6 +111,5 @@ def test_lint_offline_prints_rule_devices_and_fix_and_exits_2_on_an_error(tmp_pa
     assert trust[0]["fix"] == "both trust the same field" and trust[0]["key"] == "nic_qos.trust"
     swapped = copy_lab_inventory_files(tmp_path / "swapped")
     _swap_rails(swapped)
-    res = subprocess.run([sys.executable, "-m", "tuning", "lint", "-i", str(swapped), "--offline"],
-                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    res = _lint("-i", str(swapped), "--offline")
     assert res.returncode == 0 and "rail-cabling" in res.stdout and "0 error(s), 2 warning(s)" in res.stdout, res.stdout
