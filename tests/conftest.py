@@ -281,14 +281,31 @@ def _starts_a_lab(item) -> bool:
     return any(func is not None and _source_starts_a_lab(func) for func in funcs)
 
 
+def _sigint_for_children() -> None:
+    """A run started in the background by a shell without job control (``make test &``, ``setsid bash -c
+    '... &'``) inherits SIGINT ignored, and so would every fabtune the tests start: exec keeps an ignored
+    signal, and a Python started with SIGINT ignored never raises KeyboardInterrupt. A test's Ctrl-C to
+    its controller then did nothing (a local CI rehearsal: the k8s Ctrl-C test's run went on to exit 0;
+    it had passed where an earlier test in the same worker had installed a handler). This process
+    takes Python's default handler back, so its children start with SIGINT at its default, as from a
+    terminal."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     """The controlling process puts the run's temporary files in a fresh folder (on tmpfs where it
     has room: :mod:`tests.tmpfs`) unless ``--basetemp`` is given; every process of the run appends
     its lab start-ups to one log (``tuning.lab.controller``); the controlling process names the
-    file its workers list the lab modules in."""
+    file its workers list the lab modules in. Every process takes Ctrl-C (SIGINT) back from an ignoring
+    parent (:func:`_sigint_for_children`)."""
     from tests.xdist_modules import LAB_MODULES_ENV
     from tuning.lab.controller import STARTS_LOG_ENV
+
+    _sigint_for_children()
 
     if not hasattr(config, "workerinput") and config.option.basetemp is None:
         from tests import tmpfs
