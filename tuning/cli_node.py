@@ -1,4 +1,4 @@
-"""``fabtune node collect | apply | restore | check``: one node's part of a run, done ON the node (node-local mode,
+"""``fabtune node collect | apply | verify | restore | check``: one node's part of a run, done ON the node (node-local mode,
 issue 23): a scheduler (``srun``, a DaemonSet) starts it there, and it reaches the node through the
 local shell instead of the controller's SSH. The run is the controller's: begun by a front end
 (:func:`tuning.rollout.steps.begin`, which holds the inventory's lock, plans every device and
@@ -29,6 +29,9 @@ from tuning.transport.base import SYSROOT_ENV
 NODE = typer.Option(None, "--node", help="This node's inventory name (default: $SLURMD_NODENAME, else the "
                                          "short host name).")
 RUN_ID = typer.Option(None, "--run-id", help="The run the controller began (its journal's run id).")
+PLAN = typer.Option(None, "--plan", help="A `fabtune plan --json` report (or the plan a front end wrote): push "
+                                         "exactly this node's changes in it, or nothing when the node's own plan "
+                                         "differs (exit 1, nothing written).")
 SYSROOT = typer.Option(None, "--sysroot", envvar=SYSROOT_ENV,
                        help=f"Where this process sees the node's filesystem (default: ${SYSROOT_ENV}, else the "
                             "inventory's fabtune_sysroot; a pod mounting the host at /host: /host).")
@@ -86,24 +89,29 @@ def node_apply(inventory: Path = INV, node: Optional[str] = NODE, run_id: Option
                journal_dir: Path = JDIR, domain: Optional[list[str]] = DOMAIN,
                check: bool = typer.Option(False, "--check", help="Plan only: print this node's changes, "
                                                                  "write nothing (no run needed)."),
-               allow_firmware: bool = FIRMWARE, sysroot: Optional[str] = SYSROOT, as_json: bool = JSON) -> None:
+               allow_firmware: bool = FIRMWARE, plan: Optional[Path] = PLAN, sysroot: Optional[str] = SYSROOT,
+               as_json: bool = JSON) -> None:
     """Push this node's part of a run the controller began, from the node itself (no SSH): read,
     plan, journal before the first write, apply with read back; a failed push is restored at once.
-    Exit 0 done (or nothing to change), 1 the push failed (restored at once), 2 bad input, 3 the
-    restore failed too (`fabtune node restore` or `fabtune rollback RUN_ID`), 4 the node's shell
-    did not answer.
+    With --plan FILE the node's own plan must equal FILE's changes for it (domain, key, before,
+    after), else nothing is written: what was planned is exactly what is pushed.
+    Exit 0 done (or nothing to change), 1 the push failed (restored at once) or the node is not as
+    planned (nothing written), 2 bad input, 3 the restore failed too (`fabtune node restore` or
+    `fabtune rollback RUN_ID`), 4 the node's shell did not answer.
 
-    Example: srun --nodelist=node01 fabtune node apply -i /shared/inv --run-id 20261203T1500-ab12
+    Example: srun --nodelist=node01 fabtune node apply -i /shared/inv --run-id 20261203T1500-ab12 --plan plan.json
     """
-    from tuning.rollout import steps
+    from tuning.rollout import plan_file, steps
 
     inv = load_inventory(inventory, lint=False)
     dev = this_node(inv, node)
     if not check and not run_id:
         raise InputError("--run-id", "-", "a push belongs to a run the controller began; pass its --run-id "
                          "(or --check to plan only)")
-    opts = steps.StepOptions(journal_dir=journal_dir, domains=chosen_domains(domain), check=check,
-                             allow_firmware=allow_firmware)
+    domains = chosen_domains(domain)
+    expect = plan_file.read(plan, dev.name, run_id, domains) if plan is not None else None
+    opts = steps.StepOptions(journal_dir=journal_dir, domains=domains, check=check,
+                             allow_firmware=allow_firmware, expect=expect)
     res = steps.push(dev, inv.policy, opts, run_id, here=_sysroot(sysroot) or True)
     doc = {"command": "node apply", "node": dev.name, "run_id": run_id, "check": check, **res}
     if as_json:
@@ -114,6 +122,47 @@ def node_apply(inventory: Path = INV, node: Optional[str] = NODE, run_id: Option
                   else f"{dev.name}: nothing to change")
         for c in res["changes"]:
             out.print(f"  {c.get('key')}: {c.get('before')} -> {c.get('after')}")
+
+
+def node_verify(inventory: Path = INV, node: Optional[str] = NODE, domain: Optional[list[str]] = DOMAIN,
+                plan: Optional[Path] = typer.Option(None, "--plan", help="A `fabtune plan --json` report (or a front "
+                                                    "end's plan): check that each of this node's changes in it is in "
+                                                    "force."),
+                sysroot: Optional[str] = SYSROOT, as_json: bool = JSON) -> None:
+    """Check from the node itself, reading only, that its settings are as planned: with --plan FILE,
+    every change FILE plans for this node reads its planned value (a kept rollout, or one a reboot
+    or a person undid); without it, the inventory has nothing left to change here. One read round
+    trip through the local shell, no SSH, nothing written. Exit 0 in force, 1 not (each setting with
+    what it reads), 2 bad input, 4 the node's shell did not answer.
+
+    Example: srun --nodelist=node01,node02 --ntasks-per-node=1 fabtune node verify -i /shared/inv --plan plan.json
+    """
+    from tuning import node as node_mod
+    from tuning.node.base import ABSENT
+    from tuning.rollout import plan_file
+    from tuning.rollout.session import open_target
+
+    dev = this_node(load_inventory(inventory, lint=False), node)
+    domains = chosen_domains(domain)
+    expect = plan_file.read(plan, dev.name, None, domains) if plan is not None else None
+    target = open_target(dev, here=_sysroot(sysroot) or True)
+    try:
+        state = target.collect(domains)
+        own = target.plan(state, domains) if expect is None else []
+    finally:
+        target.close()
+    if expect is None:
+        wrong = [{"domain": c.domain, "key": c.key, "want": c.after, "have": c.before} for c in own]
+        checked = sum(len(v) for v in state.current.values())
+    else:
+        by_name = {d.name: d for d in node_mod.domains()}
+        wrong = plan_file.drift(expect, state.current, lambda d, h, w: by_name[d].same(h, w), ABSENT)
+        checked = len(expect)
+    what = "planned change(s)" if expect is not None else "setting(s) against the inventory"
+    _say({"command": "node verify", "node": dev.name, "plan": str(plan) if plan else None, "checked": checked,
+          "in_force": not wrong, "drift": wrong}, as_json, plan_file.verdict(dev.name, checked, what, wrong))
+    if wrong:
+        raise typer.Exit(1)
 
 
 def node_restore(node: Optional[str] = NODE, run_id: str = typer.Option(..., "--run-id", help="The run to undo."),
@@ -245,11 +294,12 @@ def _record_name(j, node: Optional[str]) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``fabtune node collect|apply|restore|check`` to the ``fabtune`` app."""
+    """Add ``fabtune node collect|apply|verify|restore|check`` to the ``fabtune`` app."""
     node_app = typer.Typer(help="One node's part of a run, done on the node itself (under srun or a DaemonSet).",
                            no_args_is_help=True)
     node_app.command("collect")(node_collect)
     node_app.command("apply")(node_apply)
+    node_app.command("verify")(node_verify)
     node_app.command("restore")(node_restore)
     node_app.command("check")(node_check)
     app.add_typer(node_app, name="node")

@@ -16,12 +16,12 @@ Per batch, before its nodes' first push (:meth:`SlurmSession.push_devices`):
    (:func:`tuning.burnin.drain.reason`; shown in ``sinfo -R`` while the batch runs; a drained node
    accepts no new job, and the allocation's steps still run: Slurm 22.05, tried in the Slurm lab);
 3. ``srun --jobid=JOB --nodelist=LIST --ntasks-per-node=1 fabtune node apply -i INV --run-id RUN
-   --journal-dir DIR --json``, each task's stdout and stderr in ``DIR/RUN.slurm/`` (``%t``: a task's
-   files are its own); the node journals into the run's shared journal, reads back, restores
-   itself on a failed push. A task's JSON result must name the node and apply exactly the keys the
-   controller planned; a task Slurm reports failed (``srun: error: NODE: task T: Exited with exit
-   code C`` / ``Killed``) fails with the node's own ``fabtune: error:`` line: exit 4, killed or no
-   result is unreachable, 3 a failed restore, else a failed push.
+   --journal-dir DIR --plan PLAN --json``, PLAN the batch's plan the controller wrote
+   (``DIR/RUN.plans/apply-bK.json``: a node whose settings moved since writes nothing), each task's
+   stdout and stderr in ``DIR/RUN.slurm/`` (``%t``: a task's files are its own); the node journals
+   into the run's shared journal, reads back, restores itself on a failed push. A task's JSON
+   result must name the node and apply exactly the keys the controller planned; a task Slurm
+   reports failed fails with the node's own ``fabtune: error:`` line (:mod:`tuning.slurm_tasks`).
 
 With ``--allow-reboot``, the nodes whose pushed changes need a boot are rebooted by Slurm before the
 batch is verified (``scontrol reboot ASAP nextstate=RESUME``, once per node per run, then held again:
@@ -50,7 +50,6 @@ Sources: ``salloc(1)``, ``srun(1)``, ``sinfo(1)``, ``scontrol(1)``, ``scancel(1)
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -63,8 +62,9 @@ from typing import Callable
 from tuning import slurm_holds, slurm_reboot
 from tuning.slurm_cli import call, check_conf, said, unreadable_conf
 from tuning.slurm_holds import Hold
+from tuning.slurm_tasks import NODE_COMMAND_ENV, task_results
 from tuning.burnin import drain
-from tuning.errors import ConnectError, InputError, RollbackError, SetupError, TuningError
+from tuning.errors import ConnectError, InputError, SetupError, TuningError
 from tuning.model.grammar import check_path
 from tuning.rollout.journal import Journal
 from tuning.rollout.node_front import NodeFront, off_plan, run_front
@@ -73,11 +73,6 @@ from tuning.rollout.run_report import RunReport
 
 Progress = Callable[[str], None]
 
-#: the command line that starts fabtune in a task (default ``fabtune`` from the task's PATH)
-NODE_COMMAND_ENV = "FABTUNE_NODE_COMMAND"
-#: srun's report of a failed task (Slurm 22.05 ``src/srun/srun_job.c``; as printed in the Slurm lab)
-TASK_FAILED = re.compile(r"^srun: error: (\S+): tasks? ([0-9,-]+): (.*)$", re.M)
-EXIT_CODE = re.compile(r"Exited with exit code (\d+)")
 #: ``salloc --no-shell``'s line with the job id (``salloc: Granted job allocation 42``)
 GRANTED = re.compile(r"Granted job allocation (\d+)")
 #: node states (``sinfo %T``) a task cannot start in
@@ -144,8 +139,9 @@ class SlurmSession(NodeFront):
         failed: dict[str, BaseException] = {}
         held = self.hold_nodes(nodes, j, failed, f"rollout batch {batch}/{len(j.data.get('batches') or [])}")
         if held:
-            args = ["node", "apply", "-i", self._path(self.inv.path), "--run-id", j.run_id,
-                    "--journal-dir", self._path(j.path.parent), "--json"]
+            plan = self._path(self.write_plan(j, f"apply-b{batch}", held, plans))  # each node: exactly it, or nothing
+            args = ["node", "apply", "-i", self._path(self.inv.path), "--run-id", j.run_id, "--journal-dir",
+                    self._path(j.path.parent), "--plan", plan, "--json"]
             args += [a for d in sorted(self.domains or ()) for a in ("-d", d)]
             args += ["--allow-firmware"] if self.allow_firmware else []
             results, errors = self._step(self.hold.job, held, args, j, f"apply-b{batch}")
@@ -305,65 +301,6 @@ class SlurmSession(NodeFront):
             return check_path(str(Path(path).resolve()), parent_ok=False)
         except ValueError as e:
             raise InputError("--engine slurm", str(path)[:60], f"a path a node's task is given: {e}") from None
-
-
-def task_results(out_dir: Path, tag: str, nodes: list[str], srun_err: str,
-                 rc: int) -> tuple[dict[str, dict], dict[str, BaseException]]:
-    """Read one step's tasks: ``<out_dir>/<tag>-<task>.out`` (a JSON result naming its node) and
-    srun's failed-task lines (:data:`TASK_FAILED`) with each task's ``.err``. Returns ``(results,
-    errors)``; a node with neither a result nor a failed-task line is unreachable with srun's words,
-    a setup error naming :data:`NODE_COMMAND_ENV` when srun exited 0 (its task ran and printed none)."""
-    results, errors = {}, {}
-    for t in range(len(nodes)):
-        try:
-            doc = json.loads((out_dir / f"{tag}-{t}.out").read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(doc, dict) and doc.get("node") in nodes:
-            results[doc["node"]] = doc
-    for node, tasks, what in TASK_FAILED.findall(srun_err):
-        if node not in nodes:
-            continue
-        results.pop(node, None)
-        errors[node] = task_error(node, what, _last_error(out_dir / f"{tag}-{tasks.split('-')[0]}.err"))
-    for node in nodes:
-        if node in results or node in errors:
-            continue
-        why = " ".join(srun_err.split())[-300:] or "nothing said"
-        if rc != 0:
-            errors[node] = ConnectError(f"srun (exit {rc}) gave no result for {node}: {why}", host=node, phase="slurm")
-        else:  # every task ran and exited 0: not fabtune's result, or not where the controller reads it
-            errors[node] = SetupError(f"srun task on {node} exited 0 without a JSON result: set {NODE_COMMAND_ENV} "
-                                      "to fabtune's path on the nodes; the journal folder must be at the same path "
-                                      "on the nodes (a shared file system)", host=node, phase="slurm")
-    return results, errors
-
-
-def task_error(node: str, what: str, text: str) -> TuningError:
-    """The error of a task Slurm reports failed (``what``: ``Exited with exit code 4``, ``Killed``),
-    with the node's own last error line ``text``: exit 4, killed or no exit code -> ConnectError,
-    3 -> RollbackError, else TuningError (a failed push, restored on the node)."""
-    code = EXIT_CODE.search(what)
-    msg = f"srun task on {node}: {what}: {text or 'no error text'}"
-    if code is None or code.group(1) == str(ConnectError.exit_code):
-        return ConnectError(msg, host=node, phase="slurm")
-    if code.group(1) == str(SetupError.exit_code):  # the node refused its input before any write
-        hint = (f"; set {NODE_COMMAND_ENV} to fabtune's path on the nodes" if "execve" in text else
-                "; the inventory and journal folder must be at the same paths on the nodes (a shared file system)")
-        return SetupError(msg + hint, host=node, phase="slurm")
-    if code.group(1) == str(RollbackError.exit_code):
-        return RollbackError(msg, host=node, phase="restore")
-    return TuningError(msg, host=node, phase="apply")
-
-
-def _last_error(path: Path) -> str:
-    """A task's ``fabtune: error: ...`` line (else its last line), '' when it wrote none."""
-    try:
-        lines = [x.strip() for x in path.read_text(errors="replace").splitlines() if x.strip()]
-    except OSError:
-        return ""
-    errs = [x for x in lines if x.startswith("fabtune: error:")]
-    return (errs or lines or [""])[-1][:300]
 
 
 def preflight(nodes: list[str]) -> None:

@@ -192,7 +192,7 @@ GARBAGE_LOCKS = {"deep": _old(HOSTILE["deep"][0]), "over-cap": _old(_sparse(LOCK
 
 @pytest.mark.parametrize("kind", list(REFUSED_LOCKS))
 def test_a_lock_that_is_not_a_regular_file_is_refused_naming_it(folder: SimpleNamespace, kind: str):
-    from tuning.rollout.steps import release
+    from tuning.rollout.lock import release
 
     lock = folder.inv / ".fabtune.lock"
     REFUSED_LOCKS[kind][0](lock)

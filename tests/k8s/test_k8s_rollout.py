@@ -57,6 +57,10 @@ def test_good_change_is_pushed_by_the_agents_kept_released_and_writes_what_ssh_w
     # each node's push was its own agent's answer to the batch's request
     assert _answers(jdir, inv, doc["run_id"]) == ["fabtune-agent node01: apply-b1-node01",
                                                   "fabtune-agent node02: apply-b1-node02"]
+    # each agent pushed the batch's plan file (`node apply --plan`): its changes are what the run planned
+    planned = json.loads((jdir / f"{doc['run_id']}.plans" / "apply-b1.json").read_text())
+    assert {n: sorted(c["key"] for c in ch) for n, ch in planned["changes"].items()} == \
+        {n: sorted(c["key"] for c in ch) for n, ch in doc["changes"].items() if n.startswith("node")}
     # the holds are over: no NodeMaintenance left, nodes uncordoned, the plan ConfigMap gone
     assert _holds(inv) == {} and _cordoned(inv) == {"node01": False, "node02": False}
     assert admin(inv, "GET", "/api/v1/namespaces/fabtune/configmaps/fabtune-plan")["reason"] == "NotFound"

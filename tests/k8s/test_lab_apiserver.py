@@ -100,6 +100,10 @@ def test_the_agent_reads_only_a_plan_within_its_grammar():
     assert ag.read_request(cm) == req
     assert ag.node_argv(req, "node02", "/inv", "journal", "/host")[-11:] == [
         "node", "restore", "--node", "node02", "--run-id", RUN, "--journal-dir", "journal", "--json", "--sysroot", "/host"]
+    push = ag.Request(RUN, "apply-b2", "apply", ("node02",), ("mtu",))
+    assert ag.node_argv(push, "node02", "/inv", "/j", None)[-15:] == [  # the controller's plan file of the request
+        "node", "apply", "--node", "node02", "--run-id", RUN, "--journal-dir", "/j", "--json", "-i", "/inv", "--plan",
+        f"/j/{RUN}.plans/apply-b2.json", "-d", "mtu"]
     for key, bad in (("domains", "mtu;reboot"), ("run-id", "../x"), ("action", "rm"), ("nodes", "node01,$(id)"),
                      ("request", "a b"), ("allow-firmware", "yes")):
         with pytest.raises(InputError):

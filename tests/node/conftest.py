@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,21 @@ def node_files(sysroot: Path) -> dict[str, bytes]:
     from tests.conftest import tree_files
 
     return tree_files(sysroot, links=True)
+
+def on_node(state: Path, node: str, *args: str) -> subprocess.CompletedProcess:
+    """``fabtune ARGS`` as a Slurm task of the lab runs it on ``node`` (tuning.lab.slurm's TaskProlog:
+    the node shell's environment, ``SLURMD_NODENAME``, ``FABTUNE_SYSROOT`` the node's sysroot), in
+    the node's folder; output captured as text."""
+    import sys
+
+    from tuning.lab.nodeserver import node_env
+    from tuning.transport.base import SYSROOT_ENV
+
+    env = {**node_env(state, node), "PYTHONPATH": str(REPO), "SLURMD_NODENAME": node}
+    env[SYSROOT_ENV] = env["FABTUNE_LAB_SYSROOT"]
+    return subprocess.run([sys.executable, "-m", "tuning", *args], capture_output=True, text=True, env=env,
+                          cwd=state / "nodes" / node, timeout=120)
+
 
 @pytest.fixture(scope="module")
 def laid(tmp_path_factory):

@@ -11,17 +11,15 @@ import base64
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import REPO
+from tests.node.conftest import on_node
 from tuning import node
 from tuning.lab.localnode import lab_node
-from tuning.lab.nodeserver import node_env
 from tuning.errors import TuningError
 from tuning.node_local_state import state_from_doc
-from tuning.transport.base import SYSROOT_ENV
 
 NODE = "node01"
 
@@ -30,11 +28,8 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the stand-ins refuse 
 
 
 def _node_collect(state, *args: str) -> subprocess.CompletedProcess:
-    """``fabtune node collect`` as a Slurm task of the lab runs it on node01 (tuning.lab.slurm's TaskProlog)."""
-    env = {**node_env(state, NODE), "PYTHONPATH": str(REPO), "SLURMD_NODENAME": NODE}
-    env[SYSROOT_ENV] = env["FABTUNE_LAB_SYSROOT"]
-    return subprocess.run([sys.executable, "-m", "tuning", "node", "collect", "-i", str(REPO / "inventory" / "lab"),
-                           *args], capture_output=True, text=True, env=env, cwd=state / "nodes" / NODE, timeout=120)
+    """``fabtune node collect`` as a Slurm task of the lab runs it on node01."""
+    return on_node(state, NODE, "node", "collect", "-i", str(REPO / "inventory" / "lab"), *args)
 
 
 def test_node_collect_document_gives_the_controllers_state_plan_and_findings(laid):

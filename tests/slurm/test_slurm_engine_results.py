@@ -10,7 +10,8 @@ import json
 import pytest
 
 from tuning.errors import ConnectError, InputError, RollbackError, SetupError, TuningError
-from tuning.slurm_engine import refusal, task_results
+from tuning.slurm_engine import refusal
+from tuning.slurm_tasks import task_results
 from tuning.slurm_holds import journaled
 
 RUN = "20261203T150000-ab12cd"

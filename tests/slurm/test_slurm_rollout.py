@@ -71,9 +71,13 @@ def test_good_change_is_pushed_through_srun_kept_and_writes_what_the_ssh_engine_
     # each node's changes were applied by its own srun task, exactly the ones the controller planned
     done = _results(jdir, doc["run_id"], "apply-b1")
     assert sorted(done) == ["node01", "node02"]
+    planned = json.loads((jdir / f"{doc['run_id']}.plans" / "apply-b1.json").read_text())  # the batch's plan file
+    assert planned["run_id"] == doc["run_id"] and sorted(planned["changes"]) == ["node01", "node02"]
     for node, res in done.items():
         assert res["pushed"] is True and res["run_id"] == doc["run_id"]
         assert sorted(c["key"] for c in res["changes"]) == sorted(c["key"] for c in doc["changes"][node])
+        assert [(c["key"], c["before"], c["after"]) for c in res["changes"]] == \
+            [(c["key"], c["before"], c["after"]) for c in planned["changes"][node]]
     # the hold is over: no reason left, both nodes idle again
     assert reasons(env) == {} and _idle(env) == {"node01": "idle", "node02": "idle"}
     through_slurm = snapshot_fabric(inv)
@@ -135,6 +139,33 @@ def test_a_failed_collect_task_is_the_nodes_error_in_slurms_words_and_nothing_is
     # at the collect, before any hold (over SSH the collect read both nodes and the push task failed instead)
     assert "slurm: collecting 2 node(s) on the nodes" in r.stderr and " holds " not in r.stderr, r.stderr[-3000:]
     assert snapshot_fabric(inv) == untuned and reasons(env) == {}
+
+
+def test_a_node_changed_after_the_plan_writes_nothing_and_the_batch_is_restored(slurm_lab, tmp_path):
+    """Someone sets node01's MTU between the controller's plan and the batch's push: node01's task
+    finds its own plan differs from the batch's plan file and writes nothing (exit 1, naming the
+    setting); the batch fails, node02 is put back; no file but the one the person wrote differs."""
+    inv, env = slurm_lab
+    assert fab("lab", "reset", "-i", str(inv)).returncode == 0
+    untuned, jdir = snapshot_fabric(inv), tmp_path / "j"
+    mtu = inv / ".state" / "nodes" / "node01" / "sysroot" / "sys/class/net/enp12s0np0/mtu"
+    p = subprocess.Popen([sys.executable, "-m", "tuning", "rollout", "-i", str(inv), "--engine", "slurm",
+                          "--journal-dir", str(jdir), *CHANGE, "--json"], cwd=REPO, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env={**_env(env), "FABTUNE_TEST_PAUSE_AT": "apply-batch-1:2"})
+    line = ""
+    while "test pause at apply-batch-1" not in line and p.poll() is None:
+        line = p.stderr.readline()
+    mtu.write_text("4200\n")  # planned, not pushed yet: a person's change
+    out, err = p.communicate(timeout=240)
+    assert p.returncode == 1, out[-2000:] + err[-3000:]
+    doc = json.loads(out)
+    assert doc["outcome"] == "rolled-back" and doc["restored"] == ["node02"], (doc["outcome"], doc["restored"])
+    why = doc["errors"]["node01"]
+    assert "the node is not as planned, nothing written" in why and \
+        "mtu/enp12s0np0: planned '1500' -> '9000', '4200' -> '9000' now" in why, why
+    assert snapshot_fabric(inv) == {**untuned, "node01:sys/class/net/enp12s0np0/mtu": b"4200\n"}
+    assert reasons(env) == {} and _idle(env) == {"node01": "idle", "node02": "idle"}
 
 
 def test_regression_restores_through_srun_byte_for_byte_and_another_drain_is_left_alone(slurm_lab, tmp_path):

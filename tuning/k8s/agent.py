@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from tuning.errors import InputError
 from tuning.k8s import maintenance as nm
@@ -121,11 +122,15 @@ def result_configmap(req: Request, node: str, namespace: str, rc: int, stdout: s
 
 
 def node_argv(req: Request, node: str, inventory: str, journal_dir: str, sysroot: str | None) -> list[str]:
-    """The ``fabtune node apply|restore`` command line for ``node`` (no shell)."""
+    """The ``fabtune node apply|restore`` command line for ``node`` (no shell); an apply pushes the
+    plan file the controller wrote for the request (:func:`tuning.rollout.plan_file.path_for`)."""
+    from tuning.rollout.plan_file import path_for
+
     argv = [*NODE_COMMAND, "node", req.action, "--node", node, "--run-id", req.run_id,
             "--journal-dir", journal_dir, "--json"]
     if req.action == "apply":
-        argv += ["-i", inventory, *[a for d in req.domains for a in ("-d", d)]]
+        argv += ["-i", inventory, "--plan", str(path_for(Path(journal_dir), req.run_id, req.name)),
+                 *[a for d in req.domains for a in ("-d", d)]]
         argv += ["--allow-firmware"] if req.allow_firmware else []
     return argv + (["--sysroot", sysroot] if sysroot else [])
 

@@ -144,6 +144,7 @@ class KubeSession(NodeFront):
         if held:
             req = ag.Request(j.run_id, f"apply-b{batch}", "apply", tuple(held), tuple(sorted(self.domains or ())),
                              self.allow_firmware)
+            self.write_plan(j, req.name, held, plans)  # each agent's `node apply --plan`: exactly it, or nothing
             results, errors = self.ask(req, {n: sorted(c.key for c in plans.get(n) or []) for n in held})
             failed.update(errors)
             failed.update(off_plan(results, plans))

@@ -254,3 +254,11 @@ def _regular(path: Path) -> bool:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except FileNotFoundError:
         return True
+
+
+def release(inv_path: Path, run_id: str) -> None:
+    """Give back the inventory's lock if ``run_id`` holds it (whatever process took it)."""
+    path = lock_path(inv_path)
+    info = read_lock(path)
+    if info is not None and info.get("run_id") == run_id:
+        path.unlink(missing_ok=True)

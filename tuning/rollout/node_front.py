@@ -10,10 +10,11 @@ applied exactly what the controller planned, and the run with the holds' errors 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Callable
 
-from tuning.errors import RollbackError, TuningError
-from tuning.rollout import engine
+from tuning.errors import JournalWriteError, RollbackError, TuningError
+from tuning.rollout import engine, plan_file
 from tuning.rollout.journal import Journal, touched
 from tuning.rollout.options import Options
 from tuning.rollout.run_report import RunReport
@@ -104,6 +105,19 @@ class NodeFront(Session):
     def push_nodes(self, nodes: list[str], plans: dict, j: Journal) -> dict[str, BaseException]:
         """Push ``nodes`` (sorted, one batch) on the nodes; each failed node's error."""
         raise NotImplementedError
+
+    @staticmethod
+    def write_plan(j: Journal, tag: str, nodes: list[str], plans: dict) -> Path:
+        """The controller's plan of ``nodes`` (``plans``: node -> its Changes) as the plan file of the
+        step ``tag`` beside the journal (:func:`tuning.rollout.plan_file.path_for`), which each node's
+        ``fabtune node apply --plan`` pushes exactly or not at all. Returns its path. Raises
+        JournalWriteError: the folder cannot be written (exit 3 once an earlier batch changed a device)."""
+        path = plan_file.path_for(j.path.parent, j.run_id, tag)
+        try:
+            return plan_file.write(path, j.run_id, {n: [c.as_dict() for c in plans.get(n) or []] for n in nodes})
+        except OSError as e:
+            was = any(touched(r) for r in j.data["devices"].values() if isinstance(r, dict))
+            raise JournalWriteError(str(path), e.strerror or str(e), pushed=was, run_id=j.run_id) from None
 
     def restore(self, j: Journal, progress: Progress, only: set[str] | None = None) -> list[str]:
         """The switches of ``only`` as the engine restores them; its touched nodes through

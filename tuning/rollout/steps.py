@@ -28,14 +28,14 @@ from typing import Callable
 from tuning.errors import InputError, TuningError
 from tuning.inventory import Device, Inventory
 from tuning.model.policy import RolloutPolicy, parse_serial
-from tuning.rollout import gate, session
+from tuning.rollout import gate, plan_file, session
 from tuning.rollout.options import Options, Run
 from tuning.rollout.batches import plan_batches
 from tuning.rollout.fanout import _within
 from tuning.rollout.journal import DEFAULT_DIR, Journal, new_run_id, refuse_ended
 from tuning.rollout.baseline import save_baseline
 from tuning.rollout.journal_check import check_run_id
-from tuning.rollout.lock import RunLock, lock_path, read_lock
+from tuning.rollout.lock import RunLock, lock_path, release
 from tuning.rollout.rollback import restore_touched
 from tuning.targets import Target, platform_of, target_class
 from tuning.verify.runner import PairResult, Thresholds, as_baseline
@@ -63,6 +63,7 @@ class StepOptions:
         max_fail_percentage: the front end's cap (None: the policy's).
         check: plan only (Ansible's check mode).
         workers: parallel devices in begin's collect and the verification.
+        expect: the plan this push must equal (:func:`tuning.rollout.plan_file.read`), or None.
     """
 
     journal_dir: Path = DEFAULT_DIR
@@ -76,6 +77,7 @@ class StepOptions:
     check: bool = False
     workers: int = 20
     thresholds: Thresholds | None = field(default=None)
+    expect: list[dict] | None = None
 
     def policy(self, inv: Inventory) -> RolloutPolicy:
         """The run's policy: the inventory's, with the front end's serial and cap; nodes batched in the
@@ -273,6 +275,7 @@ def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | No
         ConnectError / DeviceTimeout: the device did not answer (a timed-out push is journaled
             ``pushing``: ``fabtune rollback RUN_ID`` restores it).
         InputError: the inventory asks for what the device cannot take; a firmware burn not allowed; the run ended.
+        StalePlanError: the device's plan differs from ``opts.expect`` (nothing written).
         CommandError / VerifyError / CommitError / CandidateError: the push failed; the device
             was restored at once (a RollbackError when that failed too).
     """
@@ -281,6 +284,7 @@ def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | No
     try:
         state = _within(lambda: target.collect(opts.domains), dev.name, "collect", t.collect_s)
         changes = target.plan(state, opts.domains)
+        plan_file.refuse_stale(dev.name, opts.expect, changes)  # a plan file: exactly its changes, or nothing
         effects = {e: any(c.effect == e for c in changes) for e in EFFECTS}
         if opts.check or not changes:
             return {"changes": [c.as_dict() for c in changes], "effects": effects, "pushed": False}
@@ -390,11 +394,3 @@ def _findings_after(inv: Inventory, opts: StepOptions, pushed: list[str]) -> lis
                  "message": f"findings not read after the run: {e}", "evidence": ""}]
     finally:
         s.close()
-
-
-def release(inv_path: Path, run_id: str) -> None:
-    """Give back the inventory's lock if ``run_id`` holds it (whatever process took it)."""
-    path = lock_path(inv_path)
-    info = read_lock(path)
-    if info is not None and info.get("run_id") == run_id:
-        path.unlink(missing_ok=True)

@@ -25,7 +25,8 @@ from tuning.rollout.batch_run import (Measured, _sync, _verify_batch, batch_veri
                                      pair_devices)
 from tuning.rollout.batches import Batch
 from tuning.rollout.journal import Journal
-from tuning.rollout.steps import StepOptions, open_journal, release
+from tuning.rollout.lock import release
+from tuning.rollout.steps import StepOptions, open_journal
 from tuning.verify.runner import PairResult, as_baseline
 from tuning.model.outcomes import BatchOutcome, DeviceState, RunOutcome
 
