@@ -105,6 +105,7 @@ BAD = {
     "another device's change": (b'{"changes": {"node01": [{"device": "node02", "domain": "mtu", "key": "k", '
                                 b'"before": "1", "after": "2"}]}}', ["changes.node01[0].device", "want 'node01'"]),
     "another run": (b'{"run_id": "20261101T0000-aaaaaa", "changes": {}}', ["run_id", "not of --run-id"]),
+    "an offline plan": (b'{"mode": "offline-plan", "changes": {}}', ["mode", "an offline plan"]),
 }
 
 

@@ -66,8 +66,8 @@ def read(path: Path, node: str, run_id: str | None, domains: set[str] | None) ->
 
     Raises:
         InputError: the file cannot be read, is not JSON, has no ``changes`` object, a change is not
-            an object of strings (naming the key, as ``changes.node01[2].after``), or the file is a
-            plan of another run than ``run_id``.
+            an object of strings (naming the key, as ``changes.node01[2].after``), the file is a
+            plan of another run than ``run_id``, or an offline plan (``plan --offline``: no before).
     """
     where = str(path)
     try:
@@ -79,6 +79,9 @@ def read(path: Path, node: str, run_id: str | None, domains: set[str] | None) ->
     if not isinstance(doc, dict) or not isinstance(doc.get("changes"), dict):
         raise InputError(where, "changes", "missing or not an object of {device: [changes]}; give a "
                          "`fabtune plan --json` report")
+    if doc.get("mode") == "offline-plan":  # `before` unknown everywhere: every change would read as moved
+        raise InputError(where, "mode", "an offline plan (nothing was read, every before unknown); give a "
+                         "`fabtune plan --json` report made against the devices")
     made_for = doc.get("run_id")
     if made_for is not None and run_id is not None and made_for != run_id:
         raise InputError(where, "run_id", f"the plan of run {str(made_for)[:40]!r}, not of --run-id {run_id}")
