@@ -10,7 +10,9 @@ Per batch, before its nodes' first push (:meth:`KubeSession.push_devices`):
    operator's ``Ready`` condition (cordoned, drained). A node refused (another fabtune run's object,
    one being deleted, an API refusal) or not Ready in time is left alone and counted unreachable with
    the reason (the policy's caps judge it, as a node the SSH engine cannot reach);
-2. publish the batch's request in the ConfigMap ``fabtune-plan`` (run id, ``apply-bK``, the nodes,
+2. write the batch's plan file beside the journal (:meth:`NodeFront.write_plan`: each agent's
+   ``fabtune node apply --plan``, so a node whose settings moved since the plan writes nothing),
+   publish the batch's request in the ConfigMap ``fabtune-plan`` (run id, ``apply-bK``, the nodes,
    domains, each node's planned keys) and wait for each node's answer, a ConfigMap its agent creates
    (``fabtune node apply``'s JSON result, exit code, stderr tail). A result must name the node and
    apply exactly the keys the controller planned; exit 4 or no answer within ``apply_s`` + 60 s is
