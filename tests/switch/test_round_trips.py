@@ -5,9 +5,9 @@ One lab per OS: leaf01 of a 9-node lab inventory runs NVUE, EOS or SONiC (only t
 in this process; :func:`bench.switch_round_trips.leaf_lab`). The whole push's round trips are exact
 counts read off the drivers (apply: stage, diff, commit with a confirm window, read back; confirm):
 
-- NVUE 22: apply 13 (the ``nv set`` lines; ``nv config diff``; ``nv config show -o commands`` for
-  the plan check; ``nv config revision -o json`` for the next id and for a pending confirm;
-  ``--applied`` before; the apply; ``--applied`` and ``revision -o json`` after; the read back's
+- NVUE 21: apply 12 (the ``nv set`` lines; ``nv config diff``; ``nv config show -o commands`` for
+  the plan check; ``nv config revision -o json`` once, for the next id and for a pending confirm
+  (nothing sent between them); ``--applied`` before; the apply; ``--applied`` and ``revision -o json`` after; the read back's
   ``nv show interface``, ``nv show qos roce``, ``--applied`` and ``nv config show -o commands``),
   confirm 9 (``revision -o json``, ``apply N --confirm-yes``, ``revision -o json``, ``--applied``,
   then the startup: ``diff startup applied``, ``show system config auto-save``, ``nv config save``,
@@ -16,11 +16,11 @@ counts read off the drivers (apply: stage, diff, commit with a confirm window, r
   a timer; running before; the checkpoint copy; the commit timer; running and sessions after; the
   read back's ``show interfaces | json`` and running), confirm 5 (sessions, commit, running,
   sessions, ``write memory``);
-- SONiC 25: apply 19 (heredoc and sha256sum in one send; dry run and ``echo $?``; CONFIG_DB for
-  the plan check; the lock's mkdir and ``echo $?``; timers; CONFIG_DB before; checkpoint and
-  ``echo $?``; the dead-man's systemd-run and timers; apply-patch and ``echo $?``; CONFIG_DB after;
-  rmdir and ``echo $?``; the read back's ``show interfaces status`` and CONFIG_DB), confirm 6
-  (timers, ``systemctl stop``, CONFIG_DB, timers, ``config save -y``, ``echo $?``).
+- SONiC 19: apply 14 (heredoc and sha256sum in one send; each command whose status decides sent
+  as ``COMMAND; echo $?`` in one: dry run; CONFIG_DB for the plan check; the lock's mkdir; timers;
+  CONFIG_DB before; checkpoint; the dead-man's systemd-run and timers; apply-patch; CONFIG_DB
+  after; rmdir; the read back's ``show interfaces status`` and CONFIG_DB), confirm 5 (timers,
+  ``systemctl stop``, CONFIG_DB, timers, ``config save -y``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import pytest
 
 from bench.switch_round_trips import counted, first_lines, leaf_lab, push
 from tests.conftest import TEST_BASE_PORT
-from tuning.errors import CandidateError
+from tuning.errors import CandidateError, CommitError
 from tuning.render import render_switch
 from tuning.switch.sonic_keys import parse_ops
 from tuning.targets import switch as switch_ops
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.lab
 #: other tests' fixed ports: +231..+233, +251..+263, +280, and the pool's from +300)
 BASE = {"nvue": TEST_BASE_PORT + 165, "eos": TEST_BASE_PORT + 170, "sonic": TEST_BASE_PORT + 175}
 #: round trips of one whole push (apply and confirm), derived from the drivers in the docstring
-PUSH = {"nvue": 22, "eos": 16, "sonic": 25}
+PUSH = {"nvue": 21, "eos": 16, "sonic": 19}
 
 
 @pytest.fixture(scope="module", params=sorted(BASE))
@@ -85,7 +85,16 @@ def test_the_whole_push_takes_the_round_trips_its_steps_need_and_is_kept(leaf) -
     state = switch_ops.collect(drv, dev)
     assert switch_ops.plan(dev, state)  # leaf01 is at power-on: the candidate changes it
     cost, rev = counted(lab, "leaf01", lambda: push(drv, dev, state))
-    assert cost.trips == PUSH[os_], [t[0] for t in lab.round_trips("leaf01")[-cost.trips:]]
+    trips = lab.round_trips("leaf01")[-cost.trips:]
+    assert cost.trips == PUSH[os_], [t[0] for t in trips]
+    if os_ == "sonic":  # each deciding command's status read in its own send, never by a bare `echo $?`
+        assert [t[0].split(" /")[0] for t in trips if t[0].endswith("; echo $?")] == [
+            "sudo config apply-patch --dry-run", "sudo mkdir", f"sudo config checkpoint fabtune-{state.revision}; echo $?",
+            "sudo config apply-patch", "sudo rmdir", "sudo config save -y; echo $?"]
+        assert not [t for t in trips if "echo $?" in t]
+    if os_ == "nvue":  # the next-revision read is the pending-confirm check's: never two reads in a row
+        reads = [k for k, t in enumerate(trips) if t == ["nv config revision -o json"]]
+        assert len(reads) == 4 and not [k for k in reads if k + 1 in reads], [t[0] for t in trips]
     assert rev is not None and not drv.has_pending_commit() and drv.current_revision() == rev  # kept
     assert switch_ops.plan(dev, switch_ops.collect(drv, dev)) == []  # the switch holds every line
 
@@ -139,3 +148,29 @@ def test_a_sonic_commit_refuses_a_config_db_that_moved_since_staging(leaf) -> No
     assert not drv.has_pending_commit()
     drv.load_candidate(mtu(first, 9100))  # the switch's lock was given back: the next push goes on
     assert drv.commit() != moved and drv.get_state().ports[first] == 9100
+
+
+@pytest.mark.parametrize("leaf", ["nvue"], indirect=True)
+def test_an_nvue_commit_reads_the_revision_table_again_once_the_session_sent_anything_since(leaf) -> None:
+    """The commit's pending-confirm check takes the next-revision read only while this session has
+    sent the switch nothing since; after any command it reads the table again, and a confirm another
+    session armed meanwhile is refused as before: nothing committed, the other commit untouched."""
+    _, dev, _, drv = leaf
+    start = drv.get_state()
+    drv.load_candidate("nv set interface swp1 link mtu 9100\n")
+    assert drv.compare() and drv.next_revision() == str(int(max(drv.revision_states(), key=_num)) + 1)
+    other = switch_ops.open_driver(dev)
+    try:
+        pending = other.commit(confirm_within_s=120)  # NVUE's pending candidate is the switch's, not a session's
+        drv.compare()  # this session sends again: the table it read last is no longer the latest
+        with pytest.raises(CommitError, match="a commit-confirm is already pending"):
+            drv.commit(confirm_within_s=60)
+        assert drv.revision_states()[pending] == "confirm" and drv.current_revision() == pending
+    finally:
+        other.rollback()
+        other.close()
+    assert drv.get_state().revision == start.revision and not drv.has_pending_commit()
+
+
+def _num(rev: str) -> int:
+    return int(rev) if rev.isdigit() else -1

@@ -1,7 +1,7 @@
 """The community SONiC switch stand-in: CONFIG_DB behind the generic config updater (apply-patch,
 checkpoints, rollback, save), transient systemd timers that really fire, and a bash-like login
-(:class:`SonicTerminal`: prompt ``<user>@<host>:~$ ``, heredocs, ``echo $?``, ``sudo``,
-coreutils' ``sha256sum FILE``: ``<64 hex>  FILE``).
+(:class:`SonicTerminal`: prompt ``<user>@<host>:~$ ``, heredocs, ``;`` lists as bash runs them,
+``echo $?``, ``sudo``, coreutils' ``sha256sum FILE``: ``<64 hex>  FILE``).
 
 It reproduces shared/cases/cli/sonic__*.txt (cli/INDEX-switch.md) and refuses what GCU refuses,
 with GCU's texts (:mod:`tuning.lab.sonic_db`, :mod:`tuning.lab.sonic_show`); the SSH side is
@@ -217,6 +217,10 @@ class SonicTerminal:
         return out
 
     def _run(self, text: str) -> tuple[str, int]:
+        """One typed line: a heredoc's start, or a list of simple commands separated by ``;`` as bash
+        runs it: the whole line parsed first (a syntax error runs nothing, status 2), then each
+        command in turn, ``$?`` the status of the one before, the line's status the last one's
+        (``exit`` ends the list and the login)."""
         if not text:
             return "", self.rc
         m = re.fullmatch(r"cat > (\S+) <<'?(\w+)'?", text)
@@ -224,14 +228,28 @@ class SonicTerminal:
             self._heredoc = (m.group(1), m.group(2), [])
             return "", 0
         try:
-            words = shlex.split(text)
+            commands = [shlex.split(part) for part in _list(text)]
         except ValueError:
             return "-bash: syntax error: unexpected end of file\n", 2
+        except _Unexpected as exc:
+            return f"-bash: syntax error near unexpected token `{exc.token}'\n", 2
+        out = ""
+        for words in commands:
+            got, self.rc = self._simple(words)
+            out += got
+            if self.closed:
+                break
+        return out, self.rc
+
+    def _simple(self, words: list[str]) -> tuple[str, int]:
+        """One simple command (its words, ``sudo`` first where typed): ``(output, exit status)``."""
+        if not words:
+            return "", self.rc  # a list's trailing ``;``
         root = words[0] == "sudo"
         words = words[1:] if root else words
         handler = _COMMANDS.get(words[0]) if words else None
         if handler is None:
-            return f"-bash: {words[0] if words else text}: command not found\n", 127
+            return f"-bash: {words[0] if words else 'sudo'}: command not found\n", 127
         return handler(self, words[1:], root)
 
     def _echo(self, args: list[str], root: bool) -> tuple[str, int]:
@@ -320,6 +338,46 @@ class SonicTerminal:
                 return f"Failed to stop {args[1]}: Interactive authentication required.\n", 1
             return self.sw.stop(args[1])
         return f"Unknown command verb {args[0] if args else ''}.\n", 1
+
+
+class _Unexpected(Exception):
+    """A ``;`` where bash's grammar wants a command; ``token``: the one bash names (``;`` or ``;;``)."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__(token)
+        self.token = token
+
+
+def _list(text: str) -> list[str]:
+    """``text`` cut at its unquoted ``;`` (bash's list separator; quotes and backslashes read as bash
+    reads them): ``"a; echo $?"`` -> ``["a", " echo $?"]``; a trailing ``;`` leaves a last empty part.
+
+    Raises:
+        ValueError: an unterminated quote.  _Unexpected: an empty command before a ``;``.
+    """
+    parts, seps, start, quote, i = [], [], 0, "", 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and quote != "'":
+            i += 2
+            continue
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == ";":
+            parts.append(text[start:i])
+            seps.append(i)
+            start = i + 1
+        i += 1
+    if quote:
+        raise ValueError("No closing quotation")
+    parts.append(text[start:])
+    for k, part in enumerate(parts[:-1]):
+        if not part.strip():
+            p = seps[k]
+            raise _Unexpected(";;" if text[p + 1:p + 2] == ";" or (k and seps[k - 1] == p - 1) else ";")
+    return parts
 
 
 _COMMANDS = {"echo": SonicTerminal._echo, "cat": SonicTerminal._cat, "sha256sum": SonicTerminal._sha256sum,

@@ -71,12 +71,14 @@ class CliDriver(SwitchDriver):
         self._running: str | None = None  # the running configuration this session read last (EOS, SONiC)
         self._seen: str | None = None  # the revision this session read last: what a candidate is staged on
         self._stage: Staged | None = None  # what this session staged (EOS, SONiC)
+        self._sent = 0  # sends (_send, _batch) and opens: a read is still the latest while this holds
 
     def open(self) -> None:
         """Connect (host key checked) and prepare the session (:meth:`_after_open`). Raises ConnectError."""
         from tuning.switch import nvue_session as ses  # the SSH libraries, only when a session opens
 
         self._ses = ses
+        self._sent += 1
         check_key(self.key_file, self.name)
         try:
             self._conn = ses.connect(self.host, self.port, self.username, self.key_file, self.known_hosts,
@@ -118,6 +120,7 @@ class CliDriver(SwitchDriver):
         """
         if self._conn is None:
             raise ConnectError("session is not open", host=self.name, phase=phase)
+        self._sent += 1
         try:
             out = self._conn.send_command(command, read_timeout=read_timeout, auto_find_prompt=False,
                                           expect_string=self._prompt() + r"\s*$")
@@ -143,6 +146,7 @@ class CliDriver(SwitchDriver):
             raise ConnectError("session is not open", host=self.name, phase="apply")
         prompt = re.compile(self._prompt())
         deadline, out = time.monotonic() + 10.0 + 0.2 * len(lines), ""
+        self._sent += 1
         try:
             self._conn.write_channel("".join(line + "\n" for line in lines))
             while len(prompt.findall(out)) < len(lines):

@@ -57,6 +57,8 @@ class NvueDriver(NvueStartup, CliDriver):
     config_suffix = "nvue"
 
     device_type, os_name = "cumulus_linux", "NVUE"
+    #: (sends before it, the revision table) of the last ``nv config revision -o json`` read
+    _states: tuple[int, dict[str, str]] | None = None
 
     def capabilities(self) -> Capabilities:
         return Capabilities(commit_confirm=True, replace=False, onbox_diff=True, rollback=True)
@@ -128,7 +130,17 @@ class NvueDriver(NvueStartup, CliDriver):
     def revision_states(self) -> dict[str, str]:
         """Revision id -> state (``confirm`` while a commit-confirm waits) from ``nv config revision -o json``."""
         data = self._json("nv config revision -o json", phase="collect", read_timeout=self.apply_timeout_s)
-        return {str(rev): str(v.get("state")) for rev, v in data.items() if isinstance(v, dict)}
+        states = {str(rev): str(v.get("state")) for rev, v in data.items() if isinstance(v, dict)}
+        self._states = (self._sent, states)
+        return states
+
+    def _latest_states(self) -> dict[str, str]:
+        """The revision table as this session read it last when it has sent the switch nothing since
+        (a push's :meth:`next_revision` read, just before its commit checks for a pending confirm),
+        else :meth:`revision_states` read now."""
+        if self._states is not None and self._states[0] == self._sent:
+            return self._states[1]
+        return self.revision_states()
 
     def running_config(self) -> str:
         out = self._send("nv config show -o commands", phase="collect")
@@ -203,7 +215,7 @@ class NvueDriver(NvueStartup, CliDriver):
             return self._commit(confirm_within_s)
 
     def _commit(self, confirm_within_s: int | None) -> str:
-        if self.has_pending_commit():
+        if "confirm" in self._latest_states().values():
             raise CommitError("a commit-confirm is already pending", host=self.name, phase="apply")
         before, stage = self.current_revision(), self._stage
         # the diff read since staging holds while the applied revision is still the one staged on

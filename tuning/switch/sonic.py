@@ -19,8 +19,11 @@ generic_config_updater/generic_updater.py; shared/cases/cli/INDEX-switch.md):
   which rolls back to the checkpoint unless disarmed (``sudo systemctl stop <unit>.timer``);
 - the switch's own lock (beside the inventory's): ``sudo mkdir /run/lock/fabtune`` around a commit;
 - commit: ``sudo config apply-patch FILE``: success only with ``Patch applied successfully.`` and
-  ``echo $?`` 0 (a failure prints its reason twice and exits 2, the running config unchanged:
+  exit status 0 (a failure prints its reason twice and exits 2, the running config unchanged:
   sonic__apply_patch_failure_yang_invalid_value.txt);
+- every command whose exit status decides (the dry run, checkpoint, apply-patch, rollback, the
+  lock's mkdir and rmdir, ``config save -y``) is sent as ``COMMAND; echo $?``: bash runs both, and
+  the status is the last line of the one answer (one round trip, not two);
 - confirm: disarm, read back (the revision is the committed one), ``sudo config save -y``;
 - restore: ``sudo config rollback fabtune-<revision>`` (GCU's Config Replacer: a replace, never a
   reverse patch: GCU refuses a patch that empties a table), read back, saved.
@@ -117,27 +120,26 @@ class SonicDriver(CliDriver):
 
     def _failure(self, out: str) -> str | None:
         """click's ``Error: ...`` block to the end (GCU's reason, which spans lines: the libyang
-        message follows it), else the first ``Failed to ...`` line."""
-        m = re.search(r"^Error: .*", out, re.M | re.S) or _FAILURE.search(out)
+        message follows it; a last line of ``; echo $?``'s status left out), else the first
+        ``Failed to ...`` line."""
+        m = re.search(r"^Error: .*?(?=\n[0-9]{1,3}\s*\Z|\s*\Z)", out, re.M | re.S) or _FAILURE.search(out)
         return m.group(0).strip() if m else None
 
-    def _rc(self, phase: str) -> int:
-        """``echo $?``: the exit status of the previous command."""
-        out = self._send("echo $?", phase=phase).strip()
-        if not out.isdigit():
-            raise ParseError("echo $?", 1, "an exit status", out[:40])
-        return int(out)
+    def _with_status(self, command: str, *, phase: str, read_timeout: float = 10.0) -> tuple[str, int]:
+        """``COMMAND; echo $?`` in one send: ``(COMMAND's output, its exit status)``. Raises what
+        :meth:`_send` raises (a failure text: CommandError); ParseError: no status last (:func:`_status`)."""
+        return _status(command, self._send(f"{command}; echo $?", phase=phase, read_timeout=read_timeout))
 
     def _step(self, command: str, ok: str, *, phase: str, error: type[TuningError]) -> str | None:
-        """A transaction command with the long timeout whose success is ``ok`` and exit status 0
-        (``echo $?``). Returns its output, or None when it printed no prompt in time (the session is
-        reopened: the caller reads the switch before deciding). Raises ``error``: the switch's text,
-        a non-zero status, or a lost session (``extent_unknown``): EOS's step
-        (:meth:`tuning.switch.eos.EosDriver._step`, the same session handling), then the status."""
-        out = EosDriver._step(self, command, phase=phase, error=error)  # type: ignore[arg-type]
+        """A transaction command with the long timeout whose success is ``ok`` and exit status 0, sent
+        as ``COMMAND; echo $?`` (:meth:`_with_status`'s one send). Returns its output, or None when it printed no prompt in
+        time (the session is reopened: the caller reads the switch before deciding). Raises ``error``:
+        the switch's text, a non-zero status, or a lost session (``extent_unknown``): EOS's step
+        (:meth:`tuning.switch.eos.EosDriver._step`, the same session handling); ParseError: no status."""
+        out = EosDriver._step(self, f"{command}; echo $?", phase=phase, error=error)  # type: ignore[arg-type]
         if out is None:
             return None
-        rc = self._rc(phase)
+        out, rc = _status(command, out)
         if ok not in out.splitlines() or rc != 0:
             raise error(f"`{command}` exited {rc} and printed {out.strip()[-160:]!r}, not {ok!r}",
                         host=self.name, phase=phase)
@@ -275,17 +277,17 @@ class SonicDriver(CliDriver):
         """The switch's own lock (issue 21: beside the inventory's): ``mkdir`` of :data:`LOCK`, atomic
         on the switch; two controllers of different inventories never commit to it at once.
         Raises CommitError naming mkdir's text when it is held."""
-        out = self._send(f"sudo mkdir {LOCK}", phase="apply")
-        if self._rc("apply") != 0:
+        out, rc = self._with_status(f"sudo mkdir {LOCK}", phase="apply")
+        if rc != 0:
             raise CommitError(f"the switch's fabtune lock is held ({out.strip()[:120]}): another fabtune run is "
                               "committing to it, or a run cut inside its commit left it (its restore removes it)",
                               host=self.name, phase="apply")
 
     def _unlock(self, phase: str, *, left: bool = False) -> None:
         """``rmdir`` of :data:`LOCK`; ``left``: a lock a cut commit may have left (absent is fine)."""
-        out = self._send(f"sudo rmdir {LOCK}", phase=phase)
-        if self._rc(phase) != 0 and not left:
-            raise CommandError(f"rmdir {LOCK}", 1, out.strip()[:120], host=self.name, phase=phase)
+        out, rc = self._with_status(f"sudo rmdir {LOCK}", phase=phase)
+        if rc != 0 and not left:
+            raise CommandError(f"rmdir {LOCK}", rc, out.strip()[:120], host=self.name, phase=phase)
 
     def _commit(self, confirm_within_s: int | None) -> str:
         if self.has_pending_commit():
@@ -335,9 +337,9 @@ class SonicDriver(CliDriver):
 
     def _save(self, phase: str) -> None:
         """``sudo config save -y``: CONFIG_DB to /etc/sonic/config_db.json for boot. Raises CommandError."""
-        out = self._send("sudo config save -y", phase=phase)
-        if SAVED not in out.splitlines() or self._rc(phase) != 0:
-            raise CommandError("config save -y", 1, f"printed {out.strip()[:120]!r}, not {SAVED!r}",
+        out, rc = self._with_status("sudo config save -y", phase=phase)
+        if SAVED not in out.splitlines() or rc != 0:
+            raise CommandError("config save -y", rc or 1, f"printed {out.strip()[:120]!r}, not {SAVED!r}",
                                host=self.name, phase=phase)
 
     def confirm(self, revision: str | None = None) -> None:
@@ -376,6 +378,15 @@ class SonicDriver(CliDriver):
                                     host=self.name, phase="restore")
             self._save("restore")
             self._unlock("restore", left=True)  # the run's commit, cut inside, may have left its lock
+
+
+def _status(command: str, out: str) -> tuple[str, int]:
+    """``COMMAND; echo $?``'s output as ``(COMMAND's output, the status on its last line)``. Raises
+    ParseError when that line is not 1 to 3 digits (nothing came, or text joined it): never a success."""
+    lines = out.rstrip("\n").split("\n")
+    if not re.fullmatch(r"[0-9]{1,3}", lines[-1].strip()):
+        raise ParseError(f"{command}; echo $?", 1, "its exit status on the last line", lines[-1][-40:])
+    return "".join(ln + "\n" for ln in lines[:-1]), int(lines[-1])
 
 
 def _checkpoint(revision: str) -> str:
