@@ -88,20 +88,24 @@ def read(path: Path, node: str, run_id: str | None, domains: set[str] | None) ->
     mine = doc["changes"].get(node, [])
     if not isinstance(mine, list):
         raise InputError(where, f"changes.{node}", "not a list of changes")
-    out = []
-    for i, c in enumerate(mine):
-        if not isinstance(c, dict):
-            raise InputError(where, f"changes.{node}[{i}]", "not a change object")
-        for f in COMPARED:
-            v = c.get(f)
-            if not (v is None and f in ("before", "after")) and not isinstance(v, str):
-                raise InputError(where, f"changes.{node}[{i}].{f}", f"{type(v).__name__}, want a string"
-                                 + (" or null" if f in ("before", "after") else ""))
-        if c.get("device", node) != node:
-            raise InputError(where, f"changes.{node}[{i}].device", f"{str(c['device'])[:40]!r}, want {node!r}")
-        if domains is None or c["domain"] in domains:
-            out.append({f: c.get(f) for f in COMPARED})
-    return out
+    out = [_change(where, f"changes.{node}[{i}]", c, node) for i, c in enumerate(mine)]
+    return [c for c in out if domains is None or c["domain"] in domains]
+
+
+def _change(where: str, key: str, c: object, node: str) -> dict:
+    """The :data:`COMPARED` fields of one change of ``node`` found at ``key`` of the file ``where``.
+    Raises InputError naming the key: not an object, a field not a string (before/after: or null),
+    another device's change."""
+    if not isinstance(c, dict):
+        raise InputError(where, key, "not a change object")
+    for f in COMPARED:
+        v = c.get(f)
+        if not (v is None and f in ("before", "after")) and not isinstance(v, str):
+            raise InputError(where, f"{key}.{f}", f"{type(v).__name__}, want a string"
+                             + (" or null" if f in ("before", "after") else ""))
+    if c.get("device", node) != node:
+        raise InputError(where, f"{key}.device", f"{str(c['device'])[:40]!r}, want {node!r}")
+    return {f: c.get(f) for f in COMPARED}
 
 
 def refuse_stale(node: str, planned: list[dict] | None, own: list) -> None:
