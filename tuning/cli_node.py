@@ -144,11 +144,11 @@ def node_verify(inventory: Path = INV, node: Optional[str] = NODE, domain: Optio
 
     dev = this_node(load_inventory(inventory, lint=False), node)
     domains = chosen_domains(domain)
-    expect = plan_file.read(plan, dev.name, None, domains) if plan is not None else None
+    expect = plan_file.read(plan, dev.name, None, domains, need=True) if plan is not None else None
     target = open_target(dev, here=_sysroot(sysroot) or True)
     try:
         state = target.collect(domains)
-        own = target.plan(state, domains) if expect is None else []
+        own = target.plan(state, domains)  # also with a plan: a read that failed is said as such, not as drift
     finally:
         target.close()
     if expect is None:

@@ -98,7 +98,8 @@ class CommandError(TuningError):
     """A command on a device exited non-zero.
 
     Args:
-        command: the command line as sent.
+        command: the command line as sent (kept whole in ``command``; a script of several lines is
+            named in the message by its first line and its length).
         exit_code_: its exit status.
         stderr: the tail of its standard error (last 500 characters kept).
     """
@@ -108,7 +109,9 @@ class CommandError(TuningError):
         self.rc = exit_code_
         self.stderr = stderr[-500:]
         tail = self.stderr.strip().splitlines()[-1] if self.stderr.strip() else ""
-        super().__init__(f"`{command}` exited {exit_code_}: {tail}", host=host, phase=phase)
+        lines = command.strip().splitlines() or [""]  # a read script: its first line, not 200 (one line said)
+        shown = lines[0] if len(lines) == 1 else f"{lines[0][:80]} ... ({len(lines)} lines)"
+        super().__init__(f"`{shown}` exited {exit_code_}: {tail}", host=host, phase=phase)
 
 
 class NotSupportedError(TuningError):

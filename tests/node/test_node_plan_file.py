@@ -90,6 +90,29 @@ def test_a_node_pushes_exactly_its_plan_file_or_nothing_and_verify_reads_it_back
     r = _on_node(state, "node", "restore", "--run-id", RUN, "--journal-dir", str(jdir))
     assert r.returncode == 0, r.stderr[-2000:]
     assert node_files(sysroot) == untuned  # byte for byte
+    # restored in this run: a second push would be one no rollback undoes (the journal says restored)
+    r = _on_node(state, *apply)
+    assert r.returncode == 2 and "node01 was restored in this run: it takes no more pushes" in r.stderr, r.stderr
+    assert node_files(sysroot) == untuned
+    r = _on_node(state, *verify[:-2], "--plan", str(plan_file.write(tmp_path / "other.json", RUN, {"node02": planned})))
+    assert r.returncode == 2 and "changes.node01: no change planned for node01: nothing to check" in r.stderr, r.stderr
+
+
+def test_a_difference_names_what_moved():
+    mtu = {"domain": "mtu", "key": "mtu/enp12s0np0", "before": "1500", "after": "9000"}
+    assert plan_file.differences([mtu], [mtu]) == []
+    assert plan_file.differences([mtu], [{**mtu, "domain": "sysctl"}]) == [
+        "mtu/enp12s0np0: planned in domain 'mtu', in 'sysctl' now"]
+    assert plan_file.differences([mtu], [{**mtu, "before": "4200"}]) == [
+        "mtu/enp12s0np0: planned '1500' -> '9000', '4200' -> '9000' now"]
+    assert plan_file.differences([], [mtu]) == ["mtu/enp12s0np0: not planned, '1500' -> '9000' now"]
+
+
+def test_a_failed_script_is_named_by_its_first_line():
+    from tuning.errors import CommandError
+
+    e = CommandError("r() { read -r x < \"$2\"; }\nr mtu/a /sys/a\nr mtu/b /sys/b", 1, "sudo: no\n")
+    assert str(e) == "`r() { read -r x < \"$2\"; } ... (3 lines)` exited 1: sudo: no" and "\n" in e.command
 
 
 BAD = {
@@ -106,6 +129,14 @@ BAD = {
                                 b'"before": "1", "after": "2"}]}}', ["changes.node01[0].device", "want 'node01'"]),
     "another run": (b'{"run_id": "20261101T0000-aaaaaa", "changes": {}}', ["run_id", "not of --run-id"]),
     "an offline plan": (b'{"mode": "offline-plan", "changes": {}}', ["mode", "an offline plan"]),
+    "a device no host name": (b'{"changes": {"node02 ;id": []}}', ["changes.'node02 ;id'", "host name"]),
+    "a key twice": (b'{"changes": {"node01": [' + b','.join([b'{"domain": "mtu", "key": "mtu/x", "before": "1", '
+                                                            b'"after": "2"}'] * 2) + b']}}',
+                    ["changes.node01[1].key", "'mtu/x' is planned twice (also [0])"]),
+    "a key with a newline": (b'{"changes": {"node01": [{"domain": "mtu", "key": "mtu/x\\nX", "before": "1", '
+                             b'"after": "2"}]}}', ["changes.node01[0].key", "printable characters without spaces"]),
+    "an unknown domain": (b'{"changes": {"node01": [{"domain": "bios", "key": "k", "before": "1", "after": "2"}]}}',
+                          ["changes.node01[0].domain", "'bios', want one of services, "]),
 }
 
 

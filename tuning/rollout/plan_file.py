@@ -25,6 +25,9 @@ from tuning.errors import InputError, TuningError
 #: the planner saw, which differs between a controller and the node itself)
 COMPARED = ("domain", "key", "before", "after")
 
+#: the longest setting key a plan file may hold (a file path under /etc, a sysctl name)
+KEY_MAX = 512
+
 #: the folder, beside the run's journal, holding the plans a front end wrote for its nodes
 FOLDER = "{run_id}.plans"
 
@@ -60,16 +63,39 @@ def write(path: Path, run_id: str, changes: dict[str, list[dict]]) -> Path:
     return path
 
 
-def read(path: Path, node: str, run_id: str | None, domains: set[str] | None) -> list[dict]:
+def read(path: Path, node: str, run_id: str | None, domains: set[str] | None, need: bool = False) -> list[dict]:
     """This node's planned changes in ``path`` (a plan report, module docstring), only those of
-    ``domains`` (None: all). A node the file does not name is planned to change nothing.
+    ``domains`` (None: all). A node the file does not name is planned to change nothing, unless
+    ``need`` (``node verify``: a check of nothing fails).
 
     Raises:
-        InputError: the file cannot be read, is not JSON, has no ``changes`` object, a change is not
-            an object of strings (naming the key, as ``changes.node01[2].after``), the file is a
-            plan of another run than ``run_id``, or an offline plan (``plan --offline``: no before).
+        InputError: the file cannot be read, is not JSON, has no ``changes`` object, names a device
+            that is no host name, a change is not an object of strings or names an unknown domain or a
+            key twice (naming it, as ``changes.node01[2].after``), the file is a plan of another run
+            than ``run_id``, an offline plan (``plan --offline``: no before), or ``need`` and no change.
     """
     where = str(path)
+    doc = _document(path, where, run_id)
+    mine = doc["changes"].get(node, [])
+    if not isinstance(mine, list):
+        raise InputError(where, f"changes.{node}", "not a list of changes")
+    out = [_change(where, f"changes.{node}[{i}]", c, node) for i, c in enumerate(mine)]
+    seen: dict[str, int] = {}
+    for i, c in enumerate(out):
+        if seen.setdefault(c["key"], i) != i:
+            raise InputError(where, f"changes.{node}[{i}].key", f"{c['key']!r} is planned twice (also [{seen[c['key']]}])")
+    out = [c for c in out if domains is None or c["domain"] in domains]
+    if need and not out:
+        raise InputError(where, f"changes.{node}", f"no change planned for {node}"
+                         + (f" in {', '.join(sorted(domains))}" if domains else "")
+                         + ": nothing to check (a plan of other nodes?); without --plan the inventory is checked")
+    return out
+
+
+def _document(path: Path, where: str, run_id: str | None) -> dict:
+    """The plan report at ``path``, its top level checked (:func:`read`'s errors but a change's)."""
+    from tuning.model.grammar import check_host_name
+
     try:
         doc = json.loads(Path(path).read_bytes())
     except OSError as e:
@@ -85,17 +111,21 @@ def read(path: Path, node: str, run_id: str | None, domains: set[str] | None) ->
     made_for = doc.get("run_id")
     if made_for is not None and run_id is not None and made_for != run_id:
         raise InputError(where, "run_id", f"the plan of run {str(made_for)[:40]!r}, not of --run-id {run_id}")
-    mine = doc["changes"].get(node, [])
-    if not isinstance(mine, list):
-        raise InputError(where, f"changes.{node}", "not a list of changes")
-    out = [_change(where, f"changes.{node}[{i}]", c, node) for i, c in enumerate(mine)]
-    return [c for c in out if domains is None or c["domain"] in domains]
+    for name in doc["changes"]:
+        try:
+            check_host_name(name)
+        except ValueError as e:
+            raise InputError(where, f"changes.{name[:40]!r}", str(e)) from None
+    return doc
 
 
 def _change(where: str, key: str, c: object, node: str) -> dict:
     """The :data:`COMPARED` fields of one change of ``node`` found at ``key`` of the file ``where``.
     Raises InputError naming the key: not an object, a field not a string (before/after: or null),
-    another device's change."""
+    a domain fabtune does not have, a setting key with whitespace or control characters, another
+    device's change."""
+    from tuning.targets import domains
+
     if not isinstance(c, dict):
         raise InputError(where, key, "not a change object")
     for f in COMPARED:
@@ -103,6 +133,11 @@ def _change(where: str, key: str, c: object, node: str) -> dict:
         if not (v is None and f in ("before", "after")) and not isinstance(v, str):
             raise InputError(where, f"{key}.{f}", f"{type(v).__name__}, want a string"
                              + (" or null" if f in ("before", "after") else ""))
+    if c["domain"] not in domains():
+        raise InputError(where, f"{key}.domain", f"{c['domain'][:40]!r}, want one of {', '.join(domains())}")
+    if not c["key"] or len(c["key"]) > KEY_MAX or not c["key"].isprintable() or any(x.isspace() for x in c["key"]):
+        raise InputError(where, f"{key}.key", f"{c['key'][:40]!r}: a setting key is 1..{KEY_MAX} printable "
+                         "characters without spaces (as `mtu/enp12s0np0`)")
     if c.get("device", node) != node:
         raise InputError(where, f"{key}.device", f"{str(c['device'])[:40]!r}, want {node!r}")
     return {f: c.get(f) for f in COMPARED}
@@ -128,6 +163,8 @@ def differences(planned: list[dict], own: list[dict]) -> list[str]:
             out.append(f"{key}: planned {shown(w['before'])} -> {shown(w['after'])}, nothing to change now")
         elif w is None:
             out.append(f"{key}: not planned, {shown(h['before'])} -> {shown(h['after'])} now")
+        elif w["domain"] != h["domain"]:
+            out.append(f"{key}: planned in domain {shown(w['domain'])}, in {shown(h['domain'])} now")
         elif any(w[f] != h.get(f) for f in COMPARED):
             out.append(f"{key}: planned {shown(w['before'])} -> {shown(w['after'])}, {shown(h['before'])} -> "
                        f"{shown(h['after'])} now")

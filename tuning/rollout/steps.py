@@ -274,7 +274,8 @@ def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | No
     Raises:
         ConnectError / DeviceTimeout: the device did not answer (a timed-out push is journaled
             ``pushing``: ``fabtune rollback RUN_ID`` restores it).
-        InputError: the inventory asks for what the device cannot take; a firmware burn not allowed; the run ended.
+        InputError: the inventory asks for what the device cannot take; a firmware burn not allowed; the run
+            ended or already restored the device.
         StalePlanError: the device's plan differs from ``opts.expect`` (nothing written).
         CommandError / VerifyError / CommitError / CandidateError: the push failed; the device
             was restored at once (a RollbackError when that failed too).
@@ -292,6 +293,9 @@ def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | No
         if run_id is None:
             raise InputError("fabtune_run_id", "-", "no run id: the playbook's begin stage must run first")
         j = refuse_ended(open_journal(opts.journal_dir, run_id))  # a late request of a run whose controller is gone
+        if (j.data["devices"].get(dev.name) or {}).get("restored"):  # a push after it: one no rollback would undo
+            raise InputError("fabtune_run_id", run_id, f"{dev.name} was restored in this run: it takes no more "
+                             "pushes; nothing written (start a new run)")
         applied = _apply(target, changes, j, state, t.apply_s, progress)
         return {"changes": applied, "effects": effects, "pushed": True}
     finally:
