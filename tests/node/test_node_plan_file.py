@@ -35,12 +35,40 @@ def _on_node(state, *args: str) -> subprocess.CompletedProcess:
     return on_node(state, NODE, *args)
 
 
-def _run(jdir) -> Journal:
-    """A run a Slurm front end began (its journal, as the controller writes it before any push)."""
+def _run(jdir, batches: tuple[list[str], ...] = (["node01", "node02"],)) -> Journal:
+    """A run a Slurm front end began (its journal, as the controller writes it before any push):
+    ``batches`` of nodes, none pushed yet."""
     j = Journal.create(jdir, str(LAB), "rollout", run_id=RUN)
     j.data["engine"] = "slurm"
+    j.data["batches"] = [{"index": i, "nodes": b, "switches": [], "outcome": "not-run"}
+                         for i, b in enumerate(batches, 1)]
+    for i, b in enumerate(batches, 1):
+        for n in b:
+            j.device(n).update(role="node", batch=i)  # as the controller's snapshot record has them
     j.save()
     return j
+
+
+def test_a_scheduler_run_takes_a_push_only_for_the_batch_being_pushed(tmp_path):
+    from tuning.errors import InputError
+    from tuning.rollout.journal_check import refuse_push
+
+    j = _run(tmp_path, (["node01"], ["node02"]))
+    refuse_push(j, "node01")  # batch 1 is the one being pushed
+    for node, words in (("node02", "node02 is in batch 2 of this run, and batch 1 is the one being pushed"),
+                        ("node03", "node03 is in no batch of this run")):
+        with pytest.raises(InputError, match=words + ": it takes no push now; nothing written"):
+            refuse_push(j, node)
+    j.data["batches"][0]["outcome"] = "kept"
+    refuse_push(j, "node02")
+    j.device("node02")["restored"] = True
+    with pytest.raises(InputError, match="node02 was restored in this run"):
+        refuse_push(j, "node02")
+    j.data["batches"][1]["outcome"] = "restored"
+    with pytest.raises(InputError, match="node01 is in batch 1 of this run, and no batch is being pushed"):
+        refuse_push(j, "node01")
+    j.data["engine"] = None  # the Ansible front end's hosts push per task, batch order kept by Ansible itself
+    refuse_push(j, "node01")
 
 
 def test_a_node_pushes_exactly_its_plan_file_or_nothing_and_verify_reads_it_back(laid, tmp_path):
@@ -64,7 +92,7 @@ def test_a_node_pushes_exactly_its_plan_file_or_nothing_and_verify_reads_it_back
     assert "not as planned, nothing written" in r.stderr and \
         "mtu/enp12s0np0: planned '1500' -> '9000', '4200' -> '9000' now" in r.stderr, r.stderr[-2000:]
     assert node_files(sysroot) == {**untuned, "sys/class/net/enp12s0np0/mtu": b"4200\n"}  # nothing else written
-    assert Journal.load(jdir, RUN).data["devices"].get(NODE) is None  # not even a `pushing` record
+    assert "state" not in Journal.load(jdir, RUN).data["devices"][NODE]  # not even a `pushing` record
 
     # as planned again: exactly the file's changes pushed, each read back
     moved.write_text("1500\n")
@@ -92,7 +120,7 @@ def test_a_node_pushes_exactly_its_plan_file_or_nothing_and_verify_reads_it_back
     assert node_files(sysroot) == untuned  # byte for byte
     # restored in this run: a second push would be one no rollback undoes (the journal says restored)
     r = _on_node(state, *apply)
-    assert r.returncode == 2 and "node01 was restored in this run: it takes no more pushes" in r.stderr, r.stderr
+    assert r.returncode == 2 and "node01 was restored in this run: it takes no push now" in r.stderr, r.stderr
     assert node_files(sysroot) == untuned
     r = _on_node(state, *verify[:-2], "--plan", str(plan_file.write(tmp_path / "other.json", RUN, {"node02": planned})))
     assert r.returncode == 2 and "changes.node01: no change planned for node01: nothing to check" in r.stderr, r.stderr

@@ -237,3 +237,30 @@ def _connection(conn: object, where: str, fail) -> None:
              "then hex lines); a password is never journaled in clear")
     if conn.get("become_method", "sudo") != "sudo":
         fail(f"{where}.become_method", f"{conn['become_method']!r:.40}; allowed: sudo")
+
+
+#: the front ends whose nodes push themselves (``fabtune node apply`` under srun or an agent), batch by batch
+NODE_FRONTS = ("slurm", "k8s")
+
+
+def refuse_push(j, device: str) -> None:
+    """Raise InputError when ``device`` takes no push into the run of ``j`` now (``fabtune node
+    apply``): the run already restored it (a second push would be one no rollback undoes), or, in a
+    run a scheduler front end drives (:data:`NODE_FRONTS`), the device is in no batch of it or not in
+    the one being pushed (the first whose outcome is ``not-run``: a controller killed in batch 1 never
+    held batch 2's nodes). Nothing has been written when it raises."""
+    from tuning.model.outcomes import BatchOutcome
+
+    rec = j.data.get("devices", {}).get(device)
+    rec = rec if isinstance(rec, dict) else {}
+    why = f"{device} was restored in this run" if rec.get("restored") else None
+    if why is None and j.data.get("engine") in NODE_FRONTS:
+        now = next((b.get("index") for b in j.data.get("batches") or []
+                    if isinstance(b, dict) and b.get("outcome") == BatchOutcome.NOT_RUN), None)
+        if rec.get("batch") is None:
+            why = f"{device} is in no batch of this run"
+        elif rec["batch"] != now:
+            why = (f"{device} is in batch {rec['batch']} of this run, and "
+                   + (f"batch {now} is the one being pushed" if now else "no batch is being pushed"))
+    if why:
+        raise InputError("fabtune_run_id", j.run_id, f"{why}: it takes no push now; nothing written")

@@ -34,7 +34,7 @@ from tuning.rollout.batches import plan_batches
 from tuning.rollout.fanout import _within
 from tuning.rollout.journal import DEFAULT_DIR, Journal, new_run_id, refuse_ended
 from tuning.rollout.baseline import save_baseline
-from tuning.rollout.journal_check import check_run_id
+from tuning.rollout.journal_check import check_run_id, refuse_push
 from tuning.rollout.lock import RunLock, lock_path, release
 from tuning.rollout.rollback import restore_touched
 from tuning.targets import Target, platform_of, target_class
@@ -275,7 +275,7 @@ def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | No
         ConnectError / DeviceTimeout: the device did not answer (a timed-out push is journaled
             ``pushing``: ``fabtune rollback RUN_ID`` restores it).
         InputError: the inventory asks for what the device cannot take; a firmware burn not allowed; the run
-            ended or already restored the device.
+            ended, restored the device, or pushes another batch (:func:`journal_check.refuse_push`).
         StalePlanError: the device's plan differs from ``opts.expect`` (nothing written).
         CommandError / VerifyError / CommitError / CandidateError: the push failed; the device
             was restored at once (a RollbackError when that failed too).
@@ -293,9 +293,7 @@ def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | No
         if run_id is None:
             raise InputError("fabtune_run_id", "-", "no run id: the playbook's begin stage must run first")
         j = refuse_ended(open_journal(opts.journal_dir, run_id))  # a late request of a run whose controller is gone
-        if (j.data["devices"].get(dev.name) or {}).get("restored"):  # a push after it: one no rollback would undo
-            raise InputError("fabtune_run_id", run_id, f"{dev.name} was restored in this run: it takes no more "
-                             "pushes; nothing written (start a new run)")
+        refuse_push(j, dev.name)  # restored already, or (a scheduler's run) not in the batch being pushed
         applied = _apply(target, changes, j, state, t.apply_s, progress)
         return {"changes": applied, "effects": effects, "pushed": True}
     finally:
