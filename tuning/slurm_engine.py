@@ -54,7 +54,6 @@ import os
 import re
 import shlex
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -62,7 +61,7 @@ from typing import Callable
 from tuning import slurm_holds, slurm_reboot
 from tuning.slurm_cli import call, check_conf, said, unreadable_conf
 from tuning.slurm_holds import Hold
-from tuning.slurm_tasks import NODE_COMMAND_ENV, task_results
+from tuning.slurm_tasks import NODE_COMMAND_ENV, collect_dir, task_results
 from tuning.burnin import drain
 from tuning.errors import ConnectError, InputError, SetupError, TuningError
 from tuning.model.grammar import check_path
@@ -241,7 +240,7 @@ class SlurmSession(NodeFront):
         removed after: ``{node: its NodeState or its error}``."""
         from tuning.node_local_state import state_from_doc
 
-        out_dir = Path(tempfile.mkdtemp(prefix=".fabtune-collect-", dir=self._path(self.journal_dir)))
+        out_dir = collect_dir(Path(self._path(self.journal_dir)))  # a killed controller's are swept first
         try:
             results, errors = self._srun(head, nodes, args, out_dir, "collect", self.timeouts.collect_s)
         finally:

@@ -78,3 +78,45 @@ def _last_error(path: Path) -> str:
         return ""
     errs = [x for x in lines if x.startswith("fabtune: error:")]
     return (errs or lines or [""])[-1][:300]
+
+
+#: the folder a collect step's task files go in (no run yet: the first collect comes before the
+#: journal), ``.fabtune-collect-HOST-PID-XXXXXXXX`` in the journal folder, removed after the step
+COLLECT_PREFIX = ".fabtune-collect-"
+
+
+def collect_dir(journal_dir: Path) -> Path:
+    """A new folder for one collect step's task files in ``journal_dir``, named by this host and
+    process; the folders a controller of this host left when it was killed (its process gone) are
+    removed first (:func:`sweep`)."""
+    import os
+    import socket
+    import tempfile
+
+    host = socket.gethostname()
+    sweep(journal_dir, host)
+    return Path(tempfile.mkdtemp(prefix=f"{COLLECT_PREFIX}{host}-{os.getpid()}-", dir=journal_dir))
+
+
+def sweep(journal_dir: Path, host: str) -> list[Path]:
+    """Remove ``journal_dir``'s collect folders of ``host`` whose process is gone (a controller
+    killed during a collect step); a live process's, another host's, a link or a name not of
+    :func:`collect_dir`'s form is left. Returns the folders removed."""
+    import os
+    import shutil
+
+    gone = []
+    for p in Path(journal_dir).glob(f"{COLLECT_PREFIX}{host}-*-*"):
+        pid = p.name[len(COLLECT_PREFIX) + len(host) + 1:].split("-", 1)[0]
+        if not pid.isdigit() or p.is_symlink() or not p.is_dir():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (a run of this host collecting now)
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError):
+            continue  # another user's live process, or no pid at all
+        shutil.rmtree(p, ignore_errors=True)
+        gone.append(p)
+    return gone

@@ -186,3 +186,28 @@ def test_a_slurm_controller_that_does_not_answer_is_exit_2_before_anything(tmp_p
     assert e.value.exit_code == 2 and str(e.value) == (
         "--engine slurm: sinfo: exit 1: slurm_load_partitions: Unable to contact slurm controller (connect failure); "
         "check that slurmctld (and munged) run and answer, or set SLURM_CONF to the cluster's slurm.conf")
+
+
+def test_a_killed_controllers_collect_folders_are_swept_by_the_next_collect_of_its_host(tmp_path):
+    import os
+    import socket
+    import subprocess
+
+    from tuning.slurm_tasks import COLLECT_PREFIX, collect_dir
+
+    host = socket.gethostname()
+    done = subprocess.Popen(["true"])
+    done.wait()  # a pid no process has now (reaped)
+    dead = tmp_path / f"{COLLECT_PREFIX}{host}-{done.pid}-abcd1234"
+    live = tmp_path / f"{COLLECT_PREFIX}{host}-{os.getpid()}-efgh5678"
+    other = tmp_path / f"{COLLECT_PREFIX}otherhost-{done.pid}-ijkl9012"
+    old = tmp_path / ".fabtune-collect-mnop3456"  # an older release's name: whose it was is unknown
+    for d in (dead, live, other, old):
+        d.mkdir()
+        (d / "collect-0.out").write_text("{}")
+    link = tmp_path / f"{COLLECT_PREFIX}{host}-{done.pid}-link0000"
+    link.symlink_to(other)
+    made = collect_dir(tmp_path)
+    assert made.is_dir() and made.name.startswith(f"{COLLECT_PREFIX}{host}-{os.getpid()}-")
+    assert not dead.exists() and live.is_dir() and other.is_dir() and old.is_dir()
+    assert link.is_symlink() and (other / "collect-0.out").read_text() == "{}"
