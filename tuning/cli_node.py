@@ -153,7 +153,8 @@ def node_verify(inventory: Path = INV, node: Optional[str] = NODE, domain: Optio
         target.close()
     if expect is None:
         wrong = [{"domain": c.domain, "key": c.key, "want": c.after, "have": c.before} for c in own]
-        checked = sum(len(v) for v in state.current.values())
+        if not (checked := sum(len(v) for v in state.current.values())):  # a check of nothing fails
+            raise InputError("--domain", ",".join(sorted(domains or ())) or "-", "no setting read: nothing to check")
     else:
         by_name = {d.name: d for d in node_mod.domains()}
         wrong = plan_file.drift(expect, state.current, lambda d, h, w: by_name[d].same(h, w), ABSENT)

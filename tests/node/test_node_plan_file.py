@@ -114,6 +114,8 @@ def test_a_node_pushes_exactly_its_plan_file_or_nothing_and_verify_reads_it_back
         {"domain": "mtu", "key": "mtu/enp12s0np0", "want": "9000", "have": "1500"}]
     r = _on_node(state, *verify[:-2], "-d", "mtu")  # against the inventory: the same NIC left to change
     assert r.returncode == 1 and "1 of " in r.stdout and "mtu/enp12s0np0 reads '1500', want '9000'" in r.stdout, r.stdout
+    r = _on_node(state, *verify[:-2], "-d", "sm")  # a node has no subnet manager setting: a check of nothing fails
+    assert r.returncode == 2 and "--domain: sm: no setting read: nothing to check" in r.stderr, (r.stdout, r.stderr)
 
     r = _on_node(state, "node", "restore", "--run-id", RUN, "--journal-dir", str(jdir))
     assert r.returncode == 0, r.stderr[-2000:]
