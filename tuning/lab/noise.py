@@ -5,12 +5,13 @@ on such numbers.
 The lab's ``fabric.json`` holds ``noise``: ``{"bw_pct": 3.0, "lat_pct": 3.0, "seed": 7}`` (absent or
 0: none, the model's numbers as they are). Each perftest run draws one factor per metric,
 ``1 + N(0, pct / 100)`` clipped at 3 standard deviations, from a generator seeded by
-(seed, the run's sequence number in this lab, the pair and test), so a lab reset with the same
-seed gives the same draws to runs taken one at a time in the same order (concurrent runs of a
-round take their numbers in the order they start); without a seed every run draws from the
-operating system. The sequence number is a counter in ``run/perftest/noise.seq`` (the
-world-writable rendezvous folder: the stand-ins run as the node's user; power-on empties it),
-taken under ``flock``.
+(seed, the pair and test, the run's sequence number among that pair and test's runs in this lab),
+so a lab reset with the same seed gives every pair and test the same series of draws, whatever
+the order in which concurrent runs of a round start (a count over all runs handed each pair the
+numbers of whichever started first, so a verification's draws moved with scheduling); without a
+seed every run draws from the operating system. The counters are ``run/perftest/noise.seq``, one
+JSON object (the world-writable rendezvous folder: the stand-ins run as the node's user;
+power-on empties it), taken under ``flock``.
 
 Only the stdlib is imported: the perftest stand-ins run with ``python -S``
 (:mod:`tuning.lab.tools.perftest`).
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import random
 import stat
@@ -51,9 +53,10 @@ def check(bw_pct: float, lat_pct: float, seed: int | None) -> dict:
     return {"bw_pct": float(bw_pct), "lat_pct": float(lat_pct), **({"seed": seed} if seed is not None else {})}
 
 
-def _sequence(state_dir: Path) -> int:
-    """The next run number of this lab (0, 1, ...), from ``run/perftest/noise.seq`` under an
-    exclusive lock; never through a symlink or a special file (OSError)."""
+def _sequence(state_dir: Path, key: str) -> int:
+    """The next run number (0, 1, ...) of the runs named ``key`` in this lab, from the counters of
+    ``run/perftest/noise.seq`` (``{key: runs so far}``) under an exclusive lock; never through a
+    symlink or a special file (OSError). A file that is not such an object starts the counts again."""
     path = state_dir / "run" / "perftest" / "noise.seq"
     path.parent.mkdir(parents=True, exist_ok=True)  # the lab makes it (mode 1777); a bare state dir has none
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
@@ -64,10 +67,19 @@ def _sequence(state_dir: Path) -> int:
         if st.st_uid == os.geteuid():
             os.fchmod(fd, 0o666)  # the other nodes' users take numbers too
         fcntl.flock(fd, fcntl.LOCK_EX)
-        n = int(os.read(fd, 32).decode() or 0)
+        raw = b""
+        while chunk := os.read(fd, 65536):
+            raw += chunk
+        try:
+            counts = json.loads(raw or b"{}")
+        except ValueError:
+            counts = {}
+        counts = counts if isinstance(counts, dict) else {}
+        n = counts.get(key, 0) if isinstance(counts.get(key, 0), int) else 0
+        counts[key] = n + 1
         os.lseek(fd, 0, os.SEEK_SET)
         os.ftruncate(fd, 0)
-        os.write(fd, str(n + 1).encode())
+        os.write(fd, json.dumps(counts, sort_keys=True).encode())
         return n
     finally:
         os.close(fd)
@@ -83,7 +95,7 @@ def draw(state_dir: Path | str, noise: dict | None, key: tuple) -> tuple[float, 
     if seed is None:
         rng = random.Random(os.urandom(16))
     else:
-        n = _sequence(Path(state_dir))
+        n = _sequence(Path(state_dir), repr(key))
         rng = random.Random(hashlib.sha256(repr((seed, n, key)).encode()).digest())
 
     def factor(pct: float) -> float:
