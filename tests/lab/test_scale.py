@@ -51,6 +51,36 @@ def test_an_eight_node_inventory_validates_and_sizes_its_fabric(tmp_path: Path):
     assert fabric.switch("spine01").port == TEST_BASE_PORT + 103
 
 
+def test_a_256_node_fabric_has_8_sus_16_leaves_2_spines_and_ports_below_the_ephemeral_range():
+    fabric = default_fabric(base_port=32493, n_nodes=256)
+    leaves = [s for s in fabric.switches if s.role == "leaf"]
+    assert [s.name for s in leaves] == [f"leaf{i:02d}" for i in range(1, 17)]
+    assert [s.name for s in fabric.switches if s.role == "spine"] == ["spine01", "spine02"]
+    ports = [n.port for n in fabric.nodes] + [s.port for s in fabric.switches]
+    assert len(set(ports)) == 274 and min(ports) == 32494 and max(ports) == 32767
+    node40 = fabric.node("node40")  # SU 2, its 8th node
+    assert [(c.switch, c.switch_port, c.ipv4) for c in node40.nics[:3]] == [
+        ("leaf03", "swp8", "10.0.1.8/24"), ("leaf04", "swp8", "10.1.1.8/24"), ("leaf03", "swp40", "10.2.1.8/24")]
+    assert len({c.ipv4 for n in fabric.nodes for c in n.nics}) == 2048
+    assert leaves[0].ports[-3:] == ["swp128", "swp129", "swp130"] and len(leaves[0].ports) == 130
+    assert [(l.a, l.a_port, l.b, l.b_port) for l in fabric.links if l.a == "leaf16"] == [
+        ("leaf16", "swp129", "spine01", "swp16"), ("leaf16", "swp130", "spine02", "swp16")]
+    # the 33-node lab: its second SU holds one node; a leaf lists only its cabled ports and uplinks
+    small = default_fabric(n_nodes=33)
+    assert small.switch("leaf03").ports == ["swp1", "swp33", "swp65", "swp97", "swp129", "swp130"]
+
+
+def test_a_256_node_inventory_loads_with_its_leaves_cabling(tmp_path: Path):
+    inv = write_inventory(tmp_path / "lab256", 256, base_port=TEST_BASE_PORT)
+    assert (inv / "host_vars" / "leaf05.yml").read_text() == (
+        "# leaf05 (leaf)\nports:\n- swp1-130\nuplinks:\n  swp129: spine01:swp5\n  swp130: spine02:swp5\n")
+    devices = inventory.load(inv).devices
+    assert len(devices) == 274 and devices["node256"].connection.port == TEST_BASE_PORT + 256
+    assert devices["leaf01"].connection.port == TEST_BASE_PORT + 257
+    fabric = fabric_for_inventory(inv)
+    assert fabric.switch("spine02").port == TEST_BASE_PORT + 274 and len(fabric.nodes) == 256
+
+
 def test_a_gap_in_the_node_names_is_refused_naming_the_host(tmp_path: Path):
     inv = write_inventory(tmp_path / "lab8", 8, base_port=TEST_BASE_PORT)
     text = (inv / "hosts.yaml").read_text().replace("node05:", "node09:")
@@ -61,8 +91,9 @@ def test_a_gap_in_the_node_names_is_refused_naming_the_host(tmp_path: Path):
 
 
 @pytest.mark.parametrize("argv, text", [
-    (["--nodes", "0"], "--nodes"), (["--nodes", "101"], "--nodes"), (["--nodes", "eight"], "--nodes"),
+    (["--nodes", "0"], "--nodes"), (["--nodes", "257"], "--nodes"), (["--nodes", "eight"], "--nodes"),
     (["--nodes", "8", "--base-port", "40000"], "--base-port"),
+    (["--nodes", "256", "--base-port", "32494"], "1024..32493"),
 ])
 def test_lab_init_refuses_bad_sizes_with_one_line(tmp_path: Path, argv: list[str], text: str):
     dest = tmp_path / "inv"

@@ -21,7 +21,7 @@ def test_ports_lie_above_the_lab_and_are_unique():
     assert p.slurmctld == 22204 and p.slurmd == {"node01": 22205, "node02": 22206, "node03": 22207, "node04": 22208}
     assert p.srun == (22209, 22240) and len(set(p.all())) == len(p.all()) == 1 + 4 + slurm.SRUN_PORTS
     big = slurm.ports(default_fabric(base_port=23000, n_nodes=100))
-    assert big.slurmctld == 23104 and big.slurmd["node100"] == 23204 and big.srun[1] == 23236
+    assert big.slurmctld == 23111 and big.slurmd["node100"] == 23211 and big.srun[1] == 23243  # 8 leaves, 2 spines
 
 
 def test_write_lays_out_conf_key_and_task_env(tmp_path):

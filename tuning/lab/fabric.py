@@ -7,7 +7,8 @@ describes the same fabric for the engine; ``tests/`` checks the two agree.
 
 Default fabric (:func:`default_fabric`): 4 DGX-class nodes (2 NUMA nodes, 112
 CPUs, 8 GPUs, 8 ConnectX-7 NICs at 400 Gb/s, one per rail), 2 rail leaves
-(even rails on leaf01, odd rails on leaf02) and 1 spine.
+(even rails on leaf01, odd rails on leaf02) and 1 spine; up to 256 nodes in SUs of 32, two rail
+leaves per SU, two spines (:func:`default_fabric`).
 """
 
 from __future__ import annotations
@@ -207,45 +208,98 @@ def pcie_layout(node: Node) -> list[dict]:
 
 
 def uplink_port(n_nodes: int) -> str:
-    """A leaf's uplink to the spine in a ``n_nodes`` lab: ``swp31`` while the node ports
-    (``swp1..swp{4 n_nodes}``, 4 rails per leaf) end below it, else the first port past them
+    """A leaf's first uplink to the spines in an SU of ``n_nodes`` nodes: ``swp31`` while the node
+    ports (``swp1..swp{4 n_nodes}``, 4 rails per leaf) end below it, else the first port past them
     (8 nodes: ``swp33``), so an uplink never shares a port with a node cable."""
     return f"swp{max(31, 4 * n_nodes + 1)}"
 
 
-def default_fabric(base_port: int = DEFAULT_BASE_PORT, n_nodes: int = 4, switch_os: dict[str, str] | None = None) -> Fabric:
-    """The embedded default lab: ``n_nodes`` nodes, leaf01/leaf02, spine01, each switch on NVUE
-    unless ``switch_os`` names another OS for it (:func:`with_switch_os`: ``{"leaf02": "eos"}``).
+#: nodes per scalable unit (SU) of a lab: the nodes of one SU share its two rail leaves (even rails,
+#: odd rails: 4 rails x 32 nodes = 128 node ports each, an NVIDIA SN5600's 64 ports split in two, as
+#: a DGX SuperPOD SU of 32 nodes); a lab of more nodes has ceil(n / 32) SUs and two spines
+SU_NODES = 32
+#: the largest lab ``fabtune lab init --nodes`` builds
+MAX_NODES = 256
 
-    Ports: node k (1-based) listens on ``base_port + k``; leaf01, leaf02 and spine01
-    on ``base_port + 101..103``. NIC i of node k: ``mlx5_i``, rail i, IPv4
-    ``10.i.0.k/24``, cabled to leaf01 (even i) or leaf02 (odd i) port
-    ``swp{(i // 2) * n_nodes + k}``. Uplinks: leaf01/leaf02 :func:`uplink_port` (``swp31`` up to
-    7 nodes, else the first port past the node ports: ``swp33`` for 8) to spine01
-    ``swp1``/``swp2``. node04 runs the inbox driver; node03's mlx5_0 has an extra
-    link-local address (RoCEv2 IPv4 GID at index 5, not 3).
+
+def su_place(k: int, n_nodes: int) -> tuple[int, int, int]:
+    """Where node ``k`` (1-based) of an ``n_nodes`` lab sits: ``(su, j, size)`` with ``su`` its SU
+    (0-based), ``j`` its place in the SU (1-based) and ``size`` the SU size (``n_nodes`` up to
+    :data:`SU_NODES`, else 32): node 40 of 256 -> ``(1, 8, 32)``."""
+    size = min(n_nodes, SU_NODES)
+    return (k - 1) // size, (k - 1) % size + 1, size
+
+
+def switch_port_base(base_port: int, n_nodes: int) -> int:
+    """The SSH port of a lab's first switch: ``base + 101`` up to 100 nodes (the embedded lab's
+    22201), else the port past the last node's (``base + n + 1``); switch i listens on this + i."""
+    return base_port + max(100, n_nodes) + 1
+
+
+def port_span(n_nodes: int) -> int:
+    """How many ports above ``base_port`` an ``n_nodes`` lab uses: its nodes (``base + 1..n``) and
+    its switches (:func:`switch_port_base`; 2 leaves per SU, 1 spine for one SU else 2)."""
+    sus = -(-n_nodes // min(n_nodes, SU_NODES))
+    return max(100, n_nodes) + 2 * sus + (1 if sus == 1 else 2)
+
+
+def switch_layer(nodes: list[Node], base_port: int, n_nodes: int) -> tuple[list[Switch], list[Link]]:
+    """The leaves the ``nodes``' NICs are cabled to and the spines above them, with their cables.
+
+    Each leaf lists its cabled node ports (in port order) and then its uplinks: uplink t (0-based) of
+    a leaf is ``swp{u + t}`` with ``u`` the number :func:`uplink_port` gives for one SU's nodes, cabled
+    to spine t + 1 at ``swp<leaf index>``. One spine (``spine01``) when the nodes use two leaves,
+    else two (``spine01``, ``spine02``). Switch SSH ports from :func:`switch_port_base`: leaves in name
+    order, then the spines.
+    """
+    cabled: dict[str, list[str]] = {}
+    for node in nodes:
+        for nic in node.nics:
+            cabled.setdefault(nic.switch, []).append(nic.switch_port)
+    leaves = sorted(cabled)
+    spines = [f"spine{t:02d}" for t in range(1, (1 if len(leaves) <= 2 else 2) + 1)]
+    first_up = int(uplink_port(su_place(1, n_nodes)[2])[3:])
+    switches, links = [], []
+    for index, leaf in enumerate(leaves, start=1):
+        ups = [f"swp{first_up + t}" for t in range(len(spines))]
+        down = sorted(cabled[leaf], key=lambda p: int(p[3:]))
+        switches.append(Switch(leaf, 0, "leaf", down + ups))
+        links += [Link(leaf, up, spine, f"swp{index}") for up, spine in zip(ups, spines)]
+    switches += [Switch(spine, 0, "spine", [f"swp{i}" for i in range(1, len(leaves) + 1)]) for spine in spines]
+    for i, sw in enumerate(switches):
+        sw.port = switch_port_base(base_port, n_nodes) + i
+    return switches, links
+
+
+def default_fabric(base_port: int = DEFAULT_BASE_PORT, n_nodes: int = 4, switch_os: dict[str, str] | None = None) -> Fabric:
+    """The embedded default lab: ``n_nodes`` nodes in SUs of up to :data:`SU_NODES`, two rail
+    leaves per SU and the spines above (:func:`switch_layer`), each switch on NVUE unless
+    ``switch_os`` names another OS for it (:func:`with_switch_os`: ``{"leaf02": "eos"}``).
+
+    Up to 32 nodes (one SU): leaf01, leaf02 and spine01. Node k (1-based) listens on
+    ``base_port + k``; the switches from :func:`switch_port_base` on (``base_port + 101..103``
+    up to 100 nodes). NIC i of node k, the j-th node of SU s (0-based, :func:`su_place`, SU size P):
+    ``mlx5_i``, rail i, IPv4 ``10.i.s.j/24`` (one rail subnet per SU: ``10.i.0.k`` in one SU), cabled
+    to leaf ``2s + 1`` (even i) or ``2s + 2`` (odd i) port ``swp{(i // 2) * P + j}``. Uplinks: from
+    :func:`uplink_port` (``swp31`` up to 7 nodes, ``swp33`` for 8, ``swp129`` for 32 and more), one
+    per spine. node04 runs the inbox driver; node03's mlx5_0 has an extra link-local address (RoCEv2
+    IPv4 GID at index 5, not 3).
     """
     nodes = []
     for k in range(1, n_nodes + 1):
+        su, j, size = su_place(k, n_nodes)
         nics = []
         for i, bdf in enumerate(NIC_BDFS):
             nics.append(Nic(
                 rdma_device=f"mlx5_{i}", netdev=netdev_for(bdf), bdf=bdf, rail=i,
-                numa_node=0 if i < 4 else 1, ipv4=f"10.{i}.0.{k}/24",
-                switch="leaf01" if i % 2 == 0 else "leaf02",
-                switch_port=f"swp{(i // 2) * n_nodes + k}",
+                numa_node=0 if i < 4 else 1, ipv4=f"10.{i}.{su}.{j}/24",
+                switch=f"leaf{2 * su + 1 + i % 2:02d}",
+                switch_port=f"swp{(i // 2) * size + j}",
                 first_irq=100 + i * 20, extra_link_local=(k == 3 and i == 0),
             ))
         nodes.append(Node(name=f"node{k:02d}", port=base_port + k,
                           driver="inbox" if k == 4 else "ofed", nics=nics))
-    down = [f"swp{p}" for p in range(1, 4 * n_nodes + 1)]
-    up = uplink_port(n_nodes)
-    switches = [
-        Switch("leaf01", base_port + 101, "leaf", down + [up]),
-        Switch("leaf02", base_port + 102, "leaf", down + [up]),
-        Switch("spine01", base_port + 103, "spine", ["swp1", "swp2"]),
-    ]
-    links = [Link("leaf01", up, "spine01", "swp1"), Link("leaf02", up, "spine01", "swp2")]
+    switches, links = switch_layer(nodes, base_port, n_nodes)
     return with_switch_os(Fabric(nodes=nodes, switches=switches, links=links), switch_os or {})
 
 
@@ -253,8 +307,8 @@ def fabric_for_inventory(inv_dir: Path) -> Fabric:
     """The default fabric listening on the ports an inventory names (``fabtune lab up -i INV``,
     ``make demo``), so two labs run side by side, each on its own inventory's ports; its test
     results spread by :data:`tuning.lab.noise.DEFAULT_PCT` (a quiet real fabric's run-to-run noise). The switches a node-only
-    inventory leaves out still run (the nodes' traffic crosses them), on ``base + 101..`` where
-    node01 listens on ``base + 1`` (as ``fabtune lab init --base-port`` places them), untuned. A
+    inventory leaves out still run (the nodes' traffic crosses them), on :func:`switch_port_base`
+    where node01 listens on ``base + 1`` (as ``fabtune lab init --base-port`` places them), untuned. A
     subnet manager beside them (a mixed inventory) is not this fabric's: the IB lab stands for it.
 
     Raises:
@@ -286,7 +340,7 @@ def fabric_for_inventory(inv_dir: Path) -> Fabric:
         base = first.connection.port - 1
         for i, sw in enumerate(fabric.switches):
             if sw.name not in inv.devices:
-                sw.port = base + 101 + i
+                sw.port = switch_port_base(base, len(fabric.nodes)) + i
     fabric.noise = noise.check(noise.DEFAULT_PCT, noise.DEFAULT_PCT, None)  # a quiet real fabric's spread
     return fabric
 
@@ -304,10 +358,10 @@ def _shape_of(inv) -> Callable[..., Fabric]:
 
 def _node_count(inv_dir: Path, devices: dict) -> int:
     """How many nodes a lab inventory's fabric has: its nodes are ``node01..nodeNN`` without a gap
-    (N = 1..100, :data:`MAX_NODES`), as :func:`tuning.lab.scale.write_inventory` writes them.
+    (N = 1..256, :data:`MAX_NODES`), as :func:`tuning.lab.scale.write_inventory` writes them.
 
     Raises:
-        InputError: a node name that is not ``nodeNN`` within 1..100, or a gap (names the host and
+        InputError: a node name that is not ``nodeNN`` within 1..256, or a gap (names the host and
             what is allowed).
     """
     from tuning.errors import InputError
@@ -328,10 +382,6 @@ def _node_count(inv_dir: Path, devices: dict) -> int:
         raise InputError(where, top, f"not a lab device of a {len(index)}-node lab; a lab's nodes are "
                          f"node01..nodeNN without a gap (missing {', '.join(missing[:4])})")
     return n
-
-
-#: the largest lab ``fabtune lab init --nodes`` builds (node ports ``base + 1..100`` stay below the switches')
-MAX_NODES = 100
 
 
 def retarget_inventory(hosts_yaml: Path, fabric: Fabric) -> None:

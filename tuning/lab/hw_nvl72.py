@@ -40,8 +40,7 @@ the NVLink domain).
 
 from __future__ import annotations
 
-from tuning.lab.fabric import (DEFAULT_BASE_PORT, NIC_BDFS, Fabric, Link, Nic, Node, Switch, netdev_for,
-                               uplink_port, with_switch_os)
+from tuning.lab.fabric import DEFAULT_BASE_PORT, NIC_BDFS, Fabric, Nic, Node, netdev_for, switch_layer, with_switch_os
 
 #: GPUs and scale-out NICs per compute tray, trays per NVL72 rack (one NVLink domain of 72 GPUs)
 TRAY_GPUS, TRAY_NICS, TRAYS_PER_RACK = 4, 4, 18
@@ -86,12 +85,7 @@ def tray_fabric(base_port: int = DEFAULT_BASE_PORT, n_nodes: int = 4,
         raise InputError("hosts.yaml", "gpu_nodes", f"{n_nodes} nodes of 4 NICs: a lab rack of GB200 NVL72 compute "
                          f"trays holds 1..{TRAYS_PER_RACK}")
     nodes = [tray(k, base_port + k, n_nodes) for k in range(1, n_nodes + 1)]
-    down = [f"swp{p}" for p in range(1, 2 * n_nodes + 1)]
-    up = uplink_port(n_nodes)
-    switches = [Switch("leaf01", base_port + 101, "leaf", down + [up]),
-                Switch("leaf02", base_port + 102, "leaf", down + [up]),
-                Switch("spine01", base_port + 103, "spine", ["swp1", "swp2"])]
-    links = [Link("leaf01", up, "spine01", "swp1"), Link("leaf02", up, "spine01", "swp2")]
+    switches, links = switch_layer(nodes, base_port, n_nodes)
     return with_switch_os(Fabric(nodes=nodes, switches=switches, links=links), switch_os or {})
 
 
@@ -120,5 +114,5 @@ def write_tray_inventory(dest, n_trays: int, base_port: int = DEFAULT_BASE_PORT,
     for node in fabric.nodes:
         (dest / "host_vars" / f"{node.name}.yml").write_text(scale._node_vars(node))
     for sw in fabric.switches:
-        (dest / "host_vars" / f"{sw.name}.yml").write_text(scale._switch_vars(sw))
+        (dest / "host_vars" / f"{sw.name}.yml").write_text(scale._switch_vars(sw, fabric))
     return dest

@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from tuning.errors import InputError
-from tuning.lab.fabric import DEFAULT_BASE_PORT, MAX_NODES, SWITCH_OSES, Fabric, Node, Switch, default_fabric
+from tuning.lab.fabric import DEFAULT_BASE_PORT, MAX_NODES, SWITCH_OSES, Fabric, Node, Switch, default_fabric, port_span
 
 #: where ``group_vars`` come from: the repository's embedded lab inventory
 LAB_INVENTORY = Path(__file__).resolve().parents[2] / "inventory" / "lab"
@@ -31,7 +31,7 @@ def _hosts_yaml(fabric: Fabric) -> str:
     leaves = [s for s in fabric.switches if s.role == "leaf"]
     spines = [s for s in fabric.switches if s.role == "spine"]
     text = (f"# The embedded lab (tuning/lab/fabric.py default_fabric): {len(fabric.nodes)} GPU nodes, "
-            f"{len(leaves)} rail leaves, {len(spines)} spine,\n"
+            f"{len(leaves)} rail leaves, {len(spines)} spine{'s' if len(spines) > 1 else ''},\n"
             "# all SSH endpoints on 127.0.0.1. Start it with `fabtune lab up`.\n"
             "all:\n  children:\n    gpu_nodes:\n      hosts:\n")
     text += "".join(host(n.name, n.port, " " * 8) for n in fabric.nodes)
@@ -72,15 +72,21 @@ def _ranges(ports: list[str]) -> list[str]:
 _PLATFORM = {"eos": "eos", "sonic": "sonic"}
 
 
-def _switch_vars(sw: Switch) -> str:
+def _switch_vars(sw: Switch, fabric: Fabric) -> str:
     """``host_vars/<switch>.yml``: its ``platform`` and ``port_mtu`` (the OS's largest, over the
-    group's NVUE 9216) when not NVUE, ``ports`` as ranges."""
+    group's NVUE 9216) when not NVUE, ``ports`` as ranges, and a leaf's ``uplinks`` (leaf port ->
+    ``SPINE:PORT``) where the fabric has more than one spine (one spine: every uplink reaches it, as
+    the verification schedule assumes; the embedded lab's files stay as they are)."""
     from tuning.model.platforms import port_form
 
     head = f"# {sw.name} ({sw.role})\n"
     if sw.os in _PLATFORM:
         head += f"platform: {_PLATFORM[sw.os]}\nport_mtu: {port_form(_PLATFORM[sw.os]).mtu_max}\n"
-    return head + "ports:\n" + "".join(f"- {r}\n" for r in _ranges(sw.ports))
+    text = head + "ports:\n" + "".join(f"- {r}\n" for r in _ranges(sw.ports))
+    ups = [l for l in fabric.links if l.a == sw.name]
+    if len({s.name for s in fabric.switches if s.role == "spine"}) > 1 and ups:
+        text += "uplinks:\n" + "".join(f"  {l.a_port}: {l.b}:{l.b_port}\n" for l in ups)
+    return text
 
 
 def write_inventory(dest: Path, n_nodes: int, base_port: int = DEFAULT_BASE_PORT,
@@ -89,8 +95,10 @@ def write_inventory(dest: Path, n_nodes: int, base_port: int = DEFAULT_BASE_PORT
 
     Args:
         dest: the inventory folder to create.
-        n_nodes: 1..100 GPU nodes (``node01..nodeNN``), each with 8 rails, on 2 leaves and 1 spine.
-        base_port: node k listens on ``base_port + k``, the switches on ``base_port + 101..103``.
+        n_nodes: 1..256 GPU nodes (``node01..nodeNN``), each with 8 rails, in SUs of up to 32
+            nodes with 2 rail leaves each; 1 spine for one SU, else 2 (:func:`default_fabric`).
+        base_port: node k listens on ``base_port + k``, the switches from
+            :func:`tuning.lab.fabric.switch_port_base` on (``base_port + 101..103`` for one SU).
         switch_os: switch name -> its OS where not NVUE (``{"leaf02": "eos"}``,
             :data:`tuning.lab.fabric.SWITCH_OSES`).
 
@@ -98,24 +106,27 @@ def write_inventory(dest: Path, n_nodes: int, base_port: int = DEFAULT_BASE_PORT
         ``dest``.
 
     Raises:
-        InputError: ``n_nodes`` outside 1..100, a base port whose ports would reach the kernel's
+        InputError: ``n_nodes`` outside 1..256, a base port whose ports would reach the kernel's
             ephemeral range (32768) or fall below 1024, a switch or OS the lab lacks, or ``dest``
             not empty.
     """
     if not isinstance(n_nodes, int) or not 1 <= n_nodes <= MAX_NODES:
         raise InputError("--nodes", str(n_nodes), f"a lab has 1..{MAX_NODES} nodes")
-    if not isinstance(base_port, int) or not 1024 <= base_port <= 32768 - 104:
-        raise InputError("--base-port", str(base_port), "an integer 1024..32664: the lab's ports "
-                         "(base + 1..103) stay below the kernel's ephemeral range (32768)")
+    span = port_span(n_nodes)
+    if not isinstance(base_port, int) or not 1024 <= base_port <= 32767 - span:
+        raise InputError("--base-port", str(base_port), f"an integer 1024..{32767 - span}: the lab's ports "
+                         f"(base + 1..{span}) stay below the kernel's ephemeral range (32768)")
     dest = Path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise InputError(str(dest), "DIR", "exists and is not an empty folder; a lab inventory is written "
                          "into a new folder")
     switch_os = switch_os or {}
+    names = [sw.name for sw in default_fabric(base_port=base_port, n_nodes=n_nodes).switches]
     for name, os_ in switch_os.items():
-        if name not in ("leaf01", "leaf02", "spine01") or os_ not in SWITCH_OSES:
-            raise InputError("--switch-os", f"{name}={os_}"[:60], "SWITCH=OS with SWITCH one of leaf01, leaf02, "
-                             f"spine01 and OS one of {', '.join(SWITCH_OSES)}")
+        if name not in names or os_ not in SWITCH_OSES:
+            shown = ", ".join(names) if len(names) <= 3 else f"{names[0]}..{names[-3]}, {', '.join(names[-2:])}"
+            raise InputError("--switch-os", f"{name}={os_}"[:60], f"SWITCH=OS with SWITCH one of {shown} and OS "
+                             f"one of {', '.join(SWITCH_OSES)}")
     fabric = default_fabric(base_port=base_port, n_nodes=n_nodes, switch_os=switch_os)
     (dest / "host_vars").mkdir(parents=True, exist_ok=True)
     shutil.copytree(LAB_INVENTORY / "group_vars", dest / "group_vars")
@@ -123,5 +134,5 @@ def write_inventory(dest: Path, n_nodes: int, base_port: int = DEFAULT_BASE_PORT
     for node in fabric.nodes:
         (dest / "host_vars" / f"{node.name}.yml").write_text(_node_vars(node))
     for sw in fabric.switches:
-        (dest / "host_vars" / f"{sw.name}.yml").write_text(_switch_vars(sw))
+        (dest / "host_vars" / f"{sw.name}.yml").write_text(_switch_vars(sw, fabric))
     return dest
