@@ -144,18 +144,22 @@ def test_node_user_write_refused_with_the_kernel_text(box, rel):
     assert box.login.joinpath(rel).read_text() in ("0\n", "400000\n")
 
 
-@pytest.mark.parametrize("rel", [f"{HW}/out_of_sequence", SPEED])
+GID = f"sysroot/sys/class/infiniband/{DEV}/ports/1/gids/200"  # an empty entry: one inode of every lab node
+CORE_ID = "sysroot/sys/devices/system/cpu/cpu3/topology/core_id"
+
+
+@pytest.mark.parametrize("rel", [f"{HW}/out_of_sequence", SPEED, GID, CORE_ID])
 def test_root_write_to_read_only_sysfs_is_refused_too(box, rel):
     """kernfs refuses O_WRONLY on an attribute without a store method with EACCES, CAP_DAC_OVERRIDE or not:
     ``sudo sh -c 'echo 0 > .../hw_counters/out_of_sequence'`` prints Permission denied on a real node.
     The lab refuses it where fabtune writes sysfs, through ``tee`` (``printf '%s\\n' V | tee FILE``):
     a root shell's own redirect cannot be intercepted by a stand-in (docs/lab.md, the tee row)."""
-    before = box.login.joinpath(rel).read_text()
+    before, mode = box.login.joinpath(rel).read_text(), box.login.joinpath(rel).stat().st_mode
     r = box.sh(f"printf '%s\\n' 12345 | tee {rel} >/dev/null", privileged=True)
     after = box.login.joinpath(rel).read_text()
     box.login.joinpath(rel).chmod(0o644)
     box.login.joinpath(rel).write_text(before)  # put it back for the other tests
-    box.login.joinpath(rel).chmod(0o444)
+    box.login.joinpath(rel).chmod(mode & 0o7777)
     assert after == before and r.returncode == 1 and "Permission denied" in r.stderr, (r.returncode, r.stderr, after)
 
 

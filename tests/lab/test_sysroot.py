@@ -54,6 +54,35 @@ def test_gid_table_ipv4_at_3_and_256_entries(roots):
     assert cat(port / "link_layer") == "Ethernet\n"
 
 
+def test_a_lab_build_shares_read_only_attributes_between_nodes_and_nothing_a_node_writes(fabric, tmp_path: Path):
+    """Within one lab build (``sysroot_share.sharing``) the read-only attributes that are equal on
+    two nodes are one inode; what differs or what a node may write stays its own, and a GID entry a
+    node fills later is replaced, leaving the other node's empty entry as it was."""
+    from tuning.lab import sysroot_share
+    from tuning.lab.sysroot import set_gid_attrs
+
+    with sysroot_share.sharing():
+        for name in ("node01", "node02"):
+            build_sysroot(tmp_path / name, fabric.node(name))
+    one, two = tmp_path / "node01", tmp_path / "node02"
+    ino = lambda root, rel: os.lstat(root / rel).st_ino  # noqa: E731
+    port = "sys/class/infiniband/mlx5_0/ports/1"
+    for rel in (f"{port}/gids/200", f"{port}/gid_attrs/types/200", "sys/devices/system/cpu/cpu3/topology/core_id",
+                "sys/devices/system/cpu/cpu5/cpuidle/state3/latency", "sys/devices/system/cpu/cpufreq/policy7/scaling_driver"):
+        assert ino(one, rel) == ino(two, rel) and os.lstat(one / rel).st_nlink == 2, rel
+    for rel in (f"{port}/gids/3", "sys/class/net/enp12s0np0/mtu", "sys/devices/system/cpu/cpu5/cpuidle/state3/disable",
+                "sys/devices/system/cpu/cpufreq/policy7/scaling_governor", "proc/irq/100/smp_affinity_list"):
+        assert ino(one, rel) != ino(two, rel), rel
+    assert cat(two / port / "gids/3") == "0000:0000:0000:0000:0000:ffff:0a00:0002\n"
+    set_gid_attrs(two / port, 200, "RoCE v2", "enp12s0np0")
+    assert cat(two / port / "gid_attrs/types/200") == "RoCE v2\n"
+    with pytest.raises(OSError) as err:
+        cat(one / port / "gid_attrs/types/200")
+    assert err.value.errno == errno.EINVAL  # node01's entry is still empty
+    shared = sum(1 for p in two.rglob("*") if not p.is_dir() and os.lstat(p).st_nlink > 1)
+    assert shared > 9000  # of about 14,300 entries
+
+
 def test_extra_link_local_moves_ipv4_to_5_on_node03_mlx5_0(roots):
     port = roots["node03"] / "sys/class/infiniband/mlx5_0/ports/1"
     assert cat(port / "gids/2").startswith("fe80:")

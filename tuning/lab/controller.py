@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from tuning.errors import SetupError, TuningError
-from tuning.lab import keys, privileges, toolserver
+from tuning.lab import keys, privileges, sysroot_share, toolserver
 from tuning.lab.fabric import Fabric, default_fabric
 from tuning.lab.sysroot import build_sysroot
 from tuning.lab.tools import RELAYED, SHELL_TOOLS, TOOLS
@@ -144,8 +144,9 @@ def prepare(state_dir: Path, fabric: Fabric) -> None:
     (state_dir / "ssh" / "known_hosts").unlink(missing_ok=True)  # no stale ports of an older fabric
     keys.write_known_hosts(state_dir, {port: keys.ensure_host_key(state_dir, name)
                                        for name, _, port in endpoints(fabric)})
-    for node in fabric.nodes:
-        build_sysroot(state_dir / "nodes" / node.name / "sysroot", node)
+    with sysroot_share.sharing():  # read-only attributes: one inode for every node
+        for node in fabric.nodes:
+            build_sysroot(state_dir / "nodes" / node.name / "sysroot", node)
     (state_dir / "run").mkdir()
     write_wrappers(state_dir / "bin")
     fabric.save(state_dir / "fabric.json")

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from tuning.lab.fabric import Node
 
 from tuning.lab.fabric import KERNEL_RELEASE as KERNEL  # noqa: E402  (one kernel for the whole lab)
+from tuning.lab import sysroot_share  # noqa: E402
 ROOT_UUID = "3b6e9a51-7d1c-4f0e-9a3b-2c5d8e7f1a40"
 #: (name, desc, exit latency us, target residency us): the cpuidle core's POLL and intel_idle spr_cstates
 IDLE_STATES = (("POLL", "CPUIDLE CORE POLL IDLE", 0, 0), ("C1", "MWAIT 0x00", 1, 1),
@@ -200,20 +201,21 @@ def build(root: Path, node: Node) -> None:
     for cpu in _cpus(node):  # ~40 files per CPU: folders made once, files written without _put's mkdir
         policy = cpu_dir / "cpufreq" / f"policy{cpu}"
         policy.mkdir(parents=True)
-        for name, value in (("scaling_governor", DEFAULT_GOVERNOR), ("scaling_available_governors", GOVERNORS),
-                            ("scaling_driver", CPUFREQ_DRIVER), ("affected_cpus", str(cpu)),
-                            ("related_cpus", str(cpu))):
-            (policy / name).write_text(value + "\n")
+        (policy / "scaling_governor").write_text(DEFAULT_GOVERNOR + "\n")
+        for name, value in (("scaling_available_governors", GOVERNORS), ("scaling_driver", CPUFREQ_DRIVER),
+                            ("affected_cpus", str(cpu)), ("related_cpus", str(cpu))):  # read-only: shared
+            sysroot_share.put(root, f"sys/devices/system/cpu/cpufreq/policy{cpu}/{name}", value)
         (cpu_dir / f"cpu{cpu}").mkdir(parents=True, exist_ok=True)
         (cpu_dir / f"cpu{cpu}" / "cpufreq").symlink_to(f"../cpufreq/policy{cpu}")
         for k, (name, desc, latency, residency) in enumerate(IDLE_STATES):
             state = cpu_dir / f"cpu{cpu}" / "cpuidle" / f"state{k}"
             state.mkdir(parents=True)
             usage = 0 if k == 0 else 1000 + 37 * cpu + 7919 * k
+            (state / "disable").write_text("0\n")
             for fname, value in (("name", name), ("desc", desc), ("latency", str(latency)),
-                                 ("residency", str(residency)), ("disable", "0"), ("usage", str(usage)),
+                                 ("residency", str(residency)), ("usage", str(usage)),
                                  ("time", str(usage * (residency + 3))), ("default_status", "enabled")):
-                (state / fname).write_text(value + "\n")
+                sysroot_share.put(root, f"sys/devices/system/cpu/cpu{cpu}/cpuidle/state{k}/{fname}", value)  # read-only
     for fname, value in (("current_driver", "intel_idle"), ("current_governor", "menu"),
                          ("current_governor_ro", "menu"), ("available_governors", "ladder menu teo ")):
         # drivers/cpuidle/sysfs.c show_available_governors: "%s " per governor, then "\n"

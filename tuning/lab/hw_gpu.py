@@ -25,6 +25,7 @@ import zlib
 from pathlib import Path
 
 from tuning.cpulist import cpumask_hex, format_cpulist, parse_cpulist
+from tuning.lab import sysroot_share
 from tuning.lab.fabric import GPU_BDFS
 
 TYPE_CHECKING = False
@@ -116,8 +117,9 @@ def build(root: Path, node: Node) -> None:
     for cpu in sorted(siblings):
         first = siblings[cpu][0]
         core_ids.setdefault(first, sum(1 for c in core_ids if package[c] == package[cpu]))
-        topo = root / f"sys/devices/system/cpu/cpu{cpu}/topology"
-        _put(topo / "thread_siblings_list", format_cpulist(siblings[cpu]))
-        _put(topo / "core_id", str(core_ids[first]))
-        _put(topo / "physical_package_id", str(package[cpu]))
+        topo = f"sys/devices/system/cpu/cpu{cpu}/topology"
+        (root / topo).mkdir(parents=True, exist_ok=True)
+        for name, value in (("thread_siblings_list", format_cpulist(siblings[cpu])), ("core_id", str(core_ids[first])),
+                            ("physical_package_id", str(package[cpu]))):
+            sysroot_share.put(root, f"{topo}/{name}", value)  # read-only: one inode for every node
     _put(root / TOPOLOGY_JSON, json.dumps({"gpus": gpus, "nics": nic_layout(node)}, sort_keys=True))

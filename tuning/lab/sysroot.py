@@ -22,6 +22,7 @@ from pathlib import Path
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the stand-ins ~3 ms
 from tuning.cpulist import cpumask_hex, format_cpulist, parse_cpulist  # noqa: F401  (used by the stand-ins)
 from tuning.lab.model import populated_gid_indices  # noqa: F401  (the stand-ins' import; stdlib-only there)
+from tuning.lab import sysroot_share
 from tuning.cpulist import parse_hex_mask as parse_cpumask  # noqa: F401
 
 if TYPE_CHECKING:  # the stand-ins import this module: keep their start-up stdlib-only and small
@@ -601,19 +602,22 @@ def _build_rdma(root: Path, nic: Nic) -> None:
     _put(port / "state", "4: ACTIVE")
     (port / "gids").mkdir()
     gids = nic_gids(nic)
-    for index in range(GID_TABLE_SIZE):
-        (port / "gids" / str(index)).write_text((gids[index][0] if index < len(gids) else ZERO_GID) + "\n")
+    rel = f"sys/class/infiniband/{nic.rdma_device}/ports/1"
+    for index in range(GID_TABLE_SIZE):  # read-only to everyone: the empty entries are shared
+        sysroot_share.put(root, f"{rel}/gids/{index}", gids[index][0] if index < len(gids) else ZERO_GID)
     for index, (_, kind) in enumerate(gids):
         set_gid_attrs(port, index, kind, nic.netdev)
     for folder in ("types", "ndevs"):  # the empty entries (a fresh folder: no set_gid_attrs checks, 2 x ~250 per NIC)
         for index in range(len(gids), GID_TABLE_SIZE):
-            os.symlink(GID_EMPTY_ATTR, port / "gid_attrs" / folder / str(index))
+            sysroot_share.put_symlink(root, f"{rel}/gid_attrs/{folder}/{index}", GID_EMPTY_ATTR)
     write_json(rdma_cm_path(root, nic.rdma_device), {"default_roce_mode": "RoCE v2", "default_roce_tos": 0})
 
 
 def set_gid_attrs(port: Path, index: int, kind: str, ndev: str) -> None:
     """GID entry ``index`` of an RDMA ``port`` folder gets its ``gid_attrs/types`` and ``ndevs``
-    (``RoCE v2``, ``ens1f0np0``); empty ``kind``: the entry is empty, both read EINVAL (:data:`GID_EMPTY_ATTR`)."""
+    (``RoCE v2``, ``ens1f0np0``); empty ``kind``: the entry is empty, both read EINVAL (:data:`GID_EMPTY_ATTR`).
+    Each is replaced (unlinked first), never written in place: an empty entry may be one inode of
+    every node's sysroot (:mod:`tuning.lab.sysroot_share`)."""
     for folder, text in (("types", kind), ("ndevs", ndev)):
         path = port / "gid_attrs" / folder / str(index)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -228,6 +228,10 @@ kernel_check() {  # kernel_check FILE VALUE: sets err to what the kernel answers
     |*/hugepages/hugepages-*kB/*|*proc/meminfo|*proc/cmdline) err="Permission denied" ;;
     # issue 8: RDMA port counters and the link speed have no store method (kernfs: EACCES, root too)
     */infiniband/*/ports/[0-9]*/hw_counters/*|*sys/class/net/*/speed) err="Permission denied" ;;
+    # the GID table and the CPU topology: read-only attributes (kernfs: EACCES, root too), shared by
+    # every lab node's sysroot (tuning/lab/sysroot_share.py)
+    */infiniband/*/ports/[0-9]*/gids/*|*/infiniband/*/ports/[0-9]*/gid_attrs/*/*\
+    |*/devices/system/cpu/cpu[0-9]*/topology/*) err="Permission denied" ;;
     # an IRQ's affinity: either file sets it, both read it back in the kernel's formats
     *proc/irq/*/smp_affinity_list) cpulist_check "$v" "$f" ;;
     *proc/irq/*/smp_affinity) mask_check "$f" "$v" ;;
