@@ -131,10 +131,10 @@ def _lab_status(sd: Path, as_json: bool = False) -> bool:
 def lab_inject(target: str = typer.Argument(..., help="node01:mlx5_0 or leaf01:swp1"),
                kind: str = typer.Argument("degrade", help="degrade [PERCENT] | down | clear | flap | lossy | pcie-width W "
                                           "(NODE:DEV); node: irqbalance | dcbx | gpu-xid N | slow-tools SECONDS | port-held PORT; "
-                                          "switch: apply-fails | nvued-down | slow-apply SECONDS | reboot | "
+                                          "switch: apply-fails | nvued-down | slow-apply SECONDS | reboot | hand-edit FILE[,FILE] | "
                                           "(SWITCH:PORT) oper-mtu N; node or switch: ssh-cut"),
                value: Optional[str] = typer.Argument(None, help="PERCENT (degrade: bandwidth lost, 1..99; default 50), SECONDS (slow-apply, slow-tools), MTU (oper-mtu), "
-                                                     "W (pcie-width), N (gpu-xid) or PORT (port-held)"),
+                                                     "W (pcie-width), N (gpu-xid), PORT (port-held) or FILE[,FILE] (hand-edit: files NVUE manages)"),
                inventory: Path = INV, state_dir: Optional[Path] = STATE) -> None:
     """Inject a fault on a link (the fabric model applies it to every RDMA test crossing it)
     or on a switch (see tuning.lab.nvue_faults).

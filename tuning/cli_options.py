@@ -43,6 +43,9 @@ MIN_BW_SHARE = typer.Option(None, "--min-bw-share", parser=deferred(number("--mi
                             "end's line rate (default: the policy's; none: not judged).")
 FIRMWARE = typer.Option(False, "--allow-firmware", help="Push NIC firmware burns the profile pins "
                         "(firmware.version); without it a plan that burns firmware is refused (exit 2).")
+OVERWRITE = typer.Option(False, "--allow-overwrite-files", help="Let a switch commit overwrite files the switch OS "
+                         "manages that were edited by hand since its last save (NVUE lists them before `Are you sure? "
+                         "[y/N]`); without it such a commit is refused, nothing applied on that switch.")
 REBOOT = typer.Option(False, "--allow-reboot", help="Let Slurm reboot (scontrol reboot ASAP nextstate=RESUME, once "
                       "per node) the nodes whose pushed changes need a boot (kernel command line) before the batch "
                       "is verified: --engine slurm only; the playbooks' fabtune_allow_reboot (docs/burnin.md).")

@@ -14,7 +14,7 @@ import typer
 from tuning.cli_args import MAX_CONFIRM_S, deferred, integer, load_inventory, out_dir_arg, raise_refused
 from tuning.cli_emit import emit, interrupted_summary, nccl_lines, out, progress
 from tuning.cli_options import (BATCH_BY, DETAIL, DOMAIN, FIRMWARE, INV, JDIR_RUN, JSON, JUNIT, LIMIT, MAX_LAT, MIN_BW,
-                                MIN_BW_SHARE, PROM, RAIL, REBOOT, REPORT_JSON, SERIAL, chosen_domains, report_outputs,
+                                MIN_BW_SHARE, OVERWRITE, PROM, RAIL, REBOOT, REPORT_JSON, SERIAL, chosen_domains, report_outputs,
                                 run_policy, run_thresholds)
 from tuning.errors import InputError
 from tuning.report import verify_table
@@ -81,7 +81,7 @@ def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opt
         False, "--check", help="Dry run: same as plan."), detail: bool = DETAIL, as_json: bool = JSON,
           journal_dir: Path = JDIR_RUN,
           allow_firmware: bool = FIRMWARE, junit: Optional[Path] = JUNIT, prom_file: Optional[Path] = PROM,
-          report_json: Optional[Path] = REPORT_JSON) -> None:
+          report_json: Optional[Path] = REPORT_JSON, allow_overwrite_files: bool = OVERWRITE) -> None:
     """Apply the inventory's settings (no verification; see rollout). A second run changes nothing.
 
     Example: fabtune apply -i inventory/lab --limit gpu_nodes
@@ -95,7 +95,8 @@ def apply(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: Opt
         rec.select(inv.select(limit))
         report = engine.run(inv, engine.Options(mode="plan" if check else "apply", limit=limit,
                                                 journal_dir=journal_dir, domains=chosen_domains(domain),
-                                                allow_firmware=allow_firmware), progress)
+                                                allow_firmware=allow_firmware,
+                                                allow_overwrite_files=allow_overwrite_files), progress)
         code = rec.done(report)
     emit(report, as_json, "plan (--check)" if check else "applied", detail=detail, limited=bool(limit))
     raise typer.Exit(code)
@@ -138,8 +139,8 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
             report_json: Optional[Path] = REPORT_JSON, serial: Optional[str] = SERIAL,
             batch_by: Optional[str] = BATCH_BY, max_fail_percentage: Optional[int] = MAX_FAIL_PERCENTAGE,
             max_failed: Optional[int] = MAX_FAILED, settle_s: Optional[int] = SETTLE_S,
-            on_regression: Optional[str] = ON_REGRESSION, no_incast: bool = NO_INCAST_LEAF,
-            engine_name: str = ENGINE, allow_reboot: bool = REBOOT, detail: bool = DETAIL) -> None:
+            on_regression: Optional[str] = ON_REGRESSION, no_incast: bool = NO_INCAST_LEAF, engine_name: str = ENGINE,
+            allow_reboot: bool = REBOOT, detail: bool = DETAIL, allow_overwrite_files: bool = OVERWRITE) -> None:
     """Snapshot, then per batch (the policy's: inventory fabtune_rollout, flags): apply in a safe
     order, verify with RDMA tests (and an incast per changed leaf), confirm; on a regression restore
     the batch (or every batch) and halt.
@@ -154,8 +155,7 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
 
     with interrupted_summary(as_json, "rollout"), \
             Recorder(report_outputs(junit, prom_file, report_json), "rollout", inventory) as rec:
-        raise_refused(journal_dir, confirm_s, min_bw, max_lat, min_bw_share, rail, max_fail_percentage, max_failed,
-                      settle_s)
+        raise_refused(journal_dir, confirm_s, min_bw, max_lat, min_bw_share, rail, max_fail_percentage, max_failed, settle_s)
         _known_engine(engine_name, allow_reboot)
         refuse_rail_on_sms(inv := load_inventory(inventory), limit, rail)
         policy = run_policy(inv, serial, batch_by=batch_by, max_fail_percentage=max_fail_percentage,
@@ -164,7 +164,8 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
                             incast_enabled=False if no_incast else None)
         opts = engine.Options(mode="rollout", limit=limit, journal_dir=journal_dir, confirm_s=confirm_s, policy=policy,
                               thresholds=run_thresholds(rec, policy), rails=tuple(rail) if rail else None,
-                              allow_firmware=allow_firmware, allow_reboot=allow_reboot, domains=chosen_domains(domain))
+                              allow_firmware=allow_firmware, allow_reboot=allow_reboot, domains=chosen_domains(domain),
+                              allow_overwrite_files=allow_overwrite_files)
         rec.select(inv.select(limit))
         report = _drive(engine_name, inventory, inv, opts, rail, batch_by)
         code = rec.done(report)
@@ -200,7 +201,8 @@ def _drive(engine_name: str, inventory: Path, inv, opts, rail: Optional[list[int
 
     if engine_name == "ansible":  # tuning/ansible_engine.py: flags it cannot honour are refused
         from tuning import ansible_engine
-        ansible_engine.refuse_unsupported(rail=rail, batch_by=batch_by)
+        ansible_engine.refuse_unsupported(rail=rail, batch_by=batch_by,
+                                          allow_overwrite_files=True if opts.allow_overwrite_files else None)
         return ansible_engine.run(ansible_engine.AnsibleRun(
             inventory, opts.policy, opts.limit, opts.domains, opts.journal_dir, opts.confirm_s,
             allow_firmware=opts.allow_firmware), progress)

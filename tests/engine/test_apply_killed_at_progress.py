@@ -233,8 +233,8 @@ def cut_during_apply(inv: Path, journal: Path, switch: str):
 
 
 def test_ssh_cut_mid_apply_on_a_switch_is_restored_by_the_run(lab: Path, tmp_path: Path):
-    """leaf01's session cut by the lab while its ``nv config apply -y`` runs (the lab holds the apply
-    4 s; the switch finishes it, as nvued does): the driver says at once that the session was lost
+    """leaf01's session cut by the lab while its ``nv config apply`` runs, answered ``y`` (the lab holds
+    the apply 4 s after the answer; the switch finishes it, as nvued does): the driver says at once that the session was lost
     (netmiko alone would wait out the read timeout twice), the journal keeps ``pushing`` (how far the
     push got is unknown), and the run restores leaf01 over a new session: the commit the cut apply
     made sits directly on leaf01's snapshot revision, so it is this run's, and the snapshot revision
@@ -263,8 +263,8 @@ def test_ssh_cut_mid_apply_on_a_switch_is_restored_by_the_run(lab: Path, tmp_pat
     assert {"target": SWITCH, "kind": "slow-apply", "value": SLOW_APPLY_S} in out["cut"]  # side by side
     assert (rep.outcome, rep.restored) == ("rolled-back", [SWITCH]), (rep.outcome, rep.errors)
     said = rep.errors[SWITCH]
-    assert said.startswith("`nv config apply -y` lost the session: the SSH session was closed by the switch or the "
-                           "network; whether the switch acted on it is unknown"), said
+    assert said.startswith("`nv config apply` answered `y` lost the session: the SSH session was closed by the "
+                           "switch or the network; whether the switch acted on it is unknown"), said
     assert took < 60, took  # the cut is seen when it happens, not after the apply's read timeouts
     now = snapshot_fabric(lab)
     assert [k for k in sorted(set(before) | set(now)) if before.get(k) != now.get(k)

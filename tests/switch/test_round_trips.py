@@ -5,9 +5,10 @@ One lab per OS: leaf01 of a 9-node lab inventory runs NVUE, EOS or SONiC (only t
 in this process; :func:`bench.switch_round_trips.leaf_lab`). The whole push's round trips are exact
 counts read off the drivers (apply: stage, diff, commit with a confirm window, read back; confirm):
 
-- NVUE 21: apply 12 (the ``nv set`` lines; ``nv config diff``; ``nv config show -o commands`` for
+- NVUE 22: apply 13 (the ``nv set`` lines; ``nv config diff``; ``nv config show -o commands`` for
   the plan check; ``nv config revision -o json`` once, for the next id and for a pending confirm
-  (nothing sent between them); ``--applied`` before; the apply; ``--applied`` and ``revision -o json`` after; the read back's
+  (nothing sent between them); ``--applied`` before; the apply typed without ``-y`` and its answer
+  ``y`` at ``Are you sure? [y/N]``, which the lab always asks (no files edited by hand here); ``--applied`` and ``revision -o json`` after; the read back's
   ``nv show interface``, ``nv show qos roce``, ``--applied`` and ``nv config show -o commands``),
   confirm 9 (``revision -o json``, ``apply N --confirm-yes``, ``revision -o json``, ``--applied``,
   then the startup: ``diff startup applied``, ``show system config auto-save``, ``nv config save``,
@@ -42,7 +43,7 @@ pytestmark = pytest.mark.lab
 #: other tests' fixed ports: +231..+233, +251..+263, +280, and the pool's from +300)
 BASE = {"nvue": TEST_BASE_PORT + 165, "eos": TEST_BASE_PORT + 170, "sonic": TEST_BASE_PORT + 175}
 #: round trips of one whole push (apply and confirm), derived from the drivers in the docstring
-PUSH = {"nvue": 21, "eos": 16, "sonic": 19}
+PUSH = {"nvue": 22, "eos": 16, "sonic": 19}
 
 
 @pytest.fixture(scope="module", params=sorted(BASE))

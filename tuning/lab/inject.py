@@ -33,7 +33,8 @@ from tuning.lab.fabric import GPU_BDFS, Fabric
 SSH_CUT = "ssh-cut"
 KINDS = ("degrade", "down", "clear", SSH_CUT) + hw_faults.KINDS
 #: the only kinds that take a VALUE, and what it is
-VALUE_KINDS = {"degrade": "PERCENT", "slow-apply": "SECONDS", "oper-mtu": "MTU", **hw_faults.VALUE_KINDS}
+VALUE_KINDS = {"degrade": "PERCENT", "slow-apply": "SECONDS", "oper-mtu": "MTU", "hand-edit": "FILE[,FILE]",
+               **hw_faults.VALUE_KINDS}
 
 
 def degrade_pct(value: str | None) -> int | None:

@@ -28,6 +28,7 @@ from typing import Callable
 
 from tuning.lab.model import write_switch_state
 from tuning.lab.fabric import Fabric, Switch
+from tuning.lab.nvue_files import HandEdits, warning as files_warning
 from tuning.lab.nvue_faults import FAILED_TO_PREPARE, NVUED_DOWN, PROGRESS_WORD, FaultReader
 from tuning.lab.nvue_config import InvalidCommand, Tree, config_commands, config_diff, parse_path, set_path, unset_path
 from tuning.lab.nvue_startup import LabStartup, Reply, invalid as _invalid
@@ -66,6 +67,15 @@ class _Confirm:
     timer: threading.Timer | None = field(default=None, repr=False)
 
 
+def _then_wait(ask: Ask, seconds: float) -> Ask:
+    """``ask``, then ``seconds`` of work before the apply answers (holding the switch)."""
+    def asked(prompt: str) -> str:
+        answer = ask(prompt)
+        time.sleep(seconds)
+        return answer
+    return asked
+
+
 def parse_duration(text: str) -> int:
     """``"300s"``, ``"10m"``, ``"1h"`` or ``"300"`` -> seconds. Raises ValueError."""
     m = re.fullmatch(r"(\d+)([smhd]?)", text)
@@ -74,7 +84,7 @@ def parse_duration(text: str) -> int:
     return int(m.group(1)) * _UNITS[m.group(2) or "s"]
 
 
-class NvueSwitch(LabStartup):
+class NvueSwitch(HandEdits, LabStartup):
     """A Cumulus Linux 5.x switch's NVUE configuration engine (no SSH).
 
     Args:
@@ -173,11 +183,15 @@ class NvueSwitch(LabStartup):
         return handler(words, ask)
 
     def _faulty_apply(self, words: list[str], ask: Ask) -> Reply:
-        """``nv config apply`` under the injected faults: slow-apply waits, apply-fails refuses."""
+        """``nv config apply`` under the injected faults: slow-apply waits (after the answer when it
+        asks: the apply itself is what takes time), apply-fails refuses."""
         if "--confirm-status" in words:
             return self._apply(words, ask)
         faults = self.faults()
-        if faults.slow_apply_s:
+        if faults.slow_apply_s and not ({"-y", "--y", "--assume-yes", "--assume-no", "--confirm-yes",
+                                         "--confirm-no"} & set(words)):
+            ask = _then_wait(ask, faults.slow_apply_s)
+        elif faults.slow_apply_s:
             time.sleep(faults.slow_apply_s)  # holding the switch, as a busy nvued does
         changes = any(not w.startswith("-") and not re.fullmatch(r"\d+[smhd]", w) for w in words[2:]) or \
             bool(self._diff())
@@ -270,7 +284,7 @@ class NvueSwitch(LabStartup):
         if self.pending is None or not self._diff():
             self.pending = None
             return Reply("Warning: There are no configuration changes to apply.\n")
-        warning = _MGMT_WARNING if "eth0" in self._diff() else ""
+        warning = files_warning(self.hand_edited()) + (_MGMT_WARNING if "eth0" in self._diff() else "")
         if not self._agreed(ask, warning, yes, no):
             return Reply(warning)
         rev_id = self._new_revision(self.pending)
@@ -300,6 +314,7 @@ class NvueSwitch(LabStartup):
 
     def _activate(self, rev_id: int, confirm_s: int | None) -> None:
         previous, rev = self.applied_id, self.revisions[rev_id]
+        self.overwrite_files()
         rev.applies += 1
         rev.date = self._now()
         self.applied_id = rev_id
@@ -321,8 +336,9 @@ class NvueSwitch(LabStartup):
             rev_id = aliases.get(target) or int(target)
         else:
             return _invalid(words)
-        if not self._agreed(ask, "", yes, no):
-            return Reply()
+        warning = files_warning(self.hand_edited())
+        if not self._agreed(ask, warning, yes, no):
+            return Reply(warning)
         self.pending = None
         self._activate(rev_id, None)
         return Reply(f"applied [rev_id: {rev_id}]\n")
@@ -357,6 +373,7 @@ class NvueSwitch(LabStartup):
         self.revisions[confirm.rev_id].state = "confirm_failed"
         self.applied_id = confirm.previous
         self.pending = None
+        self.overwrite_files()
         self._write_fabric_json()
         return confirm.previous
 

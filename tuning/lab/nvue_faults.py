@@ -18,6 +18,10 @@ Kinds, persisted like the link faults in ``<state_dir>/fabric.json`` under ``inj
   again (:meth:`tuning.lab.nvue_startup.LabStartup.reboot`). Recorded with the time of the
   injection (``value``, ns) beside the switch's other fault; SSH sessions stay open (``ssh-cut``
   cuts them).
+- ``SWITCH hand-edit FILE[,FILE...]``: files NVUE manages edited by hand (:mod:`tuning.lab.nvue_files`):
+  the next interactive apply lists them in NVUE's warning before ``Are you sure? [y/N]``; answered N
+  nothing is applied. Recorded with its time (``at``, ns) beside the switch's other fault, and
+  overwritten by the next revision the switch applies.
 - ``SWITCH:PORT down`` (a link fault of :mod:`tuning.lab.inject`, read here too): ``nv show interface``
   shows the port's State ``down``.
 - ``SWITCH:PORT oper-mtu N``: the port's operational MTU is N whatever the applied one is
@@ -35,9 +39,12 @@ from pathlib import Path
 
 from tuning.errors import InputError
 from tuning.lab.fabric import Fabric
+from tuning.lab.nvue_files import checked
 
 #: the switch fault kinds (``clear`` is shared with the link faults)
-SWITCH_KINDS = ("apply-fails", "nvued-down", "slow-apply", "oper-mtu", "reboot")
+SWITCH_KINDS = ("apply-fails", "nvued-down", "slow-apply", "oper-mtu", "reboot", "hand-edit")
+#: one-off kinds, kept beside the switch's other fault (the latest of each kind wins)
+BESIDE = ("reboot", "hand-edit")
 #: the kinds each lab switch OS plays (NVUE all; EOS has no commit-failure text of its own to print
 #: and no nvued; SONiC prints GCU's YANG failure for apply-fails)
 OS_KINDS: dict[str, tuple[str, ...]] = {"nvue": SWITCH_KINDS, "eos": ("slow-apply", "oper-mtu", "reboot"),
@@ -62,6 +69,7 @@ class Faults:
         apply_fails / nvued_down: the kinds above.  slow_apply_s: seconds every apply waits.
         oper_mtu: port -> operational MTU (bytes) that differs from the applied one.
         reboot_at: time of the latest ``reboot`` injection (ns since the epoch; 0: none).
+        hand_edited / hand_edit_at: the files of the latest ``hand-edit`` injection and its time (ns; 0: none).
         down_ports: ports with a link ``down`` injected (``fabtune lab inject SWITCH:PORT down``,
             :mod:`tuning.lab.inject`): ``nv show interface`` shows them down.
     """
@@ -72,6 +80,8 @@ class Faults:
     oper_mtu: dict[str, int] = field(default_factory=dict)
     reboot_at: int = 0
     down_ports: frozenset[str] = frozenset()
+    hand_edited: tuple[str, ...] = ()
+    hand_edit_at: int = 0
 
 
 def faults_of(injections: list[dict], switch: str) -> Faults:
@@ -82,8 +92,9 @@ def faults_of(injections: list[dict], switch: str) -> Faults:
     slow = kinds.get("slow-apply", {}).get("value", 0)
     down = frozenset(str(i["target"]).split(":", 1)[1] for i in injections
                      if i.get("kind") == "down" and str(i.get("target", "")).startswith(f"{switch}:"))
+    edit = kinds.get("hand-edit", {})
     return Faults("apply-fails" in kinds, "nvued-down" in kinds, float(slow or 0), oper,
-                  int(kinds.get("reboot", {}).get("value", 0)), down)
+                  int(kinds.get("reboot", {}).get("value", 0)), down, tuple(edit.get("value", ())), int(edit.get("at", 0)))
 
 
 class FaultReader:
@@ -128,7 +139,8 @@ def inject_switch(path: Path, fabric: Fabric, target: str, kind: str, value: str
     Args:
         path: ``<state_dir>/fabric.json``.  fabric: its content.
         target: ``SWITCH`` (apply-fails, nvued-down, slow-apply, clear) or ``SWITCH:PORT`` (oper-mtu).
-        kind: one of :data:`SWITCH_KINDS` or ``clear``.  value: SECONDS (slow-apply) or MTU (oper-mtu).
+        kind: one of :data:`SWITCH_KINDS` or ``clear``.  value: SECONDS (slow-apply), MTU (oper-mtu) or
+            FILE[,FILE...] (hand-edit, :func:`tuning.lab.nvue_files.checked`).
 
     Raises:
         InputError: unknown switch or port, a missing, extra or out-of-range value.
@@ -152,6 +164,8 @@ def inject_switch(path: Path, fabric: Fabric, target: str, kind: str, value: str
                              f"{', '.join(switches)}")
         if kind == "slow-apply":
             entry["value"] = _number(value, kind, 1, MAX_SLOW_APPLY_S)
+        elif kind == "hand-edit":
+            entry.update(value=checked(value), at=time.time_ns())
         elif value is not None:
             raise InputError("VALUE", "value", f"{kind} takes no value (got {value!r})")
     old = next((i for i in fabric.injections if i.get("target") == target), {})
@@ -160,8 +174,9 @@ def inject_switch(path: Path, fabric: Fabric, target: str, kind: str, value: str
         was = _port_mtu(path.parent, target, entry["value"] if kind == "oper-mtu" else old.get("applied"))
         if kind == "oper-mtu":
             entry["applied"] = old.get("applied") if old.get("kind") == "oper-mtu" else was
-    if kind == "reboot" and value is None:
-        entry["value"] = time.time_ns()  # one-off: beside the target's other fault, replacing an older reboot
+    if kind in BESIDE and (kind != "reboot" or value is None):
+        if kind == "reboot":
+            entry["value"] = time.time_ns()  # one-off: beside the target's other fault, replacing an older one
         fabric.injections = [i for i in fabric.injections if (i.get("target"), i.get("kind")) != (target, kind)]
     else:
         fabric.injections = [i for i in fabric.injections if i.get("target") != target]

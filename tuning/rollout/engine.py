@@ -108,6 +108,7 @@ def _read_and_plan(s: Session, opts: Options, report: RunReport, progress: Progr
         progress("collecting state (one round trip per device)")
         s.states = s.read_in_waves(opts.domains, opts.policy.max_connections, progress)
     else:
+        s.allow_overwrite_files = opts.allow_overwrite_files  # given to the Targets that take it
         s.open()
         pause_for_test("collect", run_id)
         progress("collecting state (one round trip per device)")

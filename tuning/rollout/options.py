@@ -29,6 +29,7 @@ class Options:
     rails: tuple[int, ...] | None = None  # verify on these rails only (None: every rail)
     lock_wait_s: float = 0.0  # wait this long for another run's lock (0: refuse at once)
     allow_firmware: bool = False  # push firmware burns (``fw/`` keys); refused without it (exit 2)
+    allow_overwrite_files: bool = False  # a switch commit may overwrite files edited by hand (NVUE's warning)
     allow_reboot: bool = False  # reboot nodes whose changes need a boot (--engine slurm only: tuning.slurm_reboot)
     policy: RolloutPolicy | None = None  # batches, caps, timeouts (None: the inventory's ``fabtune_rollout``)
 

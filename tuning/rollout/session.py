@@ -52,6 +52,9 @@ class Session:
             ensure_fds(len(self.inv.devices))
         ok, failed = outcomes(fan_out(self.nr, open_target, "connect", only=only, timeout_s=self.timeouts.connect_s))
         self.targets.update(ok)
+        for t in ok.values():
+            if hasattr(t, "allow_overwrite_files"):
+                t.allow_overwrite_files = self.allow_overwrite_files
         if failed:
             self.close()
             raise next(iter(failed.values()))
@@ -74,6 +77,10 @@ class Session:
             finally:
                 self.close(chunk)
         return states
+
+    #: a switch commit may overwrite files edited by hand on the switch (``--allow-overwrite-files``):
+    #: given to every opened Target that has the attribute (:class:`tuning.targets.switch.SwitchTarget`)
+    allow_overwrite_files = False
 
     #: the journal is written by the nodes too (a front end that starts ``fabtune node`` on them)
     shared_journal = False

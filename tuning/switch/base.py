@@ -93,7 +93,15 @@ class SwitchDriver(ABC):
     (``ConnectError``, ``CommandError``, ``CandidateError``, ``CommitError``,
     ``CommitConfirmError``, ``RollbackError``) raised ``from`` the cause; an unsupported
     operation raises ``NotSupportedError``.
+
+    Attributes:
+        allow_overwrite_files: a commit may overwrite files the OS manages that were edited by hand
+            since its last save (NVUE warns before it does, :mod:`tuning.switch.nvue_text`); False
+            (default): such a commit is refused, nothing applied (``fabtune apply|rollout
+            --allow-overwrite-files`` sets it). An OS that gives no such warning ignores it.
     """
+
+    allow_overwrite_files: bool = False
 
     def __enter__(self) -> "SwitchDriver":
         self.open()

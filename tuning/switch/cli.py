@@ -112,8 +112,9 @@ class CliDriver(SwitchDriver):
         """The failure text in a command's output, None when it reports none."""
         return None
 
-    def _send(self, command: str, *, phase: str, read_timeout: float = 10.0) -> str:
+    def _send(self, command: str, *, phase: str, read_timeout: float = 10.0, until: str | None = None) -> str:
         """Run one command; a failure text (:meth:`_failure`) becomes CommandError (text as stderr).
+        ``until``: a regex that also ends the answer (an interactive question), beside the prompt.
 
         Raises:
             CliTimeout: no prompt within ``read_timeout`` seconds.  ConnectError: the session is lost.
@@ -123,7 +124,7 @@ class CliDriver(SwitchDriver):
         self._sent += 1
         try:
             out = self._conn.send_command(command, read_timeout=read_timeout, auto_find_prompt=False,
-                                          expect_string=self._prompt() + r"\s*$")
+                                          expect_string=f"(?:{self._prompt()}{f'|{until}' if until else ''})" + r"\s*$")
         except self._ses.ReadTimeout as exc:
             raise CliTimeout(f"`{command}` printed no prompt within {read_timeout:g} s", host=self.name,
                              phase=phase) from exc

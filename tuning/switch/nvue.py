@@ -2,7 +2,7 @@
 
 Commands (Cumulus Linux 5.x NVUE reference, ``Config-Commands.md``; transcripts in
 shared/cases/cli/nvue_*.txt): ``nv set`` per candidate line, ``nv config diff``,
-``nv config apply [--confirm Ns] -y``, ``nv config apply <rev> --confirm-yes``,
+``nv config apply [--confirm Ns]`` answered at its ``[y/N]`` question (:meth:`NvueDriver._asked_apply`), ``nv config apply <rev> --confirm-yes``,
 ``nv config revision -o json`` (a pending confirm has ``state: confirm``),
 ``nv config revision --applied -o json``, ``nv config detach``, ``nv config apply <rev> -y``
 (rollback), ``nv config show -o commands``, ``nv show interface``, ``nv show qos roce``; after a
@@ -67,8 +67,11 @@ class NvueDriver(NvueStartup, CliDriver):
         """A failure text of :mod:`tuning.switch.nvue_text` (``Invalid Command: ...``, ``Error: ...``)."""
         return text.failure(out)
 
-    def _apply_cmd(self, command: str, *, phase: str, error: type[TuningError]) -> str | None:
-        """Run an ``nv config apply`` form with the long timeout.
+    def _apply_cmd(self, command: str, *, phase: str, error: type[TuningError], until: str | None = None,
+                   said: str | None = None) -> str | None:
+        """Run an ``nv config apply`` form (or the answer to its question) with the long timeout;
+        ``until``: a question that also ends its answer (:meth:`CliDriver._send`); ``said``: how
+        errors name the command (default ``command``; an answer names the apply it answers).
 
         Returns:
             Its output; None when it timed out (the session is then reopened, so the caller
@@ -80,17 +83,18 @@ class NvueDriver(NvueStartup, CliDriver):
             read from the switch by whoever restores it, over a new session).
         """
         try:
-            out = self._send(command, phase=phase, read_timeout=self.apply_timeout_s)
+            out = self._send(command, phase=phase, read_timeout=self.apply_timeout_s, until=until)
         except CommandError as exc:
-            raise error(f"`{command}` failed: {exc.stderr}", host=self.name, phase=phase) from exc
+            raise error(f"`{said or command}` failed: {exc.stderr}", host=self.name, phase=phase) from exc
         except CliTimeout:
-            out = self._late_output()
+            out = self._late_output(until)
             if out is None:  # still silent: a new session reads what the device now holds
                 self.close()
                 self.open()
                 return None
         except ConnectError as exc:
-            err = error(f"{exc.message}; whether the switch acted on it is unknown", host=self.name, phase=phase)
+            lost = exc.message.replace(f"`{command}`", f"`{said}`", 1) if said else exc.message
+            err = error(f"{lost}; whether the switch acted on it is unknown", host=self.name, phase=phase)
             err.extent_unknown = True  # type: ignore[attr-defined]
             raise err from exc
         why = text.failure(out)
@@ -98,10 +102,11 @@ class NvueDriver(NvueStartup, CliDriver):
             raise error(f"`{command}` failed: {why}", host=self.name, phase=phase)
         return out
 
-    def _late_output(self) -> str | None:
-        """Wait once more (``apply_timeout_s``) on the same session for the prompt; None if it stays silent."""
+    def _late_output(self, until: str | None = None) -> str | None:
+        """Wait once more (``apply_timeout_s``) on the same session for the prompt (or ``until``, a
+        question); None if it stays silent."""
         try:
-            return self._conn.read_until_pattern(pattern=re.escape(self._conn.base_prompt) + r"[$#]",
+            return self._conn.read_until_pattern(pattern=self._prompt() + (f"|{until}" if until else ""),
                                                  read_timeout=self.apply_timeout_s)
         except self._ses.ERRORS:
             return None
@@ -221,8 +226,8 @@ class NvueDriver(NvueStartup, CliDriver):
         # the diff read since staging holds while the applied revision is still the one staged on
         if not (stage.diff if stage is not None and stage.diff is not None and stage.on == before else self.compare()):
             return before
-        cmd = "nv config apply -y" if confirm_within_s is None else f"nv config apply --confirm {int(confirm_within_s)}s -y"
-        out = self._apply_cmd(cmd, phase="apply", error=CommitError)
+        cmd = "nv config apply" if confirm_within_s is None else f"nv config apply --confirm {int(confirm_within_s)}s"
+        out = self._asked_apply(cmd, before)
         printed, rev = text.applied_revision(out) if out is not None else (False, None)
         if out is not None and not printed:
             raise CommitError(f"`{cmd}` printed no 'applied [rev_id: N]': {out.strip()[:200]!r}",
@@ -237,6 +242,43 @@ class NvueDriver(NvueStartup, CliDriver):
                               host=self.name, phase="apply")
         self._tx, self._stage = {"before": before, "committed": now}, None
         return now
+
+    def _asked_apply(self, cmd: str, before: str) -> str | None:
+        """Type ``cmd`` without ``-y`` and answer its ``Are you sure? [y/N]`` (:mod:`tuning.switch.nvue_text`):
+        ``y``, unless its warning lists files NVUE manages that were edited by hand since the last save
+        and :attr:`allow_overwrite_files` is False: then ``N``, the candidate is detached and the applied
+        revision read back (still ``before``). An apply that asks nothing has applied already.
+
+        Returns:
+            The answer's output (the apply's own when it asked nothing); None after a timeout.
+
+        Raises:
+            CommitError: the refusal, naming the switch and the files (also as its ``overwrite_files``
+                attribute), nothing applied; or as :meth:`_apply_cmd`.
+        """
+        out = self._apply_cmd(cmd, phase="apply", error=CommitError, until=text.ASK.pattern)
+        if out is None or not text.ASK.search(out):
+            return out
+        answer = lambda yes: self._apply_cmd("y" if yes else "N", phase="apply", error=CommitError,  # noqa: E731
+                                             said=f"{cmd}` answered `{'y' if yes else 'N'}")
+        try:
+            files = text.overwritten_files(out)
+        except ParseError:
+            answer(False)  # never leave the question open
+            raise
+        if not files or self.allow_overwrite_files:
+            return answer(True)
+        answer(False)
+        self.discard()
+        now = self.current_revision()
+        err = CommitError(f"refused: `{cmd}` on {self.name} WILL overwrite {len(files)} file(s) edited by hand since "
+                          f"the last save ({', '.join(files)}); answered N" + (
+                              f", nothing applied (revision {before})" if now == before else
+                              f", yet the applied revision moved from {before} to {now}")
+                          + "; pass --allow-overwrite-files to let the switch overwrite them", host=self.name, phase="apply")
+        err.overwrite_files = files  # type: ignore[attr-defined]
+        err.revision = None if now == before else now  # type: ignore[attr-defined]
+        raise err
 
     def _pending_confirms(self) -> list[str]:
         return [rev for rev, state in self.revision_states().items() if state == "confirm"]

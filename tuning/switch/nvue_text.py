@@ -25,6 +25,17 @@ Sources (shared/cases/cli/, INDEX.md sections A and C):
   (CL 5.4-5.6, YAML), a table ``enable  off  off`` under ``operational  applied`` (CL 5.7+, the same
   page's ``nv show system config`` example), ``state: disabled`` / ``state  enabled  enabled`` (the
   page's latest version; auto save is on by default from CL 5.9, off up to 5.8).
+- the interactive ``nv config apply`` (no ``-y``): its warnings, then ``Are you sure? [y/N]``
+  (NVOS ``Configuration-Management-Commands`` example; nvue_config_apply__interactive_prompt_nvos_layout.txt).
+  Files NVUE manages that were edited by hand since the last save are listed as
+  ``Warning: The following files have been changed since the last save, and they WILL be
+  overwritten.`` and one ``<TAB>- PATH`` line per file (CumulusNetworks/docs
+  ``content/cumulus-linux-516/System-Configuration/Authentication-Authorization-and-Accounting/FIPS.md``,
+  verbatim; spaces are read too, as a terminal may expand the tab).
+  With the default ``nv set system config apply overwrite all`` the apply rewrites them when
+  answered yes (``nv set system config apply overwrite``, CumulusNetworks/docs
+  ``content/nvue-reference/Set-and-Unset-Commands/System-Configuration.md``, CL 5.4+); ``-y`` answers yes.
+  Fixture: tests/switch/data/nvue_config_apply__files_changed_warning.txt.
 """
 
 from __future__ import annotations
@@ -38,6 +49,11 @@ FAILURE = re.compile(r"^[a-z]*(Error: .*|Failed to prepare to apply.*|Invalid Co
 APPLIED = re.compile(r"^applied(?: \[rev_id: (\S+)\])?[ \t]*$", re.M)
 SAVED = re.compile(r"^saved(?: \[rev_id: \S+\])?[ \t]*$", re.M)
 _DIFF_HEAD = re.compile(r"- (set|unset):$")
+#: the prompt of an interactive apply (its last line, the answer not yet typed)
+ASK = re.compile(r"Are you sure\? \[y/N\][ \t]*$")
+OVERWRITE = re.compile(r"^Warning: The following files have been changed since the last save, "
+                       r"and they WILL be overwritten\.[ \t]*$", re.M)
+_LISTED = re.compile(r"^(?:\t| +)- (/\S+)[ \t]*$")
 _AUTO_SAVE = re.compile(r"^\s*(?:enable|state)(?::[ \t]*|[ \t]{2,})(on|off|enabled|disabled)\b", re.M)
 
 
@@ -64,6 +80,34 @@ def applied_revision(out: str) -> tuple[bool, str | None]:
     """``(printed the success line, its rev_id or None)`` for an ``nv config apply`` output."""
     m = APPLIED.search(out)
     return (m is not None, m.group(1) if m else None)
+
+
+def overwritten_files(out: str) -> list[str]:
+    """The files an interactive ``nv config apply`` says it WILL overwrite (edited by hand since the
+    last save): the ``- PATH`` lines under the files-changed warning, up to the first other line.
+
+    >>> overwritten_files("Warning: The following files have been changed since the last save, and they "
+    ...                   "WILL be overwritten.\\n\\t- /etc/ssl/openssl.cnf\\n\\t- /etc/default/grub\\nAre you sure? [y/N] ")
+    ['/etc/ssl/openssl.cnf', '/etc/default/grub']
+
+    Returns:
+        The absolute paths in the order printed; [] when the output has no such warning.
+
+    Raises:
+        ParseError: the warning lists no file (a layout this reader does not know: never read as "none").
+    """
+    m = OVERWRITE.search(out)
+    if not m:
+        return []
+    files = []
+    for line in out[m.end():].lstrip("\r\n").splitlines():
+        listed = _LISTED.match(line.rstrip("\r"))
+        if not listed:
+            break
+        files.append(listed.group(1))
+    if not files:
+        raise ParseError("nv config apply", 0, "'<TAB>- PATH' lines under the files-changed warning", out.strip()[:200])
+    return files
 
 
 def is_diff(out: str) -> bool:

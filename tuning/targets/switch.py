@@ -245,6 +245,9 @@ class SwitchTarget:
     """
 
     role: ClassVar[str] = "switch"
+    #: a commit may overwrite files edited by hand on the switch (the run's ``--allow-overwrite-files``,
+    #: set by :class:`tuning.rollout.session.Session`); given to the driver at :meth:`push`
+    allow_overwrite_files = False
     reports_findings: ClassVar[bool] = True  # a port down, drift, the live lint (read again after a push)
     verifiable: ClassVar[bool] = True  # every pair and incast crosses the switches
     rdma_host = None  # a switch runs no RDMA test
@@ -351,6 +354,7 @@ class SwitchTarget:
                              f"{self.name} is manage: false: fabtune never writes it ({len(changes)} change(s) refused)")
         rec = journal.get()
         before = list(rec.get("applied") or [])
+        self.driver.allow_overwrite_files = self.allow_overwrite_files
         journal.update(state=DeviceState.PUSHING)
         try:
             # the id the commit will get, where the driver knows it, journaled before the commit
