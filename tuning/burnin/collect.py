@@ -92,7 +92,9 @@ def node_script(dev: Any) -> str:
 def ib_round(node: str, text: str | None, intent: Any) -> dict[str, Any]:
     """One round's reading of a node's InfiniBand ports (:func:`node_script`'s ``ib`` section; None: the
     output had none), judged port by port against its ``ib_ports`` intent (:func:`tuning.node.ib_ports.judge`):
-    ``{"ports": n, "findings": [{"code", "message", "evidence"}]}``.
+    ``{"ports": n, "findings": [{"code", "message", "evidence"}], "views": {"mlx5_0/1": {"guid": "0x0c42...",
+    "state": "4: ACTIVE", ...}}}``; ``views`` holds what the host reads of each InfiniBand port of the intent's
+    HCAs (:meth:`tuning.node.ib_ports.IbPort.view`), joined with the SM's read by :mod:`tuning.burnin.ib_views`.
 
     Raises:
         IbReadError: no section, or a port the read could not give (a harness error: the node not read).
@@ -101,8 +103,10 @@ def ib_round(node: str, text: str | None, intent: Any) -> dict[str, Any]:
         raise ib_ports.IbReadError("the node's read printed no InfiniBand section (cut short?)", phase="collect")
     hcas = ib_ports.parse_ports(text)
     found = ib_ports.judge(node, hcas, intent)
+    views = {f"{name}/{p.port}": p.view() for name in intent.hcas for p in hcas.get(name, [])
+             if p.raw.get("link_layer") == "InfiniBand"}
     return {"ports": sum(len(p) for p in hcas.values()),
-            "findings": [{"code": f.code, "message": f.message, "evidence": f.evidence} for f in found]}
+            "findings": [{"code": f.code, "message": f.message, "evidence": f.evidence} for f in found], "views": views}
 
 
 def _sections(text: str) -> list[tuple[str, str, list[str]]]:

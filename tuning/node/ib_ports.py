@@ -2,7 +2,7 @@
 
 Read (:func:`read_ports`): one shell command over the Host contract reads, for every HCA under
 ``/sys/class/infiniband`` and every port of it, ``state``, ``phys_state``, ``rate``, ``lid``, ``sm_lid``,
-``link_layer``, every ``counters/<name>`` and the used ``pkeys/<n>`` entries (all with the shell's
+``link_layer``, ``gids/0`` (the port GUID), every ``counters/<name>`` and the used ``pkeys/<n>`` entries (all with the shell's
 ``read`` builtin: no fork per file), as ``HCA/PORT/FILE<TAB>VALUE`` lines, then, in the same command,
 rdma-core's ``ibv_devinfo`` for each port's ``active_mtu`` (sysfs does not hold it; on an IB port it is
 the MTU the link runs, the lower of both ends' PortInfo ``MtuCap``). Formats: the kernel's
@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from tuning.errors import ParseError, TuningError
 from tuning.model.ib_ports import IbPortsSpec
 from tuning.node.base import Finding
-from tuning.parsers.ib_sysfs import LANE_GBPS, IbRate, parse_counter, parse_hex, parse_numbered, parse_rate
+from tuning.parsers.ib_sysfs import (LANE_GBPS, IbRate, parse_counter, parse_gid, parse_hex, parse_numbered,
+                                     parse_rate)
 from tuning.parsers.ibv_devinfo import parse_ibv_devinfo
 from tuning.transport.base import Host, q, sysroot_path
 
@@ -50,7 +51,9 @@ CODES = ("ib-hca-missing", "ib-not-infiniband", "ib-port-not-active", "ib-port-p
          "ib-width-degraded", "ib-speed-degraded", "ib-mtu-below")
 CLASS_DIR = "/sys/class/infiniband"
 #: the port files every port must give (the counters and pkeys are read as the port lists them)
-PORT_FILES = ("state", "phys_state", "rate", "lid", "sm_lid", "link_layer")
+PORT_FILES = ("state", "phys_state", "rate", "lid", "sm_lid", "link_layer", "gids/0")
+#: what :meth:`IbPort.view` gives of a port, as the kernel prints it (plus ``guid``)
+VIEW_FILES = ("state", "phys_state", "rate", "lid", "sm_lid")
 _UNREADABLE = "@@unreadable"
 #: the line between the sysfs lines and ``ibv_devinfo``'s output; its exit status follows as ``@@rc=N``
 _DEVINFO_MARK = "@@ibv_devinfo"
@@ -91,6 +94,24 @@ class IbPort:
     def counters(self) -> dict[str, int | None]:
         """``counters/<name>`` -> its count (None: ``N/A (no PMA)``)."""
         return {k.split("/", 1)[1]: parse_counter(self.value(k)) for k in sorted(self.raw) if k.startswith("counters/")}
+
+    def view(self) -> dict[str, str]:
+        """What the host reads of this port, for the join with the SM's and the switch's views
+        (:mod:`tuning.burnin.ib_views`): ``guid`` (``0x0c42a10300000101``, the port GUID of ``gids/0``)
+        and :data:`VIEW_FILES` as the kernel prints them (``state`` ``4: ACTIVE``, ``lid`` ``0x2``),
+        each checked against the kernel's format. Raises IbReadError (unreadable, or not that format)."""
+        try:
+            out = {"guid": f"{parse_gid(self.value('gids/0'))[1]:#018x}"}
+            for name in VIEW_FILES:
+                out[name] = self.value(name).strip()
+            parse_numbered(out["state"], "state")
+            parse_numbered(out["phys_state"], "phys_state")
+            parse_rate(out["rate"])
+            parse_hex(out["lid"], "lid")
+            parse_hex(out["sm_lid"], "sm_lid")
+        except ParseError as e:
+            raise IbReadError(f"{self.hca} port {self.port}: {e.message}", phase="collect") from e
+        return out
 
     @property
     def pkeys(self) -> dict[int, int]:

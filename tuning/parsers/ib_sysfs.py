@@ -12,6 +12,9 @@ Formats as the kernel prints them (``drivers/infiniband/core/sysfs.c``; the ABI 
 - ``lid``, ``sm_lid``: ``"0x%x"`` (``0x1``; ``0x0`` before an SM assigned one);
 - ``link_layer``: ``InfiniBand``, ``Ethernet`` or ``Unknown``;
 - ``pkeys/<n>``: ``"0x%04x"`` (``0xffff``: the Default partition, full member);
+- ``gids/<n>``: ``"%pI6"``, eight groups of four hex digits (``fe80:0000:0000:0000:0c42:a103:0000:0101``);
+  on an InfiniBand port ``gids/0`` is the subnet prefix and the port GUID (what ``ibstat`` reads as
+  "Port GUID");
 - ``counters/<name>``: ``"%u"`` / ``"%llu"``, or ``N/A (no PMA)`` when the HCA answers no PMA query.
 
 Nothing here reads a file: the node reader (:mod:`tuning.node.ib_ports`) reads them in one round trip
@@ -25,8 +28,8 @@ from dataclasses import dataclass
 
 from tuning.errors import ParseError
 
-__all__ = ["LANE_GBPS", "PHYS_STATES", "STATES", "IbRate", "parse_counter", "parse_hex", "parse_numbered", "parse_rate",
-           "rate_text"]
+__all__ = ["LANE_GBPS", "PHYS_STATES", "STATES", "IbRate", "parse_counter", "parse_gid", "parse_hex", "parse_numbered",
+           "parse_rate", "rate_text"]
 
 #: per-lane rate in Gb/s of each speed word ``rate_show`` prints, slowest first (FDR: 14, its deci-Gb/s
 #: arithmetic; the words are the intent's ``speed`` values, :class:`tuning.model.ib_ports.IbPortsSpec`)
@@ -40,6 +43,7 @@ PHYS_STATES = {1: "Sleep", 2: "Polling", 3: "Disabled", 4: "PortConfigurationTra
 _NUMBERED = re.compile(r"(\d+): (\S.*)")
 _RATE = re.compile(r"(\d+)(\.5)? Gb/sec \((\d+)X(?: (" + "|".join(LANE_GBPS) + r"))?\)")
 _HEX = re.compile(r"0x([0-9a-f]+)")
+_GID = re.compile(r"[0-9a-f]{4}(?::[0-9a-f]{4}){7}")
 _WHAT = "sysfs"
 
 
@@ -101,6 +105,20 @@ def parse_hex(text: str, what: str) -> int:
     if not m:
         raise ParseError(_WHAT, 0, f"'0x<hex>' in {what}", text)
     return int(m.group(1), 16)
+
+
+def parse_gid(text: str) -> tuple[int, int]:
+    """``fe80:0000:0000:0000:0c42:a103:0000:0101`` -> ``(0xfe80000000000000, 0x0c42a10300000101)``: the
+    subnet prefix and the port GUID of ``gids/0``.
+
+    Raises:
+        ParseError: not eight colon-separated groups of four lowercase hex digits.
+    """
+    t = text.strip()
+    if not _GID.fullmatch(t):
+        raise ParseError(_WHAT, 0, "'%pI6' (eight groups of four hex digits) in gids/", text)
+    raw = int(t.replace(":", ""), 16)
+    return raw >> 64, raw & (2 ** 64 - 1)
 
 
 def parse_counter(text: str) -> int | None:
