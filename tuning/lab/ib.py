@@ -37,7 +37,7 @@ from tuning.lab.fabric import Fabric, default_fabric
 from tuning.lab.ib_nodes import link_state, node_sysroot, refresh
 from tuning.lab.ib_partitions import IbMember, IbPartition, partitions_conf
 from tuning.lab.ib_topology import IbTopology, net_file, topology_for
-from tuning.lab.ib_tools import PACKAGES, ib_env, program, run_tool
+from tuning.lab.ib_tools import PACKAGES, WRAPPER_MARK, ib_env, program, run_tool
 
 __all__ = ["DEFAULT_PARTITIONS", "IbLab", "WIDTHS"]
 
@@ -165,7 +165,7 @@ class IbLab:
             if pkg != "infiniband-diags":
                 continue
             script = self.tools_dir / tool
-            script.write_text(f"#!/bin/sh\n# fabtune IB lab (tuning/lab/ib.py): the real {tool} over this lab's ibsim\n"
+            script.write_text(f"#!/bin/sh\n{WRAPPER_MARK} (tuning/lab/ib.py): the real {tool} over this lab's ibsim\n"
                               f"cd {shlex.quote(str(self.dir))} || exit 1\n"
                               f"exec env -u IBSIM_SERVER_NAME -u IBSIM_SERVER_PORT -u SIM_SET_ISSM {sets} "
                               f"{shlex.quote(program(tool))} \"$@\"\n")

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from tuning.errors import CommandError, SetupError
 
-__all__ = ["PACKAGES", "ib_env", "program", "run_tool", "sockname", "umad2sim_library"]
+__all__ = ["PACKAGES", "WRAPPER_MARK", "ib_env", "program", "run_tool", "sockname", "umad2sim_library"]
 
 #: program -> the Debian package that ships it
 PACKAGES = {
@@ -47,17 +47,32 @@ def _missing(name: str) -> SetupError:
                       f"(as root: apt-get install {pkg}; .ci/run installs it)")
 
 
+#: the second line of every script of an IB lab's ``bin/`` (:attr:`tuning.lab.ib.IbLab.tools_dir`)
+WRAPPER_MARK = "# fabtune IB lab"
+
+
 def program(name: str) -> str:
-    """The path of ``name`` (``opensm``, ``iblinkinfo``) on PATH or in an sbin folder.
+    """The path of ``name`` (``opensm``, ``iblinkinfo``) on PATH or in an sbin folder, never an IB lab's
+    wrapper of it (a lab's ``bin/`` on PATH: its scripts run the real tool attached at that lab's SM leaf
+    over that lab's ibsim, whatever ``SIM_HOST`` or socket the caller asks).
 
     Raises:
         SetupError: not installed; names the Debian package.
     """
     path = os.environ.get("PATH", os.defpath) + os.pathsep + "/usr/sbin:/sbin"
-    found = shutil.which(name, path=path)
-    if not found:
-        raise _missing(name)
-    return found
+    for folder in path.split(os.pathsep):
+        found = shutil.which(name, path=folder) if folder else None
+        if found and not _is_wrapper(found):
+            return found
+    raise _missing(name)
+
+
+def _is_wrapper(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return WRAPPER_MARK.encode() in f.read(256)
+    except OSError:
+        return False
 
 
 def _multiarch_dirs() -> list[Path]:
