@@ -26,15 +26,20 @@ CLEAN = ("iblinkinfo__2_nodes_all_4x.txt", "perfquery_x__2_nodes_every_port_clea
 FAULTY = ("iblinkinfo__2_nodes_node01_mlx5_0_1x.txt", "perfquery_x__2_nodes_node02_mlx5_3_symbol_errors_500.txt")
 
 
+#: what the SM serves on that fabric (``sminfo``, ``saquery PR`` a CA port: ``tests/ib/capture_view_cases.py``)
+SERVED = (CASES / "views" / "served__2_nodes_clean.txt").read_text()
+
+
 class CapturedHost:
-    """A host whose ``iblinkinfo`` and perfquery line print the captured outputs; records the commands."""
+    """A host whose ``iblinkinfo``, SM read and perfquery line print the captured outputs; records the commands."""
 
     def __init__(self, links: str, counters: str):
         self.links, self.counters, self.commands = links, counters, []
 
     def run(self, command: str, *, timeout: float = 60.0, privileged: bool = True) -> CommandResult:
         self.commands.append(command)
-        out = self.links if command == "iblinkinfo" else self.counters if command.startswith("perfquery -x ") else None
+        out = self.links if command == "iblinkinfo" else self.counters if command.startswith("perfquery -x ") else \
+            SERVED if command.startswith("s=$(sminfo)") else None
         return CommandResult(command, 0, out, "") if out is not None else \
             CommandResult(command, 127, "", f"sh: {command}: not found")
 
@@ -61,9 +66,12 @@ def test_one_read_holds_every_cabled_port_with_both_ends_and_its_counters():
     assert (hca["width"], hca["could_be"], hca["remote"], leaf["remote"]) == ("1X", ["12X"], "leaf01/1", "node01:mlx5_0/1")
     assert r["ports"]["node02:mlx5_3/1"]["counters"]["SymbolErrorCounter"] == 500
     assert r["ports"]["leaf02/31"]["remote"] == "leaf01/31" and r["ports"]["leaf02/31"]["remote_type"] == "Switch"
-    # one perfquery run per HCA port and kind, one per switch and kind (-l <lid> 255: all its ports)
-    line = host.commands[1]
+    # one perfquery run per HCA port and kind, one per switch and kind (-l <lid> 255: all its ports), after the
+    # SM's read: its master SM and the LID its SA serves for each of the 16 CA ports
+    line = host.commands[2]
     assert line.count("perfquery -x -l ") == 2 and line.count("perfquery -x ") == 16 + 2
+    assert r["sm"] == {"lid": 1, "guid": "0xb83fd20300000001", "state": "MASTER"} and len(r["sa"]) == 16
+    assert r["sa"]["0x0c42a10300000101"] == r["ports"]["node01:mlx5_0/1"]["lid"] == 2
 
 
 def test_the_1x_cable_and_the_node_port_counting_symbol_errors_are_named_and_nothing_else():

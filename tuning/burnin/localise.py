@@ -32,7 +32,11 @@ Explanation (:func:`explain_slow`), on the networkx graph NIC - leaf port - leaf
 4. on an InfiniBand fabric read through its subnet managers (the document's ``ib`` reads), each
    cable with a link signal (down, flap, width or speed below capability, error counters) is one
    more link finding, both ends named and the end that counts errors in its evidence
-   (:mod:`tuning.burnin.ib_judge`).
+   (:mod:`tuning.burnin.ib_judge`);
+5. where a node's own view of an HCA port (its sysfs) disagrees with the SM's (the LID its SA serves, the
+   master SM's LID) or with the switch port at the far end of its cable (state, rate), each disagreement
+   is its own link finding (:mod:`tuning.burnin.ib_views`), and a cable finding on that switch port gives
+   way to it (a disagreement is not "link down").
 
 A pair whose test failed in the verification harness itself (``error_class == "harness"``: a port
 another process held, a tool that could not start; :data:`tuning.verify.pair_result.HARNESS_KINDS`)
@@ -46,7 +50,7 @@ from __future__ import annotations
 import statistics
 import networkx as nx
 
-from tuning.burnin import ib_judge, signals
+from tuning.burnin import ib_judge, ib_views, signals
 from tuning.verify.pair_result import harness_node
 from tuning.node import ib_ports
 
@@ -306,7 +310,7 @@ def localise(doc: dict) -> list[dict]:
 
     Returns:
         Findings sorted by kind (node, link, switch) then target; empty for a healthy fabric.
-        Codes: :data:`NODE_CODES`, :data:`LINK_CODES`, ``switch-congested``, ``ib_judge.IB_CODES``.
+        Codes: :data:`NODE_CODES`, :data:`LINK_CODES`, ``switch-congested``, ``ib_judge.IB_CODES``, ``ib_views.CODES``.
 
     Raises:
         KeyError / TypeError: a document without ``rounds`` or ``topology`` of the documented shape.
@@ -339,7 +343,7 @@ def localise(doc: dict) -> list[dict]:
             continue  # absorbed by the node's finding
         out.append(_link_finding(nic, entry["pairs"], nic_sig.get(nic, {}), stats, g))
     order = {"node": 0, "link": 1, "switch": 2, "harness": 3}
-    ib = ib_judge.findings(doc, skip_nodes=set(nodes))
+    ib = ib_views.joined(doc, ib_judge.findings(doc, skip_nodes=set(nodes)))
     return sorted(out + switches + ib + harness_findings(doc), key=lambda f: (order[f["kind"]], f["target"]))
 
 

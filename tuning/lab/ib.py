@@ -17,7 +17,10 @@ Faults, as far as ibsim 0.10 can take them (``help`` on its console, ``ibsim/sim
 - width: the console has no width command and ibsim reads a port's enabled width only from the net
   file or a PortInfo Set, so :meth:`IbLab.set_width` sends the Set the way an operator would, with
   ``ibportstate <leaf lid> <port> width <mask>`` on the leaf's port: ibsim retrains both ends at once
-  (LinkWidthActive) and sends trap 144; OpenSM's sweeps keep it.
+  (LinkWidthActive) and sends trap 144; OpenSM's sweeps keep it;
+- a port's own view apart from the SM's and the switch's (:mod:`tuning.lab.ib_port_faults`): its LID or SM
+  LID rewritten (:meth:`IbLab.set_lids`), its link left half up (:meth:`IbLab.half_activate`); a heavy
+  sweep (:meth:`IbLab.resweep`, SIGHUP) puts them back.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from tuning.errors import SetupError, TuningError
 from tuning.lab.fabric import Fabric, default_fabric
 from tuning.lab.ib_nodes import link_state, node_sysroot, refresh
 from tuning.lab.ib_partitions import IbMember, IbPartition, partitions_conf
+from tuning.lab import ib_port_faults
 from tuning.lab.ib_topology import IbTopology, net_file, topology_for
 from tuning.lab.ib_tools import PACKAGES, WRAPPER_MARK, ib_env, program, run_tool
 
@@ -257,11 +261,21 @@ class IbLab:
         before = self.subnet_ups()
         (self.dir / "partitions.conf").write_text(text)
         self.partitions = tuple(partitions)
+        self._sighup(before, timeout_s)
+
+    def _sighup(self, before: int, timeout_s: float) -> None:
+        """SIGHUP to OpenSM (a heavy sweep), then wait for the SUBNET UP after the ``before``-th."""
         pid = self._pid("opensm")
         if pid is None:
             raise TuningError("OpenSM of the IB lab is not running")
         os.kill(pid, signal.SIGHUP)
         self.wait_subnet_up(timeout_s, sweeps=before + 1)
+
+    def resweep(self, timeout_s: float = 30.0) -> None:
+        """A heavy sweep of OpenSM (SIGHUP, its SUBNET UP awaited), then every node tree rewritten: what an
+        operator does to put back a port's LIDs or a half-up link (:mod:`tuning.lab.ib_port_faults`)."""
+        self._sighup(self.subnet_ups(), timeout_s)
+        self.refresh_nodes()
 
     def sm_shell(self):
         """The SM host's shell as :class:`tuning.targets.sm.SmTarget` reaches it in the lab: a local
@@ -375,6 +389,19 @@ class IbLab:
                 raise TuningError(f"{hca.node_id}: the link runs {got} after ibportstate width {width}")
             time.sleep(0.1)
         self.refresh_nodes(hca.node_id)
+
+    def set_lids(self, node_id: str, lid: int | None = None, sm_lid: int | None = None) -> None:
+        """Rewrite HCA ``node_id``'s LID and / or SM LID in its PortInfo, read back
+        (:func:`tuning.lab.ib_port_faults.set_lids`); the SM's SA keeps serving its own until a heavy sweep."""
+        ib_port_faults.set_lids(self, self._node(node_id), lid, sm_lid)
+        self.refresh_nodes(node_id)
+
+    def half_activate(self, node_id: str) -> None:
+        """Leave HCA ``node_id``'s link half up: the HCA Active, its leaf port Armed, through IBA-allowed
+        PortState steps only (:func:`tuning.lab.ib_port_faults.half_activate`)."""
+        hca = self.topology.hca(self._node(node_id))
+        ib_port_faults.half_activate(self, hca.node_id, (f"{self.topology.leaves[hca.leaf][0]:#x}", hca.leaf_port))
+        self.refresh_nodes(node_id)
 
     def _node(self, node_id: str) -> str:
         known = {h.node_id for h in self.topology.hcas} | set(self.topology.leaves)
