@@ -125,6 +125,17 @@ def test_a_host_rate_other_than_its_switch_ports_is_a_rate_finding(reads):
         found[0]["message"]
 
 
+def test_a_port_the_host_reads_active_and_the_fabric_does_not_show_is_placed_on_its_cable_by_the_baseline(reads):
+    clean = reads["clean"]
+    lost = copy.deepcopy(clean)  # the round's read without node01 mlx5_0 (its switch port Down/Polling, no far end)
+    del lost["ports"]["node01:mlx5_0/1"], lost["ports"]["leaf01/1"], lost["sa"]["0x0c42a10300000101"]
+    lost["states"]["leaf01/1"] = {"type": "Switch", "state": "Down", "phys": "Polling", "remote": None}
+    found = findings(doc_of(clean, lost, node_round("clean")))
+    assert [(f["code"], f["target"]) for f in found] == [("ib-view-state", "node01:mlx5_0/1<->leaf01/1")]
+    assert found[0]["message"].endswith("the switch port leaf01/1 at the far end of its cable reads Down/Polling; the "
+                                        "SM's fabric read (iblinkinfo on sm01) does not show the port")
+
+
 def test_a_port_the_sa_serves_no_path_to_is_a_lid_finding(reads):
     text = Captured("clean").text("served")
     gone = text.split("== 0x0c42a10300000111\n")
