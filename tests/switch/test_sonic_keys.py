@@ -77,15 +77,18 @@ def test_apply_patch_change_lines_are_the_diff(cases_dir: Path) -> None:
 def test_the_template_renders_a_patch_that_reads_back_as_the_same_keys() -> None:
     rendered = SonicDriver.render_config(switch())
     ops = json.loads(rendered)
-    assert all(isinstance(o["value"], str) for o in ops) and {o["op"] for o in ops} == {"add"}
+    entries = [o for o in ops if not isinstance(o["value"], str)]  # the CNP queue's strict scheduler, added whole
+    assert entries == [{"op": "add", "path": "/SCHEDULER/fabtune_cnp", "value": {"type": "STRICT"}}]
+    assert {o["op"] for o in ops} == {"add"}
     flat = SonicDriver.config_settings(rendered)
+    assert flat["SCHEDULER/fabtune_cnp/type"] == "STRICT" and flat["port/Ethernet8/queue/6/scheduler"] == "fabtune_cnp"
     assert flat["port/Ethernet0/mtu"] == "9216" and flat["port/Ethernet8/pfc_enable"] == "3"
     assert flat["qos/dscp_to_tc/AZURE/26"] == "3" and flat["qos/dscp_to_tc/AZURE/48"] == "6"
     assert flat["wred/AZURE_LOSSLESS/green_max_threshold"] == "1500000" and flat["port/Ethernet0/dscp_to_tc_map"] == "AZURE"
     cfg = {"PORT": {p: {"mtu": "9100"} for p in ("Ethernet0", "Ethernet8")},
            "PORT_QOS_MAP": {p: {"pfc_enable": "3,4"} for p in ("Ethernet0", "Ethernet8")},
-           "QUEUE": {f"{p}|3": {} for p in ("Ethernet0", "Ethernet8")},
-           "DSCP_TO_TC_MAP": {"AZURE": {"26": "1"}}, "WRED_PROFILE": {"AZURE_LOSSLESS": {}}}
+           "QUEUE": {f"{p}|{q}": {} for p in ("Ethernet0", "Ethernet8") for q in (3, 6)},
+           "DSCP_TO_TC_MAP": {"AZURE": {"26": "1"}}, "WRED_PROFILE": {"AZURE_LOSSLESS": {}}, "SCHEDULER": {}}
     held = sonic_keys.config_settings(sonic_keys.patched(cfg, ops))
     assert {k: held.get(k) for k in flat} == flat  # every candidate key held once applied
 
@@ -121,6 +124,30 @@ def test_a_candidate_is_a_patch_of_string_fields() -> None:
             sonic_keys.parse_ops(bad)
     with pytest.raises(CandidateError, match="removes"):
         SonicDriver.config_settings('[{"op": "remove", "path": "/PORT/Ethernet0/mtu"}]')
+
+
+def test_a_whole_entry_is_added_and_removed_as_gcu_prints_it() -> None:
+    """GCU prints a new entry as one add of ``/TABLE/key`` with its fields (sonic-utilities
+    tests/generic_config_updater/files/patch_sorter_test_success.json, ``ADD_TABLE__SUCCESS``)."""
+    line = ('Patch Applier:   * [{"op": "add", "path": "/SCHEDULER/fabtune_cnp", "value": {"type": "STRICT"}}]\n'
+            'Patch Applier:   * [{"op": "replace", "path": "/QUEUE/Ethernet0|6/scheduler", "value": "fabtune_cnp"}]\n')
+    running = {"SCHEDULER": {"scheduler.0": {"type": "DWRR", "weight": "14"}}, "QUEUE": {"Ethernet0|6": {"scheduler": "scheduler.0"}}}
+    assert SonicDriver.diff_changes(line, json.dumps(running)) == {
+        "SCHEDULER/fabtune_cnp/type": (None, "STRICT"), "port/Ethernet0/queue/6/scheduler": ("scheduler.0", "fabtune_cnp")}
+    gone = sonic_keys.patched(running, [{"op": "remove", "path": "/SCHEDULER/scheduler.0"}])
+    assert gone["SCHEDULER"] == {}
+    for bad in ('[{"op": "add", "path": "/SCHEDULER/x", "value": {"weight": 14}}]',
+                '[{"op": "replace", "path": "/SCHEDULER/x", "value": {"type": "STRICT"}}]',
+                '[{"op": "add", "path": "/SCHEDULER/x", "value": "STRICT"}]'):
+        with pytest.raises(ParseError):
+            sonic_keys.parse_ops(bad)
+    for missing in ({}, running):  # no table for the entry / no entry to remove
+        with pytest.raises(CandidateError, match="not there"):
+            sonic_keys.patched(missing, [{"op": "remove", "path": "/SCHEDULER/fabtune_cnp"}] if missing else
+                               [{"op": "add", "path": "/SCHEDULER/fabtune_cnp", "value": {"type": "STRICT"}}])
+    for path in ("/BUFFER_PROFILE/new_profile", "/PORT/Ethernet16"):  # a whole entry of a guarded table
+        with pytest.raises(CandidateError, match=path):
+            sonic_keys.check_limits([{"op": "add", "path": path, "value": {"size": "0"}}])
 
 
 def test_change_tags() -> None:

@@ -108,7 +108,8 @@ class SonicSwitch:
             if faults.slow_apply_s:
                 time.sleep(faults.slow_apply_s)  # holding the switch, as a running GCU does
             if faults.apply_fails and changes:
-                return show.apply_head(patch, "sort"), db.GcuError("sort", db.yang_text(changes[0].get("value", "")))
+                value = next((c["value"] for c in changes if isinstance(c.get("value"), str)), "")  # a field's
+                return show.apply_head(patch, "sort"), db.GcuError("sort", db.yang_text(value))
             self.set_config(target)
         return show.apply_head(patch, "sort") + show.apply_tail(changes), changes
 

@@ -15,7 +15,14 @@ Sources (sonic-net/sonic-utilities at the fetched HEAD, and shared/cases/cli/son
   tuning fields as in the older conf that lists them). The lab refuses every BUFFER_POOL field
   edit (issue 21; HEAD allows pool sizes on some ASICs: the lab is the stricter);
 - empty tables: generic_updater.py ``EmptyTableError`` text; YANG: sonic-port.yang PORT ``mtu``
-  (the range text of sonic__apply_patch_failure_yang_invalid_value.txt, ``1..9216``);
+  (the range text of sonic__apply_patch_failure_yang_invalid_value.txt, ``1..9216``); sonic-queue.yang's
+  leafrefs (QUEUE ``scheduler`` -> SCHEDULER, ``wred_profile`` -> WRED_PROFILE) and sonic-scheduler.yang's
+  ``type`` (DWRR, WRR, STRICT), with libyang 1's texts (resources.c ``LYE_NOLEAFREF`` ``Leafref "%s" of value
+  "%s" points to a non-existing leaf.``, ``LYE_INVAL`` ``Invalid value "%s" in "%s" element.``; the leafref
+  path with module names for prefixes is inferred from sonic-mgmt-common's CVL example, L);
+- a new or removed entry is one change of the whole entry (``{"op": "add", "path": "/TABLE/key", "value":
+  {...}}``, ``remove`` of ``/TABLE/key``), as GCU prints it (tests/generic_config_updater/files/
+  patch_sorter_test_success.json); an existing entry's changes are per field;
 - the order of changes (patch_sorter's own order is not reproduced, L): definitions first, then
   removals, then PORT, then the tables that reference definitions, as both transcripts show;
 - generated entries: buffermgrd (traditional model) writes ``BUFFER_PG|<port>|<pfc_enable as a
@@ -161,16 +168,21 @@ def simulate(cfg: dict, ops: list[dict]) -> dict:
 
 
 def field_changes(old: dict, new: dict) -> list[dict]:
-    """Field-level ops from ``old`` to ``new`` (``replace`` where the field was there), in
-    table, key, field order (GCU's own generate_patch order is reversed table order, as
+    """Ops from ``old`` to ``new``: a whole entry where it is new (``add`` of its fields) or gone
+    (``remove``), else per field (``replace`` where the field was there); in table, key, field order
+    (GCU's own generate_patch order is reversed table order, as
     sonic__checkpoint_list_rollback_delete.txt shows: :func:`replace_patch`)."""
-    out = []
+    out: list[dict] = []
     for table in sorted(set(old) | set(new)):
         o, n = old.get(table, {}), new.get(table, {})
         for key in sorted(set(o) | set(n)):
             of, nf = o.get(key, {}), n.get(key, {})
+            entry = f"/{table}/{key.replace('~', '~0').replace('/', '~1')}"
+            if (key in o) != (key in n) and table in old and table in new:
+                out.append({"op": "add", "path": entry, "value": dict(nf)} if key in n else {"op": "remove", "path": entry})
+                continue
             for f in sorted(set(of) | set(nf)):
-                path = f"/{table}/{key.replace('~', '~0').replace('/', '~1')}/{f}"
+                path = f"{entry}/{f}"
                 if f not in nf:
                     out.append({"op": "remove", "path": path})
                 elif of.get(f) != nf[f]:
@@ -236,14 +248,35 @@ def empty_tables(cfg: dict) -> None:
                                 f"{', '.join(empty)}")
 
 
+def _loading_failed(message: str) -> str:
+    """patch_sorter.py's YANG failure around a libyang message (sonic__apply_patch_failure_yang_invalid_value.txt)."""
+    return f"Given patch will produce invalid config. Error: Data Loading Failed\n{message}"
+
+
 def yang_text(value: str, constraint: str = f"{MTU_RANGE[0]}..{MTU_RANGE[1]}") -> str:
     """patch_sorter.py's YANG failure with libyang's range message (sonic__apply_patch_failure_yang_invalid_value.txt)."""
-    return (f"Given patch will produce invalid config. Error: Data Loading Failed\nValue \"{value}\" "
-            f"does not satisfy the constraint \"{constraint}\" (range, length, or pattern).")
+    return _loading_failed(f"Value \"{value}\" does not satisfy the constraint \"{constraint}\" (range, length, or pattern).")
+
+
+#: sonic-queue.yang's leafrefs: QUEUE field -> (the table it names, its path as libyang names it, L)
+_QUEUE_REFS = {"scheduler": ("SCHEDULER", "/sonic-scheduler:sonic-scheduler/sonic-scheduler:SCHEDULER/"
+                                          "sonic-scheduler:SCHEDULER_LIST/sonic-scheduler:name"),
+               "wred_profile": ("WRED_PROFILE", "/sonic-wred-profile:sonic-wred-profile/sonic-wred-profile:WRED_PROFILE/"
+                                                "sonic-wred-profile:WRED_PROFILE_LIST/sonic-wred-profile:name")}
+SCHEDULER_TYPES = ("DWRR", "WRR", "STRICT")  # sonic-scheduler.yang
 
 
 def yang(cfg: dict) -> None:
-    """The YANG constraints the lab checks (PORT ``mtu``, ``pfc_enable``). Raises GcuError (``sort``)."""
+    """The YANG constraints the lab checks (PORT ``mtu``, ``pfc_enable``; QUEUE's leafrefs, SCHEDULER
+    ``type``). Raises GcuError (``sort``)."""
+    for name, fields in sorted(cfg.get("SCHEDULER", {}).items()):
+        if fields.get("type", "WRR") not in SCHEDULER_TYPES:
+            raise GcuError("sort", _loading_failed(f'Invalid value "{fields["type"]}" in "type" element.'))
+    for key, fields in sorted(cfg.get("QUEUE", {}).items()):
+        for field, (table, path) in _QUEUE_REFS.items():
+            if field in fields and fields[field] not in cfg.get(table, {}):
+                raise GcuError("sort", _loading_failed(f'Leafref "{path}" of value "{fields[field]}" points to a '
+                                                       "non-existing leaf."))
     for port, fields in sorted(cfg.get("PORT", {}).items()):
         mtu = fields.get("mtu", "9100")
         if not mtu.isdigit() or not MTU_RANGE[0] <= int(mtu) <= MTU_RANGE[1]:

@@ -15,7 +15,13 @@ every value a string, multi-part keys joined by ``|``). Keys:
 - ``port/<port>/queue/<q>/<field>``: ``QUEUE|<port>|<q>`` (``wred_profile``, ``scheduler``);
 - ``qos/dscp_to_tc/<map>/<dscp>``: ``DSCP_TO_TC_MAP|<map>`` entries (the traffic class);
 - ``wred/<profile>/<field>``: ``WRED_PROFILE`` (``green_min_threshold`` in bytes, ``ecn``...);
-- any other table: ``<TABLE>/<key>/<field>`` as CONFIG_DB spells them.
+- any other table: ``<TABLE>/<key>/<field>`` as CONFIG_DB spells them (``SCHEDULER/fabtune_cnp/type``).
+
+A patch operation is on a field (``/TABLE/key/field``, a string value) or on a whole entry
+(``/TABLE/key``: an ``add`` whose value is the entry's ``{field: "string"}``, a ``remove``): GCU
+prints a new entry's change so (``{"op": "add", "path": "/ACL_TABLE/DATAACL", "value": {...}}``,
+sonic-net/sonic-utilities tests/generic_config_updater/files/patch_sorter_test_success.json), and the
+template creates the CNP queue's strict scheduler so (``SCHEDULER|fabtune_cnp`` = ``{"type": "STRICT"}``).
 
 Generated entries are left out of every reading, the revision digest and the compare: the buffer
 manager (buffermgrd) writes the lossless priority groups' ``BUFFER_PG`` entries and their
@@ -89,11 +95,13 @@ def config_settings(config: dict) -> dict[str, str]:
 
 
 def parse_ops(text: str, where: str = "JSON patch") -> list[dict]:
-    """An RFC 6902 patch of CONFIG_DB fields: ``[{"op": "add", "path": "/PORT/Ethernet0/mtu", "value": "9216"}]``.
+    """An RFC 6902 patch of CONFIG_DB fields and entries: ``[{"op": "add", "path": "/PORT/Ethernet0/mtu",
+    "value": "9216"}, {"op": "add", "path": "/SCHEDULER/fabtune_cnp", "value": {"type": "STRICT"}}]``.
 
     Raises:
         ParseError: not a JSON array of add/replace/remove operations on ``/TABLE/key/field`` paths
-            with string values (GCU's ConfigDb format: all values strings).
+            with string values, or of ``add`` (a ``{field: string}`` value) / ``remove`` of
+            ``/TABLE/key`` (GCU's ConfigDb format: all values strings).
     """
     try:
         ops = json.loads(text)
@@ -102,11 +110,23 @@ def parse_ops(text: str, where: str = "JSON patch") -> list[dict]:
     if not isinstance(ops, list):
         raise ParseError(where, 1, "a JSON array of patch operations", text.strip()[:120])
     for op in ops:
-        parts = split_path(op.get("path", "")) if isinstance(op, dict) else []
-        ok = isinstance(op, dict) and op.get("op") in _OPS and len(parts) == 3 and all(parts)
-        if not ok or (op["op"] != "remove" and not isinstance(op.get("value"), str)):
-            raise ParseError(where, 1, "add/replace/remove of /TABLE/key/field with a string value", json.dumps(op)[:120])
+        if not _well_formed(op):
+            raise ParseError(where, 1, "add/replace/remove of /TABLE/key/field with a string value, or add "
+                             "of /TABLE/key with {field: string} (remove: no value)", json.dumps(op)[:120])
     return ops
+
+
+def _well_formed(op: object) -> bool:
+    """A field op (``/TABLE/key/field``, a string value but for ``remove``) or an entry op
+    (``/TABLE/key``: ``add`` of ``{field: string}``, or ``remove``)."""
+    parts = split_path(op.get("path", "")) if isinstance(op, dict) else []
+    if not isinstance(op, dict) or op.get("op") not in _OPS or len(parts) not in (2, 3) or not all(parts):
+        return False
+    value = op.get("value")
+    if len(parts) == 2:
+        return op["op"] == "remove" or (op["op"] == "add" and isinstance(value, dict)
+                                        and all(isinstance(v, str) for v in value.values()))
+    return op["op"] == "remove" or isinstance(value, str)
 
 
 def split_path(path: str) -> list[str]:
@@ -117,15 +137,24 @@ def split_path(path: str) -> list[str]:
 
 
 def patched(config: dict, ops: list[dict]) -> dict:
-    """``config`` with field-level ``ops`` applied as RFC 6902 does (a copy).
+    """``config`` with ``ops`` (on fields or whole entries) applied as RFC 6902 does (a copy).
 
     Raises:
         CandidateError: an op on a table or key that is not there (RFC 6902: the parent must exist),
-            or a remove or replace of a field that is not there.
+            or a remove or replace of a field or entry that is not there.
     """
     out = copy.deepcopy(config)
     for op in ops:
-        table, key, field = split_path(op["path"])
+        table, key, *field_ = split_path(op["path"])
+        if not field_:  # a whole entry: its table must be there; a remove, the entry too
+            if table not in out or (op["op"] == "remove" and key not in out[table]):
+                raise CandidateError(f"{op['op']} {op['path']}: the member is not there (RFC 6902)", phase="plan")
+            if op["op"] == "remove":
+                del out[table][key]
+            else:
+                out[table][key] = dict(op["value"])
+            continue
+        field = field_[0]
         entry = out.get(table, {}).get(key)
         if entry is None or (op["op"] != "add" and field not in entry):
             raise CandidateError(f"{op['op']} {op['path']}: the member is not there (RFC 6902)", phase="plan")
@@ -158,7 +187,9 @@ def patch_settings(ops: list[dict]) -> dict[str, str]:
     for op in ops:
         if op["op"] == "remove":
             raise CandidateError(f"the candidate removes {op['path']}: a candidate only sets fields", phase="plan")
-        out[key_of(*split_path(op["path"]))] = op["value"]
+        table, key, *field = split_path(op["path"])
+        fields = op["value"] if not field else {field[0]: op["value"]}
+        out.update({key_of(table, key, f): v for f, v in fields.items()})
     return out
 
 
@@ -224,15 +255,16 @@ def check_limits(ops: list[dict]) -> None:
         CandidateError: naming the path and the rule.
     """
     for op in ops:
-        table, _, field = split_path(op["path"])
+        table, _, *field_ = split_path(op["path"])
+        field = field_[0] if field_ else None  # None: a whole entry, never one of a limited table
         allowed = _LIMITS.get(table, ())
         if table in _LIMITS and (allowed is None or field not in allowed):
             raise CandidateError(f"{op['op']} {op['path']}: {table} fields are not changed by fabtune's QoS "
                                  f"transaction (GCU refuses it or buffermgrd owns it); allowed: "
                                  f"{', '.join(allowed) if allowed else 'none'}", phase="plan")
-        if table == "PORT" and field in _PORT_FIXED:
-            raise CandidateError(f"{op['op']} {op['path']}: a QoS transaction never changes PORT {field} "
-                                 "(the link would flap)", phase="plan")
+        if table == "PORT" and (field is None or field in _PORT_FIXED):
+            raise CandidateError(f"{op['op']} {op['path']}: a QoS transaction never changes PORT "
+                                 f"{field or 'entries'} (the link would flap)", phase="plan")
 
 
 def change_tags(key: str, before: str | None, after: str | None) -> tuple[str, ...]:
