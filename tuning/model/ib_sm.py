@@ -20,6 +20,7 @@ group_vars, one source each, as for nodes and switches) are a :class:`SmSpec`::
     qos_policy:                     # qos-policy.conf's qos-ulps (read with opensm.conf's qos TRUE)
       default_sl: 0
       ulps: [{pkey: 0x0001, sl: 3}]
+      ca_sl2vl: [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7]   # opensm.conf's qos_ca_sl2vl: VL of SL 0..15
 
 A member is a node by its inventory name (every HCA port of that node, as the fabric's node
 descriptions ``<node> <hca>`` name them: the port GUIDs are read from the fabric, never written
@@ -143,11 +144,16 @@ class IbQosSpec(BaseModel):
     Attributes:
         default_sl: the SL of every path no rule matches (the Default partition's among them).
         ulps: the pkey rules, each pkey once.
+        ca_sl2vl: the VL of each SL 0..15 on every HCA port (opensm.conf's ``qos_ca_sl2vl``, which OpenSM
+            programs into each CA port's SL2VL table with ``qos TRUE`` and re-reads on SIGHUP: measured),
+            16 VLs 0..15 (15: the management VL, a data SL there is dropped); None: fabtune leaves the
+            option alone.
     """
 
     model_config = _STRICT
     default_sl: int = Field(0, ge=0, le=15)
     ulps: list[IbQosUlp] = Field(default_factory=list)
+    ca_sl2vl: Optional[list[Annotated[int, Field(ge=0, le=15)]]] = Field(None, min_length=16, max_length=16)
 
     @field_validator("ulps")
     @classmethod

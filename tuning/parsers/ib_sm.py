@@ -15,6 +15,12 @@ line per PortInfo field (a capability's flags on tab-indented lines below it); `
 ``NeighborMTU`` in bytes (``2048``).
 
 ``sminfo``: ``sminfo: sm lid 1 sm guid 0x..., activity count 589 priority 0 state 3 SMINFO_MASTER``.
+
+``smpquery sl2vl <lid|-G guid> [port]``: the port's SL to VL mapping table (infiniband-diags
+``smpquery.c`` ``sl2vl_table``: ``# SL2VL table: <port id>``, the SL header ``#                 SL: | 0|
+1|...|15|``, then one ``ports: in %2d, out %2d: `` row of 16 ``|%2d`` VLs (libibmad ``mad_dump_sltovl``):
+one row ``in 0, out 0`` on a CA, one per input port on a switch). VL 15 is the management VL: a data SL
+mapped there is dropped.
 """
 
 from __future__ import annotations
@@ -26,12 +32,15 @@ from pydantic import BaseModel, Field
 from tuning.errors import ParseError
 from tuning.parsers.base import Finding, Parsed, clean_lines, parser, require_text
 
-__all__ = ["IbPathRecord", "IbPkey", "PathRecords", "PkeyTable", "PortInfo", "SmInfo", "parse_pkeys", "parse_portinfo",
-           "parse_saquery_pr", "parse_sminfo", "umad_line"]
+__all__ = ["IbPathRecord", "IbPkey", "PathRecords", "PkeyTable", "PortInfo", "Sl2VlTable", "SmInfo", "parse_pkeys",
+           "parse_portinfo", "parse_saquery_pr", "parse_sl2vl", "parse_sminfo", "umad_line"]
 
 _PKEY_ROW = re.compile(r"^\s*(\d+):((?: 0x[0-9a-f]{4})+)$")
 _CAPACITY = re.compile(r"^(\d+) pkeys capacity for this port$")
 _PR_FIELD = re.compile(r"^\s+([a-z_0-9]+)\.+(\S+)$")
+_SL2VL_HEAD = re.compile(r"^# SL2VL table: (.+)$")
+_SL2VL_SLS = "#                 SL: |" + "".join(f"{i:2d}|" for i in range(16))
+_SL2VL_ROW = re.compile(r"^ports: in +(\d+), out +(\d+): ((?:\| ?\d{1,2})+)\|$")
 _PI_HEAD = re.compile(r"^# Port info: (?:Lid (\d+)|DR path .*) port (\d+)$")
 _PI_FIELD = re.compile(r"^([A-Za-z0-9]+):\.*(.*)$")
 _SMINFO = re.compile(r"^sminfo: sm lid (\d+) sm guid (0x[0-9a-f]+), activity count (\d+) priority (\d+) "
@@ -223,6 +232,37 @@ def parse_sminfo(text: str) -> SmInfo:
         res.findings.append(Finding(code="ib_sm_not_master", severity="warn",
                                     message=f"the SM answering is {res.state_name}, not MASTER"))
     return res
+
+
+class Sl2VlTable(Parsed):
+    """``smpquery sl2vl``: the port it names (``Lid 2``) and ``rows``: (input port, output port) -> the VL
+    of SL 0..15 (16 ints; a CA has the one row ``(0, 0)``)."""
+
+    port: str
+    rows: dict[tuple[int, int], list[int]] = Field(default_factory=dict)
+
+
+def parse_sl2vl(text: str) -> Sl2VlTable:
+    """Parse ``smpquery sl2vl`` output (module docstring).
+
+    Raises:
+        ParseError: no ``# SL2VL table:`` head, another SL header, a row that is not 16 VLs 0..15, or no row.
+    """
+    require_text("smpquery-sl2vl", text)
+    lines = [x for x in clean_lines(text) if x.strip()]
+    head = _SL2VL_HEAD.match(lines[0]) if lines else None
+    if not head:
+        raise ParseError("smpquery-sl2vl", 1, "'# SL2VL table: <port>'", lines[0] if lines else "")
+    if len(lines) < 3 or lines[1] != _SL2VL_SLS:
+        raise ParseError("smpquery-sl2vl", 2, repr(_SL2VL_SLS) + " then a row", lines[1] if len(lines) > 1 else "")
+    out = Sl2VlTable(tool="smpquery-sl2vl", port=head.group(1))
+    for no, line in enumerate(lines[2:], 3):
+        m = _SL2VL_ROW.match(line)
+        vls = [int(x) for x in m.group(3).split("|")[1:]] if m else []
+        if len(vls) != 16 or max(vls) > 15:
+            raise ParseError("smpquery-sl2vl", no, "'ports: in N, out M: | v| v|...|' with 16 VLs 0..15", line)
+        out.rows[(int(m.group(1)), int(m.group(2)))] = vls
+    return out
 
 
 parser("smpquery-pkeys")(parse_pkeys)

@@ -26,8 +26,10 @@ Path records: ``collect`` reads one ``saquery PR`` per partition that asks an ``
 decide them, not the file, so they are findings, not read-back failures. The QoS policy file
 (``qos_policy``, :mod:`tuning.targets.sm_qos`) is planned, journaled, written and restored with the
 partitions file, in the same SIGHUP; its read back is each of its pkeys' path record carrying its SL
-(:func:`tuning.targets.sm_qos.read_back`), and its parser's ERROR lines are the push's own. Left for
-later (docs/architecture.md): UFM's REST pkeys.
+(:func:`tuning.targets.sm_qos.read_back`), and its parser's ERROR lines are the push's own. The policy's
+SL-to-VL table of the HCA ports is opensm.conf's ``qos_ca_sl2vl`` line, written in the same push and read
+back on every HCA port's SL2VL table (:meth:`SmTarget.read_sl2vl`, :func:`tuning.targets.sm_qos.read_back_sl2vl`).
+Left for later (docs/architecture.md): UFM's REST pkeys.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ from tuning.model.ib_sm import SmSpec
 from tuning.model.outcomes import DeviceState
 from tuning.node.base import Change, Finding
 from tuning.parsers.ib_links import parse_iblinkinfo
-from tuning.parsers.ib_sm import parse_pkeys, parse_portinfo, parse_saquery_pr, parse_sminfo, umad_line
+from tuning.parsers.ib_sm import (Sl2VlTable, parse_pkeys, parse_portinfo, parse_saquery_pr, parse_sl2vl, parse_sminfo,
+                                   umad_line)
 from tuning.targets import sm_partitions as sp
 from tuning.targets import sm_qos as sq
 from tuning.targets.sm_snapshot import FILES, PATHS, snapshot_of  # noqa: F401 (snapshot_of: also the tests')
@@ -159,6 +162,10 @@ class SmTarget:
             table = parse_pkeys(text)
             tables[guid] = {sp.pkey_word(e.pkey): table.membership(e.pkey) for e in table.entries}
         return tables
+
+    def read_sl2vl(self, guids: list[str]) -> dict[str, Sl2VlTable]:
+        """Port GUID -> its SL2VL table (``smpquery sl2vl -G <guid> 1``). Raises TuningError."""
+        return {g: parse_sl2vl(text) for g, text in self._per_port(guids, "sl2vl").items()}
 
     def read_mtu_caps(self, guids: list[str]) -> dict[str, int]:
         """Port GUID -> its PortInfo MtuCap in bytes (``smpquery portinfo``). Raises TuningError."""
@@ -345,6 +352,8 @@ class SmTarget:
             self._read_back(rec["ports"], want, prio)
             for c in (c for c in changes if c.key == sq.FILE_KEY and c.after is not None):
                 sq.read_back(self, c.after)
+            for c in (c for c in changes if c.key == sq.SL2VL_KEY):
+                sq.read_back_sl2vl(self, sorted(rec["ports"]), c.after)
         except TuningError:
             journal.update(state=DeviceState.FAILED, applied=[c.as_dict() for c in changes])
             raise

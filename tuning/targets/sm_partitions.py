@@ -31,7 +31,7 @@ from tuning.model.ib_sm import DEFAULT_PKEY, IbPartitionSpec, SmSpec, pkey_word
 from tuning.parsers.ib_sm import MTUS
 from tuning.node.base import Change, Finding
 from tuning.targets import SM_DOMAIN
-from tuning.targets.sm_qos import FILE_KEY as QOS_FILE_KEY
+from tuning.targets.sm_qos import FILE_KEY as QOS_FILE_KEY, SL2VL_KEY, set_conf_line
 
 DOMAIN = SM_DOMAIN
 FILE_KEY = "file/partitions.conf"
@@ -218,20 +218,18 @@ def path_findings(name: str, spec: SmSpec, state: dict) -> list[Finding]:
 
 def files_after(rec: dict, changes: list[Change]) -> dict[str, str | None]:
     """Path -> text of the files the push writes (the partitions file; the QoS policy file,
-    :mod:`tuning.targets.sm_qos`; opensm.conf for a priority)."""
+    :mod:`tuning.targets.sm_qos`; opensm.conf for a priority and a ``qos_ca_sl2vl``, each line set in turn)."""
     paths, before = rec["paths"], rec["files_before"]
+    conf = paths["opensm_conf_file"]
     out: dict[str, str | None] = {}
     for c in changes:
         if c.key == FILE_KEY:
             out[paths["opensm_partitions_file"]] = c.after
         elif c.key == QOS_FILE_KEY:
             out[paths["opensm_qos_policy_file"]] = c.after
-        elif c.key == PRIORITY_KEY:
-            lines = (before.get(paths["opensm_conf_file"]) or "").splitlines()
-            line = f"sm_priority {int(c.after)}"
-            at = next((i for i, x in enumerate(lines) if x.startswith("sm_priority ")), None)
-            lines = lines + [line] if at is None else lines[:at] + [line] + lines[at + 1:]
-            out[paths["opensm_conf_file"]] = "\n".join(lines) + "\n"
+        elif c.key in (PRIORITY_KEY, SL2VL_KEY):
+            value = str(int(c.after)) if c.key == PRIORITY_KEY else c.after
+            out[conf] = set_conf_line(out.get(conf) or before.get(conf) or "", c.key, value)
     return out
 
 

@@ -17,15 +17,27 @@ reaches the path records of its partition (``saquery PR --pkey``) and wins over 
 ``sl=`` (measured: ``sl=5`` with a rule ``: 3`` gives SL 3); a path no rule matches carries the
 default. A file OpenSM refuses (``yyerror: ERR AC05: Syntax error ...``, ``osm_qos_parse_policy_file:
 ERR AC03`` / ``AC04``) leaves every path at SL 0: :data:`ERRORS` are always the push's own.
+
+The policy's ``ca_sl2vl`` (the VL of each SL on an HCA port) is opensm.conf's ``qos_ca_sl2vl`` line
+(``qos_ca_sl2vl 0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,7``; the installed template says ``(null)``: OpenSM's own
+default), planned as that line's change (:data:`SL2VL_KEY`), written in opensm.conf with the push's other
+files, and read back on every HCA port's SL2VL table (``smpquery sl2vl``, :func:`read_back_sl2vl`).
+Measured on the lab's OpenSM (``qos TRUE``): a SIGHUP's heavy sweep re-reads the line and programs it
+into each CA port (``qos_sl2vl`` into the switches' and, without ``qos_ca_sl2vl``, the CAs'); with ``qos
+FALSE`` OpenSM programs none (ibsim's ports keep ``0..14, 7``).
 """
 
 from __future__ import annotations
+
+import time
 
 from tuning.errors import VerifyError
 from tuning.model.ib_sm import DEFAULT_PKEY, SmSpec, pkey_word
 from tuning.node.base import Change, Finding
 
 FILE_KEY = "file/qos-policy.conf"
+#: the plan key of opensm.conf's ``qos_ca_sl2vl`` line (its value: 16 comma-separated VLs)
+SL2VL_KEY = "qos_ca_sl2vl"
 HEADER = "# fabtune: OpenSM QoS policy, rendered from the inventory (do not edit: fabtune plan shows the diff)"
 #: OpenSM's QoS parser's ERROR lines (the log's ``0x01 -> `` messages): a refused policy file
 ERRORS = ("yyerror", "osm_qos_policy_validate", "osm_qos_parse_policy_file: ERR AC03",
@@ -40,12 +52,32 @@ def render(spec: SmSpec) -> str:
 
 
 def plan(name: str, spec: SmSpec, files: dict[str, str | None], domain: str) -> list[Change]:
-    """The file's change (whole text; ``before`` None when absent) from ``files`` (path -> text, as
-    :meth:`tuning.targets.sm.SmTarget.collect` read them); [] without a ``qos_policy`` or when equal."""
+    """The file's change (whole text; ``before`` None when absent) and opensm.conf's ``qos_ca_sl2vl``
+    line's (:data:`SL2VL_KEY`: ``before`` the line's value, ``(null)`` as the template has it, None when
+    absent) from ``files`` (path -> text, as :meth:`tuning.targets.sm.SmTarget.collect` read them); [] without
+    a ``qos_policy`` or when both are as the policy says."""
     if spec.qos_policy is None:
         return []
     text, have = render(spec), files.get(spec.opensm_qos_policy_file)
-    return [] if text == have else [Change(name, domain, FILE_KEY, have, text)]
+    out = [] if text == have else [Change(name, domain, FILE_KEY, have, text)]
+    if spec.qos_policy.ca_sl2vl is not None:
+        want, now = ",".join(map(str, spec.qos_policy.ca_sl2vl)), conf_value(files.get(spec.opensm_conf_file), SL2VL_KEY)
+        out += [] if now == want else [Change(name, domain, SL2VL_KEY, now, want)]
+    return out
+
+
+def conf_value(conf: str | None, key: str) -> str | None:
+    """The value of opensm.conf's ``key`` line (``qos_ca_sl2vl 0,1,...`` -> ``0,1,...``; ``conf``: the
+    file's text), None when the file or the line is absent."""
+    return next((x.split(None, 1)[1].strip() for x in (conf or "").splitlines()
+                 if x.split()[:1] == [key] and len(x.split()) > 1), None)
+
+
+def set_conf_line(conf: str, key: str, value: str) -> str:
+    """opensm.conf's text with its ``key`` line set to ``key value`` (appended when it has none)."""
+    lines, line = conf.splitlines(), f"{key} {value}"
+    at = next((i for i, x in enumerate(lines) if x.split()[:1] == [key]), None)
+    return "\n".join(lines + [line] if at is None else lines[:at] + [line] + lines[at + 1:]) + "\n"
 
 
 def findings(name: str, spec: SmSpec, conf: str, domain: str) -> list[Finding]:
@@ -73,6 +105,27 @@ def sls_of(text: str) -> dict[int, int]:
 def sls(spec: SmSpec) -> dict[int, int]:
     """pkey -> SL of ``spec``'s policy (:func:`sls_of` of :func:`render`); {} without a policy."""
     return sls_of(render(spec)) if spec.qos_policy is not None else {}
+
+
+def read_back_sl2vl(target, guids: list[str], value: str) -> None:
+    """After a push of the ``qos_ca_sl2vl`` line ``value`` (16 comma-separated VLs): every HCA port of
+    ``guids`` (``0x...``) holds that SL2VL table (``smpquery sl2vl``, one command, a few reads: OpenSM
+    programs the ports during its sweep; ``target``: the open :class:`~tuning.targets.sm.SmTarget`).
+
+    Raises:
+        VerifyError: a port with another table (names it, what it holds and the table wanted).
+        TuningError: a read failed (as :meth:`~tuning.targets.sm.SmTarget.run_diag`).
+    """
+    want = [int(x) for x in value.split(",")]
+    for _ in range(5):
+        tables = target.read_sl2vl(guids)
+        bad = {g: t.rows.get((0, 0)) for g, t in tables.items() if t.rows.get((0, 0)) != want}
+        if not bad:
+            return
+        time.sleep(0.3)
+    g, have = next(iter(sorted(bad.items())))
+    raise VerifyError(f"{len(bad)} HCA port(s) hold another SL2VL table than opensm.conf's qos_ca_sl2vl (is its qos "
+                      f"TRUE?); {g}: smpquery sl2vl reads {have}, want {want}", host=target.name, phase="sm")
 
 
 def read_back(target, text: str) -> None:
