@@ -136,6 +136,23 @@ def test_a_port_the_host_reads_active_and_the_fabric_does_not_show_is_placed_on_
                                         "SM's fabric read (iblinkinfo on sm01) does not show the port")
 
 
+def test_a_port_the_host_reads_init_under_an_active_switch_port_is_a_state_finding_and_no_lid_one(reads):
+    clean = reads["clean"]
+    init = {"mlx5_6/ports/1/state\t4: ACTIVE": "mlx5_6/ports/1/state\t2: INIT",
+            "mlx5_6/ports/1/lid\t0xf": "mlx5_6/ports/1/lid\t0x0", "mlx5_6/ports/1/sm_lid\t0x1": "mlx5_6/ports/1/sm_lid\t0x0"}
+
+    def edit(text: str) -> str:
+        for old, new in init.items():
+            assert old in text
+            text = text.replace(old, new)
+        return text
+
+    found = findings(doc_of(clean, clean, node_round("clean", edit)))
+    assert [(f["code"], f["target"]) for f in found] == [("ib-view-state", "node01:mlx5_6/1<->leaf01/7")]
+    assert "the host reads 2: INIT (5: LinkUp); the switch port leaf01/7 at the far end of its cable reads " \
+           "Active/LinkUp 4X 53.125 Gbps" in found[0]["message"]
+
+
 def test_a_port_the_sa_serves_no_path_to_is_a_lid_finding(reads):
     text = Captured("clean").text("served")
     gone = text.split("== 0x0c42a10300000111\n")

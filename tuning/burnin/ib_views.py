@@ -42,7 +42,8 @@ port) for ``ib-view-state`` and ``ib-view-rate``. A finding::
 
 Nothing is judged for a node port no SM read joins (a round whose SM reads all failed is the IB reads'
 ``harness-error``, :mod:`tuning.burnin.ib_judge`) or a port down on every side (the node's own
-``ib-port-not-active``). Units: LIDs as integers (the host's as read, ``0x..``), widths ``4X``, speeds the
+``ib-port-not-active``); LIDs and rate only on a port the host reads ACTIVE (one still INIT has no LID
+of the SM's yet: its state against the switch's is the finding). Units: LIDs as integers (the host's as read, ``0x..``), widths ``4X``, speeds the
 kernel's words (``HDR``).
 """
 
@@ -170,8 +171,9 @@ def _port(doc: dict, host: str, view: dict, reads: dict[str, dict]) -> list[dict
                  "fabric": {"name": name, "lid": ca.get("lid"), "state": ca.get("state")} if ca else None},
           "switch": {"port": switch_name, **({k: switch.get(k) for k in ("state", "phys", "width", "speed")}
                                              if switch else {"state": None})}}
-    return (_state(host, view, ev, switch_name, switch, ca is not None) + _lids(host, view, ev, read, sm)
-            + _rate(host, view, ev, switch_name, switch))
+    active = parse_numbered(view["state"], "state")[1] == "ACTIVE"  # a port not up has no LID of the SM's yet
+    return (_state(host, view, ev, switch_name, switch, ca is not None)
+            + (_lids(host, view, ev, read, sm) + _rate(host, view, ev, switch_name, switch) if active else []))
 
 
 def findings(doc: dict) -> list[dict]:
