@@ -92,6 +92,7 @@ class AnsibleRun:
     confirm_s: int | None = None
     verify: bool = True
     allow_firmware: bool = False
+    allow_overwrite_files: bool = False
     artifacts: Path | None = None
     run_id: str = field(default_factory=new_run_id)
 
@@ -120,12 +121,14 @@ def extra_vars(run: AnsibleRun) -> dict:
     Returns:
         ``{"fabtune_run_id", "fabtune_journal_dir" (absolute), "fabtune_serial" (list of ints and
         "N%" strings, Ansible's ``serial`` list form), "fabtune_max_fail_percentage",
-        "fabtune_verify", "fabtune_allow_firmware", "fabtune_rollout" (the policy, JSON),
+        "fabtune_verify", "fabtune_allow_firmware", "fabtune_allow_overwrite_files", "fabtune_rollout" (the
+        policy, JSON),
         ["fabtune_confirm_s"]}``.
     """
     out = {"fabtune_run_id": run.run_id, "fabtune_journal_dir": str(Path(run.journal_dir).resolve()),
            "fabtune_serial": list(run.policy.serial), "fabtune_max_fail_percentage": run.policy.max_fail_percentage,
            "fabtune_verify": run.verify, "fabtune_allow_firmware": run.allow_firmware,
+           "fabtune_allow_overwrite_files": run.allow_overwrite_files,
            "fabtune_rollout": run.policy.model_dump(mode="json")}
     if run.confirm_s is not None:
         out["fabtune_confirm_s"] = run.confirm_s

@@ -145,9 +145,8 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
     order, verify with RDMA tests (and an incast per changed leaf), confirm; on a regression restore
     the batch (or every batch) and halt.
 
-    Exit 0 kept (or nothing to do), 1 rolled back or halted,
-    2 bad input or setup (nothing pushed), 3 rollback failed,
-    4 only unreachable devices failed, 130 stopped by Ctrl-C (restored).
+    Exit 0 kept (or nothing to do), 1 rolled back or halted, 2 bad input or setup (nothing pushed),
+    3 rollback failed, 4 only unreachable devices failed, 130 stopped by Ctrl-C (restored).
     Example: fabtune rollout -i inventory/lab --serial 1,50% --max-failed 1 --domain sysctl
     Example: fabtune rollout -i inventory/lab --engine ansible --serial 2 --report-json run.json
     """
@@ -155,7 +154,8 @@ def rollout(inventory: Path = INV, limit: Optional[list[str]] = LIMIT, domain: O
 
     with interrupted_summary(as_json, "rollout"), \
             Recorder(report_outputs(junit, prom_file, report_json), "rollout", inventory) as rec:
-        raise_refused(journal_dir, confirm_s, min_bw, max_lat, min_bw_share, rail, max_fail_percentage, max_failed, settle_s)
+        raise_refused(journal_dir, confirm_s, min_bw, max_lat, min_bw_share, rail, max_fail_percentage, max_failed,
+                      settle_s)
         _known_engine(engine_name, allow_reboot)
         refuse_rail_on_sms(inv := load_inventory(inventory), limit, rail)
         policy = run_policy(inv, serial, batch_by=batch_by, max_fail_percentage=max_fail_percentage,
@@ -201,11 +201,10 @@ def _drive(engine_name: str, inventory: Path, inv, opts, rail: Optional[list[int
 
     if engine_name == "ansible":  # tuning/ansible_engine.py: flags it cannot honour are refused
         from tuning import ansible_engine
-        ansible_engine.refuse_unsupported(rail=rail, batch_by=batch_by,
-                                          allow_overwrite_files=True if opts.allow_overwrite_files else None)
+        ansible_engine.refuse_unsupported(rail=rail, batch_by=batch_by)
         return ansible_engine.run(ansible_engine.AnsibleRun(
             inventory, opts.policy, opts.limit, opts.domains, opts.journal_dir, opts.confirm_s,
-            allow_firmware=opts.allow_firmware), progress)
+            allow_firmware=opts.allow_firmware, allow_overwrite_files=opts.allow_overwrite_files), progress)
     if engine_name == "slurm":  # tuning/slurm_engine.py: the nodes' writes through srun
         from tuning import slurm_engine
         return slurm_engine.run(inv, opts, progress)

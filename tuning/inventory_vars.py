@@ -22,8 +22,8 @@ from tuning.model.policy import POLICY_KEY, RolloutPolicy
 #: beside the inventory's own: never a setting, so never refused as an unknown ``fabtune_*`` key
 FRONT_END_KEYS = frozenset({
     "fabtune_run_id", "fabtune_journal_dir", "fabtune_serial", "fabtune_max_fail_percentage", "fabtune_verify",
-    "fabtune_allow_reboot", "fabtune_allow_firmware", "fabtune_confirm_s", "fabtune_reboot_required",
-    "fabtune_pending_reset", "fabtune_rails", "fabtune_burnin"})
+    "fabtune_allow_reboot", "fabtune_allow_firmware", "fabtune_allow_overwrite_files", "fabtune_confirm_s",
+    "fabtune_reboot_required", "fabtune_pending_reset", "fabtune_rails", "fabtune_burnin"})
 
 
 def _hostvars_source(source: str, host: str) -> str:

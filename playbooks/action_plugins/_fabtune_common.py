@@ -145,8 +145,10 @@ def step_options(task_vars: dict, check: bool, domains: set[str] | None, verify_
     try:
         verify = boolean(task_vars.get("fabtune_verify", verify_default), strict=True)
         firmware = boolean(task_vars.get("fabtune_allow_firmware", False), strict=True)
+        overwrite = boolean(task_vars.get("fabtune_allow_overwrite_files", False), strict=True)
     except TypeError as e:
-        raise AnsibleActionFail(f"fabtune_verify / fabtune_allow_firmware: {e}") from None
+        raise AnsibleActionFail(f"fabtune_verify / fabtune_allow_firmware / fabtune_allow_overwrite_files: {e}") \
+            from None
     serial = task_vars.get("fabtune_serial")
     if isinstance(serial, list):
         serial = ",".join(str(x) for x in serial)
@@ -154,6 +156,7 @@ def step_options(task_vars: dict, check: bool, domains: set[str] | None, verify_
     journal_dir = check_dir(os.path.expanduser(str(journal)), "fabtune_journal_dir")
     return steps.StepOptions(journal_dir=journal_dir, verify=verify,
                              confirm_s=_int(task_vars, "fabtune_confirm_s"), allow_firmware=firmware,
+                             allow_overwrite_files=overwrite,
                              domains=domains, serial=None if serial is None else str(serial),
                              max_fail_percentage=_int(task_vars, "fabtune_max_fail_percentage"), check=check)
 

@@ -229,3 +229,33 @@ def test_a_batch_rebuilt_from_the_journal_is_the_last_one_and_measures_the_missi
     own = {p.name for p in r.batch_pairs[2]}
     assert {n for n in names if n not in own} == {"node01:mlx5_0->node03:mlx5_1", "node02:mlx5_1->node04:mlx5_0"}
     assert said and "also measuring 2 pair(s)" in said[0]
+
+
+def test_the_overwrite_permission_reaches_the_play_and_each_switch_it_pushes(tmp_path: Path) -> None:
+    """``--allow-overwrite-files`` (issue 21, NVUE's files-changed warning) travels as the extra var
+    ``fabtune_allow_overwrite_files`` into the plugins' StepOptions and onto a switch's Target only."""
+    from ansible.errors import AnsibleActionFail
+
+    from tuning import inventory
+    from tuning.ansible_engine import AnsibleRun, extra_vars
+    from tuning.model.policy import RolloutPolicy
+    from tuning.rollout.session import permit_overwrite
+    from tuning.targets import target_for
+
+    ev = extra_vars(AnsibleRun(Path("inv"), RolloutPolicy(), allow_overwrite_files=True))
+    assert ev["fabtune_allow_overwrite_files"] is True
+    assert extra_vars(AnsibleRun(Path("inv"), RolloutPolicy()))["fabtune_allow_overwrite_files"] is False
+    sys.path.insert(0, str(REPO / "playbooks" / "action_plugins"))
+    try:
+        import _fabtune_common as common
+    finally:
+        sys.path.pop(0)
+    opts = common.step_options({**ev, "fabtune_journal_dir": str(tmp_path / "j")}, False, None)
+    assert opts.allow_overwrite_files is True
+    with pytest.raises(AnsibleActionFail, match="fabtune_allow_overwrite_files"):
+        common.step_options({"fabtune_allow_overwrite_files": "maybe", "fabtune_journal_dir": str(tmp_path / "j")},
+                            False, None)
+    inv = inventory.load(REPO / "inventory" / "lab")
+    switch, node = target_for(inv.devices["leaf01"]), target_for(inv.devices["node01"])
+    assert permit_overwrite(switch, True).allow_overwrite_files is True
+    assert not hasattr(permit_overwrite(node, True), "allow_overwrite_files")

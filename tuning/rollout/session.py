@@ -53,8 +53,7 @@ class Session:
         ok, failed = outcomes(fan_out(self.nr, open_target, "connect", only=only, timeout_s=self.timeouts.connect_s))
         self.targets.update(ok)
         for t in ok.values():
-            if hasattr(t, "allow_overwrite_files"):
-                t.allow_overwrite_files = self.allow_overwrite_files
+            permit_overwrite(t, self.allow_overwrite_files)
         if failed:
             self.close()
             raise next(iter(failed.values()))
@@ -125,6 +124,14 @@ def open_target(dev: Device, here: bool | str = False) -> Target:
     t = local_target_for(dev, here if isinstance(here, str) else None) if here else target_for(dev)
     t.open()
     return t
+
+
+def permit_overwrite(target: Target, allowed: bool) -> Target:
+    """Give ``target``, where it takes it (``allow_overwrite_files``: a switch), the run's
+    ``--allow-overwrite-files`` (``fabtune_allow_overwrite_files`` in the playbooks). Returns ``target``."""
+    if hasattr(target, "allow_overwrite_files"):
+        target.allow_overwrite_files = allowed
+    return target
 
 
 def collect(s: Session, only: set[str] | None = None, devices: set[str] | None = None) -> dict[str, object]:

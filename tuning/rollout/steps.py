@@ -57,6 +57,7 @@ class StepOptions:
         verify: verify each batch with RDMA tests (a rollout), else only confirm (an apply).
         confirm_s: switch commit-confirm window (s); None: derived (:func:`tuning.rollout.gate.confirm_window`).
         allow_firmware: push firmware burns (``fw/`` keys); refused without it (exit 2).
+        allow_overwrite_files: a switch commit may overwrite files edited by hand (``--allow-overwrite-files``).
         domains: the domains of this run (None: all); a front end's tags.
         rails: verify on these rails only (None: every rail).
         serial: the front end's batch sizes (Ansible's ``serial``; None: the policy's).
@@ -70,6 +71,7 @@ class StepOptions:
     verify: bool = True
     confirm_s: int | None = None
     allow_firmware: bool = False
+    allow_overwrite_files: bool = False
     domains: set[str] | None = None
     rails: tuple[int, ...] | None = None
     serial: str | None = None
@@ -281,7 +283,7 @@ def push(dev: Device, policy: RolloutPolicy, opts: StepOptions, run_id: str | No
             was restored at once (a RollbackError when that failed too).
     """
     t = policy.timeouts
-    target = _connect(dev, t.connect_s, here)
+    target = session.permit_overwrite(_connect(dev, t.connect_s, here), opts.allow_overwrite_files)
     try:
         state = _within(lambda: target.collect(opts.domains), dev.name, "collect", t.collect_s)
         changes = target.plan(state, opts.domains)
