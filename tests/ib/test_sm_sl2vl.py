@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tuning.errors import ParseError
+from tests.ib.test_sm_model import GOOD_SNAPSHOT
+from tuning.errors import ParseError, RollbackError
 from tuning.model.ib_sm import SmSpec
 from tuning.node.base import Change
 from tuning.parsers.ib_sm import parse_sl2vl
 from tuning.targets import sm_partitions as sp
 from tuning.targets import sm_qos
+from tuning.targets.sm_snapshot import snapshot_of
 
 CASES = Path(__file__).parent / "cases" / "sl2vl"
 SET = [0, 1, 2, 3, 4, 5, 6, 7, 7, 6, 5, 4, 3, 2, 1, 15]
@@ -73,3 +75,15 @@ def test_a_table_opensm_could_not_take_is_refused_in_the_inventory(sl2vl, says):
     with pytest.raises(ValidationError, match=says):
         spec(ca_sl2vl=sl2vl)
 
+
+
+@pytest.mark.parametrize("rows, ok", [({"0x0c42a10300000101": SET}, True), ({"0x0c42a10300000101": SET[:15]}, False),
+                                      ({"0x0c42a10300000101": [16] + SET[1:]}, False), ({"node01": SET}, False),
+                                      ({"0x0c42a10300000101": None}, False)])
+def test_a_journals_sl2vl_rows_are_checked_before_a_restore_reads_them_back(rows, ok):
+    snap = {**GOOD_SNAPSHOT, "sl2vl_before": rows}
+    if ok:
+        assert snapshot_of("sm01", {"snapshot": snap})["sl2vl_before"] == rows
+    else:
+        with pytest.raises(RollbackError, match="sl2vl_before"):
+            snapshot_of("sm01", {"snapshot": snap})

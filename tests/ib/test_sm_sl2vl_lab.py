@@ -7,13 +7,18 @@ holds, and the restore puts the files back.
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from tests.ib.test_sm_target import restored_from_journal, start
-from tuning.errors import VerifyError
+from tuning.errors import RollbackError, VerifyError
 from tuning.lab.fabric import default_fabric
 from tuning.lab.ib import IbLab
 from tuning.parsers.ib_sm import parse_sl2vl
+from tuning.rollout.journal import Journal
+from tuning.targets import journaled_connection
+from tuning.targets.sm import SmTarget
 
 pytestmark = pytest.mark.lab
 
@@ -42,6 +47,7 @@ def test_the_policys_ca_sl2vl_is_planned_pushed_read_back_on_every_hca_port_and_
     before, t, state, j, changes = start(lab, tmp_path, QOS)
     held = tables(lab)
     assert set(map(tuple, held.values())) == ({tuple(range(8)) * 2} if lab.qos else {(*range(15), 7)})
+    assert j.device("sm01")["snapshot"]["sl2vl_before"] == held  # what a restore reads back
     sl2vl = [(c.key, c.before, c.after) for c in changes if c.key == "qos_ca_sl2vl"]
     assert sl2vl == [("qos_ca_sl2vl", "(null)", "0,1,2,3,4,5,6,7,7,6,5,4,3,2,1,15")]  # the installed template's line
     if not lab.qos:
@@ -55,5 +61,13 @@ def test_the_policys_ca_sl2vl_is_planned_pushed_read_back_on_every_hca_port_and_
         assert set(map(tuple, tables(lab).values())) == {tuple(SL2VL)} and len(held) == 8
         assert "\nqos_ca_sl2vl 0,1,2,3,4,5,6,7,7,6,5,4,3,2,1,15\n" in (lab.dir / "opensm.conf").read_text()
         assert t.plan(t.collect()) == []  # the second plan changes nothing
+        # a restore reads the journaled rows back: one OpenSM does not program again fails it, by name
+        rec = copy.deepcopy(Journal.load(j.path.parent, j.run_id).device("sm01"))
+        rec["snapshot"]["sl2vl_before"]["0x0c42a10300000131"] = [1] * 16
+        wrong = SmTarget("sm01", journaled_connection("sm01", rec), "opensm", host=lab.sm_shell())
+        with pytest.raises(RollbackError, match=r"OpenSM not restored: sm01: 1 HCA port\(s\) hold another SL2VL table "
+                                                r"than the journal's \(before the push\); 0x0c42a10300000131: "
+                                                r"smpquery sl2vl reads \[0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7\], want \[1, 1"):
+            wrong.restore(rec)
     restored_from_journal(lab, j, before)
     assert tables(lab) == held and not (lab.dir / "qos-policy.conf").exists()

@@ -28,7 +28,8 @@ decide them, not the file, so they are findings, not read-back failures. The QoS
 partitions file, in the same SIGHUP; its read back is each of its pkeys' path record carrying its SL
 (:func:`tuning.targets.sm_qos.read_back`), and its parser's ERROR lines are the push's own. The policy's
 SL-to-VL table of the HCA ports is opensm.conf's ``qos_ca_sl2vl`` line, written in the same push and read
-back on every HCA port's SL2VL table (:meth:`SmTarget.read_sl2vl`, :func:`tuning.targets.sm_qos.read_back_sl2vl`).
+back on every HCA port's SL2VL table (:meth:`SmTarget.read_sl2vl`, :func:`tuning.targets.sm_qos.read_back_sl2vl`);
+the rows before the push are journaled (``sl2vl_before``) and a restore reads them back.
 Left for later (docs/architecture.md): UFM's REST pkeys.
 """
 
@@ -198,7 +199,8 @@ class SmTarget:
         """What the SM serves: ``ports`` (:class:`~tuning.targets.sm_partitions.CaPort`), ``files``
         (path -> text | None), ``partitions`` (the partitions file's text, "" when absent),
         ``sm_priority`` (opensm.conf's, a string, None when unset), ``routing_engine`` and ``pkeys``
-        (port GUID -> table). Raises TuningError (CommandError, ParseError)."""
+        (port GUID -> table); with a policy ``ca_sl2vl`` also ``sl2vl`` (HCA port GUID -> its SL2VL row, what a
+        restore reads back). Raises TuningError (CommandError, ParseError)."""
         spec: SmSpec = self.device.spec
         paths = spec.model_dump(include=set(PATHS))
         files, engine = self._files(paths)
@@ -209,6 +211,8 @@ class SmTarget:
                  "sm_priority": prio, "routing_engine": engine, "ports": ports,
                  "pkeys": self.read_pkeys([f"{p.guid:#018x}" for p in ports])}
         state["path_records"] = self._path_records(sp.path_pairs(spec, state))
+        if spec.qos_policy is not None and spec.qos_policy.ca_sl2vl is not None:
+            state["sl2vl"] = {g: t.rows.get((0, 0)) for g, t in self.read_sl2vl(sorted(state["pkeys"])).items()}
         return state
 
     def _path_records(self, pairs: dict[str, tuple[int, int, int]]) -> dict[str, dict]:
@@ -257,10 +261,13 @@ class SmTarget:
         """The snapshot a restore needs alone: ``role``, ``platform``, connection facts and
         ``snapshot``: the file paths, the files as they were (``files_before``: path -> text | None),
         the ports (``ports``: GUID -> ``node01 mlx5_0/1``), their pkey tables (``pkeys_before``) and
-        opensm.conf's ``sm_priority_before``; checked again before a restore (:func:`snapshot_of`)."""
+        opensm.conf's ``sm_priority_before`` and, with a policy ``ca_sl2vl``, the HCA ports' SL2VL rows
+        (``sl2vl_before``); checked again before a restore (:func:`snapshot_of`)."""
         snap = {"paths": state["paths"], "files_before": state["files"],
                 "ports": {f"{p.guid:#018x}": p.name for p in state["ports"]}, "pkeys_before": state["pkeys"],
                 "sm_priority_before": state["sm_priority"]}
+        if "sl2vl" in state:  # a policy with ca_sl2vl: the HCA ports' SL2VL rows, read back by a restore
+            snap["sl2vl_before"] = state["sl2vl"]
         return {"role": self.role, "platform": self.platform, "connection": connection_facts(self.connection),
                 "snapshot": snap}
 
@@ -353,7 +360,7 @@ class SmTarget:
             for c in (c for c in changes if c.key == sq.FILE_KEY and c.after is not None):
                 sq.read_back(self, c.after)
             for c in (c for c in changes if c.key == sq.SL2VL_KEY):
-                sq.read_back_sl2vl(self, sorted(rec["ports"]), c.after)
+                sq.read_back_sl2vl(self, {g: [int(x) for x in c.after.split(",")] for g in rec["ports"]})
         except TuningError:
             journal.update(state=DeviceState.FAILED, applied=[c.as_dict() for c in changes])
             raise
@@ -372,12 +379,15 @@ class SmTarget:
         return None if res.rc == 0 else f"no running OpenSM in {snap['paths']['opensm_pid_file']}"
 
     def restore(self, record: dict, irreversible: bool = False) -> list[str]:
-        """The journaled files written back, SIGHUP, and the ports' pkey tables and the priority
-        read back equal to the journaled ones (``record`` alone). Raises RollbackError."""
+        """The journaled files written back, SIGHUP, and the ports' pkey tables, the priority and (a
+        journal that holds them) the HCA ports' SL2VL rows read back equal to the journaled ones (``record``
+        alone). Raises RollbackError."""
         snap = snapshot_of(self.name, record)
         try:
             self._reload(snap["paths"], snap["files_before"])
             self._read_back(snap["ports"], snap["pkeys_before"], snap["sm_priority_before"])
+            if snap.get("sl2vl_before"):
+                sq.read_back_sl2vl(self, snap["sl2vl_before"], "the journal's (before the push)")
         except TuningError as e:
             raise RollbackError(f"OpenSM not restored: {e}", host=self.name, phase="restore") from e
         return []

@@ -107,25 +107,26 @@ def sls(spec: SmSpec) -> dict[int, int]:
     return sls_of(render(spec)) if spec.qos_policy is not None else {}
 
 
-def read_back_sl2vl(target, guids: list[str], value: str) -> None:
-    """After a push of the ``qos_ca_sl2vl`` line ``value`` (16 comma-separated VLs): every HCA port of
-    ``guids`` (``0x...``) holds that SL2VL table (``smpquery sl2vl``, one command, a few reads: OpenSM
-    programs the ports during its sweep; ``target``: the open :class:`~tuning.targets.sm.SmTarget`).
+def read_back_sl2vl(target, want: dict[str, list[int]],
+                    whose: str = "opensm.conf's qos_ca_sl2vl (is its qos TRUE?)") -> None:
+    """After a push of a ``qos_ca_sl2vl`` line, or a restore: every HCA port of ``want`` (port GUID ``0x...``
+    -> its SL2VL row, the VL of SL 0..15) holds that row (``smpquery sl2vl``, one command, a few reads:
+    OpenSM programs the ports during its sweep; ``target``: the open :class:`~tuning.targets.sm.SmTarget`;
+    ``whose``: where the rows come from, for the error).
 
     Raises:
-        VerifyError: a port with another table (names it, what it holds and the table wanted).
+        VerifyError: a port with another row (names it, what it holds and the row wanted).
         TuningError: a read failed (as :meth:`~tuning.targets.sm.SmTarget.run_diag`).
     """
-    want = [int(x) for x in value.split(",")]
     for _ in range(5):
-        tables = target.read_sl2vl(guids)
-        bad = {g: t.rows.get((0, 0)) for g, t in tables.items() if t.rows.get((0, 0)) != want}
+        tables = target.read_sl2vl(sorted(want))
+        bad = {g: t.rows.get((0, 0)) for g, t in tables.items() if t.rows.get((0, 0)) != want[g]}
         if not bad:
             return
         time.sleep(0.3)
     g, have = next(iter(sorted(bad.items())))
-    raise VerifyError(f"{len(bad)} HCA port(s) hold another SL2VL table than opensm.conf's qos_ca_sl2vl (is its qos "
-                      f"TRUE?); {g}: smpquery sl2vl reads {have}, want {want}", host=target.name, phase="sm")
+    raise VerifyError(f"{len(bad)} HCA port(s) hold another SL2VL table than {whose}; {g}: smpquery sl2vl reads "
+                      f"{have}, want {want[g]}", host=target.name, phase="sm")
 
 
 def read_back(target, text: str) -> None:

@@ -36,10 +36,13 @@ def snapshot_of(name: str, record: dict) -> dict:
               and all(isinstance(v, (str, type(None))) for v in snap["files_before"].values())
               and all(_GUID.fullmatch(g) and isinstance(n, str) for g, n in snap["ports"].items())
               and all(set(t.values()) <= {"full", "limited"} for t in snap["pkeys_before"].values())
-              and isinstance(snap["sm_priority_before"], (str, type(None))))
+              and isinstance(snap["sm_priority_before"], (str, type(None)))
+              and all(_GUID.fullmatch(g) and isinstance(r, list) and len(r) == 16
+                      and all(type(v) is int and 0 <= v <= 15 for v in r) for g, r in snap.get("sl2vl_before", {}).items()))
     except (TypeError, KeyError, AttributeError, ValidationError):
         ok = False
     if not ok:
         raise RollbackError("the journal's SM snapshot is missing or malformed (paths, files_before, ports, "
-                            "pkeys_before, sm_priority_before): restore OpenSM's files by hand", host=name, phase="restore")
+                            "pkeys_before, sm_priority_before, sl2vl_before): restore OpenSM's files by hand", host=name,
+                            phase="restore")
     return snap
