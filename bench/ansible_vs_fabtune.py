@@ -12,6 +12,7 @@ Usage::
 
     .venv/bin/python bench/ansible_vs_fabtune.py                    # 16 and 64 nodes
     .venv/bin/python bench/ansible_vs_fabtune.py --nodes 4 16 --runs 3
+    .venv/bin/python bench/ansible_vs_fabtune.py --inventory /tmp/lab256    # a running lab, left running
 
 Each size starts its own lab (:func:`tuning.lab.scale.write_inventory` + its fabric) in a temporary
 folder on its own ports (16 nodes: 25000, 64 nodes: 26000, others: 25000) and stops it after.
@@ -68,17 +69,21 @@ def median(samples: list[Sample]) -> Sample:
                   max(s.rc for s in samples))
 
 
-def bench_size(n: int, runs: int) -> tuple[int, Sample, Sample]:
-    """Start an ``n``-node lab, time both commands ``runs`` times each. Returns (hosts, fabtune, ansible)."""
+def bench_size(n: int, runs: int, running: Path | None = None) -> tuple[int, Sample, Sample]:
+    """Start an ``n``-node lab (or use the running lab of the inventory ``running``, left running),
+    time both commands ``runs`` times each. Returns (hosts, fabtune, ansible)."""
     from tuning import inventory
     from tuning.lab import controller
     from tuning.lab.fabric import fabric_for_inventory
     from tuning.lab.scale import write_inventory
 
     tmp = Path(tempfile.mkdtemp(prefix=f"fabtune-bench-{n}-"))
-    inv = write_inventory(tmp / "lab", n, PORTS.get(n, DEFAULT_PORT))
-    state = inv / ".state"
-    controller.up(state, fabric_for_inventory(inv))
+    if running is None:
+        inv = write_inventory(tmp / "lab", n, PORTS.get(n, DEFAULT_PORT))
+        state = inv / ".state"
+        controller.up(state, fabric_for_inventory(inv))
+    else:
+        inv, state = running, None
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
            "PYTHONPATH": str(REPO), "ANSIBLE_FORCE_COLOR": "0"}
@@ -91,7 +96,8 @@ def bench_size(n: int, runs: int) -> tuple[int, Sample, Sample]:
         fab = median([measure(fab_cmd, env) for _ in range(runs)])
         ans = median([measure(ans_cmd, env) for _ in range(runs)])
     finally:
-        controller.down(state)
+        if state is not None:
+            controller.down(state)
         shutil.rmtree(tmp, ignore_errors=True)
     return hosts, fab, ans
 
@@ -100,12 +106,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, nargs="+", default=[16, 64], help="lab sizes (nodes), default 16 64")
     ap.add_argument("--runs", type=int, default=1, help="runs per command (median), default 1")
+    ap.add_argument("--inventory", type=Path, default=None, metavar="INV",
+                    help="time against the running lab of INV (`fabtune lab init INV --nodes N` and `lab up -i INV` "
+                         "first; a 256-node lab takes minutes to build), instead of starting one per size")
     args = ap.parse_args()
+    if args.inventory is not None:
+        from tuning import inventory
+
+        args.nodes = [len(inventory.load(args.inventory).nodes)]
     head = (f"{'nodes':>5s} {'hosts':>5s} | {'fabtune wall':>12s} {'cpu':>7s} {'cpu/host':>8s} | "
             f"{'ansible wall':>12s} {'cpu':>7s} {'cpu/host':>8s} | {'wall x':>6s} {'cpu x':>6s}")
     rows = []
     for n in args.nodes:
-        hosts, fab, ans = bench_size(n, args.runs)
+        hosts, fab, ans = bench_size(n, args.runs, args.inventory)
         rows.append(f"{n:5d} {hosts:5d} | {fab.wall_s:11.2f}s {fab.cpu_s:6.2f}s {fab.cpu_s / hosts:7.3f}s | "
                     f"{ans.wall_s:11.2f}s {ans.cpu_s:6.2f}s {ans.cpu_s / hosts:7.3f}s | "
                     f"{ans.wall_s / fab.wall_s:5.1f}x {ans.cpu_s / max(fab.cpu_s, 1e-9):5.1f}x"

@@ -21,3 +21,23 @@ def pid_alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
     except OSError:
         return True
+
+
+def readable(fds: list, timeout_s: float) -> list:
+    """Those of ``fds`` (file descriptors or objects with ``fileno()``) that are readable or at EOF
+    within ``timeout_s`` seconds (0: do not wait), in the order given.
+
+    ``poll``, not ``select``: a process holding more than 1,024 descriptors (a 256-node lab's
+    daemon, a controller of a large fleet) gets any numbered past FD_SETSIZE refused by ``select``
+    ("filedescriptor out of range in select()").
+    """
+    import select
+
+    waiter = select.poll()
+    by_fd = {}
+    for f in fds:
+        fd = f if isinstance(f, int) else f.fileno()
+        by_fd[fd] = f
+        waiter.register(fd, select.POLLIN)
+    ready = {fd for fd, _ in waiter.poll(max(0, int(timeout_s * 1000)))}
+    return [f for fd, f in by_fd.items() if fd in ready]

@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import pwd
-import select
 import signal
 import socket
 import stat
@@ -42,6 +41,8 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+
+from tuning.procs import readable
 
 log = logging.getLogger("fabtune.lab.sudo")
 LAB_USERS = ("fabtune", "nobody")
@@ -348,7 +349,7 @@ class SudoServer:
                 return exit_status(proc.wait(timeout=0.05))
             except subprocess.TimeoutExpired:
                 pass
-            ready, _, _ = select.select([conn], [], [], 0)
+            ready = readable([conn], 0)  # poll: the daemon holds more than 1,024 descriptors in a big lab
             if ready and not conn.recv(1):  # the sudo stand-in died (its SSH channel closed)
                 _killpg(proc.pid)
                 return exit_status(proc.wait())

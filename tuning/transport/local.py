@@ -13,12 +13,12 @@ privileged work (the lab stand-ins refuse what the kernel refuses an unprivilege
 from __future__ import annotations
 
 import os
-import select
 import subprocess
 import time
 from pathlib import Path
 
 from tuning.errors import ConnectError
+from tuning.procs import readable
 from tuning.transport import become
 from tuning.transport.base import CommandResult
 
@@ -47,7 +47,7 @@ class LocalRunning:
 
     def _pump(self, deadline: float) -> None:
         """Read what the pipes hold, waiting at most until ``deadline`` (monotonic s) for some."""
-        ready, _, _ = select.select(list(self._open), [], [], max(0.0, deadline - time.monotonic()))
+        ready = readable(list(self._open), max(0.0, deadline - time.monotonic()))
         for fd in ready:
             chunk = os.read(fd, 65536)
             if chunk:

@@ -1,0 +1,30 @@
+"""tuning.procs.readable: waiting on descriptors numbered past select()'s FD_SETSIZE (1,024), as a
+256-node lab's daemon holds them (its sudo watch failed with "filedescriptor out of range in select()")."""
+
+from __future__ import annotations
+
+import os
+import resource
+
+import pytest
+
+from tuning.procs import readable
+
+
+def test_a_descriptor_past_1024_is_waited_on_and_an_idle_one_is_not_ready():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1600:
+        pytest.skip(f"the hard open-file limit ({hard}) cannot hold descriptor 1500")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1600), hard))
+    r, w = os.pipe()
+    high = os.dup2(r, 1500)
+    try:
+        assert readable([high], 0) == []
+        os.write(w, b"x")
+        assert readable([high, r], 0.5) == [high, r]
+        os.close(w)
+        assert os.read(high, 1) == b"x" and readable([high], 0) == [high]  # EOF reads as ready
+    finally:
+        for fd in (high, r):
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
