@@ -117,8 +117,18 @@ def _summary(doc: dict) -> str:
             f"{len(doc.get('findings') or [])} finding(s){reports}")
 
 
+def _finding_lines(f: dict) -> list[str]:
+    """A finding's console lines: code, kind, target and message (its severity when not ``error``), then its
+    ``fix`` when it has one (the IB views': :mod:`tuning.burnin.ib_views`)."""
+    msg = f["message"]  # localise's node messages open with the target itself: print it once
+    msg = msg[len(f["target"]) + 2:] if msg.startswith(f"{f['target']}: ") else msg
+    sev = f" ({f['severity']})" if f.get("severity") not in (None, "error") else ""
+    return [f"{f['code']:<22} {f['kind']:<6} {f['target']}: {msg}{sev}"] + ([f"{'':<29} fix: {f['fix']}"] if f.get("fix") else [])
+
+
 def _show(doc: dict, as_json: bool) -> None:
-    """Print ``doc`` (JSON, or a line per unreachable node, finding and drain, then :func:`_summary`).
+    """Print ``doc`` (JSON, or a line per unreachable node, finding (its severity when not ``error``, its
+    ``fix`` on the next line when it has one) and drain, then :func:`_summary`).
     A run that ``stopped`` (tested nothing) prints ONE error line on stderr naming the nodes, then the summary."""
     import json
 
@@ -132,9 +142,7 @@ def _show(doc: dict, as_json: bool) -> None:
     for name, why in (doc.get("unreachable") or {}).items():
         print(f"UNREACHABLE {name}: {why}")
     for f in doc.get("findings") or []:
-        msg = f["message"]  # localise's node messages open with the target itself: print it once
-        msg = msg[len(f["target"]) + 2:] if msg.startswith(f"{f['target']}: ") else msg
-        print(f"{f['code']:<22} {f['kind']:<6} {f['target']}: {msg}")
+        print("\n".join(_finding_lines(f)))
     d = doc.get("drain")
     if d:
         print(f"drain ({d['adapter']}, {'dry run' if d['dry_run'] else 'acted'}): {', '.join(d['drained']) or 'none'}"

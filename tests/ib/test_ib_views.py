@@ -17,7 +17,7 @@ import pytest
 from tuning.burnin import ib_judge
 from tuning.burnin.collect import ib_round
 from tuning.burnin.ib_read import read_fabric, served_command
-from tuning.burnin.ib_views import findings
+from tuning.burnin.ib_views import FIXES, findings
 from tuning.burnin.localise import localise
 from tuning.errors import TuningError
 from tuning.model.ib_ports import IbPortsSpec
@@ -180,3 +180,19 @@ def test_a_node_whose_port_guid_is_unreadable_is_not_read():
     views = copy.deepcopy(node_round("clean")["views"])
     assert {v["guid"] for v in views.values()} == {f"0x0c42a1030000{i}1" for i in ("010", "011", "012", "013", "014",
                                                                                   "015", "016", "017")}
+
+
+def test_the_console_prints_each_view_finding_with_its_fix_and_a_warnings_severity(reads, capsys):
+    from tuning.cli_burnin import _show
+
+    node = node_round("clean", lambda t: t.replace("mlx5_4/ports/1/rate\t200 Gb/sec (4X HDR)",
+                                                   "mlx5_4/ports/1/rate\t100 Gb/sec (4X EDR)"))
+    doc = doc_of(reads["clean"], reads["lid_smlid_half_up"], node_round("lid_smlid_half_up"))
+    doc.update(run_id="health-20261205T010000-a1b2c3", seconds=3.0,
+               findings=localise(doc) + findings(doc_of(reads["clean"], reads["clean"], node)))
+    _show(doc, as_json=False)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("ib-view-lid            link   node01:mlx5_1/1: port GUID 0x0c42a10300000111: the host ")
+    assert out[1] == " " * 29 + " fix: " + FIXES["ib-view-lid"]
+    assert out[6].endswith("on the same cable (warning)") and out[7].endswith(FIXES["ib-view-rate"])
+    assert out[8] == "health-20261205T010000-a1b2c3: 1 round(s) in 3 s, 4 finding(s)"

@@ -34,7 +34,7 @@ Target: ``node01:mlx5_0/1`` (host, HCA, port: the inventory's node name), with `
 port) for ``ib-view-state`` and ``ib-view-rate``. A finding::
 
     {"code": "ib-view-lid", "kind": "link", "target": "node01:mlx5_1/1", "severity": "error",
-     "message": "node01:mlx5_1/1 (port GUID 0x0c42a10300000111): the host reads lid 0x50 (iblinkinfo: 0x50,
+     "message": "node01:mlx5_1/1: port GUID 0x0c42a10300000111: the host reads lid 0x50 (iblinkinfo: 0x50,
                  the port's PortInfo); the SM's SA (sm01) serves LID 0x5 for it in path records (saquery PR
                  from the SM)", "fix": "...",
      "evidence": {"guid": "0x0c42a10300000111", "host": {"lid": "0x50", ...}, "sm": {"sa_lid": 5, ...},
@@ -43,8 +43,8 @@ port) for ``ib-view-state`` and ``ib-view-rate``. A finding::
 Nothing is judged for a node port no SM read joins (a round whose SM reads all failed is the IB reads'
 ``harness-error``, :mod:`tuning.burnin.ib_judge`) or a port down on every side (the node's own
 ``ib-port-not-active``); LIDs and rate only on a port the host reads ACTIVE (one still INIT has no LID
-of the SM's yet: its state against the switch's is the finding). Units: LIDs as integers (the host's as read, ``0x..``), widths ``4X``, speeds the
-kernel's words (``HDR``).
+of the SM's yet: its state against the switch's is the finding). Units: LIDs as integers (the host's as
+read, ``0x..``), widths ``4X``, speeds the kernel's words (``HDR``).
 """
 
 from __future__ import annotations
@@ -89,7 +89,8 @@ def _switch_end(read: dict, name: str | None) -> dict | None:
 
 def _remote_before(doc: dict, sm: str, guid: str) -> str | None:
     """The switch port the CA port ``guid`` was cabled to in an earlier read of ``sm`` (the baseline first)."""
-    reads = [(doc.get("ib") or {}).get("baseline", {}).get(sm)] + [(r.get("ib") or {}).get(sm) for r in doc.get("rounds", [])]
+    reads = [(doc.get("ib") or {}).get("baseline", {}).get(sm)]
+    reads += [(r.get("ib") or {}).get(sm) for r in doc.get("rounds", [])]
     for read in reads:
         hit = _ca_ports(read or {}).get(guid)
         if hit and hit[1].get("remote"):
@@ -121,7 +122,7 @@ def _state(host: str, view: dict, ev: dict, switch_name: str | None, switch: dic
         "no switch port is known for its cable"
     lost = "" if seen else f"; the SM's fabric read (iblinkinfo on {ev['sm_host']}) does not show the port"
     target = f"{host}<->{switch_name}" if switch_name else host
-    return [_finding("ib-view-state", target, f"{host} (port GUID {ev['guid']}): the host reads {view['state']} "
+    return [_finding("ib-view-state", target, f"{host}: port GUID {ev['guid']}: the host reads {view['state']} "
                      f"({view['phys_state']}); {where}{lost}", ev)]
 
 
@@ -132,7 +133,7 @@ def _rate(host: str, view: dict, ev: dict, switch_name: str | None, switch: dict
     rate = parse_rate(view["rate"])
     if (rate.width, rate.speed) == (switch["width"], switch["generation"]):
         return []
-    return [_finding("ib-view-rate", f"{host}<->{switch_name}", f"{host} (port GUID {ev['guid']}): the host reads "
+    return [_finding("ib-view-rate", f"{host}<->{switch_name}", f"{host}: port GUID {ev['guid']}: the host reads "
                      f"rate {view['rate']}; the switch port {switch_name} reads {switch['width']} {switch.get('speed')} "
                      f"({switch['generation']}) on the same cable", ev)]
 
@@ -144,12 +145,12 @@ def _lids(host: str, view: dict, ev: dict, read: dict, sm: str) -> list[dict]:
         sa, fabric = read["sa"][guid], (ev["sm"]["fabric"] or {}).get("lid")
         said = "no path record to it" if sa is None else f"LID {sa:#x} for it in path records"
         if parse_hex(view["lid"], "lid") != sa:
-            out.append(_finding("ib-view-lid", host, f"{host} (port GUID {guid}): the host reads lid {view['lid']}"
+            out.append(_finding("ib-view-lid", host, f"{host}: port GUID {guid}: the host reads lid {view['lid']}"
                                 + (f" (iblinkinfo: {fabric:#x}, the port's PortInfo)" if fabric is not None else "")
                                 + f"; the SM's SA ({sm}) serves {said} (saquery PR from the SM)", ev))
     master = (read.get("sm") or {}).get("lid")
     if master is not None and parse_hex(view["sm_lid"], "sm_lid") != master:
-        out.append(_finding("ib-view-sm-lid", host, f"{host} (port GUID {guid}): the host reads sm_lid "
+        out.append(_finding("ib-view-sm-lid", host, f"{host}: port GUID {guid}: the host reads sm_lid "
                             f"{view['sm_lid']}; the master SM answers at LID {master:#x} (sminfo on {sm})", ev))
     return out
 
