@@ -51,7 +51,8 @@ def test_allowed_the_commit_overwrites_them_once(sw) -> None:  # noqa: F811
     drv.allow_overwrite_files = True
     drv.load_candidate("nv set interface swp5 link mtu 4400\n")
     rev = drv.commit()
-    assert rev != before and drv.current_revision() == rev and "nv set interface swp5 link mtu 4400" in drv.running_config()
+    assert rev != before and drv.current_revision() == rev
+    assert "nv set interface swp5 link mtu 4400" in drv.running_config()
     drv.allow_overwrite_files = False  # the files are NVUE's again: the next apply warns of nothing
     drv.load_candidate("nv set interface swp5 link mtu 4500\n")
     assert drv.commit() not in (before, rev)

@@ -94,7 +94,8 @@ def faults_of(injections: list[dict], switch: str) -> Faults:
                      if i.get("kind") == "down" and str(i.get("target", "")).startswith(f"{switch}:"))
     edit = kinds.get("hand-edit", {})
     return Faults("apply-fails" in kinds, "nvued-down" in kinds, float(slow or 0), oper,
-                  int(kinds.get("reboot", {}).get("value", 0)), down, tuple(edit.get("value", ())), int(edit.get("at", 0)))
+                  int(kinds.get("reboot", {}).get("value", 0)), down, tuple(edit.get("value", ())),
+                  int(edit.get("at", 0)))
 
 
 class FaultReader:

@@ -2,7 +2,8 @@
 
 Commands (Cumulus Linux 5.x NVUE reference, ``Config-Commands.md``; transcripts in
 shared/cases/cli/nvue_*.txt): ``nv set`` per candidate line, ``nv config diff``,
-``nv config apply [--confirm Ns]`` answered at its ``[y/N]`` question (:meth:`NvueDriver._asked_apply`), ``nv config apply <rev> --confirm-yes``,
+``nv config apply [--confirm Ns]`` answered at its ``[y/N]`` question (:meth:`NvueDriver._asked_apply`),
+``nv config apply <rev> --confirm-yes``,
 ``nv config revision -o json`` (a pending confirm has ``state: confirm``),
 ``nv config revision --applied -o json``, ``nv config detach``, ``nv config apply <rev> -y``
 (rollback), ``nv config show -o commands``, ``nv show interface``, ``nv show qos roce``; after a
@@ -99,7 +100,7 @@ class NvueDriver(NvueStartup, CliDriver):
             raise err from exc
         why = text.failure(out)
         if why:
-            raise error(f"`{command}` failed: {why}", host=self.name, phase=phase)
+            raise error(f"`{said or command}` failed: {why}", host=self.name, phase=phase)
         return out
 
     def _late_output(self, until: str | None = None) -> str | None:
@@ -275,7 +276,8 @@ class NvueDriver(NvueStartup, CliDriver):
                           f"the last save ({', '.join(files)}); answered N" + (
                               f", nothing applied (revision {before})" if now == before else
                               f", yet the applied revision moved from {before} to {now}")
-                          + "; pass --allow-overwrite-files to let the switch overwrite them", host=self.name, phase="apply")
+                          + "; pass --allow-overwrite-files to let the switch overwrite them",
+                          host=self.name, phase="apply")
         err.overwrite_files = files  # type: ignore[attr-defined]
         err.revision = None if now == before else now  # type: ignore[attr-defined]
         raise err
