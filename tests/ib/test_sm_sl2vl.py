@@ -87,3 +87,15 @@ def test_a_journals_sl2vl_rows_are_checked_before_a_restore_reads_them_back(rows
     else:
         with pytest.raises(RollbackError, match="sl2vl_before"):
             snapshot_of("sm01", {"snapshot": snap})
+
+
+def test_an_sl_the_policy_uses_mapped_to_vl15_is_a_finding_before_the_push_and_an_unused_one_is_not():
+    s = SmSpec.model_validate({"qos_policy": {"default_sl": 0, "ulps": [{"pkey": 1, "sl": 3}], "ca_sl2vl": SET},
+                               "partitions": [{"name": "t2", "pkey": 2, "sl": 15, "members": {"ALL": "full"}}]})
+    [f] = sm_qos.findings("sm01", s, CONF, "sm")
+    assert (f.code, f.evidence) == ("ib-sl-vl15", "qos_ca_sl2vl 0,1,2,3,4,5,6,7,7,6,5,4,3,2,1,15")
+    assert f.message.startswith("the QoS policy's ca_sl2vl maps SL 15 (used by its rules, its default or a partition)")
+    assert sm_qos.used_sls(s) == [0, 3, 15]
+    unused = s.model_copy(update={"partitions": []})
+    assert sm_qos.findings("sm01", unused, CONF, "sm") == []  # SL 15 maps to VL 15, but nothing uses it
+    assert [x.code for x in sm_qos.findings("sm01", s, "qos FALSE\n", "sm")] == ["ib-sl-vl15", "ib-qos-off"]

@@ -83,15 +83,30 @@ def set_conf_line(conf: str, key: str, value: str) -> str:
 def findings(name: str, spec: SmSpec, conf: str, domain: str) -> list[Finding]:
     """``ib-qos-off`` when the inventory has a QoS policy and opensm.conf (``conf``, its text) does not
     say ``qos TRUE`` (OpenSM's default is FALSE, ``opensm(8)``): OpenSM then ignores the policy file,
-    and a push of it fails its read back (its SLs never reach the path records)."""
+    and a push of it fails its read back (its SLs never reach the path records); ``ib-sl-vl15`` when the
+    policy's ``ca_sl2vl`` maps an SL it uses (:func:`used_sls`) to VL 15, the management VL (IBA: a data
+    packet whose SL maps to VL 15 is dropped), so jobs on that SL send nothing; mapping unused SLs there is fine."""
     if spec.qos_policy is None:
         return []
+    out, pol = [], spec.qos_policy
+    dropped = [sl for sl in used_sls(spec) if pol.ca_sl2vl is not None and pol.ca_sl2vl[sl] == 15]
+    if dropped:
+        out.append(Finding(name, domain, "ib-sl-vl15", f"the QoS policy's ca_sl2vl maps SL {', '.join(map(str, dropped))} "
+                           "(used by its rules, its default or a partition) to VL 15, the management VL: the HCAs drop "
+                           "data sent on it", f"qos_ca_sl2vl {','.join(map(str, pol.ca_sl2vl))}"))
     line = next((x.strip() for x in conf.splitlines() if x.split()[:1] == ["qos"]), None)
     if line is not None and line.split()[1:] == ["TRUE"]:
-        return []
-    return [Finding(name, domain, "ib-qos-off", "the inventory gives a QoS policy (qos_policy) but OpenSM runs with "
-                    "qos off: it ignores the policy file, its SLs reach no path record (opensm.conf needs 'qos TRUE')",
-                    f"opensm.conf: {line or 'no qos line (OpenSM defaults to FALSE)'}")]
+        return out
+    return out + [Finding(name, domain, "ib-qos-off", "the inventory gives a QoS policy (qos_policy) but OpenSM runs with "
+                          "qos off: it ignores the policy file, its SLs reach no path record (opensm.conf needs 'qos TRUE')",
+                          f"opensm.conf: {line or 'no qos line (OpenSM defaults to FALSE)'}")]
+
+
+def used_sls(spec: SmSpec) -> list[int]:
+    """The SLs ``spec`` puts traffic on, sorted: its QoS policy's default and rules, and the partitions' ``sl``."""
+    pol = spec.qos_policy
+    sls = ({pol.default_sl, *(u.sl for u in pol.ulps)} if pol is not None else set())
+    return sorted(sls | {p.sl for p in spec.partitions if p.sl is not None})
 
 
 def sls_of(text: str) -> dict[int, int]:
