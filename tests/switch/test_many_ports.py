@@ -1,7 +1,8 @@
-"""A leaf with many ports (257 on a 64-node lab) is staged in one write, as `fabtune plan` does:
-the echo of so many lines comes back in pieces between the prompts, and only what the switch
-printed of its own is an error. Real SSH to the lab's NVUE switches of a 64-node inventory
-(:func:`tuning.lab.scale.write_inventory`); only the switches run (the nodes are not needed)."""
+"""A leaf with many ports (257) is staged in one write, as `fabtune plan` does: the echo of so many
+lines comes back in pieces between the prompts, and only what the switch printed of its own is an
+error. Real SSH to the lab's NVUE switches of a 4-node inventory whose leaf01 lists 257 ports
+(:func:`tuning.lab.scale.write_inventory`, then leaf01's ``ports`` in the inventory and the lab alike:
+the lab's own leaves hold at most 130 since SUs of 32 nodes); only the switches run."""
 
 from __future__ import annotations
 
@@ -20,14 +21,17 @@ pytestmark = pytest.mark.lab
 
 #: this module's switches listen on +231..+233, clear of the other labs of tests/conftest.py (+1..+223)
 BASE_PORT = TEST_BASE_PORT + 130
-N_NODES = 64
+N_PORTS = 257
 
 
 @pytest.fixture(scope="module")
 def big_lab(tmp_path_factory: pytest.TempPathFactory):
-    """The switches of a 64-node lab inventory; yields the inventory's devices."""
-    inv_dir = write_inventory(tmp_path_factory.mktemp("many") / "lab", N_NODES, BASE_PORT)
-    lab = start_switches(inv_dir / ".state", fabric_for_inventory(inv_dir))
+    """The switches of a 4-node lab inventory with a 257-port leaf01; yields the inventory's devices."""
+    inv_dir = write_inventory(tmp_path_factory.mktemp("many") / "lab", 4, BASE_PORT)
+    (inv_dir / "host_vars" / "leaf01.yml").write_text(f"# leaf01 (leaf)\nports:\n- swp1-{N_PORTS}\n")
+    fabric = fabric_for_inventory(inv_dir)
+    fabric.switch("leaf01").ports = [f"swp{i}" for i in range(1, N_PORTS + 1)]
+    lab = start_switches(inv_dir / ".state", fabric)
     try:
         yield inventory.load(inv_dir).devices
     finally:
@@ -50,7 +54,7 @@ def test_plan_stages_the_full_candidate_of_a_257_port_leaf(leaf01) -> None:
     dev, drv = leaf01
     state = switch_ops.collect(drv, dev)  # the plan's path: stage the rendered candidate, read its diff
     staged = [line for line in state.candidate.splitlines() if line.startswith("nv set interface swp")]
-    assert len(staged) == len(state.ports) == 257  # 64 nodes x 4 rails on leaf01, and its uplink
+    assert len(staged) == len(state.ports) == 257
     assert any(c.key.startswith("roce/") for c in switch_ops.plan(dev, state))
 
 
