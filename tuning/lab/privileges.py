@@ -171,9 +171,12 @@ def socket_path(state_dir: Path, node: str) -> Path:
     return Path(state_dir) / "run" / "sudo" / f"{node}.sock"
 
 
-#: how many 50 ms steps a sudo call of an unclaimed process waits for its spawner's
-#: :func:`claim` (the shell exists, and may call sudo, a moment before it is claimed)
-CLAIM_WAIT_STEPS = 40
+#: how many 50 ms steps (30 s) a sudo call of an unclaimed process waits for its spawner's
+#: :func:`claim` (the shell exists, and may call sudo, a moment before it is claimed). 2 s was too
+#: short for a 256-node lab planned at once (load ~200 on 2 cores): node07's first sudo was refused
+#: as no node's, a harness error read as the node's failure. A process of another node, or one that
+#: does not descend from the daemon (it is never claimed), is refused at once.
+CLAIM_WAIT_STEPS = 600
 _OWNERS: dict[int, str] = {}
 _OWNERS_LOCK = threading.Lock()
 
@@ -196,21 +199,26 @@ def node_of(pid: int) -> str | None:
     Walks the parent chain up to the first recorded pid (a node shell's environment, e.g.
     ``FABTUNE_LAB_NODE``, is the caller's to forge; its ancestry is not).
     """
+    return _ancestry(pid)[1]
+
+
+def _ancestry(pid: int) -> tuple[bool, str | None]:
+    """``(pid descends from this daemon, the node of the first recorded pid on the way or None)``."""
     me, node = os.getpid(), None
     for _ in range(64):
         if pid == me:
-            return node  # the chain must reach the daemon (no stale pid of another process)
+            return True, node  # the chain must reach the daemon (no stale pid of another process)
         if node is None:
             with _OWNERS_LOCK:
                 node = _OWNERS.get(pid)
         if pid <= 1:
-            return None
+            return False, None
         try:
             status = Path(f"/proc/{pid}/status").read_text()
         except OSError:
-            return None
+            return False, None
         pid = int(status.split("PPid:", 1)[1].split()[0])
-    return None
+    return False, None
 
 
 def _recv_request(conn: socket.socket) -> tuple[dict, list[int]]:
@@ -277,12 +285,12 @@ class SudoServer:
         try:
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
             pid = int.from_bytes(creds[:4], "little")
-            caller = node_of(pid)
-            for _ in range(CLAIM_WAIT_STEPS):  # a shell may call sudo before its spawner claimed it
-                if caller is not None:
+            mine, caller = _ancestry(pid)
+            for _ in range(CLAIM_WAIT_STEPS):  # a shell of this daemon may call sudo before its spawner claimed it
+                if caller is not None or not mine:
                     break
                 time.sleep(0.05)
-                caller = node_of(pid)
+                mine, caller = _ancestry(pid)
             if caller != self.node:
                 log.warning("%s: sudo refused to pid %d (a process of %s)", self.node, pid, caller or "no node")
                 _reply(conn, {"rc": 1, "error": f"sudo: this lab socket serves only {self.node}'s own shells"})
