@@ -242,3 +242,19 @@ def test_render_of_an_inventory_with_an_sm_writes_the_rest_and_names_the_sm_it_c
     written = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert written == ["leaf01.nvue", "leaf02.nvue", "node01.files", "node02.files", "spine01.nvue"], written
     assert f"wrote 5 file(s) to {tmp_path / 'out'}; 1 device(s) need the fabric" in " ".join(res.stdout.split())
+
+
+def test_a_port_given_more_pkeys_than_its_table_holds_is_a_finding_naming_it_and_its_capacity():
+    tenants = [{"name": f"t{i}", "pkey": 0x0100 + i, "members": {"node01": "full"}} for i in range(3)]
+    spec = SmSpec.model_validate({"partitions": [{"name": "Default", "pkey": 0x7FFF, "members": {"ALL": "full"}},
+                                                 *tenants]})
+    caps = {f"{p.guid:#018x}": 4 for p in PORTS}
+    node01 = [p for p in PORTS if p.node == "node01"]
+    caps[f"{node01[0].guid:#018x}"] = 3  # one HCA with a smaller table: 4 pkeys do not fit
+    state = {"ports": PORTS, "pkey_caps": caps}
+    [f] = sp._table_overflow("sm01", spec, state)
+    assert (f.code, f.device) == ("ib-pkey-table-full", "sm01")
+    assert f.message.startswith(f"1 HCA port(s) would be members of more partitions than their P_Key table holds: "
+                                f"{node01[0].name} (4 pkeys, holds 3);")
+    assert f.evidence == f"smpquery pkeys: {node01[0].name}: 3 pkeys capacity for this port"
+    assert sp._table_overflow("sm01", spec, {"ports": PORTS, "pkey_caps": {}}) == []  # nothing read: nothing judged

@@ -267,3 +267,25 @@ def test_a_push_sees_the_sweep_when_opensm_keeps_its_log_in_its_buffer(lab, tmp_
     finally:
         conf.write_text(flushed)
         hup_and_wait_sweep(lab)
+
+
+def test_more_partitions_than_a_pkey_table_holds_is_said_in_the_plan_and_a_push_of_them_fails_and_is_restored(lab, tmp_path):
+    """70 tenant partitions on node01 (71 pkeys with Default) over ibsim's 64-entry P_Key tables:
+    the plan says so before the push, naming the ports, what they would need and what they hold; a
+    push anyway fails with OpenSM's own ERR 0512 lines (it programmed what fits and dropped the rest)
+    and the journal restores every file and table."""
+    tenants = [{"name": f"t{i}", "pkey": 0x0100 + i, "members": {"node01": "full"}} for i in range(70)]
+    before, t, state, j, changes = start(lab, tmp_path, {"partitions": [DEFAULT, *tenants]})
+    assert set(state["pkey_caps"].values()) == {64} and len(state["pkey_caps"]) == 16
+    [f] = t.findings(state)
+    assert f.code == "ib-pkey-table-full" and f.message.startswith(
+        "8 HCA port(s) would be members of more partitions than their P_Key table holds: "
+        "node01 mlx5_0/1 (71 pkeys, holds 64), node01 mlx5_1/1 (71 pkeys, holds 64)")
+    assert f.evidence.startswith("smpquery pkeys: node01 mlx5_0/1: 64 pkeys capacity for this port")
+    with pytest.raises(CommitError, match=r"OpenSM refused the new files: pkey_mgr_update_port: ERR 0512: Failed to "
+                                          r"set PKey 0x8\w+ because Pkey table is full for node 0x0c42a10300000100 "
+                                          r"port 1 \(node01 mlx5_0\)"):
+        t.push(changes, j.of("sm01"))
+    assert j.device("sm01")["state"] == DeviceState.FAILED
+    assert len(pkeys(lab, "node01-mlx5_0")) == 64  # the table is full: 7 partitions are missing
+    restored_from_journal(lab, j, before)

@@ -156,12 +156,15 @@ class SmTarget:
             raise TuningError(f"smpquery {query} answered for {len(texts)} of {len(guids)} ports", host=self.name)
         return texts
 
-    def read_pkeys(self, guids: list[str]) -> dict[str, sp.Table]:
-        """Port GUID -> its pkey table (``0x7fff`` -> ``full``), ``smpquery pkeys``. Raises TuningError."""
+    def read_pkeys(self, guids: list[str], caps: dict[str, int] | None = None) -> dict[str, sp.Table]:
+        """Port GUID -> its pkey table (``0x7fff`` -> ``full``), ``smpquery pkeys``; ``caps``, when
+        given, gets each port's table size (``64 pkeys capacity for this port``). Raises TuningError."""
         tables: dict[str, sp.Table] = {}
         for guid, text in self._per_port(guids, "pkeys").items():
             table = parse_pkeys(text)
             tables[guid] = {sp.pkey_word(e.pkey): table.membership(e.pkey) for e in table.entries}
+            if caps is not None and table.capacity is not None:
+                caps[guid] = table.capacity
         return tables
 
     def read_sl2vl(self, guids: list[str]) -> dict[str, Sl2VlTable]:
@@ -198,8 +201,8 @@ class SmTarget:
     def collect(self, domains: set[str] | None = None) -> dict:
         """What the SM serves: ``ports`` (:class:`~tuning.targets.sm_partitions.CaPort`), ``files``
         (path -> text | None), ``partitions`` (the partitions file's text, "" when absent),
-        ``sm_priority`` (opensm.conf's, a string, None when unset), ``routing_engine`` and ``pkeys``
-        (port GUID -> table); with a policy ``ca_sl2vl`` also ``sl2vl`` (HCA port GUID -> its SL2VL row, what a
+        ``sm_priority`` (opensm.conf's, a string, None when unset), ``routing_engine``, ``pkeys``
+        (port GUID -> table) and ``pkey_caps`` (port GUID -> its P_Key table's size); with a policy ``ca_sl2vl`` also ``sl2vl`` (HCA port GUID -> its SL2VL row, what a
         restore reads back). Raises TuningError (CommandError, ParseError)."""
         spec: SmSpec = self.device.spec
         paths = spec.model_dump(include=set(PATHS))
@@ -207,9 +210,10 @@ class SmTarget:
         ports = self.read_ports()
         conf = files[paths["opensm_conf_file"]] or ""
         prio = next((x.split()[1] for x in conf.splitlines() if x.startswith("sm_priority ") and len(x.split()) == 2), None)
+        caps: dict[str, int] = {}
         state = {"paths": paths, "files": files, "partitions": files[paths["opensm_partitions_file"]] or "",
                  "sm_priority": prio, "routing_engine": engine, "ports": ports,
-                 "pkeys": self.read_pkeys([f"{p.guid:#018x}" for p in ports])}
+                 "pkeys": self.read_pkeys([f"{p.guid:#018x}" for p in ports], caps), "pkey_caps": caps}
         state["path_records"] = self._path_records(sp.path_pairs(spec, state))
         if spec.qos_policy is not None and spec.qos_policy.ca_sl2vl is not None:
             state["sl2vl"] = {g: t.rows.get((0, 0)) for g, t in self.read_sl2vl(sorted(state["pkeys"])).items()}
