@@ -24,12 +24,15 @@ NEW_DIR = checked_path("DIR", "a new (or empty) inventory folder", is_dir=True)
 
 def lab_init(directory: Path = typer.Argument(..., metavar="DIR", help="A new (or empty) inventory folder.",
                                              parser=NEW_DIR),
-             nodes: int = typer.Option(4, "--nodes", "-n", min=1, max=MAX_NODES,
+             nodes: int = typer.Option(4, "--nodes", "-n", metavar="N", parser=integer("--nodes", 1, MAX_NODES, "a lab size"),
                                        help=f"GPU nodes, 1..{MAX_NODES} (8 rails each; SUs of 32 nodes, 2 rail leaves each; "
                                             "1 spine for one SU, else 2)."),
-             base_port: int = typer.Option(DEFAULT_BASE_PORT, "--base-port", min=1024, max=32664,
+             base_port: int = typer.Option(DEFAULT_BASE_PORT, "--base-port", metavar="BASE",
+                                           parser=integer("--base-port", 1024, 32664, "a port", "1024..32664 (at most "
+                                                          "32767 minus the lab's ports: 32493 for 256 nodes)"),
                                            help="Node k listens on BASE+k, the switches on BASE+101.. (past the "
-                                                "last node's port beyond 100 nodes; 256 nodes use BASE+1..274)."),
+                                                "last node's port beyond 100 nodes); every port stays below 32768: "
+                                                "BASE at most 32664 up to 32 nodes, 32493 for 256 nodes."),
              switch_os: list[str] = typer.Option([], "--switch-os", metavar="SWITCH=OS",
                                                  help="A switch's OS where not NVUE: nvue, eos or sonic (repeat per switch)."),
              shape: str = typer.Option("dgx", "--shape", metavar="dgx|nvl72",

@@ -46,8 +46,8 @@ def lab_up(inventory: Path = INV, state_dir: Optional[Path] = STATE, k8s: bool =
                                        "`lab noise` changes it later, `lab reset` brings this back"),
            noise_seed: Optional[int] = typer.Option(None, "--noise-seed", help="draw the noise from this seed "
                                                     "(default: the OS's randomness)")) -> None:
-    """Start the lab: 4 GPU nodes (SSH), 2 leaves and 1 spine (NVUE), untuned, listening on the
-    ports INVENTORY names (so two labs on two inventories run side by side). Its RDMA test results
+    """Start the lab of INVENTORY, untuned: its GPU nodes (SSH) and switches (NVUE unless it names another
+    OS; inventory/lab: 4 nodes, 2 leaves, 1 spine; `lab init`: up to 256) on its ports. Its RDMA test results
     spread as a quiet real fabric's do (1 %, tuning.lab.noise), unless --noise says otherwise.
 
     Example: fabtune lab up -i inventory/lab --slurm --noise 3

@@ -332,9 +332,14 @@ def fabric_for_inventory(inv_dir: Path) -> Fabric:
         if not (dev.kind.endpoint or dev.kind.fabric):
             continue  # a subnet manager: the IB lab's (tuning.lab.ib), beside the RoCE fabric
         if name not in lab:
-            raise InputError(str(inv_dir / "hosts.yaml"), name,
-                             f"not a lab device; the lab has {', '.join(sorted(lab))}")
+            raise InputError(str(inv_dir / "hosts.yaml"), name, f"not a lab device; the lab has {_names(lab)}")
+        if not 1024 <= dev.connection.port < 32768:
+            raise InputError(dev.sources.get("ansible_port", str(inv_dir / "hosts.yaml")), f"{name}: ansible_port",
+                             f"{dev.connection.port}: a lab port is 1024..32767, below the kernel's ephemeral range")
         lab[name].port = dev.connection.port
+    for name, dev in inv.devices.items():  # every name is the lab's (above): now the cables
+        if dev.kind.endpoint or dev.kind.fabric:
+            _same_cabling(dev, lab[name], fabric, inv_dir)
     first = inv.devices.get("node01")
     if first is not None:  # switches a node-only inventory leaves out: beside its nodes (base + 101..)
         base = first.connection.port - 1
@@ -343,6 +348,38 @@ def fabric_for_inventory(inv_dir: Path) -> Fabric:
                 sw.port = switch_port_base(base, len(fabric.nodes)) + i
     fabric.noise = noise.check(noise.DEFAULT_PCT, noise.DEFAULT_PCT, None)  # a quiet real fabric's spread
     return fabric
+
+
+def _names(lab: dict) -> str:
+    """The lab's device names for an error line, a long list cut (``node001..node256, leaf01..``)."""
+    names = sorted(lab)
+    return ", ".join(names) if len(names) <= 12 else f"{', '.join(names[:6])} ... {', '.join(names[-3:])} ({len(names)})"
+
+
+def _same_cabling(dev, lab_dev: Node | Switch, fabric: Fabric, inv_dir: Path) -> None:
+    """The inventory's cabling of ``dev`` is the lab's: each NIC's leaf port, a leaf's ``uplinks``.
+    The lab runs its own fabric (:func:`default_fabric`); an inventory cabled otherwise would have
+    the lab and the verification schedule silently disagree.
+
+    Raises:
+        InputError: the first NIC or uplink that differs, naming its file, key and the lab's cable.
+    """
+    from tuning.errors import InputError
+
+    where = str(inv_dir / "host_vars" / f"{dev.name}.yml")
+    if isinstance(lab_dev, Node):
+        cabled = {c.rdma_device: (c.switch, c.switch_port) for c in lab_dev.nics}
+        for nic in dev.spec.nics:
+            want = cabled.get(nic.rdma_device)
+            if want is not None and (nic.switch, nic.switch_port) != want:
+                raise InputError(dev.sources.get("nics", where), f"nics.{nic.rdma_device}.switch_port",
+                                 f"{nic.switch}:{nic.switch_port}: the lab cables {nic.rdma_device} to {want[0]}:{want[1]}")
+        return
+    lab_ups = {l.a_port: f"{l.b}:{l.b_port}" for l in fabric.links if l.a == lab_dev.name}
+    for port, end in (getattr(dev.spec, "uplinks", None) or {}).items():
+        if lab_ups.get(port) != end:
+            raise InputError(dev.sources.get("uplinks", where), f"uplinks.{port}",
+                             f"{end}: the lab cables {lab_dev.name}:{port} to {lab_ups.get(port) or 'nothing'}")
 
 
 def _shape_of(inv) -> Callable[..., Fabric]:

@@ -110,7 +110,7 @@ def write_inventory(dest: Path, n_nodes: int, base_port: int = DEFAULT_BASE_PORT
             ephemeral range (32768) or fall below 1024, a switch or OS the lab lacks, or ``dest``
             not empty.
     """
-    if not isinstance(n_nodes, int) or not 1 <= n_nodes <= MAX_NODES:
+    if not isinstance(n_nodes, int) or isinstance(n_nodes, bool) or not 1 <= n_nodes <= MAX_NODES:
         raise InputError("--nodes", str(n_nodes), f"a lab has 1..{MAX_NODES} nodes")
     span = port_span(n_nodes)
     if not isinstance(base_port, int) or not 1024 <= base_port <= 32767 - span:
@@ -128,7 +128,11 @@ def write_inventory(dest: Path, n_nodes: int, base_port: int = DEFAULT_BASE_PORT
             raise InputError("--switch-os", f"{name}={os_}"[:60], f"SWITCH=OS with SWITCH one of {shown} and OS "
                              f"one of {', '.join(SWITCH_OSES)}")
     fabric = default_fabric(base_port=base_port, n_nodes=n_nodes, switch_os=switch_os)
-    (dest / "host_vars").mkdir(parents=True, exist_ok=True)
+    try:
+        (dest / "host_vars").mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # a parent that is a file, or that does not exist on a read-only tree
+        raise InputError(str(dest), "DIR", f"cannot be created ({e.strerror}); give a new folder in a writable "
+                         "directory") from None
     shutil.copytree(LAB_INVENTORY / "group_vars", dest / "group_vars")
     (dest / "hosts.yaml").write_text(_hosts_yaml(fabric))
     for node in fabric.nodes:
