@@ -55,15 +55,11 @@ def lab_up(inventory: Path = INV, state_dir: Optional[Path] = STATE, k8s: bool =
     from tuning.lab import controller
     from tuning.lab import slurm as slurm_lab
     from tuning.lab.fabric import fabric_for_inventory
-    from tuning.lab.noise import check
 
     sd = _state_dir(inventory, state_dir)
+    spread = _noise(noise, noise_seed)  # the flags first, then the inventory
     fabric = fabric_for_inventory(existing_inventory(inventory))
-    try:
-        fabric.noise = check(noise, noise, noise_seed)
-    except ValueError as e:
-        bad = noise_seed if noise_seed is not None and noise_seed < 0 else noise
-        raise InputError("--noise-seed" if bad is noise_seed else "--noise", str(bad), str(e)) from None
+    fabric.noise = spread
     if slurm:
         slurm_lab.check(fabric)  # before the lab starts (exit 2): Slurm missing, not root, a port taken
     _k8s_up(sd, fabric, inventory, check_only=True) if k8s else None  # before the lab starts (exit 2)
@@ -78,6 +74,21 @@ def lab_up(inventory: Path = INV, state_dir: Optional[Path] = STATE, k8s: bool =
                   f"SLURM_CONF={slurm_lab.client_env(sd)['SLURM_CONF']}")
     _k8s_up(sd, fabric, inventory) if k8s else None
     _lab_status(sd)
+
+
+def _noise(noise: float, seed: int | None) -> dict:
+    """``lab up``'s noise flags as the fabric keeps them (:func:`tuning.lab.noise.check`).
+
+    Raises:
+        InputError: ``--noise`` outside 0..50 or not finite, ``--noise-seed`` below 0.
+    """
+    from tuning.lab.noise import check
+
+    try:
+        return check(noise, noise, seed)
+    except ValueError as e:
+        bad = seed if seed is not None and seed < 0 else noise
+        raise InputError("--noise-seed" if bad is seed else "--noise", str(bad), str(e)) from None
 
 
 def _k8s_up(sd: Path, fabric, inventory: Path, check_only: bool = False) -> None:
