@@ -382,12 +382,18 @@ class IbLab:
             raise TuningError(f"width {width!r}: one of {', '.join(WIDTHS)}")
         hca = self.topology.hca(self._node(node_id))
         guid = f"{self.topology.leaves[hca.leaf][0]:#x}"
-        self.run("ibportstate", "-G", guid, str(hca.leaf_port), "width", str(WIDTHS[width]))
-        deadline = time.monotonic() + 10.0  # read back: the link runs the width before the fault is in
-        while (got := _width_active(self.run("smpquery", "portinfo", "-G", guid, str(hca.leaf_port)))) != width:
+        # read back: the link runs the width before the fault is in. The Set is sent again every 2 s
+        # while it does not: an OpenSM sweep that read the port just before may put its own, older
+        # LinkWidthEnabled back (CI at load: a 4X asked after 1X still read 1X 10 s later)
+        deadline, got = time.monotonic() + 20.0, None
+        while got != width:
             if time.monotonic() > deadline:
                 raise TuningError(f"{hca.node_id}: the link runs {got} after ibportstate width {width}")
-            time.sleep(0.1)
+            self.run("ibportstate", "-G", guid, str(hca.leaf_port), "width", str(WIDTHS[width]))
+            resend = time.monotonic() + 2.0
+            while (got := _width_active(self.run("smpquery", "portinfo", "-G", guid, str(hca.leaf_port)))) != width \
+                    and time.monotonic() < resend:
+                time.sleep(0.1)
         self.refresh_nodes(hca.node_id)
 
     def set_lids(self, node_id: str, lid: int | None = None, sm_lid: int | None = None) -> None:
