@@ -6,16 +6,13 @@ from __future__ import annotations
 import os
 import resource
 
-import pytest
-
 from tuning.procs import readable
 
 
 def test_a_descriptor_past_1024_is_waited_on_and_an_idle_one_is_not_ready():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and hard < 1600:
-        pytest.skip(f"the hard open-file limit ({hard}) cannot hold descriptor 1500")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1600), hard))
+    wide = hard if hard == resource.RLIM_INFINITY else max(hard, 1600)  # root (CI) may raise a low hard limit
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1600), wide))
     r, w = os.pipe()
     high = os.dup2(r, 1500)
     try:
