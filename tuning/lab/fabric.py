@@ -332,7 +332,7 @@ def fabric_for_inventory(inv_dir: Path) -> Fabric:
         if not (dev.kind.endpoint or dev.kind.fabric):
             continue  # a subnet manager: the IB lab's (tuning.lab.ib), beside the RoCE fabric
         if name not in lab:
-            raise InputError(str(inv_dir / "hosts.yaml"), name, f"not a lab device; the lab has {_names(lab)}")
+            raise InputError(str(inv_dir / "hosts.yaml"), name, f"not a lab device; the lab has {short_list(list(lab))}")
         if not 1024 <= dev.connection.port < 32768:
             raise InputError(dev.sources.get("ansible_port", str(inv_dir / "hosts.yaml")), f"{name}: ansible_port",
                              f"{dev.connection.port}: a lab port is 1024..32767, below the kernel's ephemeral range")
@@ -350,10 +350,13 @@ def fabric_for_inventory(inv_dir: Path) -> Fabric:
     return fabric
 
 
-def _names(lab: dict) -> str:
-    """The lab's device names for an error line, a long list cut (``node001..node256, leaf01..``)."""
-    names = sorted(lab)
-    return ", ".join(names) if len(names) <= 12 else f"{', '.join(names[:6])} ... {', '.join(names[-3:])} ({len(names)})"
+def short_list(names: list[str]) -> str:
+    """Names for an error line, each run of one prefix cut to its ends when longer than two, in the
+    order given: ``leaf01, leaf02, spine01``; ``node01..node256, leaf01..leaf16, spine01, spine02``."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(name.rstrip("0123456789"), []).append(name)
+    return ", ".join(", ".join(g) if len(g) <= 2 else f"{g[0]}..{g[-1]}" for g in groups.values())
 
 
 def _same_cabling(dev, lab_dev: Node | Switch, fabric: Fabric, inv_dir: Path) -> None:

@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from tuning.errors import InputError
-from tuning.lab.fabric import DEFAULT_BASE_PORT, MAX_NODES, SWITCH_OSES, Fabric, Node, Switch, default_fabric, port_span
+from tuning.lab.fabric import DEFAULT_BASE_PORT, MAX_NODES, SWITCH_OSES, Fabric, Node, Switch, default_fabric, port_span, short_list
 
 #: where ``group_vars`` come from: the repository's embedded lab inventory
 LAB_INVENTORY = Path(__file__).resolve().parents[2] / "inventory" / "lab"
@@ -124,8 +124,7 @@ def write_inventory(dest: Path, n_nodes: int, base_port: int = DEFAULT_BASE_PORT
     names = [sw.name for sw in default_fabric(base_port=base_port, n_nodes=n_nodes).switches]
     for name, os_ in switch_os.items():
         if name not in names or os_ not in SWITCH_OSES:
-            shown = ", ".join(names) if len(names) <= 3 else f"{names[0]}..{names[-3]}, {', '.join(names[-2:])}"
-            raise InputError("--switch-os", f"{name}={os_}"[:60], f"SWITCH=OS with SWITCH one of {shown} and OS "
+            raise InputError("--switch-os", f"{name}={os_}"[:60], f"SWITCH=OS with SWITCH one of {short_list(names)} and OS "
                              f"one of {', '.join(SWITCH_OSES)}")
     fabric = default_fabric(base_port=base_port, n_nodes=n_nodes, switch_os=switch_os)
     try:
