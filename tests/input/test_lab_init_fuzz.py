@@ -26,7 +26,6 @@ from tuning.lab.scale import write_inventory
 from tuning.verify.fabric_topology import topology_of
 from tuning.verify.schedule import plan_schedule
 
-REPO = Path(__file__).resolve().parents[2]
 EPHEMERAL = 32768
 
 
